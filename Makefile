@@ -1,0 +1,35 @@
+# Two commands for a fresh machine: `make demo` and `make test`.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test venv dev lint typecheck clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+venv: $(VENV)/.installed
+
+dev: $(VENV)/.installed-dev
+
+## Replay the bundled real trace (Azure LLM 2023) through Ebb's baselines on a virtual clock.
+demo: venv
+	$(BIN)/ebb simulate --report ebb-report.html --json ebb-scorecard.json
+
+## Install dev dependencies and run every check: import contracts, mypy, the test suite.
+test: dev
+	$(BIN)/lint-imports
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache

@@ -1,0 +1,1 @@
+"""The shared Typer application object (kept apart so command modules can import it cheaply)."""

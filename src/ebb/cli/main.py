@@ -1,0 +1,45 @@
+"""The ``ebb`` command: one Typer app; each subcommand lives in its own module under ``ebb.cli``.
+
+Exit codes: 0 success, 1 findings/failed checks (command-specific), 2 usage or input error.
+Errors from :mod:`ebb.errors` are printed as one clear line (no traceback) and exit 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from ebb.errors import EbbError
+
+app = typer.Typer(
+    name="ebb",
+    help="Ebb: safe, SLA-aware elastic scale-down for GPU clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Each module registers its commands on ``app`` when imported.
+_COMMAND_MODULES = (
+    "ebb.cli.simulate",
+)
+
+for _name in _COMMAND_MODULES:
+    importlib.import_module(_name)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except EbbError as exc:
+        from rich.console import Console
+
+        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(2)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,98 @@
+"""Ebb's one error tree, classified by what the caller should do next.
+
+::
+
+    EbbError                      base of everything Ebb raises on purpose
+    ├── PermanentError            retrying the same call will fail the same way: fix the input
+    │   ├── ConfigError           bad flag, spec, YAML or JSON (names the key and the fix)
+    │   ├── InputError            bad data file (names file, line and the fix)
+    │   │   └── TraceFormatError  a trace that cannot be parsed as the asked/detected format
+    │   └── MissingExtraError     an optional dependency is not installed (says which extra)
+    └── TransientError            the outside world failed; retry after ``retry_after_s``
+        ├── SourceUnavailable     a metric source (Prometheus, NVML, agent) did not answer
+        └── StaleDataError        data older than the allowed staleness: fail safe, do not scale down
+
+Library errors are wrapped in one of these with the original chained as ``__cause__``.
+Bad arguments to pure functions raise :class:`ValueError` quoting the value received.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EbbError",
+    "PermanentError",
+    "ConfigError",
+    "InputError",
+    "TraceFormatError",
+    "MissingExtraError",
+    "TransientError",
+    "SourceUnavailable",
+    "StaleDataError",
+    "require_extra",
+]
+
+import importlib
+from types import ModuleType
+
+
+class EbbError(Exception):
+    """Base class: every error Ebb raises deliberately."""
+
+
+class PermanentError(EbbError):
+    """Retrying will not help; the message says what to change."""
+
+
+class ConfigError(PermanentError):
+    """A configuration value, CLI flag or policy spec is invalid."""
+
+
+class InputError(PermanentError):
+    """An input file is malformed. ``path`` and ``line`` (1-based, when known) locate it."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
+                 fix: str | None = None) -> None:
+        self.path = path
+        self.line = line
+        self.fix = fix
+        where = ""
+        if path is not None:
+            where = f"{path}:{line}: " if line is not None else f"{path}: "
+        text = f"{where}{message}"
+        if fix:
+            text += f" (fix: {fix})"
+        super().__init__(text)
+
+
+class TraceFormatError(InputError):
+    """A trace file does not match the requested or detected format."""
+
+
+class MissingExtraError(PermanentError):
+    """An optional dependency is missing; the message carries the pip command that installs it."""
+
+
+class TransientError(EbbError):
+    """The outside world failed; the same call may succeed after ``retry_after_s`` seconds."""
+
+    def __init__(self, message: str, *, retry_after_s: float = 1.0) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+
+class SourceUnavailable(TransientError):
+    """A metric source did not answer (connection refused, timeout, 5xx)."""
+
+
+class StaleDataError(TransientError):
+    """The newest sample is older than allowed; callers must not scale down on it."""
+
+
+def require_extra(module: str, extra: str) -> ModuleType:
+    """Import ``module`` lazily, or raise :class:`MissingExtraError` naming the extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingExtraError(
+            f"optional dependency {module!r} is not installed; install it with: pip install 'ebb[{extra}]'"
+        ) from exc
