@@ -9,17 +9,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-import typer
-
+from ebb.cli.app import app
 from ebb.errors import EbbError
-
-app = typer.Typer(
-    name="ebb",
-    help="Ebb: safe, SLA-aware elastic scale-down for GPU clusters.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 
 # Each module registers its commands on ``app`` when imported.
 _COMMAND_MODULES = (
