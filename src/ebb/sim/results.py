@@ -1,0 +1,84 @@
+"""What one simulated policy run produces: a scorecard (numbers) and a timeline (for plots).
+
+Both fidelities (``request`` and ``fluid``) fill the same records, so reports and comparisons
+never care which one ran.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Scorecard:
+    """One policy on one trace. Units are in the field names; latencies over completed requests."""
+
+    policy: str
+    """The full policy spec as given (``hpa:target=0.5``)."""
+    trace: str
+    fidelity: str
+    """``request`` or ``fluid``."""
+    requests: int
+    gpu_hours: float
+    """Replica-seconds billed / 3600: a replica is billed from the moment it is requested
+    (cold start included) until its drain finishes."""
+    cost_usd: float
+    slo_violations: int
+    """Requests whose TTFT or end-to-end latency exceeded the SLO (dropped requests count too)."""
+    slo_violation_pct: float
+    ttft_p50_ms: float
+    ttft_p99_ms: float
+    e2e_p50_ms: float
+    e2e_p99_ms: float
+    scale_ups: int
+    """Number of decisions that raised the replica target."""
+    scale_downs: int
+    dropped_requests: int
+    peak_replicas: int
+    mean_replicas: float
+    slo_ttft_ms: float
+    slo_e2e_ms: float
+    wall_s: float
+    """Wall time the simulation of this policy took (not part of the comparison)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Per-bin series of one run; every array has ``len(t_s)`` entries; bins are ``bin_s`` wide.
+
+    Latency arrays hold NaN in bins where no request (by arrival) completed.
+    """
+
+    t_s: FloatArray
+    """Start of each bin, seconds since the trace start."""
+    bin_s: float
+    demand_rps: FloatArray
+    """Arrivals per second in the bin (the same for every policy on a trace)."""
+    replicas: FloatArray
+    """Mean billed replicas over the bin (starting + ready + draining)."""
+    ready_replicas: FloatArray
+    """Mean replicas able to take new requests over the bin."""
+    ttft_p50_ms: FloatArray
+    ttft_p99_ms: FloatArray
+    e2e_p50_ms: FloatArray
+    e2e_p99_ms: FloatArray
+    violations: IntArray
+    """SLO-violating requests, by arrival bin."""
+
+
+@dataclass(frozen=True)
+class PolicyRun:
+    """A scorecard with its timeline."""
+
+    scorecard: Scorecard
+    timeline: Timeline
