@@ -15,6 +15,8 @@ from ebb.errors import EbbError
 # Each module registers its commands on ``app`` when imported.
 _COMMAND_MODULES = (
     "ebb.cli.simulate",
+    "ebb.cli.bursts",
+    "ebb.cli.analyze",
 )
 
 for _name in _COMMAND_MODULES:

@@ -1,0 +1,144 @@
+"""``ebb analyze FILE...``: distributions with modes, per-node heat and resource correlation.
+
+Inputs: metric CSVs (wide with a time column, wide without time given ``--step-s``, or the long
+``ts_ns,series,value`` files ``python -m ebb.sources.nvml`` writes) and DeepSpeed comms logs
+(``*.log``). With several files each one becomes a node: its series are named ``<file stem>/...``
+so the heat map compares files. Malformed inputs stop the command with the file, line and fix.
+The computations are in :mod:`ebb.analysis`; this module only reads, prints and writes.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ebb.analysis import AnalysisReport, analyze
+from ebb.analysis.report_html import render_html
+from ebb.cli.app import app
+from ebb.errors import ConfigError
+from ebb.model.samples import SampleBatch
+from ebb.sources.deepspeed_comm import parse_comm_log
+from ebb.sources.replay import CsvReplaySource
+
+_BLOCKS = " ▁▂▃▄▅▆▇█"
+
+
+def _merge(batches: list[SampleBatch]) -> SampleBatch:
+    names: list[str] = []
+    idx, val, ts = [], [], []
+    for b in batches:
+        offset = len(names)
+        names += b.series
+        idx.append(b.series_idx + offset)
+        val.append(b.value)
+        ts.append(b.ts_ns)
+    if len(set(names)) != len(names):
+        raise ConfigError("two inputs produce the same series name; give files distinct names")
+    return SampleBatch(series=tuple(names), series_idx=np.concatenate(idx), value=np.concatenate(val),
+                       ts_ns=np.concatenate(ts))
+
+
+def _load(files: list[Path], time_col: str | None, step_s: float | None,
+          columns: list[str] | None) -> SampleBatch:
+    many = len(files) > 1
+    batches = []
+    for f in files:
+        prefix = f.stem if many else None
+        if f.suffix == ".log":
+            b = parse_comm_log(f)
+            if prefix:
+                b = SampleBatch(series=tuple(f"{prefix}/{s}" for s in b.series), series_idx=b.series_idx,
+                                value=b.value, ts_ns=b.ts_ns)
+        else:
+            b = CsvReplaySource(f, time_col=time_col, step_s=step_s, columns=columns, prefix=prefix).read()
+        batches.append(b)
+    return _merge(batches)
+
+
+def _fmt(x: float) -> str:
+    if not math.isfinite(x):
+        return "–"
+    return f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+def _spark(row: np.ndarray, lo: float, hi: float) -> str:
+    out = []
+    for v in row:
+        if not math.isfinite(float(v)):
+            out.append("·")
+        else:
+            f = 0.0 if hi <= lo else (float(v) - lo) / (hi - lo)
+            out.append(_BLOCKS[min(len(_BLOCKS) - 1, max(1, int(round(f * (len(_BLOCKS) - 1)))))])
+    return "".join(out)
+
+
+def _print(console: Console, report: AnalysisReport, coupled_abs_r: float) -> None:
+    span = (report.t1_ns - report.t0_ns) / 1e9
+    console.print(f"[bold]{report.n_samples:,}[/] samples, {report.n_series} series, span {span:,.1f} s")
+    t = Table(title="Distribution per resource (modes: range, share of samples)")
+    for c in ("resource", "n", "mean", "p50", "p95", "p99", "modes"):
+        t.add_column(c, justify="left" if c in ("resource", "modes") else "right")
+    for d in report.distributions:
+        modes = "; ".join(f"{_fmt(m.lo)}–{_fmt(m.hi)} ({m.share:.1%})" for m in d.modes) or "–"
+        t.add_row(d.name, f"{d.n:,}", _fmt(d.mean), _fmt(d.p50), _fmt(d.p95), _fmt(d.p99), modes)
+    console.print(t)
+    for hm in report.heatmaps:
+        finite = hm.cells[np.isfinite(hm.cells)]
+        lo, hi = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 1.0)
+        console.print(f"[bold]heat {hm.metric}[/] (per node, {hm.bin_ns / 1e9:.3g} s bins, {_fmt(lo)}–{_fmt(hi)})")
+        shown = 24  # keep the terminal readable; the HTML page has every node
+        for node, row in zip(hm.nodes[:shown], hm.cells[:shown]):
+            console.print(f"  {node:>12} {_spark(row, lo, hi)}", highlight=False)
+        if len(hm.nodes) > shown:
+            console.print(f"  ... {len(hm.nodes) - shown} more nodes (see --html)")
+    if len(report.resources) > 1:
+        ct = Table(title=f"Pearson correlation (|r| > {coupled_abs_r} = coupled load)")
+        ct.add_column("")
+        for n in report.resources:
+            ct.add_column(n, justify="right")
+        for i, a in enumerate(report.resources):
+            cells = []
+            for j in range(len(report.resources)):
+                v = float(report.correlation[i, j])
+                s = f"{v:.3f}" if math.isfinite(v) else "–"
+                cells.append(f"[bold red]{s}[/]" if i != j and math.isfinite(v) and abs(v) > coupled_abs_r else s)
+            ct.add_row(a, *cells)
+        console.print(ct)
+        if report.coupled:
+            for c in report.coupled:
+                console.print(f"coupled load: {c.a} ~ {c.b}  r = {c.r:.3f}")
+        else:
+            console.print(f"no resource pair has |r| > {coupled_abs_r}")
+
+
+@app.command("analyze")
+def analyze_cmd(
+    files: Annotated[list[Path], typer.Argument(help="metric CSVs or DeepSpeed comms logs (*.log)")],
+    time_col: Annotated[str | None, typer.Option("--time-col", help="time column in seconds (default: auto)")] = None,
+    step_s: Annotated[float | None, typer.Option("--step-s", help="files without time: row i is at i x STEP seconds")] = None,
+    columns: Annotated[str | None, typer.Option("--columns", help="comma-separated value columns to analyze")] = None,
+    html_out: Annotated[Path | None, typer.Option("--html", help="also write a self-contained HTML report here")] = None,
+    bins: Annotated[int, typer.Option("--bins", min=3, help="histogram bins per resource")] = 100,
+    coupled_abs_r: Annotated[float, typer.Option("--coupled-r", min=0.0, max=1.0, help="|r| above which load is coupled")] = 0.7,
+) -> None:
+    """Distribution (with modes), per-node heat and Pearson correlation of collected samples."""
+    if step_s is not None and not (math.isfinite(step_s) and step_s > 0):
+        raise ConfigError(f"--step-s must be a positive number of seconds, got {step_s}")
+    cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    batch = _load(files, time_col, step_s, cols)
+    if len(batch) == 0:
+        raise ConfigError("the inputs hold no samples")
+    report = analyze(batch, bins=bins, coupled_abs_r=coupled_abs_r)
+    console = Console()
+    _print(console, report, coupled_abs_r)
+    if html_out is not None:
+        page = render_html(report, title=f"ebb analyze: {', '.join(f.name for f in files)}",
+                           sources=[str(f) for f in files], coupled_abs_r=coupled_abs_r)
+        html_out.write_text(page, encoding="utf-8")
+        console.print(f"wrote {html_out}")

@@ -1,0 +1,127 @@
+"""``ebb simulate``: replay a real trace through several policies and compare cost and SLO."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ebb.cli.app import app
+from ebb.errors import InputError
+from ebb.model.trace import CountSeries, RequestTrace
+from ebb.sim.compare import FIDELITIES, Comparison, compare
+from ebb.sim.policies import KNOWN_POLICIES
+from ebb.sim.report import meets_slo, write_report
+from ebb.sim.settings import ClusterSettings, MetricPipelineSettings, SimSettings, SloSettings
+from ebb.sim.specs import parse_policies
+from ebb.sources.traces import BUNDLED_TRACES, FORMATS, bundled_trace, load_trace
+
+DEFAULT_POLICIES = "hpa,keda,static,oracle"
+
+
+def _load(trace: str, fmt: str, time_col: str | None, count_col: str | None, tin: str | None,
+          tout: str | None) -> RequestTrace | CountSeries:
+    if trace.startswith("bundled:") or (trace in BUNDLED_TRACES and not Path(trace).exists()):
+        return bundled_trace(trace.removeprefix("bundled:"))
+    return load_trace(trace, fmt, time_col=time_col, count_col=count_col, tokens_in_col=tin, tokens_out_col=tout)
+
+
+def _table(cmp: Comparison) -> Table:
+    t = Table(title=f"{cmp.workload_name}: {cmp.requests:,} requests over {cmp.duration_s / 60:.1f} min "
+                    f"(load x{cmp.load_scale:.3g}, {cmp.fidelity})")
+    cols = ("policy", "GPU-h", "cost $", "SLO viol %", "TTFT p50/p99 ms", "E2E p50/p99 ms", "peak", "ups/downs",
+            "dropped")
+    for c in cols:
+        t.add_column(c, justify="left" if c == "policy" else "right")
+    for run in cmp.runs:
+        c = run.scorecard
+        mark = "" if meets_slo(c) else " [red]✗[/]"
+        t.add_row(c.policy, f"{c.gpu_hours:.2f}", f"{c.cost_usd:.2f}", f"{c.slo_violation_pct:.3f}{mark}",
+                  f"{c.ttft_p50_ms:.0f} / {c.ttft_p99_ms:.0f}", f"{c.e2e_p50_ms:.0f} / {c.e2e_p99_ms:.0f}",
+                  str(c.peak_replicas), f"{c.scale_ups}/{c.scale_downs}", str(c.dropped_requests))
+    return t
+
+
+@app.command("simulate")
+def simulate(
+    trace: Annotated[str, typer.Option(help="Trace file, or a bundled trace: " + ", ".join(BUNDLED_TRACES))] = "azure-code",
+    policy: Annotated[str, typer.Option(help="Comma-separated policies with inline parameters, e.g. "
+                                        "'hpa:target=0.5,hpa:target=0.8,keda:threshold=40,oracle'. "
+                                        "Known: " + ", ".join(KNOWN_POLICIES))] = DEFAULT_POLICIES,
+    fmt: Annotated[str, typer.Option("--format", help="Trace format: " + "|".join(FORMATS))] = "auto",
+    time_col: Annotated[str | None, typer.Option(help="Generic CSV: time column")] = None,
+    count_col: Annotated[str | None, typer.Option(help="Generic CSV: count column")] = None,
+    tokens_in_col: Annotated[str | None, typer.Option(help="Generic CSV: prompt tokens column")] = None,
+    tokens_out_col: Annotated[str | None, typer.Option(help="Generic CSV: output tokens column")] = None,
+    fidelity: Annotated[str | None, typer.Option(help="request | fluid (default: request for request logs, "
+                                                 "fluid for count series)")] = None,
+    fluid_bin_ms: Annotated[float, typer.Option(help="Fluid bin width (ms), 100–1000")] = 1000.0,
+    load_scale: Annotated[float, typer.Option(help="Multiply load by K")] = 1.0,
+    peak_replicas: Annotated[int | None, typer.Option(help="Scale load so the oracle's peak is N replicas")] = 20,
+    slo_ttft_ms: Annotated[float, typer.Option(help="TTFT SLO (ms)")] = SloSettings.ttft_ms,
+    slo_e2e_ms: Annotated[float, typer.Option(help="End-to-end SLO (ms)")] = SloSettings.e2e_ms,
+    cold_start_s: Annotated[float, typer.Option(help="Replica cold start (s)")] = ClusterSettings.cold_start_s,
+    gpu_hour_usd: Annotated[float, typer.Option(help="Price per replica (GPU) hour, USD")] = ClusterSettings.gpu_hour_usd,
+    metric_resolution_s: Annotated[int, typer.Option(help="metrics-server --metric-resolution (s)")] = 60,
+    scrape_interval_s: Annotated[int, typer.Option(help="Prometheus scrape_interval (s)")] = 30,
+    hpa_sync_s: Annotated[int, typer.Option(help="HPA sync period (s)")] = 15,
+    kubelet_resolution_s: Annotated[int, typer.Option(help="kubelet/cAdvisor resolution (s)")] = 10,
+    seed: Annotated[int, typer.Option(help="Seed for every random choice")] = 0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the scorecards as JSON here")] = None,
+    report: Annotated[Path | None, typer.Option(help="Write the self-contained HTML report here")] = None,
+    quiet: Annotated[bool, typer.Option(help="No progress output")] = False,
+) -> None:
+    """Replay a trace through HPA, KEDA, static and oracle policies; print cost and SLO side by side."""
+    console = Console()
+    items = parse_policies(policy, KNOWN_POLICIES)
+    tr = _load(trace, fmt, time_col, count_col, tokens_in_col, tokens_out_col)
+    for note in tr.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    fid = fidelity or ("fluid" if isinstance(tr, CountSeries) else "request")
+    if fid not in FIDELITIES:
+        raise typer.BadParameter(f"--fidelity {fid!r}: choose one of {', '.join(FIDELITIES)}")
+    if not 100.0 <= fluid_bin_ms <= 1000.0:
+        raise typer.BadParameter(f"--fluid-bin-ms {fluid_bin_ms}: must be within 100–1000")
+    settings = SimSettings(
+        slo=SloSettings(slo_ttft_ms, slo_e2e_ms),
+        cluster=ClusterSettings(cold_start_s=cold_start_s, gpu_hour_usd=gpu_hour_usd),
+        pipeline=MetricPipelineSettings(kubelet_resolution_s=kubelet_resolution_s,
+                                        metrics_server_resolution_s=metric_resolution_s,
+                                        scrape_interval_s=scrape_interval_s, hpa_sync_s=hpa_sync_s),
+        seed=seed,
+    )
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=console, disable=quiet, transient=True) as progress:
+        task = progress.add_task("preparing workload", total=None)
+        cmp = compare(tr, items, settings, fidelity=fid, load_scale=load_scale, peak_replicas=peak_replicas,
+                      fluid_bin_s=fluid_bin_ms / 1000.0,
+                      on_step=lambda msg: progress.update(task, description=msg))
+    console.print(_table(cmp))
+    o = cmp.oracle
+    console.print(f"oracle: headroom x{o.headroom:.3f}, smoothing {o.smoothing_s} s, "
+                  f"{o.tried} verified candidate schedules")
+    if json_out is not None:
+        data = [r.scorecard.as_dict() for r in cmp.runs]
+        try:
+            json_out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write the JSON scorecard: {exc.strerror}", path=str(json_out)) from exc
+        console.print(f"scorecards written to {json_out}")
+    if report is not None:
+        settings_txt = {
+            "trace": str(tr.source or tr.name), "fidelity": fid, "load scale": f"{cmp.load_scale:.4g}",
+            "SLO": f"TTFT ≤ {slo_ttft_ms:g} ms, end-to-end ≤ {slo_e2e_ms:g} ms",
+            "cold start": f"{cold_start_s:g} s", "GPU-hour": f"${gpu_hour_usd:g}",
+            "pipeline": f"scrape {scrape_interval_s} s, metrics-server {metric_resolution_s} s, HPA sync {hpa_sync_s} s",
+            "oracle": f"headroom x{o.headroom:.3f}, smoothing {o.smoothing_s} s",
+            "seed": str(seed),
+        }
+        write_report(report, cmp.runs, title=f"ebb simulate — {cmp.workload_name}",
+                     trace_desc=f"{cmp.requests:,} requests over {cmp.duration_s / 60:.1f} min",
+                     settings=settings_txt)
+        console.print(f"report written to {report}")

@@ -1,0 +1,10 @@
+"""Decisions over windowed signals: burst detection (L1) and multi-signal trigger evaluation.
+
+Everything here is pure: arrays and frozen dataclasses in, records out; no I/O, no clocks.
+"""
+
+from __future__ import annotations
+
+from ebb.decide.burst import Burst, BurstDetector, detect_bursts
+
+__all__ = ["Burst", "BurstDetector", "detect_bursts"]

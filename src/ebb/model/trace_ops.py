@@ -1,0 +1,215 @@
+"""Pure transformations of traces: counts to requests, load scaling, time windows.
+
+Guarantees (every function):
+
+* Pure and deterministic: inputs are never modified, and the same inputs and ``seed`` give
+  bit-identical outputs (numpy ``default_rng(seed)``, PCG64).
+* Outputs satisfy :mod:`ebb.model.trace`'s invariants: ``arrival_s`` sorted ascending and >= 0,
+  non-negative int64 tokens and counts, read-only arrays.
+* Vectorised: no Python loop runs per request or per bin.
+* Bad arguments (negative scale factors, reversed windows, non-finite values) raise
+  :class:`ValueError` quoting the value received.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import overload
+
+import numpy as np
+
+from ebb.model.trace import CountSeries, FloatArray, IntArray, RequestTrace
+
+__all__ = [
+    "AZURE_CONV_2023_TOKENS",
+    "DEFAULT_TOKENS",
+    "TokenDistribution",
+    "counts_to_requests",
+    "scale_counts",
+    "scale_requests",
+    "window",
+]
+
+
+@dataclass(frozen=True)
+class TokenDistribution:
+    """Independent lognormal prompt (``in``) and completion (``out``) token sizes, clipped to bounds.
+
+    A sample is ``clip(round(exp(N(mu, sigma))), lo, hi)`` per side. The two sides are drawn
+    independently: in the Azure conversation trace the correlation of log sizes is only 0.09.
+    """
+
+    in_mu: float
+    in_sigma: float
+    out_mu: float
+    out_sigma: float
+    in_min: int = 1
+    in_max: int = 8192
+    out_min: int = 1
+    out_max: int = 2048
+
+    def __post_init__(self) -> None:
+        for key in ("in_mu", "in_sigma", "out_mu", "out_sigma"):
+            value = getattr(self, key)
+            if not math.isfinite(value):
+                raise ValueError(f"TokenDistribution.{key} must be finite, got {value!r}")
+        if self.in_sigma < 0 or self.out_sigma < 0:
+            raise ValueError(f"TokenDistribution sigmas must be >= 0, got in={self.in_sigma!r}, out={self.out_sigma!r}")
+        if not (0 <= self.in_min <= self.in_max and 0 <= self.out_min <= self.out_max):
+            raise ValueError(
+                f"TokenDistribution bounds must satisfy 0 <= min <= max, got in=[{self.in_min}, {self.in_max}], "
+                f"out=[{self.out_min}, {self.out_max}]")
+
+    def sample(self, n: int, rng: np.random.Generator) -> tuple[IntArray, IntArray]:
+        """Draw ``n`` (tokens_in, tokens_out) pairs; inputs first, then outputs, from ``rng``."""
+        tin = np.rint(np.exp(rng.normal(self.in_mu, self.in_sigma, n)))
+        tout = np.rint(np.exp(rng.normal(self.out_mu, self.out_sigma, n)))
+        return (np.clip(tin, self.in_min, self.in_max).astype(np.int64),
+                np.clip(tout, self.out_min, self.out_max).astype(np.int64))
+
+
+AZURE_CONV_2023_TOKENS = TokenDistribution(
+    in_mu=6.6332850719147425,
+    in_sigma=0.9850794107779567,
+    out_mu=5.018996887187218,
+    out_sigma=0.8590092837592839,
+)
+"""Lognormal fit to the Azure LLM inference 2023 *conversation* trace (Splitwise, ISCA 2024).
+
+How it was fitted: all 19,366 rows of ``AzureLLMInferenceTrace_conv.csv`` (Azure/AzurePublicDataset
+at commit b469a113cedca53ddc3bdea71a143dc4b7d8700c); ``ContextTokens`` clipped to [1, 8192] and
+``GeneratedTokens`` clipped to [1, 2048]; ``mu`` = mean and ``sigma`` = population standard deviation
+(ddof=0, the maximum-likelihood estimate) of the natural log of the clipped values. Only one
+context value (14,050) exceeded its clip bound. Medians: exp(6.633) ~ 760 prompt tokens,
+exp(5.019) ~ 151 generated tokens (the file's means are 1,155 and 211).
+"""
+
+DEFAULT_TOKENS = AZURE_CONV_2023_TOKENS
+"""Token sizes given to requests synthesised from a count series, unless the caller picks others."""
+
+
+def _check_seed(seed: int) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+
+
+def counts_to_requests(series: CountSeries, *, seed: int, tokens: TokenDistribution = DEFAULT_TOKENS) -> RequestTrace:
+    """Turn per-bin counts into individual requests.
+
+    Each bin's ``c`` arrivals are i.i.d. uniform within the bin, which is exactly a Poisson
+    process conditioned on having ``c`` events there. Guarantee: ``floor(arrival_s / bin_s)``
+    reproduces every bin's count exactly (float rounding at bin edges is corrected). Token sizes
+    are drawn from ``tokens``.
+    """
+    _check_seed(seed)
+    rng = np.random.default_rng(seed)
+    counts = np.asarray(series.counts, dtype=np.int64)
+    if np.any(counts < 0):
+        raise ValueError(f"CountSeries.counts must be non-negative, got min {int(counts.min())}")
+    bin_idx = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    arrival: FloatArray = (bin_idx + rng.random(len(bin_idx))) * series.bin_s
+    # (i + u) * bin_s can round onto the next bin's edge (u close to 1) or, for non-integer bin_s,
+    # land one ulp below its own; step those few values by one ulp until each lands in its own bin.
+    for _ in range(8):
+        got = np.floor(arrival / series.bin_s)
+        high, low = got > bin_idx, got < bin_idx
+        if not (high.any() or low.any()):
+            break
+        arrival[high] = np.nextafter(arrival[high], -np.inf)
+        arrival[low] = np.nextafter(arrival[low], np.inf)
+    # Bins are disjoint and visited in order, so sorting keeps every request in its own bin.
+    arrival.sort(kind="stable")
+    tin, tout = tokens.sample(len(arrival), rng)
+    return RequestTrace(
+        name=series.name, arrival_s=arrival, tokens_in=tin, tokens_out=tout, source=series.source,
+        start_epoch_s=series.start_epoch_s,
+        notes=series.notes + (f"requests synthesised from counts (uniform within {series.bin_s:g}-s bins, seed={seed})",),
+    )
+
+
+def _split_scale(k: float) -> tuple[int, float]:
+    if not (math.isfinite(k) and k >= 0):
+        raise ValueError(f"scale factor k must be finite and >= 0, got {k!r}")
+    whole = int(math.floor(k))
+    return whole, k - whole
+
+
+def scale_requests(trace: RequestTrace, k: float, *, seed: int, jitter_s: float = 0.05) -> RequestTrace:
+    """Multiply the load by ``k`` by replaying the trace ``k`` times over the same timeline.
+
+    The result holds ``floor(k)`` full copies plus one copy thinned with keep-probability
+    ``frac(k)`` (each request kept independently), so its expected size is ``k * requests``. For
+    ``k < 1`` that is just thinning of the original. The first full copy keeps its exact arrival
+    times; every *additional* copied request (extra full copies and the thinned copy when
+    ``k >= 1``) gets an independent uniform jitter in ``[0, jitter_s)`` so copies are not
+    simultaneous. Tokens travel with their request. The result is sorted (stably) by arrival.
+    """
+    _check_seed(seed)
+    whole, frac = _split_scale(k)
+    if not (math.isfinite(jitter_s) and jitter_s >= 0):
+        raise ValueError(f"jitter_s must be finite and >= 0, got {jitter_s!r}")
+    rng = np.random.default_rng(seed)
+    n = trace.requests
+    # Source index of every output request: full copies first, then the survivors of thinning.
+    kept = np.flatnonzero(rng.random(n) < frac) if frac > 0 else np.zeros(0, dtype=np.int64)
+    src = np.concatenate([np.tile(np.arange(n, dtype=np.int64), whole), kept])
+    arrival = trace.arrival_s[src].astype(np.float64, copy=True)
+    # With k >= 1 the first n entries are the original; everything after them is a copy.
+    first_copy = n if whole >= 1 else len(src)
+    arrival[first_copy:] += rng.random(len(src) - first_copy) * jitter_s
+    order = np.argsort(arrival, kind="stable")
+    return RequestTrace(
+        name=trace.name, arrival_s=arrival[order], tokens_in=trace.tokens_in[src[order]],
+        tokens_out=trace.tokens_out[src[order]], source=trace.source, start_epoch_s=trace.start_epoch_s,
+        notes=trace.notes + (f"load scaled x{k:g} (seed={seed}, jitter {jitter_s:g} s)",),
+    )
+
+
+def scale_counts(series: CountSeries, k: float, *, seed: int) -> CountSeries:
+    """Multiply a count series by ``k``, keeping integers: ``floor(k) * c + Binomial(c, frac(k))`` per bin.
+
+    This is the count-level twin of :func:`scale_requests` (full copies plus one thinned copy), so
+    the expectation is ``k * c`` and ``k`` = integer scales exactly, with no randomness.
+    """
+    _check_seed(seed)
+    whole, frac = _split_scale(k)
+    rng = np.random.default_rng(seed)
+    counts = np.asarray(series.counts, dtype=np.int64)
+    scaled = counts * whole
+    if frac > 0:
+        scaled = scaled + rng.binomial(counts, frac).astype(np.int64)
+    return dataclasses.replace(series, counts=scaled.astype(np.int64),
+                               notes=series.notes + (f"load scaled x{k:g} (seed={seed})",))
+
+
+@overload
+def window(trace: RequestTrace, start_s: float, end_s: float) -> RequestTrace: ...
+@overload
+def window(trace: CountSeries, start_s: float, end_s: float) -> CountSeries: ...
+
+
+def window(trace: RequestTrace | CountSeries, start_s: float, end_s: float) -> RequestTrace | CountSeries:
+    """The part of ``trace`` in ``[start_s, end_s)`` (trace seconds), re-based so it starts at 0.
+
+    Requests are kept when ``start_s <= arrival_s < end_s`` and shifted by ``-start_s``. For a
+    count series, bin ``i`` is kept when its start ``i * bin_s`` lies in the window, and the
+    result starts at the first kept bin's start. ``start_epoch_s`` moves by the same shift.
+    """
+    if not (math.isfinite(start_s) and math.isfinite(end_s) and 0 <= start_s <= end_s):
+        raise ValueError(f"window needs finite 0 <= start_s <= end_s, got start_s={start_s!r}, end_s={end_s!r}")
+    note = f"window [{start_s:g}, {end_s:g}) s"
+    if isinstance(trace, RequestTrace):
+        lo, hi = np.searchsorted(trace.arrival_s, [start_s, end_s], side="left")
+        epoch = None if trace.start_epoch_s is None else trace.start_epoch_s + start_s
+        return RequestTrace(
+            name=trace.name, arrival_s=trace.arrival_s[lo:hi] - start_s, tokens_in=trace.tokens_in[lo:hi].copy(),
+            tokens_out=trace.tokens_out[lo:hi].copy(), source=trace.source, start_epoch_s=epoch,
+            notes=trace.notes + (note,))
+    first = min(math.ceil(start_s / trace.bin_s), len(trace.counts))
+    last = max(first, min(math.ceil(end_s / trace.bin_s), len(trace.counts)))
+    shift = first * trace.bin_s
+    epoch = None if trace.start_epoch_s is None else trace.start_epoch_s + shift
+    return dataclasses.replace(trace, counts=trace.counts[first:last].copy(), start_epoch_s=epoch,
+                               notes=trace.notes + (note,))

@@ -1,0 +1,188 @@
+"""One trace, many policies, one comparison: load scaling, the oracle search, then every policy.
+
+Order of work (each step deterministic for ``settings.seed``):
+
+1. Build the workload at the requested fidelity: a :class:`RequestTrace` (``request``) or a
+   :class:`FluidDemand` (``fluid``). Count series become requests (``request`` fidelity) with
+   Poisson arrivals within each bin and token sizes from the documented default distribution.
+2. Scale load: ``--load-scale K`` multiplies it; ``--peak-replicas N`` picks K so that the
+   oracle's peak is about N replicas (one calibration pass, then a rescale by N / found peak).
+3. Search the oracle's schedule (perfect foresight; see :mod:`ebb.sim.baselines.oracle`).
+4. Run every requested policy on the same workload and score it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ebb.errors import ConfigError
+from ebb.model.trace import CountSeries, RequestTrace
+from ebb.model.trace_ops import DEFAULT_TOKENS, counts_to_requests, scale_counts, scale_requests
+from ebb.sim.baselines.oracle import (
+    OraclePolicy,
+    OracleSearch,
+    forward_mean,
+    search_oracle,
+    work_per_request,
+    work_rate,
+)
+from ebb.sim.fluid_engine import FluidDemand, simulate_fluid
+from ebb.sim.fluid_scoring import score_fluid
+from ebb.sim.policies import PolicyContext, build_policy
+from ebb.sim.policy import Policy
+from ebb.sim.request_engine import simulate_requests
+from ebb.sim.results import PolicyRun
+from ebb.sim.scoring import score_requests, timeline_edges
+from ebb.sim.settings import SimSettings
+from ebb.sim.specs import PolicySpecItem
+
+Workload = RequestTrace | FluidDemand
+FIDELITIES = ("request", "fluid")
+_PEAK_REF_UTIL = 0.8
+_TOKEN_SAMPLE = 8192
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything ``ebb simulate`` reports."""
+
+    runs: tuple[PolicyRun, ...]
+    workload_name: str
+    requests: int
+    duration_s: float
+    load_scale: float
+    fidelity: str
+    oracle: OracleSearch
+
+
+def _to_fluid(trace: RequestTrace | CountSeries, bin_s: float, seed: int) -> FluidDemand:
+    if isinstance(trace, CountSeries):
+        rng = np.random.default_rng(seed)
+        tin, tout = DEFAULT_TOKENS.sample(_TOKEN_SAMPLE, rng)
+        if abs(trace.bin_s - bin_s) > 1e-9:
+            # Re-bin by integer ratio when possible; otherwise keep the series' own bins.
+            ratio = bin_s / trace.bin_s
+            if ratio >= 1 and abs(ratio - round(ratio)) < 1e-9:
+                r = int(round(ratio))
+                c = trace.counts.astype(np.float64)
+                pad = (-len(c)) % r
+                c = np.concatenate([c, np.zeros(pad)]).reshape(-1, r).sum(axis=1)
+                return FluidDemand(str(trace.name), bin_s, c, np.sort(tin.astype(np.float64)),
+                                   np.sort(tout.astype(np.float64)))
+        return FluidDemand(str(trace.name), trace.bin_s, trace.counts.astype(np.float64),
+                           np.sort(tin.astype(np.float64)), np.sort(tout.astype(np.float64)))
+    nb = int(np.ceil(max(trace.duration_s, bin_s) / bin_s)) + 1
+    counts = np.bincount((trace.arrival_s / bin_s).astype(np.int64), minlength=nb).astype(np.float64)
+    return FluidDemand(str(trace.name), bin_s, counts, np.sort(trace.tokens_in.astype(np.float64)),
+                       np.sort(trace.tokens_out.astype(np.float64)))
+
+
+def _rate(w: Workload, settings: SimSettings) -> np.ndarray:
+    lat = settings.cluster.latency
+    if isinstance(w, RequestTrace):
+        work = work_per_request(w.tokens_in.astype(np.float64), w.tokens_out.astype(np.float64), lat)
+        return work_rate(w.arrival_s, work, w.duration_s)
+    mean_work = float(work_per_request(w.tokens_in_sample, w.tokens_out_sample, lat).mean())
+    per_s = w.counts * mean_work / w.bin_s
+    if w.bin_s == 1.0:
+        return np.asarray(per_s, dtype=np.float64)
+    t = (np.arange(len(per_s)) * w.bin_s).astype(np.int64)
+    return np.bincount(t, weights=per_s * w.bin_s, minlength=int(t[-1]) + 1 if len(t) else 1).astype(np.float64)
+
+
+def simulate_one(w: Workload, policy: Policy, settings: SimSettings) -> PolicyRun:
+    """Run and score one policy on a prepared workload."""
+    t0 = time.perf_counter()
+    if isinstance(w, RequestTrace):
+        out, fleet = simulate_requests(w, policy, settings)
+        return score_requests(policy.spec, w, out, fleet, settings, wall_s=time.perf_counter() - t0)
+    fout, fleet = simulate_fluid(w, policy, settings)
+    return score_fluid(policy.spec, w, fout, fleet, settings, wall_s=time.perf_counter() - t0)
+
+
+def _evaluate(w: Workload, settings: SimSettings) -> Callable[[np.ndarray], tuple[float, float]]:
+    slo = settings.slo
+
+    def ev(schedule: np.ndarray) -> tuple[float, float]:
+        pol = OraclePolicy(schedule)
+        if isinstance(w, RequestTrace):
+            out, fleet = simulate_requests(w, pol, settings)
+            ttft = (out.first_token_s - w.arrival_s) * 1000.0
+            e2e = (out.finish_s - w.arrival_s) * 1000.0
+            bad = np.isnan(out.finish_s) | (ttft > slo.ttft_ms) | (e2e > slo.e2e_ms)
+            return fleet.replica_seconds(), 100.0 * float(bad.sum()) / max(1, w.requests)
+        fout, fleet = simulate_fluid(w, pol, settings)
+        v = float(fout.violations.sum()) + fout.dropped
+        return fleet.replica_seconds(), 100.0 * v / max(1.0, float(w.counts.sum()))
+
+    return ev
+
+
+def prepare(trace: RequestTrace | CountSeries, fidelity: str, settings: SimSettings, *,
+            load_scale: float = 1.0, fluid_bin_s: float = 1.0) -> Workload:
+    """The workload at ``fidelity``, with load multiplied by ``load_scale``."""
+    if fidelity not in FIDELITIES:
+        raise ConfigError(f"--fidelity {fidelity!r}: choose one of {', '.join(FIDELITIES)}")
+    if not (load_scale > 0 and np.isfinite(load_scale)):
+        raise ConfigError(f"--load-scale must be a positive number, got {load_scale!r}")
+    seed = settings.seed
+    if isinstance(trace, CountSeries):
+        series = trace if load_scale == 1.0 else scale_counts(trace, load_scale, seed=seed)
+        if fidelity == "fluid":
+            return _to_fluid(series, fluid_bin_s, seed)
+        return counts_to_requests(series, seed=seed)
+    req = trace if load_scale == 1.0 else scale_requests(trace, load_scale, seed=seed)
+    if fidelity == "fluid":
+        return _to_fluid(req, fluid_bin_s, seed)
+    return req
+
+
+def compare(trace: RequestTrace | CountSeries, items: Sequence[PolicySpecItem], settings: SimSettings, *,
+            fidelity: str, load_scale: float = 1.0, peak_replicas: int | None = None,
+            fluid_bin_s: float = 1.0, on_step: Callable[[str], None] | None = None) -> Comparison:
+    """Steps 1–4 of the module docstring; ``on_step`` is told what runs next (progress bars)."""
+    def step(msg: str) -> None:
+        if on_step is not None:
+            on_step(msg)
+
+    if peak_replicas is not None and peak_replicas < 1:
+        raise ConfigError(f"--peak-replicas must be >= 1, got {peak_replicas}")
+    k = load_scale
+    w = prepare(trace, fidelity, settings, load_scale=k, fluid_bin_s=fluid_bin_s)
+    if peak_replicas is not None:
+        # Pass 1: scale so the 5 s peak of work needs N replicas at 80 % busy.
+        base_peak = float(forward_mean(_rate(w, settings), 5).max())
+        if base_peak <= 0:
+            raise ConfigError("--peak-replicas needs a trace with some requests")
+        k = k * _PEAK_REF_UTIL * peak_replicas / base_peak
+        w = prepare(trace, fidelity, settings, load_scale=k, fluid_bin_s=fluid_bin_s)
+    duration = w.duration_s
+    bin_s = settings.timeline_bin_s or float(timeline_edges(duration + settings.cluster.cold_start_s, None)[1])
+    settings = replace(settings, timeline_bin_s=bin_s)
+
+    step("oracle: searching the cheapest schedule that meets the SLO")
+    found = search_oracle(_rate(w, settings), settings.cluster.cold_start_s, _evaluate(w, settings))
+    if peak_replicas is not None:
+        peak = int(found.schedule.max())
+        if peak != peak_replicas:
+            # Pass 2: rescale by N / found peak and search again.
+            k = k * peak_replicas / peak
+            w = prepare(trace, fidelity, settings, load_scale=k, fluid_bin_s=fluid_bin_s)
+            step(f"oracle: rescaling load x{k:.3g} for a peak of {peak_replicas} replicas")
+            found = search_oracle(_rate(w, settings), settings.cluster.cold_start_s, _evaluate(w, settings))
+
+    if settings.cluster.initial_replicas is None:
+        # Every policy starts from the same warm fleet: what the demand at t=0 needs.
+        settings = replace(settings, cluster=replace(settings.cluster,
+                                                     initial_replicas=int(found.schedule[0])))
+    ctx = PolicyContext(settings=settings, oracle_schedule=found.schedule)
+    runs: list[PolicyRun] = []
+    for item in items:
+        policy = build_policy(item, ctx)
+        step(f"simulating {item.text}")
+        runs.append(simulate_one(w, policy, settings))
+    return Comparison(tuple(runs), str(w.name), w.requests, duration, k, fidelity, found)

@@ -1,0 +1,178 @@
+"""The policies ``ebb simulate`` runs side by side, built from ``--policy`` specs.
+
+=========  ===================================================================================
+``hpa``    Kubernetes HPA (upstream algorithm, :mod:`ebb.sim.baselines.hpa_controller`) on
+           ``metric=gpu`` (default: per-pod GPU utilisation as dcgm-exporter + Prometheus +
+           prometheus-adapter expose it, a Pods metric with an AverageValue target in percent),
+           ``metric=inflight`` (requests running or queued per pod, a vLLM-style gauge) or
+           ``metric=qps`` (completions per second per pod, ``rate(...[1m])``). Parameters:
+           ``target`` (ratio 0–1 for gpu, default 0.6; requests for inflight, default 32; req/s for
+           qps, default 10), ``min`` (1), ``max`` (2 × the oracle's peak, at least 4),
+           ``stabilization`` (300 s), ``tolerance`` (0.1).
+``keda``   KEDA ScaledObject with a Prometheus trigger: ``metric=inflight`` (default,
+           ``sum(running + waiting)``) or ``qps`` (``sum(rate(requests[1m]))``) compared to
+           ``threshold`` per replica (default 32 / 10) through the HPA KEDA creates (External
+           metric, AverageValue); ``polling`` (30 s) activation loop; ``min`` (KEDA's
+           minReplicaCount; default 1 here, 0 enables scale-to-zero after ``cooldown`` 300 s).
+``static`` ``replicas`` fixed; default the oracle's peak.
+``oracle`` Perfect foresight (:mod:`ebb.sim.baselines.oracle`); the lower bound.
+=========  ===================================================================================
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from ebb.errors import ConfigError
+from ebb.sim.baselines.hpa_calc import PodMetricSample, PodRecord, ReadyCondition
+from ebb.sim.baselines.hpa_controller import HpaConfig, HpaController, MetricSpec
+from ebb.sim.baselines.oracle import OraclePolicy
+from ebb.sim.baselines.static import StaticPolicy
+from ebb.sim.policy import Observation, Pipeline, Policy
+from ebb.sim.settings import SimSettings
+from ebb.sim.specs import PolicySpecItem, check_keys, param_choice, param_float, param_int
+
+KNOWN_POLICIES = ("hpa", "keda", "static", "oracle")
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """What builders may use besides the spec: settings and the oracle's verified schedule."""
+
+    settings: SimSettings
+    oracle_schedule: npt.NDArray[np.int64]
+
+    @property
+    def oracle_peak(self) -> int:
+        return int(self.oracle_schedule.max()) if len(self.oracle_schedule) else 1
+
+
+def _pods(obs: Observation, value: str, window_s: float) -> tuple[list[PodRecord], dict[str, PodMetricSample]]:
+    """Pods as the HPA's lister and metrics client see them."""
+    pods: list[PodRecord] = []
+    metrics: dict[str, PodMetricSample] = {}
+    for p in obs.pods:
+        name = f"replica-{int(p.replica)}"
+        ready = ReadyCondition("True" if p.ready_s is not None else "False",
+                               p.ready_s if p.ready_s is not None else p.created_s)
+        pods.append(PodRecord(name, phase="Running", start_time_s=p.created_s, ready=ready))
+        v = {"util": p.util_ratio, "inflight": p.inflight, "qps": p.qps}[value]
+        if v is not None:
+            scale = 100_000.0 if value == "util" else 1000.0  # util ratio → percent milli
+            metrics[name] = PodMetricSample(int(round(v * scale)), obs.t_s, window_s)
+    return pods, metrics
+
+
+@dataclass
+class HpaPolicy:
+    """An HPA on one Pods metric, reconciled every sync period."""
+
+    spec: str
+    controller: HpaController
+    value: str
+    pipeline: Pipeline
+    interval_s: float = 15.0
+
+    def decide(self, obs: Observation) -> int:
+        if obs.spec_replicas == 0 and not obs.pods:
+            return self.controller.config.min_replicas or 1
+        pods, metrics = _pods(obs, self.value, float(self.pipeline.window_s))
+        d = self.controller.reconcile(obs.t_s, obs.spec_replicas, len(obs.pods), pods, metrics)
+        return d.desired_replicas
+
+
+@dataclass
+class KedaPolicy:
+    """KEDA: an activation loop every ``polling_s`` plus the HPA it manages (External metric)."""
+
+    spec: str
+    controller: HpaController
+    value: str
+    min_replicas: int
+    polling_s: float
+    cooldown_s: float
+    pipeline: Pipeline
+    interval_s: float = 15.0
+    _last_active_s: float = field(default=0.0)
+
+    def decide(self, obs: Observation) -> int:
+        total = obs.total_inflight if self.value == "inflight" else obs.total_qps
+        cur = obs.spec_replicas
+        if obs.t_s == 0.0 and not obs.pods:
+            return max(1, self.min_replicas)
+        active = total is not None and total > 0
+        if active:
+            self._last_active_s = obs.t_s
+        on_poll = math.isclose(obs.t_s % self.polling_s, 0.0, abs_tol=1e-6) or \
+            math.isclose(obs.t_s % self.polling_s, self.polling_s, abs_tol=1e-6)
+        if cur == 0:
+            # Scale-from-zero is KEDA's job, at its polling interval.
+            return 1 if (active and on_poll) else 0
+        if self.min_replicas == 0 and on_poll and not active and obs.t_s - self._last_active_s >= self.cooldown_s:
+            return 0
+        if total is None:
+            return cur
+        d = self.controller.reconcile(obs.t_s, cur, len(obs.pods), [], {},
+                                      external_values_milli=(int(round(total * 1000)),))
+        return max(1, d.desired_replicas)
+
+
+def _hpa_config(item: PolicySpecItem, ctx: PolicyContext, metric: MetricSpec, lo: int) -> HpaConfig:
+    mn = param_int(item, "min", lo, lo=0)
+    mx = param_int(item, "max", max(4, 2 * ctx.oracle_peak), lo=1)
+    if mn > mx:
+        raise ConfigError(f"policy {item.text!r}: min={mn} exceeds max={mx}")
+    return HpaConfig(
+        metric=metric, min_replicas=max(mn, 1), max_replicas=mx,
+        tolerance=param_float(item, "tolerance", 0.1, lo=0.0, hi=1.0),
+        downscale_stabilization_s=param_int(item, "stabilization", 300, lo=0),
+    )
+
+
+def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
+    """Construct one policy from its spec; ConfigError names the spec and the bad parameter."""
+    pipe = ctx.settings.pipeline
+    if item.name == "oracle":
+        check_keys(item, ())
+        return OraclePolicy(ctx.oracle_schedule, spec=item.text)
+    if item.name == "static":
+        check_keys(item, ("replicas",))
+        return StaticPolicy(param_int(item, "replicas", ctx.oracle_peak, lo=1), spec=item.text)
+    if item.name == "hpa":
+        check_keys(item, ("target", "metric", "min", "max", "stabilization", "tolerance"))
+        metric = param_choice(item, "metric", "gpu", ("gpu", "inflight", "qps"))
+        if metric == "gpu":
+            target = param_float(item, "target", 0.6, lo=0.01, hi=1.0)
+            spec = MetricSpec.pods_average_value(int(round(target * 100_000)))
+            pipeline = Pipeline(pipe.scrape_interval_s, pipe.dcgm_collect_s)
+            value = "util"
+        elif metric == "inflight":
+            target = param_float(item, "target", 32.0, lo=0.001)
+            spec = MetricSpec.pods_average_value(int(round(target * 1000)))
+            pipeline = Pipeline(pipe.scrape_interval_s, 1)
+            value = "inflight"
+        else:
+            target = param_float(item, "target", 10.0, lo=0.001)
+            spec = MetricSpec.pods_average_value(int(round(target * 1000)))
+            pipeline = Pipeline(pipe.scrape_interval_s, pipe.rate_window_s)
+            value = "qps"
+        cfg = _hpa_config(item, ctx, spec, 1)
+        return HpaPolicy(item.text, HpaController(cfg), value, pipeline, float(pipe.hpa_sync_s))
+    if item.name == "keda":
+        check_keys(item, ("threshold", "metric", "min", "max", "polling", "cooldown", "stabilization",
+                          "tolerance"))
+        metric = param_choice(item, "metric", "inflight", ("inflight", "qps"))
+        threshold = param_float(item, "threshold", 32.0 if metric == "inflight" else 10.0, lo=0.001)
+        spec = MetricSpec.external_average_value(int(round(threshold * 1000)))
+        pipeline = Pipeline(pipe.scrape_interval_s, 1 if metric == "inflight" else pipe.rate_window_s)
+        cfg = _hpa_config(item, ctx, spec, 1)
+        mn = param_int(item, "min", 1, lo=0)
+        return KedaPolicy(item.text, HpaController(cfg), metric, mn,
+                          param_float(item, "polling", 30.0, lo=1.0),
+                          param_float(item, "cooldown", 300.0, lo=0.0), pipeline,
+                          float(pipe.hpa_sync_s))
+    raise ConfigError(f"unknown policy {item.name!r}; known: {', '.join(KNOWN_POLICIES)}")

@@ -1,0 +1,79 @@
+"""Simulator settings, parsed once from flags into one frozen dataclass (unit, default, why)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ebb.sim.latency import H200_DEFAULT, LatencyModel
+
+
+@dataclass(frozen=True)
+class SloSettings:
+    """The service-level objective every request is judged against (both must hold)."""
+
+    ttft_ms: float = 2000.0
+    """Time to first token limit (ms). Default 2 s: MLPerf Inference's server-scenario TTFT
+    bound for Llama-2-70B, a widely used interactive-serving target."""
+    e2e_ms: float = 60000.0
+    """End-to-end limit (ms). Default 60 s: the common gateway timeout (nginx
+    ``proxy_read_timeout``, AWS ALB idle timeout) past which a client sees a failure; the
+    longest Azure 2023 response (1,899 tokens) decodes in ~10 s on the calibrated H200."""
+
+    def __post_init__(self) -> None:
+        if not (self.ttft_ms > 0 and self.e2e_ms > 0):
+            raise ValueError(f"SLO limits must be > 0 ms, got ttft={self.ttft_ms!r}, e2e={self.e2e_ms!r}")
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """The simulated serving fleet."""
+
+    cold_start_s: float = 60.0
+    """Time (s) from replica request to serving: node/pod scheduling, image pull, weight load."""
+    gpu_hour_usd: float = 4.0
+    """Price of one replica (one GPU) per hour (USD). A round figure inside 2025 on-demand H200
+    cloud prices (about 3–10 USD per GPU-hour); set your own."""
+    initial_replicas: int | None = None
+    """Replicas ready at t=0; None = the policy's own first answer, started warm at t=0."""
+    latency: LatencyModel = field(default_factory=lambda: H200_DEFAULT)
+    """Per-replica service-time model (calibrated on a real H200; see ``ebb.sim.latency``)."""
+
+    def __post_init__(self) -> None:
+        if self.cold_start_s < 0:
+            raise ValueError(f"cold_start_s must be >= 0, got {self.cold_start_s!r}")
+        if self.gpu_hour_usd < 0:
+            raise ValueError(f"gpu_hour_usd must be >= 0, got {self.gpu_hour_usd!r}")
+
+
+@dataclass(frozen=True)
+class MetricPipelineSettings:
+    """The Kubernetes metric chain the baselines read through (upstream defaults)."""
+
+    kubelet_resolution_s: int = 10
+    """cAdvisor housekeeping / kubelet resource-metrics resolution (s)."""
+    metrics_server_resolution_s: int = 60
+    """metrics-server ``--metric-resolution`` (s); default 60 s in the upstream chart."""
+    scrape_interval_s: int = 30
+    """Prometheus ``scrape_interval`` (s) for exporters (DCGM, the model server)."""
+    dcgm_collect_s: int = 30
+    """dcgm-exporter collection interval (s; ``-c 30000`` ms default)."""
+    rate_window_s: int = 60
+    """``rate(...[1m])`` range used by prometheus-adapter / KEDA queries (s)."""
+    hpa_sync_s: int = 15
+    """kube-controller-manager ``--horizontal-pod-autoscaler-sync-period`` (s)."""
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """Everything one ``ebb simulate`` run needs besides the trace and the policies."""
+
+    slo: SloSettings = field(default_factory=SloSettings)
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    pipeline: MetricPipelineSettings = field(default_factory=MetricPipelineSettings)
+    seed: int = 0
+    """Seed for every random choice (count-series arrivals, load scaling jitter, scrape phase)."""
+    timeline_bin_s: float | None = None
+    """Width of report bins (s); None = about 1,000 bins over the trace, at least 1 s."""
+    drain_horizon_s: float = 3600.0
+    """After the last arrival, keep simulating at most this long for in-flight work (s);
+    requests unfinished then are reported as dropped."""

@@ -1,0 +1,148 @@
+"""Trace loading for ``ebb simulate``: request logs and count series from files or the bundled slices.
+
+Public API::
+
+    load_trace(path, fmt="auto", *, time_col=None, count_col=None, tokens_in_col=None,
+               tokens_out_col=None, bin_s=None) -> RequestTrace | CountSeries
+    detect_format(path) -> "azure" | "mooncake" | "counts"
+    bundled_trace(name="azure-code") -> RequestTrace
+    BUNDLED_TRACES  # names accepted by bundled_trace
+    FORMATS         # names accepted by load_trace(fmt=...)
+
+Formats: ``azure`` (Azure LLM inference 2023 CSV), ``mooncake`` (Mooncake FAST'25 JSONL),
+``counts`` (integers per bin, optional ``# start=`` / ``# bin_s=`` header), ``csv`` (any headed
+CSV with the column flags). See each reader module for the exact rules.
+
+Guarantees:
+
+* Gzip files are read transparently (detected by content, so the ``.gz`` suffix is optional).
+* Results satisfy :mod:`ebb.model.trace`'s invariants: read-only numpy columns, ``arrival_s``
+  sorted and >= 0, non-negative integer tokens/counts.
+* Malformed input raises :class:`~ebb.errors.TraceFormatError` whose message names the file,
+  the 1-based line (when one is to blame) and the fix. Unreadable/missing files raise
+  :class:`~ebb.errors.InputError`; unknown formats or bundled names raise
+  :class:`~ebb.errors.ConfigError`.
+* Unsorted input is stable-sorted; the result's ``notes`` say so and the ``ebb.sources.traces``
+  logger warns (``warnings`` is not used, because callers run with warnings as errors).
+* Loading has no randomness: the same file always yields the same arrays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from importlib import resources
+from pathlib import Path
+
+from ebb.errors import ConfigError, TraceFormatError
+from ebb.model.ids import TraceName
+from ebb.model.trace import CountSeries, RequestTrace
+from ebb.sources.traces import azure, counts, generic_csv, mooncake
+from ebb.sources.traces._common import open_binary
+
+__all__ = ["BUNDLED_TRACES", "FORMATS", "bundled_trace", "detect_format", "load_trace"]
+
+FORMATS: tuple[str, ...] = ("auto", "azure", "mooncake", "counts", "csv")
+
+_BUNDLED_FILES: dict[str, str] = {
+    "azure-code": "azure_code_2023_slice.csv.gz",
+    "azure-conv": "azure_conv_2023_slice.csv.gz",
+}
+BUNDLED_TRACES: tuple[str, ...] = tuple(_BUNDLED_FILES)
+"""Bundled slices (first 30 minutes) of the Azure LLM inference 2023 traces; see ``ebb/data/ATTRIBUTION.md``."""
+
+_SNIFF_BYTES = 64 * 1024
+_AUTO_FIX = ("name the format and columns, e.g. --format csv --time-col TIME "
+             "--tokens-in-col IN --tokens-out-col OUT (or --count-col COUNT)")
+
+
+def detect_format(path: str | Path) -> str:
+    """Guess the format of ``path`` from its first 64 KiB: ``azure``, ``mooncake`` or ``counts``.
+
+    Raises :class:`TraceFormatError` when the file is empty or matches none of them (generic
+    CSVs cannot be detected because their column meanings are unknown).
+    """
+    p = Path(path)
+    with open_binary(p) as fh:
+        sample = fh.read(_SNIFF_BYTES)
+        truncated = bool(fh.read(1))
+    text = sample.decode("utf-8", "replace").removeprefix("\ufeff")
+    lines = text.splitlines()
+    if truncated and len(lines) > 1:
+        lines = lines[:-1]  # the last line may be cut mid-value
+    first_idx = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first_idx is None:
+        raise TraceFormatError("file is empty (no data rows)", path=str(p), line=1,
+                               fix="point at a non-empty trace file")
+    first = lines[first_idx].strip()
+    if tuple(cell.strip() for cell in first.split(",")) == azure.HEADER:
+        return "azure"
+    if first.startswith("{"):
+        try:
+            obj = json.loads(first)
+        except json.JSONDecodeError:
+            obj = None
+        if isinstance(obj, dict) and all(k in obj for k in mooncake.KEYS):
+            return "mooncake"
+    if all(_is_counts_line(line) for line in lines):
+        return "counts"
+    found = f"; its first line is {first[:120]!r}"
+    raise TraceFormatError(
+        f"cannot detect the trace format (not Azure LLM CSV, Mooncake JSONL or a count series){found}",
+        path=str(p), line=first_idx + 1, fix=_AUTO_FIX)
+
+
+def _is_counts_line(line: str) -> bool:
+    stripped = line.strip()
+    return not stripped or stripped.startswith("#") or all(c.isdigit() or c.isspace() for c in stripped)
+
+
+def load_trace(
+    path: str | Path,
+    fmt: str = "auto",
+    *,
+    time_col: str | None = None,
+    count_col: str | None = None,
+    tokens_in_col: str | None = None,
+    tokens_out_col: str | None = None,
+    bin_s: float | None = None,
+) -> RequestTrace | CountSeries:
+    """Load a trace file as a :class:`RequestTrace` or :class:`CountSeries`.
+
+    ``fmt="auto"`` detects azure/mooncake/counts; if any column option is given it means ``csv``.
+    ``bin_s`` is the bin width for ``csv`` count series (default 1 s) and for ``counts`` files
+    without a ``# bin_s=`` header (a header wins, with a note, if they disagree).
+    """
+    p = Path(path)
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown trace format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if bin_s is not None and not bin_s > 0:
+        raise ConfigError(f"bin_s must be > 0 seconds, got {bin_s!r}")
+    column_opts = any(c is not None for c in (time_col, count_col, tokens_in_col, tokens_out_col))
+    if fmt == "auto":
+        fmt = "csv" if column_opts else detect_format(p)
+    elif column_opts and fmt != "csv":
+        raise ConfigError(f"column options (--time-col, --count-col, ...) only apply to --format csv, not {fmt!r}")
+    if fmt == "azure":
+        return azure.read_azure(p)
+    if fmt == "mooncake":
+        return mooncake.read_mooncake(p)
+    if fmt == "counts":
+        return counts.read_counts(p, bin_s=bin_s)
+    return generic_csv.read_csv(p, time_col=time_col, count_col=count_col, tokens_in_col=tokens_in_col,
+                                tokens_out_col=tokens_out_col, bin_s=1.0 if bin_s is None else bin_s)
+
+
+def bundled_trace(name: str = "azure-code") -> RequestTrace:
+    """Load a bundled Azure LLM 2023 slice (``azure-code`` or ``azure-conv``); needs no external files."""
+    try:
+        filename = _BUNDLED_FILES[name]
+    except KeyError:
+        raise ConfigError(f"unknown bundled trace {name!r}; choose one of {', '.join(BUNDLED_TRACES)}") from None
+    resource = resources.files("ebb") / "data" / filename
+    # as_file gives a real path even when the package is imported from a zip archive.
+    with resources.as_file(resource) as real_path:
+        trace = azure.read_azure(real_path)
+    return dataclasses.replace(
+        trace, name=TraceName(name), source=f"bundled:{name}",
+        notes=trace.notes + (f"bundled slice: first 30 minutes of AzureLLMInferenceTrace_{name.split('-')[1]}.csv",))

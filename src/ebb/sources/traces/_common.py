@@ -1,0 +1,256 @@
+"""Shared plumbing for the trace readers: opening (gzip-transparent), CSV tables, numeric columns.
+
+Guarantees:
+
+* Every reader opens files through :func:`open_binary` / :func:`open_text`, so a gzip file is read
+  transparently whatever its name (detected by its magic bytes, not only by ``.gz``).
+* Operating-system and decoding failures are re-raised as :class:`~ebb.errors.InputError` /
+  :class:`~ebb.errors.TraceFormatError` with the original chained as ``__cause__``.
+* Column converters are vectorised on the happy path; only when a value is bad do they walk the
+  column in Python, to name the exact 1-based line of the first bad value.
+* :func:`sort_by_time` sorts stably and records the fact in ``notes`` and on the
+  ``ebb.sources.traces`` logger (never via :mod:`warnings`: the test suite turns warnings into errors).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import logging
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from ebb.errors import InputError, TraceFormatError
+from ebb.model.ids import TraceName
+
+LOG = logging.getLogger("ebb.sources.traces")
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_gzip(path: Path) -> bool:
+    """True when the file starts with the gzip magic bytes."""
+    with _os_errors(path):
+        with path.open("rb") as fh:
+            return fh.read(2) == _GZIP_MAGIC
+
+
+@contextmanager
+def _os_errors(path: Path) -> Iterator[None]:
+    # Missing files and permission problems are the user's to fix, so they become InputError.
+    try:
+        yield
+    except gzip.BadGzipFile as exc:  # an OSError subclass, but the file's fault, not the OS's
+        raise TraceFormatError(f"corrupt gzip data: {exc}", path=str(path),
+                               fix="re-download or re-compress the file (gzip -t FILE checks it)") from exc
+    except FileNotFoundError as exc:
+        raise InputError("trace file not found", path=str(path),
+                         fix="check the path, or use a bundled trace such as 'azure-code'") from exc
+    except OSError as exc:
+        raise InputError(f"cannot read trace file: {exc.strerror or exc}", path=str(path),
+                         fix="check the file permissions") from exc
+
+
+@contextmanager
+def open_binary(path: Path) -> Iterator[io.BufferedIOBase]:
+    """Open ``path`` for binary reading, decompressing gzip on the fly."""
+    with _os_errors(path):
+        gz = is_gzip(path)
+        raw: io.BufferedIOBase = gzip.GzipFile(path, "rb") if gz else path.open("rb")
+    try:
+        with _os_errors(path), raw:
+            yield raw
+    except EOFError as exc:  # gzip stream cut short
+        raise TraceFormatError(f"truncated gzip data: {exc}", path=str(path),
+                               fix="re-download or re-compress the file (gzip -t FILE checks it)") from exc
+
+
+@contextmanager
+def open_text(path: Path) -> Iterator[IO[str]]:
+    """Open ``path`` as UTF-8 text (a leading BOM is dropped), decompressing gzip on the fly."""
+    with open_binary(path) as raw:
+        # newline="" lets the csv module see CRLF itself (the Azure files use CRLF).
+        text = io.TextIOWrapper(cast(IO[bytes], raw), encoding="utf-8-sig", newline="")
+        try:
+            yield text
+        except UnicodeDecodeError as exc:
+            raise TraceFormatError("file is not UTF-8 text", path=str(path),
+                                   fix="convert the file to UTF-8, or check that it is a trace at all") from exc
+        finally:
+            text.detach()
+
+
+def trace_name(path: Path) -> TraceName:
+    """File stem without ``.gz`` and the format suffix: ``conv.csv.gz`` -> ``conv``."""
+    name = path.name
+    if name.endswith(".gz"):
+        name = name[:-3]
+    return TraceName(Path(name).stem or name)
+
+
+@dataclass
+class Table:
+    """A CSV read into string columns, with the 1-based file line of every data row."""
+
+    header: list[str]
+    columns: dict[str, list[str]]
+    lines: list[int]
+
+    @property
+    def rows(self) -> int:
+        return len(self.lines)
+
+
+def read_csv_table(path: Path, *, expected: Sequence[str], fix: str) -> Table:
+    """Read a headed CSV; every ``expected`` column must exist. Blank lines are skipped.
+
+    ``fix`` is appended to the missing-column error (what the user should pass or change).
+    """
+    src = str(path)
+    with open_text(path) as fh:
+        reader = csv.reader(fh)
+        header: list[str] | None = None
+        header_line = 0
+        for row in reader:
+            if any(cell.strip() for cell in row):
+                header = [cell.strip() for cell in row]
+                header_line = reader.line_num
+                break
+        if header is None:
+            raise TraceFormatError("file is empty (no header and no data rows)", path=src, line=1,
+                                   fix="point at a non-empty trace file")
+        missing = [c for c in expected if c not in header]
+        if missing:
+            raise TraceFormatError(
+                f"missing column(s) {', '.join(map(repr, missing))}; found columns "
+                f"{', '.join(map(repr, header))}; expected {', '.join(map(repr, expected))}",
+                path=src, line=header_line, fix=fix)
+        width = len(header)
+        rows: list[list[str]] = []
+        lines: list[int] = []
+        try:
+            for row in reader:
+                if len(row) != width:
+                    if not any(cell.strip() for cell in row):
+                        continue  # blank line (often a trailing one)
+                    raise TraceFormatError(
+                        f"row has {len(row)} field(s) but the header has {width} ({', '.join(header)})",
+                        path=src, line=reader.line_num,
+                        fix="make every row have one value per header column")
+                rows.append(row)
+                lines.append(reader.line_num)
+        except csv.Error as exc:
+            raise TraceFormatError(f"malformed CSV: {exc}", path=src, line=reader.line_num,
+                                   fix="check quoting on this line") from exc
+    if not rows:
+        raise TraceFormatError("file has a header but no data rows", path=src, line=header_line + 1,
+                               fix="point at a trace with at least one request")
+    # One transpose instead of per-column list comprehensions over rows.
+    transposed = list(zip(*rows))
+    columns = {name: list(transposed[i]) for i, name in enumerate(header) if name in expected}
+    return Table(header=header, columns=columns, lines=lines)
+
+
+def _describe_bad_number(text: str) -> str:
+    """Classify a value that is not a non-negative integer, for the error message."""
+    stripped = text.strip()
+    if not stripped:
+        return "empty value"
+    try:
+        value = float(stripped)
+    except ValueError:
+        return f"{stripped!r} is not a number"
+    if not math.isfinite(value):
+        return f"{stripped!r} is not finite (NaN/inf)"
+    if value < 0:
+        return f"{stripped!r} is negative"
+    return f"{stripped!r} is not an integer"
+
+
+def int_column(values: Sequence[str], *, what: str, path: Path, lines: Sequence[int],
+               fix: str) -> IntArray:
+    """Convert strings to non-negative int64, or raise naming the first bad value's line."""
+    try:
+        arr = np.asarray(values, dtype=np.str_).astype(np.int64)
+    except (ValueError, OverflowError):
+        arr = None
+    if arr is not None:
+        neg = np.flatnonzero(arr < 0)
+        if len(neg) == 0:
+            return arr
+        first = int(neg[0])
+        raise TraceFormatError(f"{what} {_describe_bad_number(values[first])}", path=str(path),
+                               line=lines[first], fix=fix)
+    # Slow path: find the first value Python's int() rejects (same rules numpy applies).
+    for i, text in enumerate(values):
+        try:
+            if int(text) >= 0:
+                continue
+        except ValueError:
+            pass
+        raise TraceFormatError(f"{what} {_describe_bad_number(text)}", path=str(path), line=lines[i], fix=fix)
+    # numpy and Python disagree on some spellings ("1_000"); Python's int() is the rule we document.
+    return np.array([int(v) for v in values], dtype=np.int64)
+
+
+def float_column(values: Sequence[str], *, what: str, path: Path, lines: Sequence[int],
+                 fix: str) -> FloatArray | None:
+    """Convert strings to finite float64; ``None`` if some value is not a number at all.
+
+    A NaN/inf value raises (it is a number, but a useless one); a non-number returns ``None``
+    so the caller can try another interpretation (e.g. ISO-8601 timestamps).
+    """
+    try:
+        arr = np.asarray(values, dtype=np.str_).astype(np.float64)
+    except ValueError:
+        return None
+    bad = np.flatnonzero(~np.isfinite(arr))
+    if len(bad):
+        first = int(bad[0])
+        raise TraceFormatError(f"{what} {values[first].strip()!r} is not finite (NaN/inf)",
+                               path=str(path), line=lines[first], fix=fix)
+    return arr
+
+
+def sort_by_time(arrival: FloatArray, *others: IntArray, source: str) -> tuple[FloatArray, list[IntArray], list[str]]:
+    """Stable-sort ``arrival`` (and ``others`` alongside it); return notes saying whether it was needed."""
+    if len(arrival) < 2 or bool(np.all(arrival[1:] >= arrival[:-1])):
+        return arrival, list(others), []
+    order = np.argsort(arrival, kind="stable")
+    note = f"input was not sorted by time; sorted {len(arrival)} rows"
+    LOG.warning("%s: %s", source, note)
+    return arrival[order], [o[order] for o in others], [note]
+
+
+def parse_epoch_or_iso(text: str) -> float | None:
+    """Epoch seconds (``1700158623.98``) or ISO-8601 (``2023-11-16T18:17:03Z``) -> UTC epoch seconds.
+
+    ISO values without a zone are taken as UTC (trace files are machine logs; local time would make
+    the result depend on where Ebb runs). Returns ``None`` when ``text`` is neither, or not finite.
+    """
+    text = text.strip()
+    try:
+        value = float(text)
+    except ValueError:
+        pass
+    else:
+        return value if math.isfinite(value) else None
+    try:
+        stamp = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=timezone.utc)
+    return stamp.timestamp()
