@@ -152,7 +152,7 @@ def accuracy(rng: np.random.Generator) -> dict[str, Any]:
             hd.record_value(max(v, 1))
         est = {
             "ebb": {q: float(sk.quantile(q)[0]) for q in QS},
-            "ddsketch": {q: float(dd.get_quantile_value(q)) for q in QS},
+            "ddsketch": {q: float(dd.get_quantile_value(q) or 0.0) for q in QS},
             "fastdigest": {q: float(td.quantile(q)) for q in QS},
             "hdrhistogram": {q: hd.get_value_at_percentile(q * 100.0) / 1000.0 for q in QS},
         }

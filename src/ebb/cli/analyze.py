@@ -82,8 +82,8 @@ def _print(console: Console, report: AnalysisReport, coupled_abs_r: float) -> No
     span = (report.t1_ns - report.t0_ns) / 1e9
     console.print(f"[bold]{report.n_samples:,}[/] samples, {report.n_series} series, span {span:,.1f} s")
     t = Table(title="Distribution per resource (modes: range, share of samples)")
-    for c in ("resource", "n", "mean", "p50", "p95", "p99", "modes"):
-        t.add_column(c, justify="left" if c in ("resource", "modes") else "right")
+    for head in ("resource", "n", "mean", "p50", "p95", "p99", "modes"):
+        t.add_column(head, justify="left" if head in ("resource", "modes") else "right")
     for d in report.distributions:
         modes = "; ".join(f"{_fmt(m.lo)}–{_fmt(m.hi)} ({m.share:.1%})" for m in d.modes) or "–"
         t.add_row(d.name, f"{d.n:,}", _fmt(d.mean), _fmt(d.p50), _fmt(d.p95), _fmt(d.p99), modes)

@@ -128,7 +128,8 @@ class BurstDetector:
 
     def declared(self) -> npt.NDArray[np.bool_]:
         """Series currently in a declared (ongoing) burst."""
-        return ~np.isnan(self._declared)
+        out: npt.NDArray[np.bool_] = ~np.isnan(self._declared)
+        return out
 
     def update(self, t_s: float, quantiles: npt.ArrayLike) -> list[Burst]:
         """Feed one evaluation (S,) at ``t_s``; returns bursts that ended at this evaluation."""

@@ -8,14 +8,16 @@ metric pipelines) and the same calibrated :class:`~ebb.sim.latency.LatencyModel`
   (``max_batch × ready − active``), FIFO.
 * **Prefill.** Admitted prefill work (seconds) joins a fleet prefill backlog served at
   ``ready`` seconds per second; a request's TTFT = router wait + backlog / ready + its own prefill.
-* **Decode.** With ``b = active / ready`` sequences per replica, each replica decodes
-  ``b / step(b) × (1 − u)`` tokens/s (``u`` = prefill share of the bin); completions = decoded
-  tokens / mean output tokens. Per-token time ``τ = step(b) / (1 − u)``.
+* **Decode.** With ``b = active / ready`` sequences per replica and ``u`` the prefill share of
+  the bin, a sequence whose prefill is done finishes at rate ``μ = (1 − u) / (step(b) ×
+  mean_out)``; that decoding pool drains as ``decoding × (1 − e^(−μ·dt))`` per bin, capped at ``ready × max_batch × μ × dt`` (the batch
+  cap). Per-token time ``τ = step(b) / (1 − u)``.
 * **Violations.** For arrivals of a bin, P(ok) = P(prefill(in) ≤ TTFT_slo − wait) ×
   P(out ≤ (E2E_slo − TTFT) / τ) over the trace's empirical token distributions (independence of
   prompt and output lengths assumed); violations = arrivals × (1 − P(ok)).
-* **Signals.** GPU busy fraction per ready replica = ``1 − exp(−b)`` (sequences on a replica
-  ~ Poisson), in-flight and completions per replica; policies read them through their pipeline.
+* **Signals.** Time-average occupancy ``L̄`` over the bin; with least-loaded routing a replica is
+  busy whenever occupancy reaches it, so GPU busy fraction = ``min(1, L̄ / ready)``; in-flight
+  per replica = ``L̄ / ready``; completions per replica; policies read them through their pipeline.
 
 Agreement with the request engine is tested on the Azure traces (GPU-hours within 5 %,
 violation rates within the tolerance documented in ``docs/simulator.md``).
@@ -137,7 +139,9 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
         logs[rid] = ReplicaLog(lg.replica, lg.requested_s, lg.ready_s, t)
 
     # Model state.
-    active = 0.0  # admitted, not finished
+    active = 0.0  # admitted, not finished (prefilling + decoding)
+    decoding = 0.0  # admitted and past their prefill
+    l_avg = 0.0  # time-average occupancy of the last bin
     queue = 0.0  # router queue
     backlog = 0.0  # prefill seconds not yet done, fleet-wide
     tau = d_base + d_per
@@ -155,7 +159,7 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
             qps = float((cum_done[s] - cum_done[lo]) / (s - lo))
         if s >= 0:
             infl = float(inflight_g[s])
-        for rid in live:
+        for rid in (live if pipe.per_pod else ()):
             st = state[rid]
             lg = logs[rid]
             if st == _DRAINING:
@@ -174,7 +178,7 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
         return Observation(t, spec, ready_n, tuple(pods), tq, ti, qq)
 
     def apply(desired: int, t: float) -> None:
-        nonlocal spec, scale_ups, scale_downs, ready_n
+        nonlocal spec, scale_ups, scale_downs, ready_n, active, backlog, decoding
         desired = max(0, int(desired))
         if desired == spec:
             return
@@ -192,6 +196,11 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
             ready_ids = [rid for rid in reversed(live) if state[rid] == _READY][:k]
             for rid in ready_ids:
                 state[rid] = _DRAINING
+                # Its share of in-flight requests finishes on it, not on the others.
+                if ready_n > 0:
+                    active -= active / ready_n
+                    decoding -= decoding / ready_n
+                    backlog -= backlog / ready_n
                 ready_n -= 1
                 # A draining replica finishes its in-flight share: about one mean latency.
                 draining.append((t + e2e_mean, rid))
@@ -218,7 +227,7 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
             cum_busy[next_sec] = acc_busy
             cum_done[next_sec] = acc_done
             cum_arr[next_sec] = acc_arr
-            inflight_g[next_sec] = (active + queue) / ready_n if ready_n else 0.0
+            inflight_g[next_sec] = l_avg / ready_n if ready_n else 0.0
             total_inflight[next_sec] = active + queue
             queued_g[next_sec] = queue
             next_sec += 1
@@ -263,6 +272,10 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
         cap = ready_n * dt
         done_pf = backlog if backlog < cap else cap
         backlog -= done_pf
+        # Requests whose prefill completed start decoding; only they can finish.
+        decoding += done_pf / mean_pf if mean_pf > 0 else adm
+        if decoding > active:
+            decoding = active
         u = done_pf / cap if cap > 0 else 0.0
         if u > u_cap:
             u = u_cap
@@ -271,13 +284,25 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
             bb = 1.0 if b < 1.0 else (mb if b > mb else b)
             step = d_base + d_per * bb
             tau = step / (1.0 - u)
-            tokens = ready_n * (b if b < mb else mb) / step * (1.0 - u) * dt
-            fin = tokens / mean_out
-            if fin > active:
-                fin = active
+            # Each sequence finishes at rate mu (1/s); below the batch cap the pool drains
+            # exponentially (exact for a constant rate over the bin), at the cap it is
+            # throughput-bound: ready × max_batch × mu completions per second.
+            mu = (1.0 - u) / (step * mean_out)
+            x = mu * dt
+            drained = 1.0 - exp(-x)
+            fin = decoding * drained
+            cap_fin = ready_n * mb * mu * dt
+            if fin > cap_fin:
+                fin = cap_fin
+            # Time-average occupancy over the bin (prefilling + exponentially decaying decode):
+            # with least-loaded routing a replica is busy whenever occupancy reaches it, so the
+            # busy fraction is min(1, occupancy / ready), and the in-flight gauge reads it too.
+            l_avg = (active - decoding) + (decoding * drained / x if x > 1e-9 else decoding)
             active -= fin
+            decoding -= fin
             acc_done += fin / ready_n
-            acc_busy += (1.0 - exp(-b)) * dt
+            occ = l_avg / ready_n
+            acc_busy += (occ if occ < 1.0 else 1.0) * dt
             wait_q = queue / (fin / dt) if fin > 1e-12 else (slo_e2e * 10 if queue > 0 else 0.0)
             wait_p = backlog / ready_n
         else:

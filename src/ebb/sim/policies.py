@@ -47,6 +47,11 @@ class PolicyContext:
     oracle_schedule: npt.NDArray[np.int64]
 
     @property
+    def initial_replicas(self) -> int:
+        """Warm fleet at t=0 for reactive policies: what the demand at t=0 needs (a fair start)."""
+        return int(self.oracle_schedule[0]) if len(self.oracle_schedule) else 1
+
+    @property
     def oracle_peak(self) -> int:
         return int(self.oracle_schedule.max()) if len(self.oracle_schedule) else 1
 
@@ -76,10 +81,11 @@ class HpaPolicy:
     value: str
     pipeline: Pipeline
     interval_s: float = 15.0
+    initial: int = 1
 
     def decide(self, obs: Observation) -> int:
-        if obs.spec_replicas == 0 and not obs.pods:
-            return self.controller.config.min_replicas or 1
+        if obs.t_s == 0.0 and not obs.pods:
+            return max(self.initial, self.controller.config.min_replicas)
         pods, metrics = _pods(obs, self.value, float(self.pipeline.window_s))
         d = self.controller.reconcile(obs.t_s, obs.spec_replicas, len(obs.pods), pods, metrics)
         return d.desired_replicas
@@ -97,13 +103,14 @@ class KedaPolicy:
     cooldown_s: float
     pipeline: Pipeline
     interval_s: float = 15.0
+    initial: int = 1
     _last_active_s: float = field(default=0.0)
 
     def decide(self, obs: Observation) -> int:
         total = obs.total_inflight if self.value == "inflight" else obs.total_qps
         cur = obs.spec_replicas
         if obs.t_s == 0.0 and not obs.pods:
-            return max(1, self.min_replicas)
+            return max(self.initial, self.min_replicas, 1)
         active = total is not None and total > 0
         if active:
             self._last_active_s = obs.t_s
@@ -161,7 +168,8 @@ def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
             pipeline = Pipeline(pipe.scrape_interval_s, pipe.rate_window_s)
             value = "qps"
         cfg = _hpa_config(item, ctx, spec, 1)
-        return HpaPolicy(item.text, HpaController(cfg), value, pipeline, float(pipe.hpa_sync_s))
+        return HpaPolicy(item.text, HpaController(cfg), value, pipeline, float(pipe.hpa_sync_s),
+                         initial=min(cfg.max_replicas, ctx.initial_replicas))
     if item.name == "keda":
         check_keys(item, ("threshold", "metric", "min", "max", "polling", "cooldown", "stabilization",
                           "tolerance"))
@@ -174,5 +182,5 @@ def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
         return KedaPolicy(item.text, HpaController(cfg), metric, mn,
                           param_float(item, "polling", 30.0, lo=1.0),
                           param_float(item, "cooldown", 300.0, lo=0.0), pipeline,
-                          float(pipe.hpa_sync_s))
+                          float(pipe.hpa_sync_s), initial=min(cfg.max_replicas, ctx.initial_replicas))
     raise ConfigError(f"unknown policy {item.name!r}; known: {', '.join(KNOWN_POLICIES)}")

@@ -36,6 +36,8 @@ class Pipeline:
     """Averaging window (s) of the sampled value (exporter interval / rate() range). Integer."""
     offset_s: int = 0
     """Phase of the sampling grid (s); real scrapes are not aligned with the policy's sync."""
+    per_pod: bool = True
+    """Whether the policy reads per-pod values; False skips building them (the oracle reads none)."""
 
     def __post_init__(self) -> None:
         if self.period_s < 1 or self.window_s < 1 or self.offset_s < 0:

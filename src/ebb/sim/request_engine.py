@@ -189,7 +189,7 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
         last_snap = len(counters.arrivals) - 1  # second index of the newest snapshot
         s = int(math.floor((min(t, float(last_snap)) - off) / per)) * per + off
         pods: list[PodView] = []
-        for r in live:
+        for r in (live if pipe.per_pod else ()):
             if state[r] == _DRAINING:
                 continue
             log = logs[r]

@@ -151,7 +151,7 @@ class ColumnarSketch:
         cum_i = np.cumsum(inner, axis=1)
         cum_i += before[:, None]
         j = np.argmax(cum_i > rank[:, None], axis=1)
-        out = self._bin_values[b * BLOCK + j]
+        out: FloatArray = self._bin_values[b * BLOCK + j]
         out[n == 0] = np.nan
         return out
 

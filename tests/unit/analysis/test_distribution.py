@@ -15,7 +15,8 @@ def bimodal(n: int = 50_000, seed: int = 7) -> np.ndarray:
     rng = np.random.default_rng(seed)
     k = int(n * 0.65)
     v = np.concatenate([rng.normal(45, 4, k), rng.normal(86, 2.5, n - k)])
-    return np.clip(v, 0, 100)
+    clipped: np.ndarray = np.clip(v, 0, 100)
+    return clipped
 
 
 def test_a_bimodal_mixture_yields_two_modes_with_the_right_ranges_and_shares() -> None:

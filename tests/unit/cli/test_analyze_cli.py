@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from ebb.cli.main import app
+from ebb.cli.main import app  # type: ignore[attr-defined]  # re-exported by registration
 
 ALIBABA_DAY1 = (Path(__file__).resolve().parents[4] / "shared" / "data" / "traces" / "datacenter-util-aggregates"
                 / "alibaba2018" / "day_1" / "machine_usage_day_1_grouped_10_seconds.csv")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -22,9 +23,11 @@ class StepClock:
 
 
 def burn_cpu() -> None:
+    """Spin, then idle: per-core counters tick at 10 ms, so let at least a few ticks pass."""
     x = 0
     for i in range(200_000):
         x += i * i
+    time.sleep(0.05)
 
 
 def test_every_sample_is_stamped_with_the_injected_clock() -> None:

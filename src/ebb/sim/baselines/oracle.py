@@ -79,6 +79,12 @@ def schedule_from_need(need: IntArray, cold_start_s: float) -> IntArray:
     return forward_max(need, int(np.ceil(cold_start_s)))
 
 
+def schedule_for(rate: FloatArray, headroom: float, smoothing_s: int, cold_start_s: float) -> IntArray:
+    """The schedule of steps 2–3 for one headroom ``h`` and smoothing window ``S``."""
+    need = np.maximum(1, np.ceil(headroom * forward_mean(rate, smoothing_s) - 1e-9)).astype(np.int64)
+    return schedule_from_need(need, cold_start_s)
+
+
 @dataclass
 class OraclePolicy:
     """Follows a precomputed per-second schedule (it has seen the whole trace)."""
@@ -86,7 +92,7 @@ class OraclePolicy:
     schedule: IntArray
     spec: str = "oracle"
     interval_s: float = 1.0
-    pipeline: Pipeline = field(default_factory=lambda: Pipeline(1, 1))
+    pipeline: Pipeline = field(default_factory=lambda: Pipeline(1, 1, per_pod=False))
 
     def decide(self, obs: Observation) -> int:
         k = min(int(obs.t_s), len(self.schedule) - 1)
@@ -108,23 +114,30 @@ class OracleSearch:
 def search_oracle(rate: FloatArray, cold_start_s: float,
                   evaluate: Callable[[IntArray], tuple[float, float]], *,
                   target_violation_pct: float = 0.1, smoothing_s: tuple[int, ...] = (1, 10),
-                  steps: int = 7, on_try: Callable[[], None] | None = None) -> OracleSearch:
-    """Find the cheapest verified schedule; ``evaluate(schedule) -> (replica_seconds, violation_pct)``."""
+                  steps: int = 7, on_try: Callable[[], None] | None = None,
+                  near: tuple[float, int] | None = None) -> OracleSearch:
+    """Find the cheapest verified schedule; ``evaluate(schedule) -> (replica_seconds, violation_pct)``.
+
+    ``near`` = (headroom, smoothing) of an earlier search on a rescaled copy of the workload:
+    only that smoothing is tried and the bisection starts from a ×1.4 bracket around it.
+    """
     best: OracleSearch | None = None
     tried = 0
 
     def run(h: float, s: int) -> tuple[IntArray, float, float]:
         nonlocal tried
-        need = np.maximum(1, np.ceil(h * forward_mean(rate, s) - 1e-9)).astype(np.int64)
-        sched = schedule_from_need(need, cold_start_s)
+        sched = schedule_for(rate, h, s, cold_start_s)
         cost, viol = evaluate(sched)
         tried += 1
         if on_try is not None:
             on_try()
         return sched, cost, viol
 
+    if near is not None:
+        # A previous search's (headroom, smoothing) on a similar workload: bracket around it.
+        smoothing_s, steps = (near[1],), 4
     for s in smoothing_s:
-        lo, hi = 0.25, 2.0
+        lo, hi = (near[0] / 1.4, near[0] * 1.4) if near is not None else (0.25, 2.0)
         sched, cost, viol = run(hi, s)
         while viol > target_violation_pct and hi < 256:
             lo, hi = hi, hi * 2.0
