@@ -36,8 +36,8 @@ def _table(cmp: Comparison) -> Table:
                     f"(load x{cmp.load_scale:.3g}, {cmp.fidelity})")
     cols = ("policy", "GPU-h", "cost $", "SLO viol %", "TTFT p50/p99 ms", "E2E p50/p99 ms", "peak", "ups/downs",
             "dropped")
-    for c in cols:
-        t.add_column(c, justify="left" if c == "policy" else "right")
+    for col in cols:
+        t.add_column(col, justify="left" if col == "policy" else "right")
     for run in cmp.runs:
         c = run.scorecard
         mark = "" if meets_slo(c) else " [red]✗[/]"
@@ -60,7 +60,8 @@ def simulate(
     tokens_out_col: Annotated[str | None, typer.Option(help="Generic CSV: output tokens column")] = None,
     fidelity: Annotated[str | None, typer.Option(help="request | fluid (default: request for request logs, "
                                                  "fluid for count series)")] = None,
-    fluid_bin_ms: Annotated[float, typer.Option(help="Fluid bin width (ms), 100–1000")] = 1000.0,
+    fluid_bin_ms: Annotated[float | None, typer.Option(help="Fluid bin width (ms), 100–1000; default 100 for "
+                                                       "request logs, the series' own bin for count series")] = None,
     load_scale: Annotated[float, typer.Option(help="Multiply load by K")] = 1.0,
     peak_replicas: Annotated[int | None, typer.Option(help="Scale load so the oracle's peak is N replicas")] = 20,
     slo_ttft_ms: Annotated[float, typer.Option(help="TTFT SLO (ms)")] = SloSettings.ttft_ms,
@@ -85,7 +86,7 @@ def simulate(
     fid = fidelity or ("fluid" if isinstance(tr, CountSeries) else "request")
     if fid not in FIDELITIES:
         raise typer.BadParameter(f"--fidelity {fid!r}: choose one of {', '.join(FIDELITIES)}")
-    if not 100.0 <= fluid_bin_ms <= 1000.0:
+    if fluid_bin_ms is not None and not 100.0 <= fluid_bin_ms <= 1000.0:
         raise typer.BadParameter(f"--fluid-bin-ms {fluid_bin_ms}: must be within 100–1000")
     settings = SimSettings(
         slo=SloSettings(slo_ttft_ms, slo_e2e_ms),
@@ -99,7 +100,7 @@ def simulate(
                   console=console, disable=quiet, transient=True) as progress:
         task = progress.add_task("preparing workload", total=None)
         cmp = compare(tr, items, settings, fidelity=fid, load_scale=load_scale, peak_replicas=peak_replicas,
-                      fluid_bin_s=fluid_bin_ms / 1000.0,
+                      fluid_bin_s=None if fluid_bin_ms is None else fluid_bin_ms / 1000.0,
                       on_step=lambda msg: progress.update(task, description=msg))
     console.print(_table(cmp))
     o = cmp.oracle

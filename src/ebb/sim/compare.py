@@ -45,6 +45,7 @@ Workload = RequestTrace | FluidDemand
 FIDELITIES = ("request", "fluid")
 _PEAK_REF_UTIL = 0.8
 _TOKEN_SAMPLE = 8192
+_REQUEST_LOG_FLUID_BIN_S = 0.1
 _DIGEST_SECONDS = 4 * 86400
 """Workloads longer than this (s) search the oracle on a digest of their busiest segments."""
 _SEGMENT_S = 6 * 3600
@@ -180,8 +181,12 @@ def search(w: Workload, settings: SimSettings, near: OracleSearch | None = None,
 
 
 def prepare(trace: RequestTrace | CountSeries, fidelity: str, settings: SimSettings, *,
-            load_scale: float = 1.0, fluid_bin_s: float = 1.0) -> Workload:
-    """The workload at ``fidelity``, with load multiplied by ``load_scale``."""
+            load_scale: float = 1.0, fluid_bin_s: float | None = None) -> Workload:
+    """The workload at ``fidelity``, with load multiplied by ``load_scale``.
+
+    ``fluid_bin_s`` (fluid only): None = 0.1 s for request logs (sub-second bursts matter; the
+    fidelity-agreement test is run at this width) and the series' own bin for count series.
+    """
     if fidelity not in FIDELITIES:
         raise ConfigError(f"--fidelity {fidelity!r}: choose one of {', '.join(FIDELITIES)}")
     if not (load_scale > 0 and np.isfinite(load_scale)):
@@ -190,17 +195,17 @@ def prepare(trace: RequestTrace | CountSeries, fidelity: str, settings: SimSetti
     if isinstance(trace, CountSeries):
         series = trace if load_scale == 1.0 else scale_counts(trace, load_scale, seed=seed)
         if fidelity == "fluid":
-            return _to_fluid(series, fluid_bin_s, seed)
+            return _to_fluid(series, fluid_bin_s or series.bin_s, seed)
         return counts_to_requests(series, seed=seed)
     req = trace if load_scale == 1.0 else scale_requests(trace, load_scale, seed=seed)
     if fidelity == "fluid":
-        return _to_fluid(req, fluid_bin_s, seed)
+        return _to_fluid(req, fluid_bin_s or _REQUEST_LOG_FLUID_BIN_S, seed)
     return req
 
 
 def compare(trace: RequestTrace | CountSeries, items: Sequence[PolicySpecItem], settings: SimSettings, *,
             fidelity: str, load_scale: float = 1.0, peak_replicas: int | None = None,
-            fluid_bin_s: float = 1.0, on_step: Callable[[str], None] | None = None) -> Comparison:
+            fluid_bin_s: float | None = None, on_step: Callable[[str], None] | None = None) -> Comparison:
     """Steps 1–4 of the module docstring; ``on_step`` is told what runs next (progress bars)."""
     def step(msg: str) -> None:
         if on_step is not None:

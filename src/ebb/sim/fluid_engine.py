@@ -103,7 +103,7 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
     tau_arr = np.zeros(nb)
 
     # Per-second cumulative signals for pipelines (index = whole second).
-    n_sec = int(math.ceil(nb * dt)) + 2
+    n_sec = int(math.ceil(nb * dt + settings.drain_horizon_s)) + 2
     cum_busy = np.zeros(n_sec)  # per ready replica
     cum_done = np.zeros(n_sec)  # per ready replica
     inflight_g = np.zeros(n_sec)  # per ready replica gauge
@@ -145,7 +145,7 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
     queue = 0.0  # router queue
     backlog = 0.0  # prefill seconds not yet done, fleet-wide
     tau = d_base + d_per
-    e2e_mean = mean_pf + mean_out * tau
+    service_s = mean_pf + mean_out * tau
 
     def observe(t: float) -> Observation:
         pipe = policy.pipeline
@@ -194,6 +194,10 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
                 stop(rid, t)
             k -= min(k, len(st_ids))
             ready_ids = [rid for rid in reversed(live) if state[rid] == _READY][:k]
+            # Expected drain: an idle replica (prob. e^-b) stops at once; a busy one when the
+            # last of its ~b sequences ends (mean service × harmonic number ~ 1 + ln b).
+            b_now = l_avg / ready_n if ready_n else 0.0
+            drain_s = (1.0 - math.exp(-b_now)) * service_s * (1.0 + math.log(max(b_now, 1.0)))
             for rid in ready_ids:
                 state[rid] = _DRAINING
                 # Its share of in-flight requests finishes on it, not on the others.
@@ -202,8 +206,8 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
                     decoding -= decoding / ready_n
                     backlog -= backlog / ready_n
                 ready_n -= 1
-                # A draining replica finishes its in-flight share: about one mean latency.
-                draining.append((t + e2e_mean, rid))
+                # It stops after drain_s (above); billing runs until then.
+                draining.append((t + drain_s, rid))
         spec = desired
 
     init = settings.cluster.initial_replicas
@@ -312,7 +316,7 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
             base = wait_q + wait_p
             ttft_base[k] = base
             tau_arr[k] = tau
-            e2e_mean = base + mean_pf + mean_out * tau
+            service_s = mean_pf + mean_out * tau
             if a > 0:
                 # P(ok) over the empirical token distributions.
                 p_ttft = bisect.bisect_right(pf_list, slo_ttft - base) / ns if ns else 1.0

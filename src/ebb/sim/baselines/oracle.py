@@ -67,7 +67,8 @@ def forward_max(x: IntArray, window: int) -> IntArray:
     # out[t] = max over x[t : t+span]; grow span by doubling until it covers window+1.
     while span < window + 1:
         step = min(span, window + 1 - span)
-        shifted = np.concatenate([out[step:], np.full(step, out[-1] if len(out) else 0)])
+        k = min(step, len(out))  # a window longer than the series pads only what exists
+        shifted = np.concatenate([out[k:], np.full(k, out[-1] if len(out) else 0)])
         # shifted[t] = out[t+step] covers x[t+step : t+step+span]
         out = np.maximum(out, shifted)
         span += step

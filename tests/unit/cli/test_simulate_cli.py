@@ -1,0 +1,73 @@
+"""``ebb simulate`` from the command line: scorecard JSON, HTML report, clear errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from ebb.cli.main import app
+
+REQUIRED_KEYS = {
+    "policy", "requests", "gpu_hours", "cost_usd", "slo_violations", "slo_violation_pct", "ttft_p50_ms",
+    "ttft_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "scale_ups", "scale_downs", "dropped_requests",
+}
+
+
+def _ebb(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from ebb.cli.main import main; main()", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_simulate_on_the_bundled_trace_writes_the_scorecard_json_and_a_report(tmp_path: Path) -> None:
+    out, rep = tmp_path / "s.json", tmp_path / "r.html"
+    res = CliRunner().invoke(app, ["simulate", "--trace", "azure-conv", "--peak-replicas", "6", "--quiet",
+                                   "--policy", "hpa:target=0.5,hpa:target=0.8,keda:threshold=40,static,oracle",
+                                   "--json", str(out), "--report", str(rep)])
+    assert res.exit_code == 0, res.output
+    cards = json.loads(out.read_text())
+    assert [c["policy"] for c in cards] == ["hpa:target=0.5", "hpa:target=0.8", "keda:threshold=40", "static",
+                                            "oracle"]
+    for c in cards:
+        assert REQUIRED_KEYS <= set(c)
+        assert c["dropped_requests"] == 0
+    html = rep.read_text()
+    assert html.startswith("<!DOCTYPE html>") and "keda:threshold=40" in html
+    assert "oracle" in res.output
+
+
+def test_simulate_runs_a_count_series_in_fluid_mode(tmp_path: Path) -> None:
+    counts = tmp_path / "counts.txt"
+    counts.write_text("# bin_s=1\n" + "\n".join(str(3 + (i // 300) % 5) for i in range(3600)) + "\n")
+    out = tmp_path / "s.json"
+    res = CliRunner().invoke(app, ["simulate", "--trace", str(counts), "--peak-replicas", "4", "--quiet",
+                                   "--policy", "hpa,oracle", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    cards = json.loads(out.read_text())
+    assert {c["fidelity"] for c in cards} == {"fluid"}
+
+
+def test_a_malformed_trace_exits_2_naming_the_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,10,5\n"
+                   "2023-11-16 18:17:04.1000000,-3,5\n")
+    res = _ebb("simulate", "--trace", str(bad), "--quiet")
+    assert res.returncode == 2
+    assert "bad.csv:3" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_an_unknown_policy_exits_2_listing_the_known_ones() -> None:
+    res = _ebb("simulate", "--policy", "hpa,karpenter", "--quiet")
+    assert res.returncode == 2
+    assert "unknown policy 'karpenter'" in res.stderr and "oracle" in res.stderr
+
+
+def test_an_empty_trace_file_exits_2_with_a_fix(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    res = _ebb("simulate", "--trace", str(empty), "--quiet")
+    assert res.returncode == 2
+    assert "empty.csv" in res.stderr

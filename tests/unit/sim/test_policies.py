@@ -1,0 +1,174 @@
+"""Building the simulated policies from specs, and how each one answers an observation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ebb.errors import ConfigError
+from ebb.model.ids import ReplicaId
+from ebb.sim.baselines.oracle import OraclePolicy
+from ebb.sim.baselines.static import StaticPolicy
+from ebb.sim.policies import KNOWN_POLICIES, HpaPolicy, KedaPolicy, PolicyContext, build_policy
+from ebb.sim.policy import Observation, Pipeline, PodView
+from ebb.sim.settings import SimSettings
+from ebb.sim.specs import parse_policies
+
+SCHEDULE = np.array([2, 3, 5, 4, 4, 3], dtype=np.int64)
+CTX = PolicyContext(settings=SimSettings(), oracle_schedule=SCHEDULE)
+
+
+def _build(text: str, ctx: PolicyContext = CTX) -> object:
+    (item,) = parse_policies(text, KNOWN_POLICIES)
+    return build_policy(item, ctx)
+
+
+def _obs(t: float, *, util: float | None = None, n: int = 4, total_inflight: float | None = None,
+         total_qps: float | None = None, spec: int | None = None) -> Observation:
+    pods = tuple(PodView(ReplicaId(i), created_s=-3600.0, ready_s=-3500.0, util_ratio=util,
+                         inflight=None, qps=None) for i in range(n))
+    return Observation(t, n if spec is None else spec, n, pods, total_qps, total_inflight, 0.0)
+
+
+def test_the_context_starts_reactive_policies_at_the_oracles_first_value_and_knows_its_peak() -> None:
+    assert CTX.initial_replicas == 2
+    assert CTX.oracle_peak == 5
+    empty = PolicyContext(SimSettings(), np.array([], dtype=np.int64))
+    assert (empty.initial_replicas, empty.oracle_peak) == (1, 1)
+
+
+def test_oracle_builds_an_oracle_policy_on_the_verified_schedule() -> None:
+    pol = _build("oracle")
+    assert isinstance(pol, OraclePolicy)
+    assert pol.spec == "oracle"
+    assert pol.schedule is SCHEDULE
+    assert [pol.decide(_obs(float(t))) for t in range(8)] == [2, 3, 5, 4, 4, 3, 3, 3]
+
+
+def test_static_defaults_to_the_oracle_peak_and_always_returns_its_replicas() -> None:
+    pol = _build("static")
+    assert isinstance(pol, StaticPolicy) and pol.replicas == 5
+    pinned = _build("static:replicas=7")
+    assert isinstance(pinned, StaticPolicy) and pinned.spec == "static:replicas=7"
+    assert {pinned.decide(_obs(t, util=u)) for t, u in ((0.0, 0.0), (15.0, 1.0), (900.0, 0.5))} == {7}
+
+
+def test_hpa_builds_on_gpu_utilisation_by_default_through_the_dcgm_pipeline() -> None:
+    pol = _build("hpa")
+    assert isinstance(pol, HpaPolicy)
+    assert pol.value == "util"
+    assert pol.pipeline == Pipeline(30, 30)
+    assert pol.interval_s == 15.0
+    assert pol.controller.config.max_replicas == 10  # 2 x the oracle peak
+    assert pol.controller.config.min_replicas == 1
+    assert pol.initial == 2
+
+
+@pytest.mark.parametrize(("text", "value", "pipeline"), [
+    ("hpa:metric=inflight", "inflight", Pipeline(30, 1)),
+    ("hpa:metric=qps,target=5", "qps", Pipeline(30, 60)),
+])
+def test_hpa_on_other_metrics_reads_through_their_pipelines(text: str, value: str, pipeline: Pipeline) -> None:
+    pol = _build(text)
+    assert isinstance(pol, HpaPolicy)
+    assert (pol.value, pol.pipeline, pol.spec) == (value, pipeline, text)
+
+
+def test_keda_builds_on_total_inflight_by_default() -> None:
+    pol = _build("keda")
+    assert isinstance(pol, KedaPolicy)
+    assert (pol.value, pol.min_replicas, pol.polling_s, pol.cooldown_s) == ("inflight", 1, 30.0, 300.0)
+    assert pol.pipeline == Pipeline(30, 1)
+    qps = _build("keda:metric=qps,min=0,polling=10")
+    assert isinstance(qps, KedaPolicy)
+    assert (qps.value, qps.min_replicas, qps.polling_s, qps.pipeline) == ("qps", 0, 10.0, Pipeline(30, 60))
+
+
+def test_the_max_default_is_at_least_four() -> None:
+    ctx = PolicyContext(SimSettings(), np.array([1, 1], dtype=np.int64))
+    pol = _build("hpa", ctx)
+    assert isinstance(pol, HpaPolicy) and pol.controller.config.max_replicas == 4
+
+
+@pytest.mark.parametrize("text", ["oracle:headroom=2", "static:replica=3", "hpa:targt=0.5", "keda:target=3",
+                                  "hpa:metric=cpu", "hpa:target=2", "hpa:min=5,max=3", "keda:polling=0.5",
+                                  "static:replicas=0"])
+def test_unknown_or_invalid_parameters_are_rejected_naming_the_policy(text: str) -> None:
+    with pytest.raises(ConfigError, match="policy"):
+        _build(text)
+
+
+def test_hpa_answers_its_initial_fleet_before_any_pod_exists() -> None:
+    pol = _build("hpa")
+    assert isinstance(pol, HpaPolicy)
+    assert pol.decide(Observation(0.0, 0, 0, (), None, None, None)) == 2
+
+
+def test_hpa_on_gpu_util_scales_up_when_util_is_above_target() -> None:
+    pol = _build("hpa:target=0.5")
+    assert isinstance(pol, HpaPolicy)
+    assert pol.decide(_obs(15.0, util=0.9)) == 8  # ceil(4 x 0.9 / 0.5) = 8
+
+
+def test_hpa_on_gpu_util_holds_within_tolerance() -> None:
+    pol = _build("hpa:target=0.5")
+    assert isinstance(pol, HpaPolicy)
+    assert pol.decide(_obs(15.0, util=0.54)) == 4
+    assert pol.decide(_obs(30.0, util=0.46)) == 4
+
+
+def test_hpa_on_gpu_util_waits_out_the_stabilisation_window_before_scaling_down() -> None:
+    pol = _build("hpa:target=0.5,stabilization=60")
+    assert isinstance(pol, HpaPolicy)
+    assert pol.decide(_obs(15.0, util=0.5)) == 4
+    answers = [pol.decide(_obs(t, util=0.1)) for t in (30.0, 45.0, 60.0, 75.0, 90.0)]
+    assert answers[0] == 4
+    assert answers[-1] == 1
+
+
+def test_hpa_with_no_metric_samples_keeps_the_current_count() -> None:
+    pol = _build("hpa")
+    assert isinstance(pol, HpaPolicy)
+    assert pol.decide(_obs(15.0, util=None)) == 4
+
+
+def test_keda_with_min_zero_scales_from_zero_only_at_polling_instants() -> None:
+    pol = _build("keda:min=0")
+    assert isinstance(pol, KedaPolicy)
+    answers = {t: pol.decide(_obs(t, n=0, spec=0, total_inflight=5.0)) for t in (15.0, 45.0, 60.0, 75.0, 90.0)}
+    assert answers == {15.0: 0, 45.0: 0, 60.0: 1, 75.0: 0, 90.0: 1}
+
+
+def test_keda_with_min_zero_stays_at_zero_without_demand() -> None:
+    pol = _build("keda:min=0")
+    assert isinstance(pol, KedaPolicy)
+    assert [pol.decide(_obs(t, n=0, spec=0, total_inflight=0.0)) for t in (30.0, 60.0)] == [0, 0]
+
+
+def test_keda_with_min_zero_scales_to_zero_after_the_cooldown_at_a_polling_instant() -> None:
+    pol = _build("keda:min=0,cooldown=60")
+    assert isinstance(pol, KedaPolicy)
+    assert pol.decide(_obs(30.0, n=1, total_inflight=3.0)) >= 1
+    assert pol.decide(_obs(60.0, n=1, total_inflight=0.0)) >= 1  # inactive only 30 s
+    assert pol.decide(_obs(75.0, n=1, total_inflight=0.0)) >= 1  # cooled down, but not a polling instant
+    assert pol.decide(_obs(90.0, n=1, total_inflight=0.0)) == 0
+
+
+def test_keda_with_the_default_minimum_never_goes_below_one() -> None:
+    pol = _build("keda:cooldown=0")
+    assert isinstance(pol, KedaPolicy)
+    answers = [pol.decide(_obs(t, n=3, total_inflight=0.0)) for t in (30.0, 330.0, 660.0, 990.0)]
+    assert answers[0] == 3  # the scale-down waits for the stabilisation window
+    assert answers[-1] == 1 and min(answers) == 1
+
+
+def test_keda_scales_up_on_total_inflight_per_replica_above_the_threshold() -> None:
+    pol = _build("keda:threshold=10")
+    assert isinstance(pol, KedaPolicy)
+    assert pol.decide(_obs(15.0, n=2, total_inflight=60.0)) == 4  # HPA caps at 2 x current (or 4)
+
+
+def test_keda_without_a_sample_keeps_the_current_count() -> None:
+    pol = _build("keda")
+    assert isinstance(pol, KedaPolicy)
+    assert pol.decide(_obs(15.0, n=3, total_inflight=None)) == 3
