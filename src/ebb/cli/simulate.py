@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -78,7 +79,8 @@ def simulate(
     quiet: Annotated[bool, typer.Option(help="No progress output")] = False,
 ) -> None:
     """Replay a trace through HPA, KEDA, static and oracle policies; print cost and SLO side by side."""
-    console = Console()
+    # Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
+    console = Console() if sys.stdout.isatty() else Console(width=150)
     items = parse_policies(policy, KNOWN_POLICIES)
     tr = _load(trace, fmt, time_col, count_col, tokens_in_col, tokens_out_col)
     for note in tr.notes:
@@ -105,7 +107,7 @@ def simulate(
     console.print(_table(cmp))
     o = cmp.oracle
     console.print(f"oracle: headroom x{o.headroom:.3f}, smoothing {o.smoothing_s} s, "
-                  f"{o.tried} verified candidate schedules")
+                  f"{o.tried} candidate schedules simulated in the final search")
     if json_out is not None:
         data = [r.scorecard.as_dict() for r in cmp.runs]
         try:
