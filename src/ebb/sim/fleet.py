@@ -67,6 +67,14 @@ class FleetLog:
         return int(np.max(np.cumsum(delta[order])))
 
 
+def choose_victims(starting: list[int], ready: list[int], k: int) -> tuple[list[int], list[int]]:
+    """The ReplicaSet's scale-in order: cancel cold-starting replicas first (newest first), then
+    drain the newest ready ones. Ids grow with creation time. Returns (cancel, drain)."""
+    cancel = sorted(starting, reverse=True)[:k]
+    drain = sorted(ready, reverse=True)[:k - len(cancel)]
+    return cancel, drain
+
+
 def _interval_mean(start: FloatArray, stop: FloatArray, edges: FloatArray) -> FloatArray:
     """Time-average count of intervals [start, stop) covering each bin (exact, vectorised)."""
     width = np.diff(edges)

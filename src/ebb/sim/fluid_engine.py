@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ebb.model.ids import ReplicaId
-from ebb.sim.fleet import FleetLog, ReplicaLog
+from ebb.sim.fleet import FleetLog, ReplicaLog, choose_victims
 from ebb.sim.policy import Observation, PodView, Policy
 from ebb.sim.settings import SimSettings
 
@@ -189,11 +189,10 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
         else:
             scale_downs += 1
             k = spec - desired
-            st_ids = sorted((rid for _, rid in starting if state[rid] == _STARTING), reverse=True)
-            for rid in st_ids[:k]:
+            cancel, ready_ids = choose_victims([rid for _, rid in starting if state[rid] == _STARTING],
+                                               [rid for rid in live if state[rid] == _READY], k)
+            for rid in cancel:
                 stop(rid, t)
-            k -= min(k, len(st_ids))
-            ready_ids = [rid for rid in reversed(live) if state[rid] == _READY][:k]
             # Expected drain: an idle replica (prob. e^-b) stops at once; a busy one when the
             # last of its ~b sequences ends (mean service × harmonic number ~ 1 + ln b).
             b_now = l_avg / ready_n if ready_n else 0.0

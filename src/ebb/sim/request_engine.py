@@ -31,7 +31,7 @@ import numpy as np
 
 from ebb.model.ids import ReplicaId
 from ebb.model.trace import RequestTrace
-from ebb.sim.fleet import FleetLog, ReplicaLog
+from ebb.sim.fleet import FleetLog, ReplicaLog, choose_victims
 from ebb.sim.policy import Observation, PodView, Policy
 from ebb.sim.settings import SimSettings
 
@@ -228,12 +228,11 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
         else:
             scale_downs += 1
             k = spec - desired
-            # Cold-starting replicas go first (newest first), then the newest ready ones drain.
-            starting_ids = sorted((rid for _, rid in starting if state[rid] == _STARTING), reverse=True)
-            for rid in starting_ids[:k]:
+            cancel, drain = choose_victims([rid for _, rid in starting if state[rid] == _STARTING],
+                                           ready_list, k)
+            for rid in cancel:
                 stop(rid, t)
-            k -= min(k, len(starting_ids))
-            for rid in sorted(ready_list, reverse=True)[:k]:
+            for rid in drain:
                 ready_list.remove(rid)
                 state[rid] = _DRAINING
                 if active[rid] == 0:

@@ -1,0 +1,1 @@
+"""In-memory fakes of Ebb's seams, shipped for tests (ours and users')."""
