@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test venv dev lint typecheck clean
+.PHONY: demo test services venv dev lint typecheck clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -25,8 +25,13 @@ dev: $(VENV)/.installed-dev
 demo: venv
 	$(BIN)/ebb simulate --report ebb-report.html --json ebb-scorecard.json
 
+## Test services: the etcd binary for the ledger's etcd contract tests (installed when root; else tests skip).
+services:
+	@if ! command -v etcd >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server; fi
+
 ## Install dev dependencies and run every check: import contracts, mypy, the test suite.
-test: dev
+test: dev services
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q

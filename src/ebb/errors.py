@@ -7,7 +7,8 @@
     │   ├── ConfigError           bad flag, spec, YAML or JSON (names the key and the fix)
     │   ├── InputError            bad data file (names file, line and the fix)
     │   │   └── TraceFormatError  a trace that cannot be parsed as the asked/detected format
-    │   └── MissingExtraError     an optional dependency is not installed (says which extra)
+    │   ├── MissingExtraError     an optional dependency is not installed (says which extra)
+    │   └── LedgerConflict        a different record was appended under an id the ledger already holds
     └── TransientError            the outside world failed; retry after ``retry_after_s``
         ├── SourceUnavailable     a metric source (Prometheus, NVML, agent) did not answer
         └── StaleDataError        data older than the allowed staleness: fail safe, do not scale down
@@ -25,6 +26,7 @@ __all__ = [
     "InputError",
     "TraceFormatError",
     "MissingExtraError",
+    "LedgerConflict",
     "TransientError",
     "SourceUnavailable",
     "StaleDataError",
@@ -70,6 +72,14 @@ class TraceFormatError(InputError):
 
 class MissingExtraError(PermanentError):
     """An optional dependency is missing; the message carries the pip command that installs it."""
+
+
+class LedgerConflict(PermanentError):
+    """A cycle or decision id is already in the decision ledger with different content.
+
+    Re-appending an identical cycle is a no-op; this is raised only when the content differs,
+    so retrying cannot help: the writer must use fresh ids.
+    """
 
 
 class TransientError(EbbError):

@@ -17,6 +17,7 @@ _COMMAND_MODULES = (
     "ebb.cli.simulate",
     "ebb.cli.bursts",
     "ebb.cli.analyze",
+    "ebb.cli.explain",
 )
 
 for _name in _COMMAND_MODULES:

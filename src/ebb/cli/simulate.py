@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -48,6 +51,29 @@ def _table(cmp: Comparison) -> Table:
     return t
 
 
+def _record(where: str, cmp: Comparison, console: Console) -> None:
+    """Append every policy's decisions to the ledger, one transaction per cycle."""
+    from ebb.ledger import open_ledger
+    from ebb.sim.decision_log import run_cycles
+
+    run_id = "r" + hashlib.sha1(f"{time.time_ns()}{cmp.workload_name}".encode()).hexdigest()[:5]
+    book = open_ledger(where)
+    try:
+        n = 0
+        first: dict[str, str] = {}
+        for i, run in enumerate(cmp.runs, start=1):
+            for cyc in run_cycles(run_id, i, run):
+                book.append_cycle(cyc)
+                n += len(cyc.decisions)
+                if run.scorecard.policy not in first and cyc.decisions[0].action in ("scale_down", "veto"):
+                    first[run.scorecard.policy] = cyc.decisions[0].decision_id
+    finally:
+        book.close()
+    example = next(iter(first.values()), f"{run_id}-1-1")
+    console.print(f"{n} decisions recorded in {where} (run {run_id}); explain one with: ebb explain {example}"
+                  + (f" --ledger {where}" if where != "ebb-ledger.sqlite" else ""))
+
+
 @app.command("simulate")
 def simulate(
     trace: Annotated[str, typer.Option(help="Trace file, or a bundled trace: " + ", ".join(BUNDLED_TRACES))] = "azure-code",
@@ -75,6 +101,8 @@ def simulate(
     kubelet_resolution_s: Annotated[int, typer.Option(help="kubelet/cAdvisor resolution (s)")] = 10,
     seed: Annotated[int, typer.Option(help="Seed for every random choice")] = 0,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the scorecards as JSON here")] = None,
+    ledger: Annotated[str, typer.Option(help="Record every decision here (SQLite path or etcd://HOST:PORT); "
+                                        "'' to skip. Explain one with: ebb explain ID")] = "ebb-ledger.sqlite",
     report: Annotated[Path | None, typer.Option(help="Write the self-contained HTML report here")] = None,
     quiet: Annotated[bool, typer.Option(help="No progress output")] = False,
 ) -> None:
@@ -108,8 +136,11 @@ def simulate(
     o = cmp.oracle
     console.print(f"oracle: headroom x{o.headroom:.3f}, smoothing {o.smoothing_s} s, "
                   f"{o.tried} candidate schedules simulated in the final search")
+    if ledger:
+        _record(ledger, cmp, console)
     if json_out is not None:
-        data = [r.scorecard.as_dict() for r in cmp.runs]
+        data = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.scorecard.as_dict().items()}
+                for r in cmp.runs]
         try:
             json_out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         except OSError as exc:

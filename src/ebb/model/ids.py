@@ -12,3 +12,12 @@ PolicySpec = NewType("PolicySpec", str)
 
 TraceName = NewType("TraceName", str)
 """Human name of a trace (``azure-code``, a file stem)."""
+
+CycleId = NewType("CycleId", str)
+"""One decision cycle (one pass of the control loop), unique across all runs in a ledger."""
+
+DecisionId = NewType("DecisionId", str)
+"""One decision about one workload, unique across all cycles in a ledger."""
+
+RunId = NewType("RunId", str)
+"""One controller or simulator run; groups the cycles it wrote."""

@@ -106,9 +106,12 @@ def simulate_one(w: Workload, policy: Policy, settings: SimSettings) -> PolicyRu
     t0 = time.perf_counter()
     if isinstance(w, RequestTrace):
         out, fleet = simulate_requests(w, policy, settings)
-        return score_requests(policy.spec, w, out, fleet, settings, wall_s=time.perf_counter() - t0)
-    fout, fleet = simulate_fluid(w, policy, settings)
-    return score_fluid(policy.spec, w, fout, fleet, settings, wall_s=time.perf_counter() - t0)
+        run = score_requests(policy.spec, w, out, fleet, settings, wall_s=time.perf_counter() - t0)
+    else:
+        fout, fleet = simulate_fluid(w, policy, settings)
+        run = score_fluid(policy.spec, w, fout, fleet, settings, wall_s=time.perf_counter() - t0)
+    log = getattr(policy, "log", None)
+    return replace(run, decisions=fleet.decisions, explanations=tuple(log) if isinstance(log, list) else ())
 
 
 def _evaluate(w: Workload, settings: SimSettings) -> Callable[[np.ndarray], tuple[float, float]]:

@@ -35,6 +35,8 @@ class FleetLog:
     scale_downs: int
     end_s: float
     """End of the billed horizon (last arrival or last completion, whichever is later)."""
+    decisions: tuple[tuple[float, int, int], ...] = ()
+    """Every change of the replica target: (time s, from, to), in time order."""
 
     def replica_seconds(self) -> float:
         """Billed replica-seconds over [0, end_s]."""
@@ -67,11 +69,39 @@ class FleetLog:
         return int(np.max(np.cumsum(delta[order])))
 
 
-def choose_victims(starting: list[int], ready: list[int], k: int) -> tuple[list[int], list[int]]:
-    """The ReplicaSet's scale-in order: cancel cold-starting replicas first (newest first), then
-    drain the newest ready ones. Ids grow with creation time. Returns (cancel, drain)."""
-    cancel = sorted(starting, reverse=True)[:k]
-    drain = sorted(ready, reverse=True)[:k - len(cancel)]
+ZONES = ("zone-a", "zone-b", "zone-c")
+
+
+def zone_of(replica: int) -> str:
+    """The simulator places replica i in zone i mod 3 (a spread scheduler's steady state)."""
+    return ZONES[replica % len(ZONES)]
+
+
+def choose_victims(starting: list[int], ready: list[int], k: int,
+                   named: list[int] | None = None) -> tuple[list[int], list[int]]:
+    """Scale-in victims: the policy's ``named`` replicas first (those still starting or ready, in
+    the given order), then the ReplicaSet's order — cancel cold-starting replicas (newest first),
+    then drain the newest ready ones. Ids grow with creation time. Returns (cancel, drain)."""
+    st, rd = set(starting), set(ready)
+    cancel: list[int] = []
+    drain: list[int] = []
+    for rid in named or ():
+        if len(cancel) + len(drain) >= k:
+            break
+        if rid in st and rid not in cancel:
+            cancel.append(rid)
+        elif rid in rd and rid not in drain:
+            drain.append(rid)
+    for rid in sorted(starting, reverse=True):
+        if len(cancel) + len(drain) >= k:
+            break
+        if rid not in cancel:
+            cancel.append(rid)
+    for rid in sorted(ready, reverse=True):
+        if len(cancel) + len(drain) >= k:
+            break
+        if rid not in drain:
+            drain.append(rid)
     return cancel, drain
 
 

@@ -34,8 +34,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ebb.model.ids import ReplicaId
-from ebb.sim.fleet import FleetLog, ReplicaLog, choose_victims
-from ebb.sim.policy import Observation, PodView, Policy
+from ebb.sim.fleet import FleetLog, ReplicaLog, choose_victims, zone_of
+from ebb.model.observation import replicas_of
+from ebb.sim.policy import FineSignals, Observation, PodView, Policy, ScaleRequest
 from ebb.sim.settings import SimSettings
 
 FloatArray = npt.NDArray[np.float64]
@@ -120,6 +121,19 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
     draining: list[tuple[float, int]] = []
     spec = 0
     scale_ups = scale_downs = 0
+    decisions: list[tuple[float, int, int]] = []
+    fine_on = policy.pipeline.fine_ms is not None
+    f_t: list[float] = []
+    f_pf: list[float] = []
+    f_slot: list[float] = []
+    f_q: list[float] = []
+    d_t: list[float] = []
+    d_ttft: list[float] = []
+    d_e2e: list[float] = []
+    d_w: list[float] = []
+    q_in = np.quantile(tin, [0.5, 0.99]) if ns else np.zeros(2)
+    q_out = np.quantile(tout, [0.5, 0.99]) if ns else np.ones(2)
+    pf_q = lat.prefill_ms(q_in) / 1000.0
 
     def new_replica(t: float, warm: bool) -> None:
         nonlocal ready_n
@@ -165,23 +179,31 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
             if st == _DRAINING:
                 continue
             if st == _READY and lg.ready_s <= s:
-                pods.append(PodView(ReplicaId(rid), lg.requested_s, lg.ready_s, util, infl, qps))
+                pods.append(PodView(ReplicaId(rid), lg.requested_s, lg.ready_s, util, infl, qps, zone_of(rid)))
             elif lg.requested_s <= s:
                 pods.append(PodView(ReplicaId(rid), lg.requested_s, lg.ready_s if st == _READY else None,
-                                    0.0, 0.0, 0.0))
+                                    0.0, 0.0, 0.0, zone_of(rid)))
             else:
                 pods.append(PodView(ReplicaId(rid), lg.requested_s, lg.ready_s if st == _READY else None,
-                                    None, None, None))
+                                    None, None, None, zone_of(rid)))
         tq = float((cum_arr[s] - cum_arr[lo]) / (s - lo)) if s > lo else None
         ti = float(total_inflight[s]) if s >= 0 else None
         qq = float(queued_g[s]) if s >= 0 else None
-        return Observation(t, spec, ready_n, tuple(pods), tq, ti, qq)
+        fine = None
+        if fine_on:
+            fine = FineSignals(np.asarray(f_t), np.asarray(f_pf), np.asarray(f_slot), np.asarray(f_q),
+                               np.asarray(d_t), np.asarray(d_ttft), np.asarray(d_e2e), np.asarray(d_w))
+            for buf in (f_t, f_pf, f_slot, f_q, d_t, d_ttft, d_e2e, d_w):
+                buf.clear()
+        return Observation(t, spec, ready_n, tuple(pods), tq, ti, qq, fine)
 
-    def apply(desired: int, t: float) -> None:
+    def apply(answer: int | ScaleRequest, t: float) -> None:
         nonlocal spec, scale_ups, scale_downs, ready_n, active, backlog, decoding
-        desired = max(0, int(desired))
+        # Replicas are interchangeable in the fluid model: named victims change nothing.
+        desired = replicas_of(answer)
         if desired == spec:
             return
+        decisions.append((t, spec, desired))
         if desired > spec:
             scale_ups += 1
             for _ in range(desired - spec):
@@ -211,7 +233,7 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
 
     init = settings.cluster.initial_replicas
     if init is None:
-        init = max(1, int(policy.decide(Observation(0.0, 0, 0, (), None, None, None))))
+        init = max(1, replicas_of(policy.decide(Observation(0.0, 0, 0, (), None, None, None))))
     for _ in range(init):
         new_replica(0.0, warm=True)
     spec = init
@@ -311,6 +333,20 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
         else:
             wait_q = slo_e2e * 10 if (queue + active) > 0 else 0.0
             wait_p = 0.0
+        if fine_on:
+            f_t.append(t + dt)
+            f_pf.append(done_pf / dt)
+            f_slot.append(l_avg / mb if ready_n else 0.0)
+            f_q.append(queue)
+            if ready_n and fin > 0:
+                # Completions of the bin as two weighted samples: typical and tail request.
+                b0 = wait_q + wait_p
+                for w_, j in ((0.99, 0), (0.01, 1)):
+                    ttft_s = b0 + pf_q[j]
+                    d_t.append(t + dt)
+                    d_ttft.append(ttft_s * 1000.0)
+                    d_e2e.append((ttft_s + q_out[j] * tau) * 1000.0)
+                    d_w.append(fin * w_)
         if k < nb:
             base = wait_q + wait_p
             ttft_base[k] = base
@@ -329,4 +365,4 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
         stop(rid, t_end)
     dropped = queue + active
     return (FluidOutcome(viol, ttft_base, tau_arr, dropped),
-            FleetLog(tuple(logs), scale_ups, scale_downs, end_s=t_end))
+            FleetLog(tuple(logs), scale_ups, scale_downs, end_s=t_end, decisions=tuple(decisions)))

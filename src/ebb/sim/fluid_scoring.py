@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from ebb.sim import judgement
 from ebb.sim.fleet import FleetLog
 from ebb.sim.fluid_engine import FluidDemand, FluidOutcome
 from ebb.sim.results import PolicyRun, Scorecard, Timeline
@@ -84,6 +85,11 @@ def score_fluid(policy: str, demand: FluidDemand, out: FluidOutcome, fleet: Flee
     billed, ready = fleet.per_bin(tl_edges)
     demand_tl = np.bincount(tl_idx, weights=counts, minlength=ntl) / tl_bin
     viol_tl = np.rint(np.bincount(tl_idx, weights=out.violations, minlength=ntl)).astype(np.int64)
+    t_bins = np.arange(nb, dtype=np.float64) * float(demand.bin_s)
+    dur = max(fleet.end_s, demand.duration_s)
+    starts = judgement.breach_starts(judgement.bin_counts(t_bins, counts, dur),
+                                     judgement.bin_counts(t_bins, out.violations, dur))
+    window = settings.cluster.cold_start_s + 60.0
     card = Scorecard(
         policy=policy, trace=demand.name, fidelity="fluid", requests=requests,
         gpu_hours=gpu_hours, cost_usd=gpu_hours * settings.cluster.gpu_hour_usd,
@@ -93,6 +99,9 @@ def score_fluid(policy: str, demand: FluidDemand, out: FluidOutcome, fleet: Flee
         dropped_requests=int(round(out.dropped)), peak_replicas=fleet.peak_replicas(),
         mean_replicas=replica_s / fleet.end_s if fleet.end_s > 0 else 0.0,
         slo_ttft_ms=settings.slo.ttft_ms, slo_e2e_ms=settings.slo.e2e_ms, wall_s=wall_s,
+        misjudged_scale_downs=judgement.misjudged_scale_downs(fleet.decisions, starts, window),
+        sla_violation_delay_ms=judgement.violation_delay_ms(fleet.decisions, starts),
+        breach_episodes=int(len(starts)),
     )
     tl = Timeline(tl_edges[:-1].copy(), tl_bin, demand_tl, billed, ready, tt50, tt99, e50, e99, viol_tl)
     return PolicyRun(card, tl)

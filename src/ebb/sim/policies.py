@@ -16,6 +16,8 @@
            minReplicaCount; default 1 here, 0 enables scale-to-zero after ``cooldown`` 300 s).
 ``static`` ``replicas`` fixed; default the oracle's peak.
 ``oracle`` Perfect foresight (:mod:`ebb.sim.baselines.oracle`); the lower bound.
+``ebb``    Ebb's own policy (:mod:`ebb.decide.policy`): ``profile=cautious|balanced|lean``
+           (default balanced) on the cost–SLO curve; ``min`` (1), ``max`` (4 × the oracle's peak).
 =========  ===================================================================================
 """
 
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from ebb.decide.policy import PROFILES, EbbPolicy
 from ebb.errors import ConfigError
 from ebb.sim.baselines.hpa_calc import PodMetricSample, PodRecord, ReadyCondition
 from ebb.sim.baselines.hpa_controller import HpaConfig, HpaController, MetricSpec
@@ -36,7 +39,7 @@ from ebb.sim.policy import Observation, Pipeline, Policy
 from ebb.sim.settings import SimSettings
 from ebb.sim.specs import PolicySpecItem, check_keys, param_choice, param_float, param_int
 
-KNOWN_POLICIES = ("hpa", "keda", "static", "oracle")
+KNOWN_POLICIES = ("hpa", "keda", "static", "oracle", "ebb")
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,10 @@ class PolicyContext:
 
     @property
     def initial_replicas(self) -> int:
-        """Warm fleet at t=0 for reactive policies: what the demand at t=0 needs (a fair start)."""
-        return int(self.oracle_schedule[0]) if len(self.oracle_schedule) else 1
+        """Warm fleet at t=0 for every reactive policy: the static size (the oracle's peak), as
+        when an autoscaler is switched on over an existing fleet — the same start for all, and
+        the situation scale-down exists for. The oracle starts from its own schedule."""
+        return self.oracle_peak
 
     @property
     def oracle_peak(self) -> int:
@@ -183,4 +188,11 @@ def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
                           param_float(item, "polling", 30.0, lo=1.0),
                           param_float(item, "cooldown", 300.0, lo=0.0), pipeline,
                           float(pipe.hpa_sync_s), initial=min(cfg.max_replicas, ctx.initial_replicas))
+    if item.name == "ebb":
+        check_keys(item, ("profile", "min", "max"))
+        prof = param_choice(item, "profile", "balanced", tuple(PROFILES))
+        mn = param_int(item, "min", 1, lo=1)
+        mx = param_int(item, "max", max(8, 4 * ctx.oracle_peak), lo=1)
+        return EbbPolicy(PROFILES[prof], ctx.settings.slo.ttft_ms, ctx.settings.slo.e2e_ms, min_replicas=mn,
+                         max_replicas=mx, initial=min(mx, ctx.initial_replicas), spec=item.text)
     raise ConfigError(f"unknown policy {item.name!r}; known: {', '.join(KNOWN_POLICIES)}")

@@ -13,70 +13,11 @@ and as averaged a value as it would in a real cluster.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
-from ebb.model.ids import ReplicaId
+from ebb.model.observation import FineSignals, Observation, Pipeline, PodView, ScaleRequest
 
-
-@dataclass(frozen=True)
-class Pipeline:
-    """How a metric reaches the policy: sampled every ``period_s`` and averaged over ``window_s``.
-
-    The value a policy sees at time t is the average of the true signal over
-    ``[s − window_s, s]`` where ``s`` is the last sample instant ≤ t (multiples of ``period_s``
-    shifted by ``offset_s``). Examples: Prometheus scraping every 30 s a gauge averaged by its
-    exporter over 30 s (DCGM defaults) → ``Pipeline(30, 30)``; metrics-server at
-    ``--metric-resolution=60s`` → ``Pipeline(60, 60)``; an Ebb agent → ``Pipeline(1, 1)``.
-    """
-
-    period_s: int = 30
-    """Sampling period (s) of the last hop before the policy (scrape / resolution). Integer."""
-    window_s: int = 30
-    """Averaging window (s) of the sampled value (exporter interval / rate() range). Integer."""
-    offset_s: int = 0
-    """Phase of the sampling grid (s); real scrapes are not aligned with the policy's sync."""
-    per_pod: bool = True
-    """Whether the policy reads per-pod values; False skips building them (the oracle reads none)."""
-
-    def __post_init__(self) -> None:
-        if self.period_s < 1 or self.window_s < 1 or self.offset_s < 0:
-            raise ValueError(f"Pipeline needs period_s>=1, window_s>=1, offset_s>=0; got {self!r}")
-
-
-@dataclass(frozen=True)
-class PodView:
-    """One replica as the policy sees it (values through its pipeline; None = no sample yet)."""
-
-    replica: ReplicaId
-    created_s: float
-    """When the replica was requested (pod creation)."""
-    ready_s: float | None
-    """When it became ready to serve; None while it is cold-starting."""
-    util_ratio: float | None
-    """GPU busy fraction in [0, 1] (NVML/DCGM ``GPU_UTIL`` / 100) averaged over the pipeline window."""
-    inflight: float | None
-    """Requests running or queued on the replica at the sample instant (vLLM-style gauge)."""
-    qps: float | None
-    """Requests completed per second on the replica over the pipeline window."""
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What a policy sees at one reconcile."""
-
-    t_s: float
-    spec_replicas: int
-    """The current target (``scale.spec.replicas``): starting + ready, draining excluded."""
-    ready_replicas: int
-    pods: tuple[PodView, ...]
-    """Replicas counted in ``spec_replicas``, oldest first."""
-    total_qps: float | None
-    """Arrivals per second over the pipeline window, as a Prometheus ``sum(rate(...))`` shows it."""
-    total_inflight: float | None
-    """Requests running or queued anywhere (router queue included), at the last sample."""
-    queued: float | None
-    """Requests waiting at the router for a free slot, at the last sample."""
+__all__ = ["FineSignals", "Observation", "Pipeline", "PodView", "Policy", "ScaleRequest"]
 
 
 class Policy(Protocol):
@@ -97,6 +38,6 @@ class Policy(Protocol):
         """The metric pipeline this policy reads through."""
         ...
 
-    def decide(self, obs: Observation) -> int:
-        """Desired replica count (≥ 0) given the observation."""
+    def decide(self, obs: Observation) -> int | ScaleRequest:
+        """Desired replica count (≥ 0), or a :class:`ScaleRequest` that also names victims."""
         ...

@@ -31,8 +31,9 @@ import numpy as np
 
 from ebb.model.ids import ReplicaId
 from ebb.model.trace import RequestTrace
-from ebb.sim.fleet import FleetLog, ReplicaLog, choose_victims
-from ebb.sim.policy import Observation, PodView, Policy
+from ebb.sim.fleet import FleetLog, ReplicaLog, choose_victims, zone_of
+from ebb.model.observation import replicas_of
+from ebb.sim.policy import FineSignals, Observation, PodView, Policy, ScaleRequest
 from ebb.sim.settings import SimSettings
 
 _STARTING, _READY, _DRAINING, _STOPPED = 0, 1, 2, 3
@@ -103,6 +104,20 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
     horizon = t_end_arrivals + settings.drain_horizon_s
     scale_ups = scale_downs = 0
     spec = 0
+    decisions: list[tuple[float, int, int]] = []
+    fine_ms = policy.pipeline.fine_ms
+    fine_dt = (fine_ms / 1000.0) if fine_ms else _INF
+    next_fine = fine_dt
+    active_total = 0
+    pf_cum_total = 0.0
+    pf_prev = 0.0
+    f_t: list[float] = []
+    f_pf: list[float] = []
+    f_slot: list[float] = []
+    f_q: list[float] = []
+    d_t: list[float] = []
+    d_ttft: list[float] = []
+    d_e2e: list[float] = []
 
     def new_replica(t: float, warm: bool) -> None:
         rid = len(state)
@@ -122,6 +137,8 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
             heapq.heappush(starting, (t + cold, rid))
 
     def admit(req: int, r: int, t: float) -> None:
+        nonlocal active_total, pf_cum_total
+        active_total += 1
         a = active[r] + 1
         active[r] = a
         if a == 1:
@@ -132,6 +149,7 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
         start = pf_free[r] if pf_free[r] > t else t
         ft = start + pf
         pf_free[r] = ft
+        pf_cum_total += pf
         # Recent prefill share: exponentially decayed prefill seconds per second.
         w = pf_work[r] * math.exp((pf_t[r] - t) / _PREFILL_TAU_S) + pf
         pf_work[r] = w
@@ -183,6 +201,27 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
         counters.total_inflight.append(float(inflight_total))
         counters.queued.append(float(len(queue)))
 
+    def fine_sample(t: float) -> None:
+        nonlocal pf_prev
+        # Prefill work done by t = scheduled − still pending (pending work on a replica is contiguous).
+        pending = 0.0
+        for r in live:
+            if pf_free[r] > t:
+                pending += pf_free[r] - t
+        done = pf_cum_total - pending
+        f_t.append(t)
+        f_pf.append((done - pf_prev) / fine_dt)
+        pf_prev = done
+        f_slot.append(active_total / max_batch)
+        f_q.append(float(len(queue)))
+
+    def take_fine() -> FineSignals:
+        fs = FineSignals(np.asarray(f_t), np.asarray(f_pf), np.asarray(f_slot), np.asarray(f_q),
+                         np.asarray(d_t), np.asarray(d_ttft), np.asarray(d_e2e), np.ones(len(d_t)))
+        for buf in (f_t, f_pf, f_slot, f_q, d_t, d_ttft, d_e2e):
+            buf.clear()
+        return fs
+
     def observe(t: float) -> Observation:
         pipe = policy.pipeline
         per, win, off = pipe.period_s, pipe.window_s, pipe.offset_s
@@ -206,7 +245,7 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
                     util, qps = 0.0, 0.0
                 inflight = counters.inflight[r][s - f]
             pods.append(PodView(ReplicaId(r), log.requested_s, None if state[r] == _STARTING else log.ready_s,
-                                util, inflight, qps))
+                                util, inflight, qps, zone_of(r)))
         total_qps = total_inflight = queued = None
         if s >= 0 and last_snap >= 0:
             lo = max(s - win, 0)
@@ -214,13 +253,19 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
                 total_qps = (counters.arrivals[s] - counters.arrivals[lo]) / (s - lo)
             total_inflight = counters.total_inflight[s]
             queued = counters.queued[s]
-        return Observation(t, spec, len(ready_list), tuple(pods), total_qps, total_inflight, queued)
+        fine = take_fine() if fine_ms else None
+        return Observation(t, spec, len(ready_list), tuple(pods), total_qps, total_inflight, queued, fine)
 
-    def apply(desired: int, t: float) -> None:
+    def apply(answer: int | ScaleRequest, t: float) -> None:
         nonlocal spec, scale_ups, scale_downs
-        desired = max(0, int(desired))
+        named: tuple[ReplicaId, ...] = ()
+        if isinstance(answer, ScaleRequest):
+            desired, named = max(0, int(answer.replicas)), answer.victims
+        else:
+            desired = max(0, int(answer))
         if desired == spec:
             return
+        decisions.append((t, spec, desired))
         if desired > spec:
             scale_ups += 1
             for _ in range(desired - spec):
@@ -229,7 +274,7 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
             scale_downs += 1
             k = spec - desired
             cancel, drain = choose_victims([rid for _, rid in starting if state[rid] == _STARTING],
-                                           ready_list, k)
+                                           ready_list, k, named=[int(v) for v in named])
             for rid in cancel:
                 stop(rid, t)
             for rid in drain:
@@ -242,7 +287,7 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
     # t = 0: the policy's first answer starts warm (the fleet was already serving).
     init = settings.cluster.initial_replicas
     if init is None:
-        init = max(1, int(policy.decide(Observation(0.0, 0, 0, (), None, None, None))))
+        init = max(1, replicas_of(policy.decide(Observation(0.0, 0, 0, (), None, None, None))))
     for _ in range(init):
         new_replica(0.0, warm=True)
     spec = init
@@ -257,6 +302,8 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
         fin_top = fin_heap[0][0] if fin_heap else _INF
         t_ready = starting[0][0] if starting else _INF
         t_ctrl = float(next_snap)
+        if next_fine < t_ctrl:
+            t_ctrl = next_fine
         if next_tick < t_ctrl:
             t_ctrl = next_tick
         if t_ready < t_ctrl:
@@ -269,7 +316,12 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
             t, req, r = heapq.heappop(fin_heap)
             a = active[r] - 1
             active[r] = a
+            active_total -= 1
             done_cum[r] += 1.0
+            if fine_ms:
+                d_t.append(t)
+                d_ttft.append((first_tok[req] - arr[req]) * 1000.0)
+                d_e2e.append((t - arr[req]) * 1000.0)
             if a == 0:
                 busy_cum[r] += t - busy_since[r]
             st = state[r]
@@ -298,6 +350,9 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
             ready_list.append(rid)
             while queue and active[rid] < max_batch:
                 admit(queue.popleft(), rid, t)
+        elif next_fine == t_ctrl:
+            fine_sample(next_fine)
+            next_fine += fine_dt
         elif float(next_snap) == t_ctrl:
             snapshot(next_snap)
             next_snap += 1
@@ -311,4 +366,4 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
         stop(r, t_stop)
     outcome = RequestOutcome(np.asarray(first_tok, dtype=np.float64), np.asarray(finish, dtype=np.float64),
                              np.asarray(where, dtype=np.int64))
-    return outcome, FleetLog(tuple(logs), scale_ups, scale_downs, end_s=t_stop)
+    return outcome, FleetLog(tuple(logs), scale_ups, scale_downs, end_s=t_stop, decisions=tuple(decisions))

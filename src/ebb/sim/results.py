@@ -47,6 +47,13 @@ class Scorecard:
     slo_e2e_ms: float
     wall_s: float
     """Wall time the simulation of this policy took (not part of the comparison)."""
+    misjudged_scale_downs: int = 0
+    """Scale-downs followed within cold start + 60 s by an SLO breach or a forced scale-up
+    (definition: :mod:`ebb.sim.judgement`)."""
+    sla_violation_delay_ms: float = float("nan")
+    """Median time from the start of an SLO breach episode to the policy's next scale-up."""
+    breach_episodes: int = 0
+    """SLO breach episodes (10 s bins with ≥ 1 % violating requests, merged when consecutive)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,7 +85,11 @@ class Timeline:
 
 @dataclass(frozen=True)
 class PolicyRun:
-    """A scorecard with its timeline."""
+    """A scorecard with its timeline and the policy's decisions."""
 
     scorecard: Scorecard
     timeline: Timeline
+    decisions: tuple[tuple[float, int, int], ...] = ()
+    """Every change of the replica target: (time s, from, to)."""
+    explanations: tuple[dict[str, Any], ...] = ()
+    """Per-cycle explanations a policy kept (Ebb: signals, weights, vetoes, victims, plan)."""

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ebb.model.trace import RequestTrace
+from ebb.sim import judgement
 from ebb.sim.fleet import FleetLog
 from ebb.sim.request_engine import RequestOutcome
 from ebb.sim.results import PolicyRun, Scorecard, Timeline
@@ -75,6 +76,10 @@ def score_requests(policy: str, trace: RequestTrace, outcome: RequestOutcome, fl
     tt50, tt99 = _grouped_percentiles(bins[done], ttft_ms[done], nb, (50.0, 99.0))
     e50, e99 = _grouped_percentiles(bins[done], e2e_ms[done], nb, (50.0, 99.0))
     vbin = np.bincount(bins[viol], minlength=nb).astype(np.int64)
+    dur = max(fleet.end_s, trace.duration_s)
+    starts = judgement.breach_starts(judgement.bin_counts(arr, None, dur),
+                                     judgement.bin_counts(arr[viol], None, dur))
+    window = settings.cluster.cold_start_s + 60.0
     card = Scorecard(
         policy=policy,
         trace=str(trace.name),
@@ -96,6 +101,9 @@ def score_requests(policy: str, trace: RequestTrace, outcome: RequestOutcome, fl
         slo_ttft_ms=slo.ttft_ms,
         slo_e2e_ms=slo.e2e_ms,
         wall_s=wall_s,
+        misjudged_scale_downs=judgement.misjudged_scale_downs(fleet.decisions, starts, window),
+        sla_violation_delay_ms=judgement.violation_delay_ms(fleet.decisions, starts),
+        breach_episodes=int(len(starts)),
     )
     tl = Timeline(edges[:-1].copy(), bin_s, demand, billed, ready, tt50, tt99, e50, e99, vbin)
     return PolicyRun(card, tl)

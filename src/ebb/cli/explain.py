@@ -1,0 +1,197 @@
+"""``ebb explain DECISION_ID``: why the controller did what it did, read back from the decision ledger.
+
+Prints the cycle time and policy, the target, action and replicas from → to, the reasons, the signals
+the policy saw (a table), the weights, the vetoes, the chosen victims, the plan, and the causal
+parents (``caused_by``) and children (later decisions of the same run caused by this one).
+``--json`` prints the same as one JSON object. ``ebb explain --list [--run RUN]`` lists recent decisions.
+
+The ledger is only read; a missing ledger file is an error, never silently created.
+Exit codes: 0 found, 2 unknown decision id (the message lists the nearest ids) or unusable ledger.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+
+from ebb.cli.app import app
+from ebb.errors import EbbError
+from ebb.ledger import DEFAULT_PATH, Ledger, open_ledger
+from ebb.model.decisions import CycleRecord, DecisionRecord
+from ebb.model.ids import CycleId, DecisionId, RunId
+
+__all__ = ["format_ts", "nearest_ids", "explain_text", "explain_json"]
+
+
+def format_ts(ts_ns: int) -> str:
+    """UTC ISO-8601 with nanoseconds: ``2024-05-01T12:00:00.000000001Z``."""
+    secs, ns = divmod(ts_ns, 1_000_000_000)
+    try:
+        stamp = datetime.fromtimestamp(secs, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    except (OverflowError, OSError, ValueError):
+        return f"ts_ns={ts_ns}"
+    return f"{stamp}.{ns:09d}Z"
+
+
+def nearest_ids(wanted: str, known: list[str], n: int = 5) -> list[str]:
+    """Ids starting with ``wanted``; else those sharing its longest prefix; else close spellings."""
+    starts = sorted(k for k in known if k.startswith(wanted))
+    if starts:
+        return starts[:n]
+    best, hits = 0, []
+    for k in known:
+        common = 0
+        for a, b in zip(k, wanted):
+            if a != b:
+                break
+            common += 1
+        if common > best:
+            best, hits = common, [k]
+        elif common == best and common > 0:
+            hits.append(k)
+    if hits:
+        return sorted(hits)[:n]
+    return difflib.get_close_matches(wanted, known, n=n, cutoff=0.5)
+
+
+def _summary(d: DecisionRecord) -> str:
+    return f"{d.decision_id}  {d.action} {d.target} {d.from_replicas}→{d.to_replicas}  (cycle {d.cycle_id})"
+
+
+def _num(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def _table(rows: list[tuple[str, str]], header: tuple[str, str]) -> list[str]:
+    width = max(len(header[0]), *(len(r[0]) for r in rows))
+    out = [f"    {header[0]:<{width}}  {header[1]}", f"    {'-' * width}  {'-' * len(header[1])}"]
+    out += [f"    {k:<{width}}  {v}" for k, v in rows]
+    return out
+
+
+def _causal(ledger: Ledger, d: DecisionRecord) -> tuple[list[tuple[DecisionId, DecisionRecord | None]],
+                                                       list[DecisionRecord]]:
+    parents = [(p, ledger.get_decision(p)) for p in d.caused_by]
+    children = [c for c in ledger.decisions(run_id=d.run_id) if d.decision_id in c.caused_by]
+    return parents, children
+
+
+def explain_text(d: DecisionRecord, cycle: CycleRecord | None, parents: list[tuple[DecisionId, DecisionRecord | None]],
+                 children: list[DecisionRecord]) -> str:
+    """The human explanation of one decision."""
+    lines = [f"decision {d.decision_id}  (cycle {d.cycle_id}, run {d.run_id})"]
+    if cycle is not None:
+        lines.append(f"  cycle time  {format_ts(cycle.ts_ns)}  policy {cycle.policy or '-'}"
+                     f"  fencing token {cycle.fencing_token}")
+    if cycle is None or cycle.ts_ns != d.ts_ns:
+        lines.append(f"  decided at  {format_ts(d.ts_ns)}")
+    lines.append(f"  target      {d.target}")
+    lines.append(f"  action      {d.action}  {d.from_replicas} → {d.to_replicas} replicas")
+    lines.append("  reasons")
+    lines += [f"    - {r}" for r in d.reasons] or ["    (none recorded)"]
+    lines.append("  signals")
+    lines += _table([(k, _num(v)) for k, v in sorted(d.signals.items())], ("signal", "value")) \
+        if d.signals else ["    (none recorded)"]
+    lines.append("  weights")
+    lines += [f"    {k} = {_num(v)}" for k, v in sorted(d.weights.items())] or ["    (none recorded)"]
+    lines.append(f"  vetoes      {', '.join(d.vetoes) if d.vetoes else '(none)'}")
+    lines.append(f"  victims     {', '.join(d.victims) if d.victims else '(none)'}")
+    lines.append("  plan")
+    plan = json.dumps(dict(d.plan), indent=2, sort_keys=True, ensure_ascii=False) if d.plan else "(none)"
+    lines += [f"    {ln}" for ln in plan.splitlines()]
+    if cycle is not None and cycle.snapshot:
+        lines.append(f"  state       {json.dumps(dict(cycle.snapshot), sort_keys=True, ensure_ascii=False)}")
+    lines.append("  caused by")
+    lines += [f"    {_summary(p) if p is not None else f'{pid}  (not in this ledger)'}" for pid, p in parents] \
+        or ["    (nothing: a root decision)"]
+    lines.append("  led to")
+    lines += [f"    {_summary(c)}" for c in children] or ["    (nothing yet)"]
+    return "\n".join(lines)
+
+
+def explain_json(d: DecisionRecord, cycle: CycleRecord | None, parents: list[tuple[DecisionId, DecisionRecord | None]],
+                 children: list[DecisionRecord]) -> dict[str, Any]:
+    """The machine-readable explanation (``--json``)."""
+    def brief(x: DecisionRecord) -> dict[str, Any]:
+        return {"decision_id": x.decision_id, "cycle_id": x.cycle_id, "ts_ns": x.ts_ns, "target": x.target,
+                "action": x.action, "from_replicas": x.from_replicas, "to_replicas": x.to_replicas}
+
+    return {
+        "decision": d.to_dict(),
+        "cycle": None if cycle is None else {
+            "cycle_id": cycle.cycle_id, "run_id": cycle.run_id, "ts_ns": cycle.ts_ns,
+            "time": format_ts(cycle.ts_ns), "policy": cycle.policy, "fencing_token": cycle.fencing_token,
+            "snapshot": cycle.to_dict()["snapshot"],
+        },
+        "parents": [{"decision_id": pid, "found": p is not None, **(brief(p) if p is not None else {})}
+                    for pid, p in parents],
+        "children": [brief(c) for c in children],
+    }
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def _list(ledger: Ledger, where: str, run: str | None, limit: int, as_json: bool) -> None:
+    found = ledger.decisions(run_id=RunId(run) if run is not None else None)
+    recent = found[max(0, len(found) - limit):]
+    if as_json:
+        typer.echo(json.dumps([d.to_dict() for d in recent], ensure_ascii=False))
+        return
+    if not recent:
+        scope = f" for run {run!r}" if run is not None else ""
+        typer.echo(f"no decisions{scope} in {where}")
+        return
+    typer.echo(f"{len(recent)} most recent of {len(found)} decisions in {where}" +
+               (f" (run {run})" if run is not None else ""))
+    rows = [(format_ts(d.ts_ns), d.decision_id, d.run_id, d.target, f"{d.action} {d.from_replicas}→{d.to_replicas}",
+             d.reasons[0] if d.reasons else "") for d in recent]
+    header = ("time (UTC)", "decision", "run", "target", "action", "first reason")
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    for r in (header, *rows):
+        typer.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+@app.command("explain")
+def explain_command(
+    decision_id: Annotated[str | None, typer.Argument(help="Decision to explain (see --list).")] = None,
+    ledger: Annotated[str, typer.Option("--ledger", help="Ledger file, or etcd://HOST:PORT/PREFIX.")] = DEFAULT_PATH,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of text.")] = False,
+    list_: Annotated[bool, typer.Option("--list", help="List recent decisions instead.")] = False,
+    run: Annotated[str | None, typer.Option("--run", help="With --list: only this run.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="With --list: how many recent decisions.")] = 20,
+) -> None:
+    """Explain one decision from the ledger: when, what, why (signals, weights, vetoes) and what it caused."""
+    if not list_ and decision_id is None:
+        raise _fail("give a DECISION_ID, or --list to see recent decisions")
+    try:
+        led = open_ledger(ledger, create=False)
+    except EbbError as exc:
+        raise _fail(str(exc)) from exc
+    try:
+        if list_:
+            _list(led, ledger, run, limit, as_json)
+            return
+        assert decision_id is not None
+        d = led.get_decision(DecisionId(decision_id))
+        if d is None:
+            near = nearest_ids(decision_id, [x.decision_id for x in led.decisions()])
+            hint = f" Nearest ids: {', '.join(near)}." if near else ""
+            raise _fail(f"no decision {decision_id!r} in ledger {ledger}.{hint} "
+                        f"List decisions with: ebb explain --list --ledger {ledger}")
+        cycle = led.get_cycle(CycleId(d.cycle_id))
+        parents, children = _causal(led, d)
+        if as_json:
+            typer.echo(json.dumps(explain_json(d, cycle, parents, children), ensure_ascii=False, indent=2))
+        else:
+            typer.echo(explain_text(d, cycle, parents, children))
+    except EbbError as exc:
+        raise _fail(str(exc)) from exc
+    finally:
+        led.close()

@@ -1,0 +1,73 @@
+"""In-memory :class:`~ebb.ledger.base.Ledger` for tests and simulations.
+
+Same guarantees as every backend (atomic, idempotent, ordered), minus durability: the records live in
+dicts behind one lock and vanish with the object.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ebb.ledger.base import check_same_cycle, cycle_order, decision_order, decision_taken, keep_last
+from ebb.model.decisions import CycleRecord, DecisionRecord
+from ebb.model.ids import CycleId, DecisionId, RunId
+
+__all__ = ["MemoryLedger"]
+
+
+class MemoryLedger:
+    """Dict-backed ledger; thread-safe; nothing survives the process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cycles: dict[str, CycleRecord] = {}
+        self._decisions: dict[str, DecisionRecord] = {}
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("MemoryLedger is closed")
+
+    def append_cycle(self, cycle: CycleRecord) -> bool:
+        if not isinstance(cycle, CycleRecord):
+            raise TypeError(f"append_cycle expects a CycleRecord, got {cycle!r}")
+        with self._lock:
+            self._check_open()
+            stored = self._cycles.get(cycle.cycle_id)
+            if stored is not None:
+                return check_same_cycle(stored, cycle)
+            for d in cycle.decisions:
+                other = self._decisions.get(d.decision_id)
+                if other is not None:
+                    raise decision_taken(d.decision_id, other.cycle_id, cycle.cycle_id)
+            self._cycles[cycle.cycle_id] = cycle
+            for d in cycle.decisions:
+                self._decisions[d.decision_id] = d
+            return True
+
+    def get_decision(self, decision_id: DecisionId) -> DecisionRecord | None:
+        with self._lock:
+            self._check_open()
+            return self._decisions.get(decision_id)
+
+    def get_cycle(self, cycle_id: CycleId) -> CycleRecord | None:
+        with self._lock:
+            self._check_open()
+            return self._cycles.get(cycle_id)
+
+    def cycles(self, run_id: RunId | None = None, limit: int | None = None) -> list[CycleRecord]:
+        with self._lock:
+            self._check_open()
+            out = [c for c in self._cycles.values() if run_id is None or c.run_id == run_id]
+        return keep_last(sorted(out, key=cycle_order), limit)
+
+    def decisions(self, run_id: RunId | None = None, target: str | None = None) -> list[DecisionRecord]:
+        with self._lock:
+            self._check_open()
+            out = [d for d in self._decisions.values()
+                   if (run_id is None or d.run_id == run_id) and (target is None or d.target == target)]
+        return sorted(out, key=decision_order)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True

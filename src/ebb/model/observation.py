@@ -1,0 +1,121 @@
+"""What a scaling policy observes: its metric pipeline, the pods, and (optionally) fine signals.
+
+Pure records shared by the simulator (virtual clock), the live loop (wall clock) and the
+decision code, so ``ebb.decide`` can read observations without importing the simulator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from ebb.model.ids import ReplicaId
+
+FloatArray = npt.NDArray[np.float64]
+_EMPTY = np.zeros(0)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """How a metric reaches the policy: sampled every ``period_s`` and averaged over ``window_s``.
+
+    The value a policy sees at time t is the average of the true signal over
+    ``[s − window_s, s]`` where ``s`` is the last sample instant ≤ t (multiples of ``period_s``
+    shifted by ``offset_s``). Examples: Prometheus scraping every 30 s a gauge averaged by its
+    exporter over 30 s (DCGM defaults) → ``Pipeline(30, 30)``; metrics-server at
+    ``--metric-resolution=60s`` → ``Pipeline(60, 60)``; an Ebb agent → ``Pipeline(1, 1)``.
+    """
+
+    period_s: int = 30
+    """Sampling period (s) of the last hop before the policy (scrape / resolution). Integer."""
+    window_s: int = 30
+    """Averaging window (s) of the sampled value (exporter interval / rate() range). Integer."""
+    offset_s: int = 0
+    """Phase of the sampling grid (s); real scrapes are not aligned with the policy's sync."""
+    per_pod: bool = True
+    """Whether the policy reads per-pod values; False skips building them (the oracle reads none)."""
+    fine_ms: int | None = None
+    """When set, the observation also carries :class:`FineSignals` sampled every ``fine_ms``
+    milliseconds since the previous decision (an Ebb node agent streams at 100 ms)."""
+
+    def __post_init__(self) -> None:
+        if self.period_s < 1 or self.window_s < 1 or self.offset_s < 0:
+            raise ValueError(f"Pipeline needs period_s>=1, window_s>=1, offset_s>=0; got {self!r}")
+
+
+@dataclass(frozen=True)
+class PodView:
+    """One replica as the policy sees it (values through its pipeline; None = no sample yet)."""
+
+    replica: ReplicaId
+    created_s: float
+    """When the replica was requested (pod creation)."""
+    ready_s: float | None
+    """When it became ready to serve; None while it is cold-starting."""
+    util_ratio: float | None
+    """GPU busy fraction in [0, 1] (NVML/DCGM ``GPU_UTIL`` / 100) averaged over the pipeline window."""
+    inflight: float | None
+    """Requests running or queued on the replica at the sample instant (vLLM-style gauge)."""
+    qps: float | None
+    """Requests completed per second on the replica over the pipeline window."""
+    zone: str = ""
+    """Availability zone of the replica's node (the simulator spreads replicas over 3 zones)."""
+
+
+@dataclass(frozen=True)
+class FineSignals:
+    """Fleet signals an agent streams at ``fine_ms`` resolution, plus recent completions.
+
+    ``prefill_replicas[k]``: prefill busy time of the fleet over sample k's interval, in
+    replica units (1.0 = one replica prefilling all the time). ``slot_replicas[k]``: sequences
+    running / max batch, in replica units (the router queue is ``queued``: backlog, not demand). Completion arrays hold the requests that
+    finished since the previous decision: finish time, TTFT and end-to-end latency (ms), and a
+    weight (1 per request; the fluid engine reports bins as weighted samples).
+    """
+
+    t_s: FloatArray = field(default_factory=lambda: _EMPTY)
+    prefill_replicas: FloatArray = field(default_factory=lambda: _EMPTY)
+    slot_replicas: FloatArray = field(default_factory=lambda: _EMPTY)
+    queued: FloatArray = field(default_factory=lambda: _EMPTY)
+    done_t_s: FloatArray = field(default_factory=lambda: _EMPTY)
+    done_ttft_ms: FloatArray = field(default_factory=lambda: _EMPTY)
+    done_e2e_ms: FloatArray = field(default_factory=lambda: _EMPTY)
+    done_weight: FloatArray = field(default_factory=lambda: _EMPTY)
+
+
+@dataclass(frozen=True)
+class ScaleRequest:
+    """A policy's answer when it also names victims: replicas to keep, and which to remove first
+    (ids of ready or cold-starting replicas; the engine falls back to its default order for the
+    rest). ``note`` is carried into the run's decision log (e.g. a ledger decision id)."""
+
+    replicas: int
+    victims: tuple[ReplicaId, ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a policy sees at one reconcile."""
+
+    t_s: float
+    spec_replicas: int
+    """The current target (``scale.spec.replicas``): starting + ready, draining excluded."""
+    ready_replicas: int
+    pods: tuple[PodView, ...]
+    """Replicas counted in ``spec_replicas``, oldest first."""
+    total_qps: float | None
+    """Arrivals per second over the pipeline window, as a Prometheus ``sum(rate(...))`` shows it."""
+    total_inflight: float | None
+    """Requests running or queued anywhere (router queue included), at the last sample."""
+    queued: float | None
+    """Requests waiting at the router for a free slot, at the last sample."""
+    fine: FineSignals | None = None
+    """High-resolution signals since the previous decision (only when the pipeline asks)."""
+
+
+def replicas_of(answer: int | ScaleRequest) -> int:
+    """The replica count of a policy's answer (either form), never negative."""
+    return max(0, int(answer.replicas if isinstance(answer, ScaleRequest) else answer))

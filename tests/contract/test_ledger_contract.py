@@ -1,0 +1,386 @@
+"""One contract for every decision-ledger backend: memory, SQLite and a real etcd server.
+
+Each parametrized test states a guarantee of :class:`ebb.ledger.Ledger` (see ``ebb.ledger.base``);
+the etcd cases start an etcd binary (``tests/conftest.py``) and skip only when it is not installed
+outside CI. Backend-specific error handling is checked at the end of the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ebb.errors import InputError, LedgerConflict, SourceUnavailable, TransientError
+from ebb.ledger import EtcdLedger, Ledger, MemoryLedger, SqliteLedger, open_ledger
+from ebb.model.decisions import ACTIONS, JSON, CycleRecord, DecisionRecord
+from ebb.model.ids import CycleId, DecisionId, RunId
+
+# -- records ------------------------------------------------------------------------------------------
+
+
+def decision(i: str, cycle: str = "c1", run: str = "r1", *, ts_ns: int = 1_000, target: str = "chat",
+             caused_by: tuple[str, ...] = ()) -> DecisionRecord:
+    return DecisionRecord(
+        decision_id=DecisionId(i), cycle_id=CycleId(cycle), run_id=RunId(run), ts_ns=ts_ns, target=target,
+        action="scale_down", from_replicas=4, to_replicas=3, reasons=("p99 well under SLO", "idle 10 min"),
+        signals={"p99_ttft_ms": 120.5, "inflight_p99": 3.0, "util": 0.21}, weights={"latency": 0.7, "cost": 0.3},
+        vetoes=(), victims=("chat-7f9c",), plan={"step": 1, "canary": True, "zones": ["a", "b"]},
+        caused_by=tuple(DecisionId(c) for c in caused_by),
+    )
+
+
+def cycle(cid: str, run: str = "r1", *, ts_ns: int = 1_000, n: int = 3, policy: str = "ebb:slo=200",
+          targets: tuple[str, ...] = ("chat", "code", "embed")) -> CycleRecord:
+    ds = tuple(decision(f"{cid}-d{k}", cid, run, ts_ns=ts_ns, target=targets[k % len(targets)]) for k in range(n))
+    return CycleRecord(cycle_id=CycleId(cid), run_id=RunId(run), ts_ns=ts_ns, policy=policy, decisions=ds,
+                       snapshot={"replicas": {"chat": 4, "code": 2}}, fencing_token=7)
+
+
+# -- backends -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Backend:
+    """A ledger under test plus a way to open a second handle on the same storage."""
+
+    name: str
+    ledger: Ledger
+    reopen: Callable[[], Ledger]
+
+
+@pytest.fixture(params=["memory", "sqlite", "etcd"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    opened: list[Ledger] = []
+
+    def track(make: Callable[[], Ledger]) -> Callable[[], Ledger]:
+        def wrapped() -> Ledger:
+            led = make()
+            opened.append(led)
+            return led
+        return wrapped
+
+    if request.param == "memory":
+        mem = MemoryLedger()
+        reopen: Callable[[], Ledger] = lambda: mem  # noqa: E731 - one process, one store
+    elif request.param == "sqlite":
+        path = tmp_path / "ledger.sqlite"
+        reopen = track(lambda: SqliteLedger(path))
+    else:
+        endpoint = request.getfixturevalue("etcd_endpoint")
+        prefix = f"test/{uuid.uuid4().hex}"
+        reopen = track(lambda: EtcdLedger(endpoint, prefix=prefix))
+    yield Backend(request.param, reopen(), reopen)
+    for led in opened:
+        led.close()
+
+
+# -- the contract -------------------------------------------------------------------------------------
+
+
+def test_an_appended_cycle_is_read_back_equal_with_all_its_decisions(backend: Backend) -> None:
+    led, c = backend.ledger, cycle("c1", n=4)
+    assert led.append_cycle(c) is True
+    assert led.get_cycle(CycleId("c1")) == c
+    for d in c.decisions:
+        assert led.get_decision(d.decision_id) == d
+    assert led.cycles() == [c]
+    assert [d.decision_id for d in led.get_cycle(CycleId("c1")).decisions] == [d.decision_id for d in c.decisions]  # type: ignore[union-attr]
+
+
+def test_a_cycle_without_decisions_is_stored_too(backend: Backend) -> None:
+    c = cycle("empty", n=0)
+    assert backend.ledger.append_cycle(c) is True
+    assert backend.ledger.get_cycle(CycleId("empty")) == c
+    assert backend.ledger.decisions() == []
+
+
+def test_unknown_ids_read_as_none(backend: Backend) -> None:
+    backend.ledger.append_cycle(cycle("c1"))
+    assert backend.ledger.get_cycle(CycleId("nope")) is None
+    assert backend.ledger.get_decision(DecisionId("nope")) is None
+    assert backend.ledger.cycles(run_id=RunId("other-run")) == []
+
+
+def test_re_appending_an_identical_cycle_returns_false_and_changes_nothing(backend: Backend) -> None:
+    led = backend.ledger
+    assert led.append_cycle(cycle("c1")) is True
+    assert led.append_cycle(cycle("c1")) is False  # an equal, separately built record
+    assert led.cycles() == [cycle("c1")]
+    assert len(led.decisions()) == 3
+
+
+def test_a_different_cycle_under_an_existing_cycle_id_raises_conflict_and_writes_nothing(backend: Backend) -> None:
+    led = backend.ledger
+    led.append_cycle(cycle("c1"))
+    changed = dataclasses.replace(cycle("c1"), policy="hpa:target=0.5")
+    with pytest.raises(LedgerConflict, match="'c1'"):
+        led.append_cycle(changed)
+    more = cycle("c1", n=5)  # same id, two extra decisions
+    with pytest.raises(LedgerConflict):
+        led.append_cycle(more)
+    assert led.get_cycle(CycleId("c1")) == cycle("c1")
+    assert led.get_decision(DecisionId("c1-d4")) is None
+
+
+def test_a_decision_id_taken_by_another_cycle_raises_conflict_and_no_part_of_the_new_cycle_is_visible(
+    backend: Backend,
+) -> None:
+    led = backend.ledger
+    led.append_cycle(cycle("c1"))
+    fresh = [decision("c2-a", "c2"), decision("c2-b", "c2")]
+    stolen = dataclasses.replace(decision("c1-d1", "c2"), target="code")
+    bad = CycleRecord(CycleId("c2"), RunId("r1"), 2_000, "ebb", (*fresh, stolen))
+    with pytest.raises(LedgerConflict, match="c1-d1"):
+        led.append_cycle(bad)
+    assert led.get_cycle(CycleId("c2")) is None
+    assert led.get_decision(DecisionId("c2-a")) is None and led.get_decision(DecisionId("c2-b")) is None
+    assert led.get_decision(DecisionId("c1-d1")) == cycle("c1").decisions[1]
+    assert [c.cycle_id for c in led.cycles()] == ["c1"]
+
+
+def test_cycles_are_ordered_by_time_then_id_and_limit_keeps_the_most_recent(backend: Backend) -> None:
+    led = backend.ledger
+    for cid, ts in [("b", 300), ("a", 300), ("z", 100), ("m", 200), ("c", 900)]:
+        led.append_cycle(cycle(cid, ts_ns=ts, n=1))
+    assert [c.cycle_id for c in led.cycles()] == ["z", "m", "a", "b", "c"]
+    assert [c.cycle_id for c in led.cycles(limit=2)] == ["b", "c"]
+    assert led.cycles(limit=0) == []
+    with pytest.raises(ValueError, match="-1"):
+        led.cycles(limit=-1)
+
+
+def test_decisions_filter_by_run_and_target_and_are_ordered_by_time_then_id(backend: Backend) -> None:
+    led = backend.ledger
+    led.append_cycle(cycle("r1-c2", "r1", ts_ns=200))
+    led.append_cycle(cycle("r1-c1", "r1", ts_ns=100))
+    led.append_cycle(cycle("r2-c1", "r2", ts_ns=150))
+    assert [c.cycle_id for c in led.cycles(run_id=RunId("r1"))] == ["r1-c1", "r1-c2"]
+    assert [d.decision_id for d in led.decisions(run_id=RunId("r2"))] == ["r2-c1-d0", "r2-c1-d1", "r2-c1-d2"]
+    chat = led.decisions(target="chat")
+    assert [d.decision_id for d in chat] == ["r1-c1-d0", "r2-c1-d0", "r1-c2-d0"]
+    assert [d.decision_id for d in led.decisions(run_id=RunId("r1"), target="code")] == ["r1-c1-d1", "r1-c2-d1"]
+    assert len(led.decisions()) == 9
+    assert led.decisions(target="nothing") == []
+
+
+def test_ids_with_slashes_and_unicode_do_not_collide_or_leak_between_runs(backend: Backend) -> None:
+    led = backend.ledger
+    led.append_cycle(cycle("a/b", "run/1", n=1))
+    led.append_cycle(cycle("a", "run", n=1))
+    led.append_cycle(cycle("ü✓", "run/10", n=1))
+    assert [c.cycle_id for c in led.cycles(run_id=RunId("run"))] == ["a"]
+    assert [c.cycle_id for c in led.cycles(run_id=RunId("run/1"))] == ["a/b"]
+    assert led.get_cycle(CycleId("ü✓")) == cycle("ü✓", "run/10", n=1)
+
+
+def test_a_concurrent_reader_never_sees_part_of_a_cycle(backend: Backend) -> None:
+    writer, reader = backend.ledger, backend.reopen()
+    n_cycles, n_dec = 30, 12
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            for k in range(n_cycles):
+                writer.append_cycle(cycle(f"w{k:03d}", ts_ns=k, n=n_dec))
+        except BaseException as exc:  # pragma: no cover - surfaced below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    t = threading.Thread(target=write)
+    t.start()
+    try:
+        while True:
+            finished = done.is_set()
+            by_cycle: dict[str, int] = {}
+            for d in reader.decisions():
+                by_cycle[d.cycle_id] = by_cycle.get(d.cycle_id, 0) + 1
+            seen_cycles = reader.cycles()
+            assert all(count == n_dec for count in by_cycle.values()), by_cycle
+            assert all(len(c.decisions) == n_dec for c in seen_cycles)
+            if finished:
+                break
+    finally:
+        t.join()
+    assert not errors, errors
+    assert len(reader.cycles()) == n_cycles
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "etcd"], indirect=True)
+def test_a_reopened_ledger_still_holds_every_cycle(backend: Backend) -> None:
+    cs = [cycle(f"c{k}", ts_ns=k * 10) for k in range(5)]
+    for c in cs:
+        backend.ledger.append_cycle(c)
+    backend.ledger.close()
+    again = backend.reopen()
+    assert again.cycles() == cs
+    assert again.append_cycle(cs[0]) is False
+    assert again.get_decision(DecisionId("c3-d2")) == cs[3].decisions[2]
+
+
+# -- every field survives the round trip (Hypothesis) -------------------------------------------------
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_ids = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12)
+_finite = st.floats(allow_nan=False, allow_infinity=False)
+_json: st.SearchStrategy[JSON] = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | _finite | _text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_text, inner, max_size=4),
+    max_leaves=12,
+)
+_count = st.integers(0, 2**63 - 1)
+
+decisions_st = st.builds(
+    DecisionRecord,
+    decision_id=_ids.map(DecisionId), cycle_id=st.just(CycleId("x")), run_id=_ids.map(RunId), ts_ns=_count,
+    target=_ids, action=st.sampled_from(ACTIONS), from_replicas=_count, to_replicas=_count,
+    reasons=st.lists(_text, max_size=3).map(tuple), signals=st.dictionaries(_text, _finite, max_size=4),
+    weights=st.dictionaries(_text, _finite, max_size=3), vetoes=st.lists(_text, max_size=2).map(tuple),
+    victims=st.lists(_ids, max_size=3).map(tuple), plan=st.dictionaries(_text, _json, max_size=4),
+    caused_by=st.lists(_ids.map(lambda s: DecisionId("p:" + s)), max_size=3).map(tuple),
+)
+
+
+@given(d=decisions_st)
+def test_a_decision_record_survives_its_own_json_round_trip(d: DecisionRecord) -> None:
+    assert DecisionRecord.from_json(d.to_json()) == d
+    assert DecisionRecord.from_json(d.to_json()).to_json() == d.to_json()
+
+
+_counter = itertools.count()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ds=st.lists(decisions_st, min_size=1, max_size=3),
+       snapshot=st.dictionaries(_text, _json, max_size=4), policy=_text, token=_count)
+def test_every_field_of_every_decision_survives_the_ledger_round_trip(
+    backend: Backend, ds: list[DecisionRecord], snapshot: dict[str, JSON], policy: str, token: int,
+) -> None:
+    n = next(_counter)
+    cid, run = CycleId(f"hyp-{n}"), ds[0].run_id
+    fixed = tuple(dataclasses.replace(d, decision_id=DecisionId(f"hyp-{n}-{k}-{d.decision_id}"), cycle_id=cid,
+                                      run_id=run) for k, d in enumerate(ds))
+    c = CycleRecord(cid, run, ds[0].ts_ns, policy, fixed, snapshot, fencing_token=token)
+    assert backend.ledger.append_cycle(c) is True
+    assert backend.ledger.get_cycle(cid) == c
+    for d in fixed:
+        got = backend.ledger.get_decision(d.decision_id)
+        assert got == d and got is not None and got.to_json() == d.to_json()
+    assert backend.ledger.append_cycle(c) is False
+
+
+# -- records reject bad values ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("decision_id", ""), ("ts_ns", -1), ("from_replicas", -2), ("to_replicas", 2**63), ("action", "evict"),
+    ("signals", {"util": float("nan")}), ("plan", {"x": {1, 2}}), ("plan", {1: "int key"}),
+])
+def test_a_decision_with_an_invalid_field_is_refused_quoting_the_value(field: str, value: object) -> None:
+    with pytest.raises(ValueError, match=field if field != "plan" else "plan|JSON"):
+        dataclasses.replace(decision("d1"), **{field: value})
+
+
+def test_a_cycle_refuses_decisions_of_another_cycle_or_duplicate_decision_ids() -> None:
+    with pytest.raises(ValueError, match="'other'"):
+        CycleRecord(CycleId("c1"), RunId("r1"), 0, "p", (decision("d1", "other"),))
+    with pytest.raises(ValueError, match="twice"):
+        CycleRecord(CycleId("c1"), RunId("r1"), 0, "p", (decision("d1"), decision("d1")))
+    with pytest.raises(ValueError, match="missing field 'policy'"):
+        CycleRecord.from_json('{"cycle_id": "c1", "run_id": "r1", "ts_ns": 0, "decisions": [], "snapshot": {}}')
+
+
+# -- backend-specific errors --------------------------------------------------------------------------
+
+
+def test_a_file_that_is_not_a_database_is_refused_naming_the_path(tmp_path: Path) -> None:
+    junk = tmp_path / "notes.txt"
+    junk.write_bytes(b"this is not sqlite, just text " * 200)
+    with pytest.raises(InputError, match="notes.txt"):
+        SqliteLedger(junk)
+
+
+def test_an_sqlite_file_of_another_application_is_refused(tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER)")
+    conn.close()
+    with pytest.raises(InputError, match="other.db"):
+        SqliteLedger(other)
+
+
+def test_a_missing_file_is_refused_when_create_is_false(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="missing.sqlite"):
+        SqliteLedger(tmp_path / "missing.sqlite", create=False)
+
+
+def test_a_ledger_locked_by_another_writer_raises_a_transient_error(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    led = SqliteLedger(path, busy_timeout_s=0.05)
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        with pytest.raises(TransientError, match="locked"):
+            led.append_cycle(cycle("c1"))
+        holder.execute("ROLLBACK")
+        assert led.append_cycle(cycle("c1")) is True
+    finally:
+        holder.close()
+        led.close()
+
+
+def test_an_unreachable_etcd_raises_source_unavailable_naming_the_endpoint() -> None:
+    pytest.importorskip("etcd3gw")
+    with socket_port() as port:
+        led = EtcdLedger(f"http://127.0.0.1:{port}", timeout_s=1.0)
+        with pytest.raises(SourceUnavailable, match=f"127.0.0.1:{port}") as info:
+            led.get_cycle(CycleId("c1"))
+        assert info.value.__cause__ is not None
+        led.close()
+
+
+def test_an_etcd_cycle_larger_than_one_transaction_is_refused_before_sending() -> None:
+    pytest.importorskip("etcd3gw")
+    led = EtcdLedger("http://127.0.0.1:1", max_txn_ops=5)
+    with pytest.raises(Exception, match="at most 3"):
+        led.append_cycle(cycle("big", n=4))
+    led.close()
+
+
+def test_open_ledger_picks_the_backend_from_the_location(tmp_path: Path) -> None:
+    led = open_ledger(tmp_path / "x.sqlite")
+    assert isinstance(led, SqliteLedger)
+    led.close()
+    led = open_ledger(f"sqlite://{tmp_path / 'y.sqlite'}")
+    assert isinstance(led, SqliteLedger) and led.path.endswith("y.sqlite")
+    led.close()
+    assert isinstance(open_ledger("memory:"), MemoryLedger)
+    pytest.importorskip("etcd3gw")
+    e = open_ledger("etcd://127.0.0.1:2379/my/prefix")  # connects lazily: nothing is sent here
+    assert isinstance(e, EtcdLedger) and e.prefix == "my/prefix" and e.endpoint == "http://127.0.0.1:2379"
+    e.close()
+
+
+class socket_port:
+    """A loopback port with nothing listening on it (bound, not listening, while in use)."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        self._s = socket.socket()
+        self._s.bind(("127.0.0.1", 0))
+        return int(self._s.getsockname()[1])
+
+    def __exit__(self, *exc: object) -> None:
+        self._s.close()

@@ -1,0 +1,114 @@
+"""`ebb explain` end to end against an SQLite ledger written by the test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from ebb.cli.explain import format_ts, nearest_ids
+from ebb.cli.main import app
+from ebb.ledger import SqliteLedger
+from ebb.model.decisions import CycleRecord, DecisionRecord
+from ebb.model.ids import CycleId, DecisionId, RunId
+
+runner = CliRunner()
+T0 = 1_714_564_800_000_000_000  # 2024-05-01T12:00:00Z
+
+
+def _ledger(tmp_path: Path) -> Path:
+    path = tmp_path / "ledger.sqlite"
+    first = DecisionRecord(
+        DecisionId("dec-001"), CycleId("cyc-1"), RunId("run-a"), T0, "chat", "scale_down", 4, 3,
+        reasons=("p99 TTFT 120 ms is far under the 400 ms SLO", "in-flight p99 low for 10 min"),
+        signals={"p99_ttft_ms": 120.5, "inflight_p99": 3.0, "util": 0.21}, weights={"latency": 0.7, "cost": 0.3},
+        victims=("chat-7f9c",), plan={"canary": True, "steps": [{"remove": 1}]},
+    )
+    held = DecisionRecord(DecisionId("dec-002"), CycleId("cyc-1"), RunId("run-a"), T0, "code", "veto", 2, 2,
+                          reasons=("burst detected",), vetoes=("pdb:minAvailable=2",))
+    follow = DecisionRecord(DecisionId("dec-101"), CycleId("cyc-2"), RunId("run-a"), T0 + 60_000_000_000, "chat",
+                            "scale_down", 3, 2, reasons=("canary passed",), caused_by=(DecisionId("dec-001"),))
+    other_run = DecisionRecord(DecisionId("x-1"), CycleId("cyc-9"), RunId("run-b"), T0 + 5, "embed", "hold", 1, 1,
+                               caused_by=(DecisionId("gone-7"),))
+    with SqliteLedger(path) as led:
+        led.append_cycle(CycleRecord(CycleId("cyc-1"), RunId("run-a"), T0, "ebb:slo=400", (first, held),
+                                     {"replicas": {"chat": 4, "code": 2}}, fencing_token=3))
+        led.append_cycle(CycleRecord(CycleId("cyc-2"), RunId("run-a"), T0 + 60_000_000_000, "ebb:slo=400",
+                                     (follow,), {"replicas": {"chat": 3}}))
+        led.append_cycle(CycleRecord(CycleId("cyc-9"), RunId("run-b"), T0 + 5, "hpa", (other_run,)))
+    return path
+
+
+def test_explain_prints_time_action_reasons_signals_plan_and_causal_children(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["explain", "dec-001", "--ledger", str(_ledger(tmp_path))])
+    assert r.exit_code == 0, r.output
+    out = r.output
+    assert "2024-05-01T12:00:00.000000000Z" in out and "ebb:slo=400" in out
+    assert "target      chat" in out and "scale_down  4 → 3 replicas" in out
+    assert "p99 TTFT 120 ms is far under the 400 ms SLO" in out
+    assert "p99_ttft_ms" in out and "120.5" in out and "util" in out and "0.21" in out
+    assert "latency = 0.7" in out and "victims     chat-7f9c" in out and '"canary": true' in out
+    assert "(nothing: a root decision)" in out
+    assert "dec-101  scale_down chat 3→2  (cycle cyc-2)" in out.split("led to")[1]
+
+
+def test_explain_shows_vetoes_and_names_parents_missing_from_the_ledger(tmp_path: Path) -> None:
+    path = str(_ledger(tmp_path))
+    vetoed = runner.invoke(app, ["explain", "dec-002", "--ledger", path])
+    assert vetoed.exit_code == 0 and "vetoes      pdb:minAvailable=2" in vetoed.output
+    orphan = runner.invoke(app, ["explain", "x-1", "--ledger", path])
+    assert orphan.exit_code == 0 and "gone-7  (not in this ledger)" in orphan.output
+
+
+def test_explain_json_round_trips_the_decision_and_lists_parents_and_children(tmp_path: Path) -> None:
+    path = str(_ledger(tmp_path))
+    r = runner.invoke(app, ["explain", "dec-101", "--ledger", path, "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert DecisionRecord.from_dict(data["decision"]).to_replicas == 2
+    assert data["cycle"]["cycle_id"] == "cyc-2" and data["cycle"]["snapshot"] == {"replicas": {"chat": 3}}
+    assert data["parents"] == [{"decision_id": "dec-001", "found": True, "cycle_id": "cyc-1", "ts_ns": T0,
+                                "target": "chat", "action": "scale_down", "from_replicas": 4, "to_replicas": 3}]
+    assert data["children"] == []
+
+
+def test_an_unknown_id_exits_2_listing_the_nearest_ids_and_how_to_list_them(tmp_path: Path) -> None:
+    path = str(_ledger(tmp_path))
+    r = runner.invoke(app, ["explain", "dec-00", "--ledger", path])
+    assert r.exit_code == 2
+    assert "no decision 'dec-00'" in r.output and "dec-001, dec-002" in r.output
+    assert f"ebb explain --list --ledger {path}" in r.output
+    typo = runner.invoke(app, ["explain", "dec-1x", "--ledger", path])
+    assert typo.exit_code == 2 and "Nearest ids: dec-101" in typo.output
+
+
+def test_list_shows_recent_decisions_optionally_of_one_run(tmp_path: Path) -> None:
+    path = str(_ledger(tmp_path))
+    r = runner.invoke(app, ["explain", "--list", "--ledger", path])
+    assert r.exit_code == 0, r.output
+    assert r.output.index("dec-001") < r.output.index("x-1") < r.output.index("dec-101")
+    only_b = runner.invoke(app, ["explain", "--list", "--run", "run-b", "--ledger", path])
+    assert "x-1" in only_b.output and "dec-001" not in only_b.output
+    last = runner.invoke(app, ["explain", "--list", "--limit", "1", "--json", "--ledger", path])
+    assert [d["decision_id"] for d in json.loads(last.output)] == ["dec-101"]
+
+
+def test_a_missing_ledger_file_exits_2_naming_the_path_and_is_not_created(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.sqlite"
+    r = runner.invoke(app, ["explain", "dec-001", "--ledger", str(missing)])
+    assert r.exit_code == 2 and "nope.sqlite" in r.output
+    assert not missing.exists()
+
+
+def test_explain_without_an_id_or_list_is_a_usage_error(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["explain", "--ledger", str(_ledger(tmp_path))])
+    assert r.exit_code == 2 and "--list" in r.output
+
+
+def test_nearest_ids_prefers_prefix_matches_then_the_longest_shared_prefix() -> None:
+    known = ["abc-1", "abc-2", "abd-1", "zzz"]
+    assert nearest_ids("abc", known) == ["abc-1", "abc-2"]
+    assert nearest_ids("abx", known) == ["abc-1", "abc-2", "abd-1"]
+    assert nearest_ids("q", known) == []
+    assert format_ts(1_500_000_000) == "1970-01-01T00:00:01.500000000Z"
