@@ -53,6 +53,7 @@ def _table(cmp: Comparison) -> Table:
 
 def _record(where: str, cmp: Comparison, console: Console) -> None:
     """Append every policy's decisions to the ledger, one transaction per cycle."""
+    from ebb.decide.ratelimit import TokenBucket
     from ebb.ledger import open_ledger
     from ebb.sim.decision_log import run_cycles
 
@@ -61,8 +62,17 @@ def _record(where: str, cmp: Comparison, console: Console) -> None:
     try:
         n = 0
         first: dict[str, str] = {}
+        # Each cycle is one transaction; against a shared store (etcd) writes go through the
+        # L3 rate limiter (3 per 100 ms) so a replay cannot flood the cluster's state store.
+        bucket = TokenBucket() if where.startswith("etcd") else None
         for i, run in enumerate(cmp.runs, start=1):
             for cyc in run_cycles(run_id, i, run):
+                while bucket is not None:
+                    took = bucket.take(time.monotonic())
+                    bucket = took.bucket
+                    if took.granted:
+                        break
+                    time.sleep(max(0.0, took.next_ok_s - time.monotonic()))
                 book.append_cycle(cyc)
                 n += len(cyc.decisions)
                 if run.scorecard.policy not in first and cyc.decisions[0].action in ("scale_down", "veto"):

@@ -90,7 +90,7 @@ PROFILES: dict[str, EbbProfile] = {
     # under 0.1 % violations; lean trades a few percent of violations for ~30 % fewer GPU-hours.
     "cautious": EbbProfile("cautious", target_util=0.85),
     "balanced": EbbProfile(),
-    "lean": EbbProfile("lean", target_util=1.1, hold_quantile=0.95),
+    "lean": EbbProfile("lean", target_util=1.1),
 }
 
 

@@ -30,8 +30,8 @@ def _obs(t: float, *, util: float | None = None, n: int = 4, total_inflight: flo
     return Observation(t, n if spec is None else spec, n, pods, total_qps, total_inflight, 0.0)
 
 
-def test_the_context_starts_reactive_policies_at_the_oracles_first_value_and_knows_its_peak() -> None:
-    assert CTX.initial_replicas == 2
+def test_the_context_starts_reactive_policies_at_the_static_fleet_the_oracles_peak() -> None:
+    assert CTX.initial_replicas == 5
     assert CTX.oracle_peak == 5
     empty = PolicyContext(SimSettings(), np.array([], dtype=np.int64))
     assert (empty.initial_replicas, empty.oracle_peak) == (1, 1)
@@ -61,7 +61,7 @@ def test_hpa_builds_on_gpu_utilisation_by_default_through_the_dcgm_pipeline() ->
     assert pol.interval_s == 15.0
     assert pol.controller.config.max_replicas == 10  # 2 x the oracle peak
     assert pol.controller.config.min_replicas == 1
-    assert pol.initial == 2
+    assert pol.initial == 5  # the static fleet (oracle peak)
 
 
 @pytest.mark.parametrize(("text", "value", "pipeline"), [
@@ -101,7 +101,7 @@ def test_unknown_or_invalid_parameters_are_rejected_naming_the_policy(text: str)
 def test_hpa_answers_its_initial_fleet_before_any_pod_exists() -> None:
     pol = _build("hpa")
     assert isinstance(pol, HpaPolicy)
-    assert pol.decide(Observation(0.0, 0, 0, (), None, None, None)) == 2
+    assert pol.decide(Observation(0.0, 0, 0, (), None, None, None)) == 5  # the static fleet (oracle peak)
 
 
 def test_hpa_on_gpu_util_scales_up_when_util_is_above_target() -> None:

@@ -1,0 +1,371 @@
+"""EbbPolicy (ebb.decide.policy) driven directly with hand-built observations, one per second.
+
+Each cycle carries 10 fine samples (100 ms) of prefill/slot demand and the router queue, plus a
+few request completions with their TTFT / end-to-end latency. A tiny in-test fleet applies the
+policy's answers: victims go first, new replicas cold-start for ``cold_s`` seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ebb.decide.policy import PROFILES, EbbPolicy, EbbProfile, plan_victims
+from ebb.model.ids import ReplicaId
+from ebb.model.observation import FineSignals, Observation, PodView, ScaleRequest, replicas_of
+
+SLO_TTFT_MS = 2000.0
+SLO_E2E_MS = 20000.0
+ZONES = ("zone-a", "zone-b", "zone-c")
+
+
+def fine(t: float, demand: float, *, queued: float = 0.0, ttft_ms: float | None = 100.0,
+         done: int = 5) -> FineSignals:
+    """Ten 100 ms samples ending exactly at ``t`` and ``done`` completions at ``t`` (none if ttft is None)."""
+    ts = ((t - 1.0) + 0.1 * np.arange(1, 11)).astype(np.float64)
+    d = np.full(10, float(demand))
+    n = 0 if ttft_ms is None else done
+    return FineSignals(
+        t_s=ts, prefill_replicas=d, slot_replicas=0.5 * d, queued=np.full(10, float(queued)),
+        done_t_s=np.full(n, float(t)), done_ttft_ms=np.full(n, float(ttft_ms or 0.0)),
+        done_e2e_ms=np.full(n, 5000.0), done_weight=np.ones(n))
+
+
+def pod(i: int, *, load: float = 1.0, ready: bool = True, zone: str | None = None) -> PodView:
+    return PodView(ReplicaId(i), created_s=0.0, ready_s=0.0 if ready else None, util_ratio=0.5,
+                   inflight=load, qps=1.0, zone=zone if zone is not None else ZONES[i % 3])
+
+
+def observe(t: float, pods: list[PodView], signals: FineSignals | None) -> Observation:
+    ready = sum(p.ready_s is not None for p in pods)
+    return Observation(t_s=t, spec_replicas=len(pods), ready_replicas=ready, pods=tuple(pods), total_qps=None,
+                       total_inflight=None, queued=None, fine=signals)
+
+
+@dataclass
+class Fleet:
+    """Applies answers: named victims leave first (then the newest), new replicas cold-start."""
+
+    pods: list[PodView]
+    cold_s: float = 3.0
+    next_id: int = 0
+    created: dict[int, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.next_id = max((int(p.replica) for p in self.pods), default=-1) + 1
+
+    def observe(self, t: float, signals: FineSignals | None) -> Observation:
+        self.pods = [replace(p, ready_s=t) if p.ready_s is None and t - self.created.get(int(p.replica), 0.0)
+                     >= self.cold_s else p for p in self.pods]
+        return observe(t, self.pods, signals)
+
+    def apply(self, t: float, answer: int | ScaleRequest) -> None:
+        n = replicas_of(answer)
+        if n < len(self.pods):
+            gone = set(answer.victims) if isinstance(answer, ScaleRequest) else set()
+            keep = [p for p in self.pods if p.replica not in gone]
+            self.pods = keep[:n]
+        while n > len(self.pods):
+            i = self.next_id
+            self.next_id += 1
+            self.created[i] = t
+            self.pods.append(PodView(ReplicaId(i), created_s=t, ready_s=None, util_ratio=None, inflight=None,
+                                     qps=None, zone=ZONES[i % 3]))
+
+
+def policy(profile: EbbProfile | None = None, **kw: Any) -> EbbPolicy:
+    return EbbPolicy(profile or EbbProfile(), slo_ttft_ms=SLO_TTFT_MS, slo_e2e_ms=SLO_E2E_MS, **kw)
+
+
+def quick(**kw: Any) -> EbbProfile:
+    """A profile with short memories so scenarios fit in tens of cycles."""
+    base: dict[str, Any] = {"hold_s": 10.0, "cooldown_s": 0.0, "down_interval_s": 0.0}
+    base.update(kw)
+    return EbbProfile("quick", **base)
+
+
+# -- the first answer and the warm-up -------------------------------------------------------------------
+
+def test_the_first_cycle_without_pods_answers_the_initial_replica_count() -> None:
+    assert policy(initial=3).decide(observe(0.0, [], None)) == 3
+    assert policy(initial=1, min_replicas=2).decide(observe(0.0, [], None)) == 2
+
+
+def test_no_scale_down_happens_during_the_warm_up_and_the_veto_names_it() -> None:
+    pol = policy(EbbProfile(hold_s=20.0), warmup_s=300.0)  # warm-up = min(hold_s, warmup_s) = 20 s
+    pods = [pod(i) for i in range(10)]
+    for t in range(1, 21):
+        assert pol.decide(observe(float(t), pods, fine(t, 1.0))) == 10
+    vetoes = [e for e in pol.log if e["action"] == "veto"]
+    assert len(vetoes) == 1  # recorded once, while its reasons stay the same
+    assert any(v.startswith("warming up") for v in vetoes[0]["vetoes"])
+    assert "20 s" in vetoes[0]["vetoes"][0]
+    assert vetoes[0]["from"] == vetoes[0]["to"] == 10
+    answer = pol.decide(observe(21.0, pods, fine(21, 1.0)))  # 20 s of history: warm-up over
+    assert isinstance(answer, ScaleRequest) and answer.replicas < 10
+
+
+def test_the_warm_up_is_capped_by_warmup_s_when_it_is_shorter_than_hold_s() -> None:
+    pol = policy(EbbProfile(hold_s=600.0), warmup_s=5.0)
+    pods = [pod(i) for i in range(10)]
+    answers = [pol.decide(observe(float(t), pods, fine(t, 1.0))) for t in range(1, 7)]
+    assert answers[:5] == [10] * 5
+    assert isinstance(answers[5], ScaleRequest)
+
+
+# -- scale-down: step size, peak floor, victims ---------------------------------------------------------
+
+def test_low_steady_demand_scales_down_in_bounded_steps_never_below_the_peak_over_hold() -> None:
+    prof = EbbProfile(hold_s=30.0, cooldown_s=0.0, down_interval_s=0.0, hold_quantile=1.0)
+    pol = policy(prof)
+    fleet = Fleet([pod(i, load=float(i)) for i in range(10)])
+    high, low = 4.4, 0.5
+    floor_high = math.ceil(high / prof.target_util)  # 5, while the 4.4 phase is within hold_s
+    downs: list[tuple[int, int, int]] = []
+    for t in range(1, 80):
+        demand = high if t <= 10 else low
+        obs = fleet.observe(float(t), fine(t, demand))
+        answer = pol.decide(obs)
+        n = replicas_of(answer)
+        if n < obs.spec_replicas:
+            downs.append((t, obs.spec_replicas, n))
+            assert t > 30, "no scale-down during the 30 s warm-up"
+            assert obs.spec_replicas - n <= max(1, math.floor(obs.spec_replicas * prof.down_fraction))
+            if t <= 40:  # the 4.4 means (t ≤ 10) are still remembered
+                assert n >= floor_high
+        assert n >= obs.spec_replicas or isinstance(answer, ScaleRequest)
+        fleet.apply(float(t), answer)
+    assert downs[0] == (31, 10, 8)
+    assert [d[2] for d in downs if d[0] <= 40][-1] == floor_high
+    assert len(fleet.pods) == 1  # eventually sized on the low demand: ceil(0.5 / 0.9) = 1
+    assert all(e["action"] != "scale_up" for e in pol.log)
+
+
+def test_scale_down_victims_are_ready_replicas_least_loaded_first_within_zone_skew_one() -> None:
+    pol = policy(quick(down_fraction=0.5, max_unavailable=0.5))
+    # Two per zone; the two least-loaded replicas share zone-a.
+    loads = {0: ("zone-a", 0.0), 1: ("zone-a", 1.0), 2: ("zone-b", 5.0), 3: ("zone-b", 6.0),
+             4: ("zone-c", 2.0), 5: ("zone-c", 7.0)}
+    pods = [pod(i, load=ld, zone=z) for i, (z, ld) in loads.items()]
+    answer: int | ScaleRequest = 6
+    for t in range(1, 12):
+        answer = pol.decide(observe(float(t), pods, fine(t, 0.5)))
+        if isinstance(answer, ScaleRequest):
+            break
+    assert isinstance(answer, ScaleRequest)
+    assert answer.replicas == 3 and len(answer.victims) == 3
+    # Greedy by load, passing over replica 1 (it would empty zone-a while the others keep two).
+    assert answer.victims == (ReplicaId(0), ReplicaId(4), ReplicaId(2))
+    left = Counter(p.zone for p in pods if p.replica not in answer.victims)
+    assert max(left.values()) - min(left.get(z, 0) for z in ZONES) <= 1
+    last = pol.log[-1]
+    assert last["action"] == "scale_down" and last["victims"] == ["replica-0", "replica-4", "replica-2"]
+    assert any("passed over" in r for r in last["reasons"])
+
+
+def test_plan_victims_removes_cold_starting_replicas_before_ready_ones() -> None:
+    pods = (pod(0, load=0.0), pod(1, load=0.0), pod(2, load=0.0), pod(7, ready=False), pod(8, ready=False))
+    victims, limits = plan_victims(pods, 2, 0.25)
+    assert victims == [ReplicaId(8), ReplicaId(7)] and limits == ()  # newest cold-starting first
+    victims, _ = plan_victims(pods, 3, 0.25)
+    assert victims[:2] == [ReplicaId(8), ReplicaId(7)] and victims[2] in (0, 1, 2)
+
+
+def test_the_disruption_budget_caps_ready_victims_per_cycle() -> None:
+    pods = tuple(pod(i, load=float(i)) for i in range(9))
+    victims, limits = plan_victims(pods, 5, 0.25)
+    assert len(victims) == 2  # max(1, floor(9 × 0.25))
+    assert any(lim.startswith("pdb") for lim in limits)
+    one, _ = plan_victims(pods[:3], 2, 0.25)
+    assert len(one) == 1  # at least one replica may always go
+
+
+def test_the_policy_names_cold_starting_replicas_as_victims_before_ready_ones() -> None:
+    pol = policy(quick())
+    ready = [pod(i, load=0.0) for i in range(6)]
+    for t in range(1, 11):  # warm-up over a full, ready fleet
+        assert pol.decide(observe(float(t), ready, fine(t, 0.5))) == 6
+    pods = [*ready[:4], pod(10, ready=False), pod(11, ready=False)]
+    answer = pol.decide(observe(11.0, pods, fine(11, 0.5)))
+    assert isinstance(answer, ScaleRequest)
+    assert answer.replicas == 5 and answer.victims == (ReplicaId(11),)
+
+
+# -- L2 vetoes -------------------------------------------------------------------------------------------
+
+def warmed(pol: EbbPolicy, pods: list[PodView], until: int, ttft_ms: float | None = 100.0) -> None:
+    for t in range(1, until + 1):
+        pol.decide(observe(float(t), pods, fine(t, 0.5, ttft_ms=ttft_ms)))
+
+
+def test_a_ttft_p99_within_the_veto_margin_of_the_slo_vetoes_scale_down() -> None:
+    # At max_replicas no surge is possible, so a TTFT above the margin can only veto.
+    pods = [pod(i) for i in range(6)]
+    pol = policy(quick(), max_replicas=6)
+    warmed(pol, pods, 10, ttft_ms=0.75 * SLO_TTFT_MS)
+    assert pol.decide(observe(11.0, pods, fine(11, 0.5, ttft_ms=0.75 * SLO_TTFT_MS))) == 6
+    veto = pol.log[-1]
+    assert veto["action"] == "veto" and veto["to"] == 6
+    assert any("p99 latency 1500 ms >= 70% of SLO 2000 ms" in v for v in veto["vetoes"])
+
+
+def test_a_ttft_p99_exactly_at_the_veto_margin_vetoes_without_surging() -> None:
+    pods = [pod(i) for i in range(6)]
+    pol = policy(quick())
+    at_margin = 0.7 * SLO_TTFT_MS
+    warmed(pol, pods, 10, ttft_ms=at_margin)
+    assert pol.decide(observe(11.0, pods, fine(11, 0.5, ttft_ms=at_margin))) == 6
+    assert any("70% of SLO" in v for v in pol.log[-1]["vetoes"])
+
+
+def test_healthy_ttft_below_the_margin_allows_the_same_scale_down() -> None:
+    pods = [pod(i) for i in range(6)]
+    pol = policy(quick())
+    warmed(pol, pods, 10, ttft_ms=0.5 * SLO_TTFT_MS)
+    assert isinstance(pol.decide(observe(11.0, pods, fine(11, 0.5, ttft_ms=0.5 * SLO_TTFT_MS))), ScaleRequest)
+
+
+def test_missing_latency_samples_veto_scale_down_fail_safe() -> None:
+    pods = [pod(i) for i in range(6)]
+    pol = policy(quick())
+    warmed(pol, pods, 10, ttft_ms=None)
+    assert pol.decide(observe(11.0, pods, fine(11, 0.5, ttft_ms=None))) == 6
+    last = pol.log[-1]
+    assert last["action"] == "veto"
+    assert any("latency unknown (fail safe)" in v for v in last["vetoes"])
+    assert last["signals"]["ttft_p99_ms"] is None  # NaN is logged as None
+
+
+def test_stale_fine_signals_veto_scale_down() -> None:
+    pods = [pod(i) for i in range(6)]
+    pol = policy(quick(hold_s=20.0))  # warm-up 20 s: first cycle t=1, over at t=21
+    for t in range(1, 16):
+        pol.decide(observe(float(t), pods, fine(t, 0.5)))
+    for t in range(16, 21):  # the agent goes quiet after t=15
+        assert pol.decide(observe(float(t), pods, None)) == 6
+    assert not any(v.startswith("stale") for v in pol.log[-1]["vetoes"])  # 5 s old: not stale yet
+    assert pol.decide(observe(21.0, pods, FineSignals())) == 6  # 6 s > max_staleness_s 5 s
+    last = pol.log[-1]
+    assert last["action"] == "veto"
+    assert any(v.startswith("stale data: 6 s old > 5 s") for v in last["vetoes"])
+    assert not any(v.startswith("warming up") for v in last["vetoes"])
+
+
+# -- scale-up and surge ----------------------------------------------------------------------------------
+
+def test_rising_demand_scales_up_immediately_to_the_mean_over_target_util() -> None:
+    pol = policy()
+    pods = [pod(i) for i in range(2)]
+    answer = pol.decide(observe(1.0, pods, fine(1, 8.0)))
+    assert isinstance(answer, ScaleRequest)
+    assert answer.replicas == math.ceil(8.0 / 0.9) and answer.victims == ()
+    assert pol.log[-1]["action"] == "scale_up" and pol.log[-1]["from"] == 2 and pol.log[-1]["to"] == 9
+
+
+def test_a_demand_step_scales_up_in_the_same_cycle_on_the_sizing_window_mean() -> None:
+    pol = policy()
+    pods = [pod(i) for i in range(2)]
+    for t in range(1, 10):
+        assert pol.decide(observe(float(t), pods, fine(t, 1.0))) == 2
+    answer = pol.decide(observe(10.0, pods, fine(10, 5.0)))
+    mean = (1.0 * 3 + 5.0) / 4  # seconds 7..10 of the 4 s sizing window
+    assert isinstance(answer, ScaleRequest) and answer.replicas == math.ceil(mean / 0.9)
+    assert pol.log[-1]["signals"]["demand_mean_replicas"] == mean
+
+
+def test_persistent_queueing_surges_once_and_waits_for_the_cold_starts() -> None:
+    prof = EbbProfile()
+    pol = policy(prof)
+    fleet = Fleet([pod(i) for i in range(4)], cold_s=4.0)
+    surges: list[tuple[int, int, int]] = []
+    for t in range(1, 16):
+        obs = fleet.observe(float(t), fine(t, 3.0, queued=5.0))  # ceil(3 / 0.9) = 4: enough without the queue
+        answer = pol.decide(obs)
+        n = replicas_of(answer)
+        if n > obs.spec_replicas:
+            surges.append((t, obs.spec_replicas, n))
+            assert obs.ready_replicas >= obs.spec_replicas, "no surge while replicas are cold-starting"
+            assert n - obs.spec_replicas >= max(1, math.ceil(obs.spec_replicas * prof.surge_fraction))
+            assert pol.log[-1]["reasons"] == ["surge"]
+        fleet.apply(float(t), answer)
+    assert surges[0] == (5, 4, 5)  # queued throughout the last 5 s only from t=5
+    assert surges[1] == (9, 5, 7)  # the first surge's replica was ready at t=9
+
+
+def test_a_short_queue_does_not_surge() -> None:
+    pol = policy()
+    pods = [pod(i) for i in range(4)]
+    for t in range(1, 10):
+        queued = 5.0 if t % 4 else 0.0  # the queue drains every 4 s
+        assert pol.decide(observe(float(t), pods, fine(t, 3.0, queued=queued))) == 4
+
+
+# -- explanations and profiles ---------------------------------------------------------------------------
+
+def test_every_non_hold_action_appends_a_full_explanation() -> None:
+    pol = policy(quick())
+    fleet = Fleet([pod(i) for i in range(3)], cold_s=2.0)
+    changes = []
+    for t in range(1, 40):
+        demand = 6.0 if 5 <= t <= 12 else 0.5
+        obs = fleet.observe(float(t), fine(t, demand))
+        answer = pol.decide(obs)
+        if replicas_of(answer) != obs.spec_replicas:
+            changes.append((float(t), obs.spec_replicas, replicas_of(answer)))
+        fleet.apply(float(t), answer)
+    acted = [(e["t_s"], e["from"], e["to"]) for e in pol.log if e["action"] in ("scale_up", "scale_down")]
+    assert acted == changes
+    assert any(b > a for _, a, b in changes) and any(b < a for _, a, b in changes)
+    assert {e["action"] for e in pol.log} >= {"scale_up", "scale_down", "veto"}
+    for e in pol.log:
+        assert {"t_s", "cycle", "action", "from", "to", "signals", "weights", "reasons", "vetoes", "victims",
+                "plan"} <= set(e)
+        assert {"demand_p99_replicas", "demand_mean_replicas", "ttft_p99_ms", "ready_replicas"} <= set(e["signals"])
+        assert set(e["weights"]) == {"workload", "base", "alpha"}
+        assert e["plan"] == {"profile": "quick", "target_util": 0.9}
+        if e["action"] != "veto":
+            assert e["vetoes"] == []
+        if e["action"] == "scale_down":
+            assert len(e["victims"]) == e["from"] - e["to"]
+
+
+def test_the_three_profiles_are_ordered_by_target_utilisation() -> None:
+    assert PROFILES["cautious"].target_util < PROFILES["balanced"].target_util < PROFILES["lean"].target_util
+    assert [p.name for p in PROFILES.values()] == ["cautious", "balanced", "lean"]
+
+
+# -- property ---------------------------------------------------------------------------------------------
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    demands=st.lists(st.floats(min_value=0.0, max_value=20.0, allow_nan=False), min_size=1, max_size=40),
+    ttfts=st.lists(st.sampled_from([None, 100.0, 1500.0, 5000.0]), min_size=1, max_size=40),
+    queued=st.lists(st.booleans(), min_size=1, max_size=40),
+    start=st.integers(min_value=2, max_value=12),
+)
+def test_answers_stay_within_bounds_and_scale_downs_respect_the_disruption_budget(
+        demands: list[float], ttfts: list[float | None], queued: list[bool], start: int) -> None:
+    prof = quick(hold_s=4.0, down_fraction=0.6, max_unavailable=0.25)
+    pol = policy(prof, min_replicas=2, max_replicas=12)
+    first = pol.decide(observe(0.0, [], None))
+    assert 2 <= replicas_of(first) <= 12
+    fleet = Fleet([pod(i, load=float(i % 4)) for i in range(start)], cold_s=2.0)
+    for k, d in enumerate(demands, start=1):
+        sig = fine(k, d, queued=5.0 if queued[k % len(queued)] else 0.0, ttft_ms=ttfts[k % len(ttfts)])
+        obs = fleet.observe(float(k), sig)
+        answer = pol.decide(obs)
+        n = replicas_of(answer)
+        assert 2 <= n <= 12
+        if n < obs.spec_replicas:
+            assert isinstance(answer, ScaleRequest)
+            ready_ids = {p.replica for p in obs.pods if p.ready_s is not None}
+            ready_victims = [v for v in answer.victims if v in ready_ids]
+            assert len(ready_victims) <= max(1, math.floor(obs.ready_replicas * prof.max_unavailable))
+            assert len(answer.victims) == obs.spec_replicas - n
+        fleet.apply(float(k), answer)
