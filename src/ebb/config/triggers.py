@@ -20,8 +20,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 
+from ebb.config.yamlio import config_error, load_mapping
 from ebb.errors import ConfigError
 
 __all__ = ["DEFAULT_TRIGGERS_YAML", "OPS", "Rule", "Trigger", "default_triggers", "load_triggers",
@@ -72,8 +72,7 @@ class Trigger:
 _RULE_KEYS = tuple(f.name for f in fields(Rule))
 
 
-def _fail(source: str, key: str, msg: str, fix: str) -> ConfigError:
-    return ConfigError(f"{source}: {key}: {msg} (fix: {fix})")
+_fail = config_error
 
 
 def _number(source: str, key: str, v: Any) -> float:
@@ -112,15 +111,7 @@ def _rule(source: str, where: str, raw: Any) -> Rule:
 
 def parse_triggers(text: str, source: str = "<string>") -> Trigger:
     """Parse one trigger from YAML text; ``source`` names the file in errors."""
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "document"
-        raise _fail(source, where, f"broken YAML: {exc}", "fix the YAML syntax") from exc
-    if not isinstance(doc, dict):
-        raise _fail(source, "<top>", f"expected a mapping, got {type(doc).__name__}",
-                    "write name: ... and all: [...] or any: [...]")
+    doc = load_mapping(text, source, "write name: ... and all: [...] or any: [...]")
     unknown = sorted(set(doc) - {"name", "all", "any"})
     if unknown:
         raise _fail(source, unknown[0], "unknown key", "use only name, all, any")

@@ -26,8 +26,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
 
+from ebb.config.yamlio import config_error, load_mapping
 from ebb.errors import ConfigError
 
 __all__ = ["DEFAULT_WORKLOADS_YAML", "WorkloadClass", "default_workload_classes",
@@ -121,8 +121,7 @@ _RANGES: dict[str, tuple[float, bool, float | None, str]] = {
 }
 
 
-def _fail(source: str, key: str, msg: str, fix: str) -> ConfigError:
-    return ConfigError(f"{source}: {key}: {msg} (fix: {fix})")
+_fail = config_error
 
 
 def _number(source: str, key: str, v: Any, spec: tuple[float, bool, float | None, str]) -> float:
@@ -170,15 +169,7 @@ def _class(source: str, where: str, raw: Any) -> WorkloadClass:
 
 def parse_workload_classes(text: str, source: str = "<string>") -> tuple[WorkloadClass, ...]:
     """Parse workload classes from YAML text; ``source`` names the file in errors."""
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "document"
-        raise _fail(source, where, f"broken YAML: {exc}", "fix the YAML syntax") from exc
-    if not isinstance(doc, dict):
-        raise _fail(source, "<top>", f"expected a mapping, got {type(doc).__name__}",
-                    "write classes: [...]")
+    doc = load_mapping(text, source, "write classes: [...]")
     unknown = sorted(set(doc) - {"classes"}, key=str)
     if unknown:
         raise _fail(source, str(unknown[0]), "unknown key", "use only classes")
