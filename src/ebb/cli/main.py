@@ -18,6 +18,7 @@ _COMMAND_MODULES = (
     "ebb.cli.bursts",
     "ebb.cli.analyze",
     "ebb.cli.explain",
+    "ebb.cli.review",
 )
 
 for _name in _COMMAND_MODULES:

@@ -21,7 +21,7 @@ from ebb.model.trace import CountSeries, RequestTrace
 from ebb.sim.compare import FIDELITIES, Comparison, compare
 from ebb.sim.policies import KNOWN_POLICIES
 from ebb.sim.report import meets_slo, write_report
-from ebb.sim.settings import ClusterSettings, MetricPipelineSettings, SimSettings, SloSettings
+from ebb.sim.settings import ClusterSettings, FaultSettings, MetricPipelineSettings, SimSettings, SloSettings
 from ebb.sim.specs import parse_policies
 from ebb.sources.traces import BUNDLED_TRACES, FORMATS, bundled_trace, load_trace
 
@@ -39,7 +39,7 @@ def _table(cmp: Comparison) -> Table:
     t = Table(title=f"{cmp.workload_name}: {cmp.requests:,} requests over {cmp.duration_s / 60:.1f} min "
                     f"(load x{cmp.load_scale:.3g}, {cmp.fidelity})")
     cols = ("policy", "GPU-h", "cost $", "SLO viol %", "TTFT p50/p99 ms", "E2E p50/p99 ms", "peak", "ups/downs",
-            "dropped")
+            "misjudged", "canary ok/abort", "dropped")
     for col in cols:
         t.add_column(col, justify="left" if col == "policy" else "right")
     for run in cmp.runs:
@@ -47,7 +47,8 @@ def _table(cmp: Comparison) -> Table:
         mark = "" if meets_slo(c) else " [red]✗[/]"
         t.add_row(c.policy, f"{c.gpu_hours:.2f}", f"{c.cost_usd:.2f}", f"{c.slo_violation_pct:.3f}{mark}",
                   f"{c.ttft_p50_ms:.0f} / {c.ttft_p99_ms:.0f}", f"{c.e2e_p50_ms:.0f} / {c.e2e_p99_ms:.0f}",
-                  str(c.peak_replicas), f"{c.scale_ups}/{c.scale_downs}", str(c.dropped_requests))
+                  str(c.peak_replicas), f"{c.scale_ups}/{c.scale_downs}", str(c.misjudged_scale_downs),
+                  f"{c.canary_passes}/{c.canary_aborts}", str(c.dropped_requests))
     return t
 
 
@@ -110,6 +111,10 @@ def simulate(
     hpa_sync_s: Annotated[int, typer.Option(help="HPA sync period (s)")] = 15,
     kubelet_resolution_s: Annotated[int, typer.Option(help="kubelet/cAdvisor resolution (s)")] = 10,
     seed: Annotated[int, typer.Option(help="Seed for every random choice")] = 0,
+    fault_slowdown: Annotated[float | None, typer.Option(help="Inject a fault: after the first scale-down, "
+                                                         "requests are served this many times slower until "
+                                                         "the fleet is restored (tests canary gates)")] = None,
+    fault_after_s: Annotated[float, typer.Option(help="The injected fault arms at this time (s)")] = 0.0,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the scorecards as JSON here")] = None,
     ledger: Annotated[str, typer.Option(help="Record every decision here (SQLite path or etcd://HOST:PORT); "
                                         "'' to skip. Explain one with: ebb explain ID")] = "ebb-ledger.sqlite",
@@ -135,6 +140,7 @@ def simulate(
                                         metrics_server_resolution_s=metric_resolution_s,
                                         scrape_interval_s=scrape_interval_s, hpa_sync_s=hpa_sync_s),
         seed=seed,
+        fault=None if fault_slowdown is None else FaultSettings(fault_slowdown, fault_after_s),
     )
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=console, disable=quiet, transient=True) as progress:

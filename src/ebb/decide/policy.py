@@ -181,6 +181,28 @@ class EbbPolicy:
             out.append(float(a[order[min(k, len(order) - 1)], col]))
         return out[0], out[1]
 
+    # -- read-only views for a guard (the canary gate) ----------------------------------------
+    def observe(self, obs: Observation) -> None:
+        """Ingest an observation's signals without deciding (while a guard holds the fleet)."""
+        if self._first_t is None:
+            self._first_t = obs.t_s
+        self._ingest(obs)
+
+    def ttft_p99_since(self, t0_s: float) -> float:
+        """Weighted TTFT P99 (ms) of the completions after ``t0_s``; NaN without any."""
+        recent = [x for x in self._lat if x[0] > t0_s]
+        if not recent:
+            return float("nan")
+        a = np.asarray(recent, dtype=np.float64)
+        order = np.argsort(a[:, 1])
+        cw = np.cumsum(a[order, 3])
+        k = int(np.searchsorted(cw, 0.99 * cw[-1]))
+        return float(a[order[min(k, len(order) - 1)], 1])
+
+    def note_scale_up(self, t_s: float) -> None:
+        """A guard restored capacity: start the scale-down cooldown from now."""
+        self._last_up = t_s
+
     # -- the cycle ---------------------------------------------------------------------------
     def decide(self, obs: Observation) -> int | ScaleRequest:
         p = self.profile

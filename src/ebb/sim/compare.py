@@ -111,7 +111,10 @@ def simulate_one(w: Workload, policy: Policy, settings: SimSettings) -> PolicyRu
         fout, fleet = simulate_fluid(w, policy, settings)
         run = score_fluid(policy.spec, w, fout, fleet, settings, wall_s=time.perf_counter() - t0)
     log = getattr(policy, "log", None)
-    return replace(run, decisions=fleet.decisions, explanations=tuple(log) if isinstance(log, list) else ())
+    card = replace(run.scorecard, canary_passes=int(getattr(policy, "passes", 0)),
+                   canary_aborts=int(getattr(policy, "aborts", 0)))
+    return replace(run, scorecard=card, decisions=fleet.decisions,
+                   explanations=tuple(log) if isinstance(log, list) else ())
 
 
 def _evaluate(w: Workload, settings: SimSettings) -> Callable[[np.ndarray], tuple[float, float]]:

@@ -17,7 +17,9 @@
 ``static`` ``replicas`` fixed; default the oracle's peak.
 ``oracle`` Perfect foresight (:mod:`ebb.sim.baselines.oracle`); the lower bound.
 ``ebb``    Ebb's own policy (:mod:`ebb.decide.policy`): ``profile=cautious|balanced|lean``
-           (default balanced) on the cost–SLO curve; ``min`` (1), ``max`` (4 × the oracle's peak).
+           (default balanced) on the cost–SLO curve; ``min`` (1), ``max`` (4 × the oracle's peak);
+           ``canary=on`` puts every scale-down behind a one-replica canary and a TTFT gate
+           (:mod:`ebb.gates.guard`).
 =========  ===================================================================================
 """
 
@@ -31,6 +33,7 @@ import numpy.typing as npt
 
 from ebb.decide.policy import PROFILES, EbbPolicy
 from ebb.errors import ConfigError
+from ebb.gates.guard import CanaryGuard, ttft_gate
 from ebb.sim.baselines.hpa_calc import PodMetricSample, PodRecord, ReadyCondition
 from ebb.sim.baselines.hpa_controller import HpaConfig, HpaController, MetricSpec
 from ebb.sim.baselines.oracle import OraclePolicy
@@ -189,10 +192,13 @@ def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
                           param_float(item, "cooldown", 300.0, lo=0.0), pipeline,
                           float(pipe.hpa_sync_s), initial=min(cfg.max_replicas, ctx.initial_replicas))
     if item.name == "ebb":
-        check_keys(item, ("profile", "min", "max"))
+        check_keys(item, ("profile", "min", "max", "canary"))
         prof = param_choice(item, "profile", "balanced", tuple(PROFILES))
         mn = param_int(item, "min", 1, lo=1)
         mx = param_int(item, "max", max(8, 4 * ctx.oracle_peak), lo=1)
-        return EbbPolicy(PROFILES[prof], ctx.settings.slo.ttft_ms, ctx.settings.slo.e2e_ms, min_replicas=mn,
-                         max_replicas=mx, initial=min(mx, ctx.initial_replicas), spec=item.text)
+        ebb = EbbPolicy(PROFILES[prof], ctx.settings.slo.ttft_ms, ctx.settings.slo.e2e_ms, min_replicas=mn,
+                        max_replicas=mx, initial=min(mx, ctx.initial_replicas), spec=item.text)
+        if param_choice(item, "canary", "off", ("on", "off")) == "on":
+            return CanaryGuard(ebb, ttft_gate(ctx.settings.slo.ttft_ms, PROFILES[prof].veto_margin))
+        return ebb
     raise ConfigError(f"unknown policy {item.name!r}; known: {', '.join(KNOWN_POLICIES)}")

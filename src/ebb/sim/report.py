@@ -99,6 +99,10 @@ _COLUMNS: tuple[tuple[str, str, Callable[[object], str]], ...] = (
     ("e2e_p50_ms", "e2e p50 (ms)", _num(",.1f")), ("e2e_p99_ms", "e2e p99 (ms)", _num(",.1f")),
     ("peak_replicas", "peak replicas", _num(",d")), ("mean_replicas", "mean replicas", _num(",.2f")),
     ("scale_ups", "scale-ups", _num(",d")), ("scale_downs", "scale-downs", _num(",d")),
+    ("misjudged_scale_downs", "misjudged scale-downs", _num(",d")),
+    ("sla_violation_delay_ms", "SLA violation delay (ms)", _num(",.0f")),
+    ("breach_episodes", "breach episodes", _num(",d")),
+    ("canary_passes", "canary passes", _num(",d")), ("canary_aborts", "canary aborts", _num(",d")),
     ("slo_ttft_ms", "SLO TTFT (ms)", _num(",.0f")), ("slo_e2e_ms", "SLO e2e (ms)", _num(",.0f")),
     ("wall_s", "sim wall (s)", _num(",.2f")),
 )

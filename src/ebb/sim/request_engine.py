@@ -105,6 +105,9 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
     scale_ups = scale_downs = 0
     spec = 0
     decisions: list[tuple[float, int, int]] = []
+    fault = settings.fault
+    slow = 1.0  # service-time multiplier of the injected fault (1 = none)
+    fault_pre = -1  # fleet size before the scale-down that triggered the fault
     fine_ms = policy.pipeline.fine_ms
     fine_dt = (fine_ms / 1000.0) if fine_ms else _INF
     next_fine = fine_dt
@@ -146,6 +149,7 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
         pf = tin[req] * pf_per_tok
         if pf < pf_floor:
             pf = pf_floor
+        pf *= slow
         start = pf_free[r] if pf_free[r] > t else t
         ft = start + pf
         pf_free[r] = ft
@@ -158,7 +162,7 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
         if u > u_cap:
             u = u_cap
         b = a if a < max_batch else max_batch
-        dec = (tout[req] - 1) * (d_base + d_per * b) / (1.0 - u)
+        dec = (tout[req] - 1) * (d_base + d_per * b) / (1.0 - u) * slow
         if dec < 0.0:
             dec = 0.0
         fin = ft + dec
@@ -257,7 +261,7 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
         return Observation(t, spec, len(ready_list), tuple(pods), total_qps, total_inflight, queued, fine)
 
     def apply(answer: int | ScaleRequest, t: float) -> None:
-        nonlocal spec, scale_ups, scale_downs
+        nonlocal spec, scale_ups, scale_downs, slow, fault_pre
         named: tuple[ReplicaId, ...] = ()
         if isinstance(answer, ScaleRequest):
             desired, named = max(0, int(answer.replicas)), answer.victims
@@ -266,6 +270,11 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
         if desired == spec:
             return
         decisions.append((t, spec, desired))
+        if fault is not None:
+            if desired < spec and fault_pre < 0 and t >= fault.after_s:
+                slow, fault_pre = fault.slowdown, spec
+            elif fault_pre >= 0 and desired >= fault_pre:
+                slow = 1.0
         if desired > spec:
             scale_ups += 1
             for _ in range(desired - spec):

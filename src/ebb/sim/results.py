@@ -52,6 +52,10 @@ class Scorecard:
     (definition: :mod:`ebb.sim.judgement`)."""
     sla_violation_delay_ms: float = float("nan")
     """Median time from the start of an SLO breach episode to the policy's next scale-up."""
+    canary_passes: int = 0
+    """Canary scale-downs whose gate passed (policies with a canary guard)."""
+    canary_aborts: int = 0
+    """Canary scale-downs aborted and compensated (restored to the pre-state)."""
     breach_episodes: int = 0
     """SLO breach episodes (10 s bins with ≥ 1 % violating requests, merged when consecutive)."""
 

@@ -64,6 +64,25 @@ class MetricPipelineSettings:
 
 
 @dataclass(frozen=True)
+class FaultSettings:
+    """An injected fault: a latency regression caused by removing a replica.
+
+    From the first scale-down at or after ``after_s``, every request admitted while the fleet
+    target stays below its pre-scale-down size is served ``slowdown`` times slower (prefill and
+    decode) — e.g. the removed replica held a hot cache. Restoring the fleet clears it.
+    """
+
+    slowdown: float = 3.0
+    """Service-time multiplier while the fault is active (ratio ≥ 1)."""
+    after_s: float = 0.0
+    """The fault arms at this virtual time (s)."""
+
+    def __post_init__(self) -> None:
+        if not (self.slowdown >= 1.0 and self.after_s >= 0.0):
+            raise ValueError(f"FaultSettings needs slowdown >= 1 and after_s >= 0, got {self!r}")
+
+
+@dataclass(frozen=True)
 class SimSettings:
     """Everything one ``ebb simulate`` run needs besides the trace and the policies."""
 
@@ -74,6 +93,8 @@ class SimSettings:
     """Seed for every random choice (count-series arrivals, load scaling jitter, scrape phase)."""
     timeline_bin_s: float | None = None
     """Width of report bins (s); None = about 1,000 bins over the trace, at least 1 s."""
+    fault: FaultSettings | None = None
+    """An injected fault for gate testing (request fidelity only); None = none."""
     drain_horizon_s: float = 3600.0
     """After the last arrival, keep simulating at most this long for in-flight work (s);
     requests unfinished then are reported as dropped."""

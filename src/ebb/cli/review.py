@@ -1,0 +1,120 @@
+"""``ebb review``: the rollback channel's manual review queue (compensations that missed their budget).
+
+* ``ebb review list [--all]``      pending items (``--all``: resolved ones too), oldest first
+* ``ebb review show ID``           one item: event id, status, reason, enqueue time, retries, note
+* ``ebb review retry ID``          mark it pending again (the next compensation run picks it up)
+* ``ebb review resolve ID [--note TEXT]``  close it, with what the operator did
+
+``--ledger PATH|URL`` (default ``ebb-ledger.sqlite``) is the ledger the log lives next to; a missing
+ledger file is an error, never silently created. Exit codes: 0 ok, 2 unknown id or unusable ledger.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+
+from ebb.cli.app import app
+from ebb.errors import EbbError
+from ebb.ledger import DEFAULT_PATH
+from ebb.ledger.review import CompensationLog, ReviewItem, open_compensation_log
+
+__all__ = ["review_app", "format_item"]
+
+review_app = typer.Typer(help="Manual review queue of the rollback channel.", no_args_is_help=True)
+app.add_typer(review_app, name="review")
+
+LedgerOpt = Annotated[str, typer.Option("--ledger", help="Ledger file or URL (sqlite path, etcd://HOST:PORT/PREFIX).")]
+
+
+def _stamp(ts: float) -> str:
+    try:
+        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return f"ts={ts}"
+
+
+def format_item(item: ReviewItem) -> str:
+    """Multi-line text of one item, as ``ebb review show`` prints it."""
+    lines = [f"review item {item.event_id}", f"  status:   {item.status}", f"  enqueued: {_stamp(item.ts)}",
+             f"  reason:   {item.reason}", f"  retries:  {item.retries}"]
+    if item.note:
+        lines.append(f"  note:     {item.note}")
+    return "\n".join(lines)
+
+
+def _open(ledger: str) -> CompensationLog:
+    try:
+        return open_compensation_log(ledger, create=False)
+    except EbbError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
+def _fail(exc: EbbError) -> typer.Exit:
+    typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(2)
+
+
+@review_app.command("list")
+def list_cmd(ledger: LedgerOpt = DEFAULT_PATH,
+             all_: Annotated[bool, typer.Option("--all", help="Include resolved items.")] = False) -> None:
+    """List review items, oldest first."""
+    log = _open(ledger)
+    try:
+        items = log.list(None if all_ else "pending")
+    except EbbError as exc:
+        raise _fail(exc) from exc
+    finally:
+        log.close()
+    if not items:
+        typer.echo("review queue is empty" if all_ else "no pending review items")
+        return
+    for it in items:
+        typer.echo(f"{it.event_id}\t{it.status}\t{_stamp(it.ts)}\tretries={it.retries}\t{it.reason}")
+
+
+@review_app.command("show")
+def show_cmd(item_id: Annotated[str, typer.Argument(metavar="ID")], ledger: LedgerOpt = DEFAULT_PATH) -> None:
+    """Show one review item."""
+    log = _open(ledger)
+    try:
+        item = log.show(item_id)
+    except EbbError as exc:
+        raise _fail(exc) from exc
+    finally:
+        log.close()
+    if item is None:
+        typer.echo(f"error: no review item {item_id!r}; `ebb review list --all` shows the queue", err=True)
+        raise typer.Exit(2)
+    typer.echo(format_item(item))
+
+
+@review_app.command("retry")
+def retry_cmd(item_id: Annotated[str, typer.Argument(metavar="ID")], ledger: LedgerOpt = DEFAULT_PATH) -> None:
+    """Mark an item pending again."""
+    log = _open(ledger)
+    try:
+        item = log.retry(item_id)
+    except EbbError as exc:
+        raise _fail(exc) from exc
+    finally:
+        log.close()
+    typer.echo(f"{item.event_id}: pending again (retries={item.retries})")
+
+
+@review_app.command("resolve")
+def resolve_cmd(item_id: Annotated[str, typer.Argument(metavar="ID")],
+                note: Annotated[str, typer.Option("--note", help="What was done.")] = "",
+                ledger: LedgerOpt = DEFAULT_PATH) -> None:
+    """Mark an item resolved."""
+    log = _open(ledger)
+    try:
+        item = log.resolve(item_id, note)
+    except EbbError as exc:
+        raise _fail(exc) from exc
+    finally:
+        log.close()
+    typer.echo(f"{item.event_id}: resolved" + (f" ({item.note})" if item.note else ""))
