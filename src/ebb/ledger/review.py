@@ -33,7 +33,7 @@ from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 from ebb.errors import ConfigError, InputError, PermanentError, SourceUnavailable, TransientError, require_extra
 from ebb.gates.rollback import CompensationStep, EventGraph, plan_compensation
-from ebb.ledger.etcd import DEFAULT_PREFIX, _b64, _parse_endpoint, _prefix_end, _q, _unb64
+from ebb.ledger.etcd import _READ_BATCH, DEFAULT_PREFIX, _b64, _parse_endpoint, _prefix_end, _q, _unb64
 from ebb.ledger.sqlite import DEFAULT_PATH, SqliteLedger
 
 __all__ = [
@@ -84,8 +84,8 @@ ReviewItems = list[ReviewItem]  # alias: the log classes have a method named ``l
 class CompensationLog(Protocol):
     """Done-steps record and manual review queue; see the module docstring."""
 
-    def done_ids(self) -> set[str]:
-        """Event ids whose compensation step is recorded done."""
+    def done_ids(self, among: Iterable[str] | None = None) -> set[str]:
+        """Event ids whose compensation step is recorded done (only those in ``among`` when given)."""
         ...
 
     def mark_done(self, step: CompensationStep, ts: float) -> bool:
@@ -133,9 +133,9 @@ class MemoryCompensationLog:
         self._items: dict[str, ReviewItem] = {}
         self._lock = threading.Lock()
 
-    def done_ids(self) -> set[str]:
+    def done_ids(self, among: Iterable[str] | None = None) -> set[str]:
         with self._lock:
-            return set(self._done)
+            return set(self._done) if among is None else {e for e in among if e in self._done}
 
     def mark_done(self, step: CompensationStep, ts: float) -> bool:
         with self._lock:
@@ -268,9 +268,18 @@ class SqliteCompensationLog:
     def _item(row: Sequence[Any]) -> ReviewItem:
         return ReviewItem(row[0], row[1], float(row[2]), row[3], row[4], int(row[5]))
 
-    def done_ids(self) -> set[str]:
+    def done_ids(self, among: Iterable[str] | None = None) -> set[str]:
         with self._txn("done_ids", write=False) as conn:
-            return {r[0] for r in conn.execute("SELECT event_id FROM compensation_done")}
+            if among is None:
+                return {r[0] for r in conn.execute("SELECT event_id FROM compensation_done")}
+            wanted = sorted(set(among))
+            found: set[str] = set()
+            for i in range(0, len(wanted), 500):
+                batch = wanted[i:i + 500]
+                found.update(r[0] for r in conn.execute(
+                    f"SELECT event_id FROM compensation_done WHERE event_id IN ({','.join('?' * len(batch))})",
+                    batch))
+            return found
 
     def mark_done(self, step: CompensationStep, ts: float) -> bool:
         with self._txn("mark_done") as conn:
@@ -376,9 +385,21 @@ class EtcdCompensationLog:
             payload["range_end"] = _b64(_prefix_end(key))
         return list(self._post("/kv/range", payload, op).get("kvs", []))
 
-    def done_ids(self) -> set[str]:
-        kvs = self._range(self._done_root, "done_ids", prefix=True)
-        return {json.loads(_unb64(kv.get("value", "")))["event_id"] for kv in kvs}
+    def done_ids(self, among: Iterable[str] | None = None) -> set[str]:
+        if among is None:
+            kvs = self._range(self._done_root, "done_ids", prefix=True)
+            return {json.loads(_unb64(kv.get("value", "")))["event_id"] for kv in kvs}
+        wanted = sorted(set(among))
+        found: set[str] = set()
+        for i in range(0, len(wanted), _READ_BATCH):  # one read-only Txn per batch (etcd --max-txn-ops)
+            batch = wanted[i:i + _READ_BATCH]
+            resp = self._post("/kv/txn", {"compare": [], "success": [
+                {"request_range": {"key": _b64(self._done_root + _q(e).encode()), "keys_only": True}}
+                for e in batch]}, "done_ids")
+            for eid, r in zip(batch, resp.get("responses", [])):
+                if r.get("response_range", {}).get("kvs"):
+                    found.add(eid)
+        return found
 
     def mark_done(self, step: CompensationStep, ts: float) -> bool:
         key = _b64(self._done_root + _q(step.event_id).encode())
@@ -506,7 +527,7 @@ def compensate(graph: EventGraph, roots: Sequence[str], actuator: Callable[[str,
         raise ValueError(f"budget_s must be > 0, got {budget_s!r}")
     start = clock()
     steps = plan_compensation(graph, roots)
-    done = log.done_ids()
+    done = log.done_ids(s.event_id for s in steps)
     applied: list[str] = []
     skipped: list[str] = []
     error: str | None = None
