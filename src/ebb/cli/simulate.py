@@ -25,7 +25,7 @@ from ebb.sim.settings import ClusterSettings, FaultSettings, MetricPipelineSetti
 from ebb.sim.specs import parse_policies
 from ebb.sources.traces import BUNDLED_TRACES, FORMATS, bundled_trace, load_trace
 
-DEFAULT_POLICIES = "hpa,keda,static,oracle"
+DEFAULT_POLICIES = "hpa,keda,static,ebb,oracle"
 
 
 def _load(trace: str, fmt: str, time_col: str | None, count_col: str | None, tin: str | None,
