@@ -19,6 +19,7 @@ _COMMAND_MODULES = (
     "ebb.cli.analyze",
     "ebb.cli.explain",
     "ebb.cli.review",
+    "ebb.cli.lint",
 )
 
 for _name in _COMMAND_MODULES:

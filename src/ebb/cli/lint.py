@@ -1,0 +1,68 @@
+"""``ebb lint PATH...``: find cost/stability pitfalls in configs (DeepSpeed, Kubernetes, Prometheus, PyTorch).
+
+``--format human|json|sarif``; ``--explain ID`` prints a rule's documentation; ``--config`` points at an
+``.ebb-lint.yaml`` (default: the one in the current folder, if any) whose ``disable:`` lists rule ids.
+Inline ``# ebb: ignore[ID]`` on a finding's line suppresses it.
+Exit codes: 0 clean, 1 findings, 2 usage or parse error (after linting every other file).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from ebb.cli.app import app
+from ebb.lint import ALL_RULES, CONFIG_NAME, lint_paths, load_disabled, rule_by_id
+from ebb.lint.output import dumps, render_human, to_json, to_sarif
+
+__all__ = ["lint"]
+
+
+@app.command("lint")
+def lint(
+    paths: Annotated[list[Path] | None, typer.Argument(help="Files or folders to lint.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="human, json or sarif.")] = "human",
+    explain: Annotated[str | None, typer.Option("--explain", help="Print a rule's documentation.")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help=f"Config file (default ./{CONFIG_NAME}).")] = None,
+) -> None:
+    """Lint configs for cost and stability pitfalls."""
+    err = Console(stderr=True)
+    if explain is not None:
+        rule = rule_by_id(explain)
+        if rule is None:
+            err.print(f"[bold red]error:[/] unknown rule {explain!r}; known: "
+                      + ", ".join(r.id for r in ALL_RULES), highlight=False)
+            raise typer.Exit(2)
+        typer.echo(rule.doc)
+        raise typer.Exit(0)
+    if fmt not in ("human", "json", "sarif"):
+        err.print(f"[bold red]error:[/] unknown --format {fmt!r} (human, json, sarif)", highlight=False)
+        raise typer.Exit(2)
+    if not paths:
+        err.print("[bold red]error:[/] give at least one file or folder", highlight=False)
+        raise typer.Exit(2)
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        err.print(f"[bold red]error:[/] no such file or folder: {', '.join(map(str, missing))}", highlight=False)
+        raise typer.Exit(2)
+    cfg = config if config is not None else Path.cwd() / CONFIG_NAME
+    if config is not None and not config.is_file():
+        err.print(f"[bold red]error:[/] config file not found: {config}", highlight=False)
+        raise typer.Exit(2)
+    try:
+        disabled = load_disabled(cfg)
+    except ValueError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from exc
+    result = lint_paths(paths, ALL_RULES, disabled)
+    if fmt == "json":
+        sys.stdout.write(dumps(to_json(result)) + "\n")
+    elif fmt == "sarif":
+        sys.stdout.write(dumps(to_sarif(result, ALL_RULES)) + "\n")
+    else:
+        render_human(result, Console(highlight=False, soft_wrap=True))
+    raise typer.Exit(result.exit_code)

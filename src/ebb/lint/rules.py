@@ -1,0 +1,364 @@
+"""The rules of ``ebb lint``. Each rule's ``doc`` is the text of ``docs/lint/<ID>.md``."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ebb.lint.core import Document, Finding, Path_, Rule
+
+__all__ = ["ALL_RULES", "rule_by_id", "HPA_SYNC_S", "parse_duration_s"]
+
+HPA_SYNC_S = 15.0  # kube-controller-manager --horizontal-pod-autoscaler-sync-period default
+METRIC_RESOLUTION_S = 60.0  # metrics-server --metric-resolution upstream default
+
+_DUR = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration_s(text: str) -> float | None:
+    """``"1m30s"`` → 90.0; ``None`` for text that is not a Go/Prometheus duration."""
+    text = text.strip()
+    if not text or _DUR.sub("", text):
+        return None
+    return sum(float(n) * _UNITS[u] for n, u in _DUR.findall(text))
+
+
+@dataclass(frozen=True)
+class _Base:
+    id: str
+    severity: str
+    title: str
+    why: str
+    fix: str
+    kinds: tuple[str, ...]
+
+    @property
+    def doc(self) -> str:
+        return f"# {self.id}: {self.title}\n\nSeverity: {self.severity}\n\n## Why\n\n{self.why}\n\n## Fix\n\n{self.fix}\n"
+
+    def applies_to(self, kind: str) -> bool:
+        return kind in self.kinds
+
+    def finding(self, doc: Document, path: Path_, message: str, severity: str | None = None) -> Finding:
+        return Finding(self.id, severity or self.severity, message, self.fix, doc.path, doc.line_of(path))
+
+
+# ------------------------------------------------------------------------------------ DeepSpeed
+class ZeroOffload(_Base):
+    def check(self, document: Document) -> Iterator[Finding]:
+        zero = document.get("zero_optimization")
+        if not isinstance(zero, dict):
+            return
+        stage = zero.get("stage")
+        if isinstance(stage, bool) or not isinstance(stage, int) or stage < 2:
+            return  # "auto" or stage 0/1: not decided by this file
+        if zero.get("cpu_offload") is True:
+            return  # legacy flag: offloads the optimizer state to pinned CPU memory
+        off = zero.get("offload_optimizer")
+        device = off.get("device") if isinstance(off, dict) else None
+        if device not in ("cpu", "nvme"):
+            yield self.finding(document, ("zero_optimization", "stage"),
+                               f"ZeRO stage {stage} without optimizer offload (offload_optimizer.device is "
+                               f"{device!r}): optimizer state stays in GPU memory")
+        elif isinstance(off, dict) and off.get("pin_memory") is not True:
+            yield self.finding(document, ("zero_optimization", "offload_optimizer"),
+                               f"optimizer offloaded to {device} without pin_memory: true "
+                               "(pageable copies are slower)")
+
+
+class Fp16StaticLossScale(_Base):
+    def check(self, document: Document) -> Iterator[Finding]:
+        fp16 = document.get("fp16")
+        if not isinstance(fp16, dict) or fp16.get("enabled") is not True:
+            return
+        scale = fp16.get("loss_scale", 0)
+        if isinstance(scale, (int, float)) and not isinstance(scale, bool) and scale != 0:
+            yield self.finding(document, ("fp16", "loss_scale"),
+                               f"fp16 with a static loss_scale of {scale:g}: overflows skip steps or "
+                               "gradients underflow; use dynamic scaling (loss_scale 0)")
+
+
+# -------------------------------------------------------------------------------------- Python
+def _call_name(node: ast.Call) -> str:
+    f = node.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+class DataLoaderSettings(_Base):
+    _gpu = re.compile(r"\bcuda\b|\.to\(\s*device|device\s*=|accelerator")
+
+    def check(self, document: Document) -> Iterator[Finding]:
+        if document.tree is None or not self._gpu.search(document.source):
+            return
+        for node in ast.walk(document.tree):
+            if not (isinstance(node, ast.Call) and _call_name(node) == "DataLoader"):
+                continue
+            kw = {k.arg: k.value for k in node.keywords if k.arg is not None}
+            if any(k.arg is None for k in node.keywords):
+                continue  # **kwargs: the values are not visible here
+            problems = []
+            nw = kw.get("num_workers")
+            if nw is None:
+                problems.append("num_workers missing (defaults to 0: loading runs in the training process)")
+            elif isinstance(nw, ast.Constant) and nw.value == 0:
+                problems.append("num_workers=0 (loading runs in the training process)")
+            pm = kw.get("pin_memory")
+            if pm is None or (isinstance(pm, ast.Constant) and pm.value is False):
+                problems.append("no pin_memory=True (host-to-GPU copies are not asynchronous)")
+            if "prefetch_factor" not in kw:
+                problems.append("no prefetch_factor")
+            if problems:
+                yield Finding(self.id, self.severity, "DataLoader: " + "; ".join(problems), self.fix,
+                              document.path, node.lineno, node.col_offset + 1)
+
+
+# ---------------------------------------------------------------------------------- Kubernetes
+def _is_hpa(doc: Document) -> bool:
+    return doc.get("kind") == "HorizontalPodAutoscaler" and str(doc.get("apiVersion")).startswith("autoscaling/")
+
+
+class HpaResourceOnly(_Base):
+    def check(self, document: Document) -> Iterator[Finding]:
+        if not _is_hpa(document):
+            return
+        metrics = document.get("spec", "metrics")
+        if document.get("apiVersion") == "autoscaling/v1" or not metrics:
+            yield self.finding(document, ("spec",) if document.get("apiVersion") == "autoscaling/v1" else ("kind",),
+                               "HPA scales on average CPU utilisation only (no latency or custom metric)")
+            return
+        if not isinstance(metrics, list):
+            return
+        types = {m.get("type") for m in metrics if isinstance(m, dict)}
+        if types and types <= {"Resource", "ContainerResource"}:
+            yield self.finding(document, ("spec", "metrics"),
+                               "HPA scales on CPU/memory averages only (no latency, Pods, Object or External "
+                               "metric): an average hides the peaks that break the SLO")
+
+
+class HpaScaleDownStabilization(_Base):
+    def check(self, document: Document) -> Iterator[Finding]:
+        if not _is_hpa(document):
+            return
+        down = document.get("spec", "behavior", "scaleDown")
+        if isinstance(down, dict) and down.get("selectPolicy") == "Disabled":
+            return
+        window = down.get("stabilizationWindowSeconds") if isinstance(down, dict) else None
+        if window is None:
+            yield self.finding(document, ("spec", "behavior", "scaleDown") if down else ("spec",),
+                               "no explicit scale-down stabilization window: relies on the controller's "
+                               "--horizontal-pod-autoscaler-downscale-stabilization (300 s upstream, "
+                               "cluster-specific)", severity="info")
+        elif isinstance(window, (int, float)) and window < METRIC_RESOLUTION_S:
+            yield self.finding(document, ("spec", "behavior", "scaleDown", "stabilizationWindowSeconds"),
+                               f"scale-down stabilization of {window:g} s is shorter than the "
+                               f"{METRIC_RESOLUTION_S:g} s metric resolution: one low sample can remove replicas")
+
+
+def _walk(data: Any, path: Path_ = ()) -> Iterator[tuple[Path_, Any]]:
+    yield path, data
+    if isinstance(data, dict):
+        for k, v in data.items():
+            yield from _walk(v, path + (k,))
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            yield from _walk(v, path + (i,))
+
+
+class AffinityAllNamespaces(_Base):
+    def check(self, document: Document) -> Iterator[Finding]:
+        for path, value in _walk(document.data):
+            if (path and path[-1] == "namespaceSelector" and value == {}
+                    and any(p in ("podAffinity", "podAntiAffinity") for p in path)):
+                yield self.finding(document, path,
+                                   "pod (anti-)affinity term with namespaceSelector: {} matches pods in every "
+                                   "namespace")
+
+
+_WORKLOADS = {"Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job"}
+
+
+def _pod_labels(doc: Document) -> tuple[dict[str, Any], Path_] | None:
+    kind = doc.get("kind")
+    if kind == "Pod":
+        return doc.get("metadata", "labels") or {}, ("spec", "topologySpreadConstraints")
+    if kind in _WORKLOADS:
+        return doc.get("spec", "template", "metadata", "labels") or {}, ("spec", "template", "spec",
+                                                                          "topologySpreadConstraints")
+    return None
+
+
+def selector_matches(selector: Any, labels: dict[str, Any]) -> bool:
+    """Kubernetes label-selector semantics (matchLabels and matchExpressions); empty matches all."""
+    if not isinstance(selector, dict):
+        return False
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if str(labels.get(k)) != str(v) or k not in labels:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), [str(v) for v in expr.get("values") or []]
+        present = key in labels
+        if op == "In" and not (present and str(labels[key]) in values):
+            return False
+        if op == "NotIn" and present and str(labels[key]) in values:
+            return False
+        if op == "Exists" and not present:
+            return False
+        if op == "DoesNotExist" and present:
+            return False
+    return True
+
+
+def _namespace(doc: Document) -> str:
+    return str(doc.get("metadata", "namespace") or "default")
+
+
+class SpreadWithoutPdb(_Base):
+    def check(self, document: Document) -> Iterator[Finding]:
+        found = _pod_labels(document)
+        if found is None:
+            return
+        labels, tsc_path = found
+        tsc = document.get(*tsc_path)
+        if not isinstance(tsc, list):
+            return
+        hard = [i for i, c in enumerate(tsc) if isinstance(c, dict) and c.get("whenUnsatisfiable") == "DoNotSchedule"]
+        if not hard:
+            return
+        ns = _namespace(document)
+        for other in document.workspace.documents:
+            if (other.kind == "k8s" and other.get("kind") == "PodDisruptionBudget" and _namespace(other) == ns
+                    and selector_matches(other.get("spec", "selector"), labels)):
+                return
+        yield self.finding(document, tsc_path + (hard[0], "whenUnsatisfiable"),
+                           f"{document.get('kind')} {document.get('metadata', 'name')!s}: topology spread "
+                           "with DoNotSchedule and no PodDisruptionBudget selecting its pods: a drain can "
+                           "evict replicas that then cannot be rescheduled")
+
+
+class MetricPipelineMismatch(_Base):
+    def _arg_findings(self, document: Document) -> Iterator[Finding]:
+        for path, value in _walk(document.data):
+            if not (isinstance(value, str) and value.startswith("--metric-resolution")):
+                continue
+            res = parse_duration_s(value.partition("=")[2])
+            if res is not None and res > HPA_SYNC_S:
+                n = res / HPA_SYNC_S
+                yield self.finding(document, path,
+                                   f"metrics-server --metric-resolution={res:g}s vs HPA sync {HPA_SYNC_S:g} s: "
+                                   f"the HPA re-reads one stale value {n:g} times")
+
+    def _default_findings(self, document: Document) -> Iterator[Finding]:
+        for path, value in _walk(document.data):
+            if not (isinstance(value, dict) and "metrics-server" in str(value.get("image", ""))):
+                continue
+            flags = [str(a) for a in (value.get("args") or []) + (value.get("command") or [])]
+            if not any(a.startswith("--metric-resolution") for a in flags):
+                yield self.finding(document, path + ("image",),
+                                   f"metrics-server without --metric-resolution uses the {METRIC_RESOLUTION_S:g} s "
+                                   f"default vs HPA sync {HPA_SYNC_S:g} s: the HPA re-reads one stale value "
+                                   f"{METRIC_RESOLUTION_S / HPA_SYNC_S:g} times")
+
+    def check(self, document: Document) -> Iterator[Finding]:
+        if document.kind == "k8s":
+            yield from self._arg_findings(document)
+            yield from self._default_findings(document)
+            return
+        # Prometheus: a scrape interval longer than the HPA sync period, when the same folder
+        # holds an HPA reading a non-resource (adapter/custom) metric.
+        uses_custom = any(_is_hpa(d) and any(isinstance(m, dict) and m.get("type") in ("Pods", "Object", "External")
+                                             for m in (d.get("spec", "metrics") or []))
+                          for d in document.workspace.documents
+                          if Path(d.path).parent == Path(document.path).parent)
+        if not uses_custom:
+            return
+        candidates: list[tuple[Path_, Any]] = [(("global", "scrape_interval"), document.get("global", "scrape_interval"))]
+        for i, job in enumerate(document.get("scrape_configs") or []):
+            if isinstance(job, dict):
+                candidates.append((("scrape_configs", i, "scrape_interval"), job.get("scrape_interval")))
+        for path, value in candidates:
+            secs = parse_duration_s(value) if isinstance(value, str) else None
+            if secs is not None and secs > HPA_SYNC_S:
+                yield self.finding(document, path,
+                                   f"Prometheus scrape_interval {secs:g}s vs HPA sync {HPA_SYNC_S:g} s: the HPA "
+                                   f"re-reads one stale value {secs / HPA_SYNC_S:g} times")
+
+
+ALL_RULES: tuple[Rule, ...] = (
+    ZeroOffload(
+        "EBB101", "warning", "DeepSpeed ZeRO stage 2/3 without optimizer CPU offload, or offload without pin_memory",
+        "ZeRO 2/3 partitions optimizer state but keeps it on the GPU. When a job is memory-bound, offloading the "
+        "optimizer to CPU frees GPU memory (the design note measured -42 % GPU memory for -8 % speed on A100), "
+        "which lets a job fit fewer or smaller GPUs. Offload without `pin_memory: true` copies through pageable "
+        "memory and loses much of the speed. Stage \"auto\" and stage 0/1 are not checked; the legacy "
+        "`cpu_offload: true` counts as offloaded.",
+        "Set `zero_optimization.offload_optimizer = {\"device\": \"cpu\", \"pin_memory\": true}` when the job is "
+        "memory-bound; suppress with `# ebb: ignore[EBB101]` (YAML) or `.ebb-lint.yaml` when it is not.",
+        ("deepspeed",)),
+    Fp16StaticLossScale(
+        "EBB102", "warning", "fp16 enabled without dynamic loss scaling",
+        "With `fp16.enabled: true` a non-zero `loss_scale` fixes the scale: too high overflows and skips steps, "
+        "too low underflows gradients. `loss_scale: 0` (the default) enables dynamic scaling.",
+        "Set `fp16.loss_scale: 0` (dynamic) with `loss_scale_window: 1000`, or use bf16 where supported.",
+        ("deepspeed",)),
+    DataLoaderSettings(
+        "EBB103", "warning", "PyTorch DataLoader without workers, pinned memory or prefetching in a GPU script",
+        "In a script that trains on a GPU, `num_workers=0` (the default) loads batches in the training process and "
+        "starves the GPU; without `pin_memory=True` host-to-device copies cannot overlap compute; "
+        "`prefetch_factor` keeps batches ready. Calls that pass `**kwargs` are skipped. A script counts as GPU "
+        "training when it mentions `cuda`, `.to(device`, `device=` or `accelerator`.",
+        "Use `DataLoader(..., num_workers=4, pin_memory=True, prefetch_factor=2)` as a starting point.",
+        ("python",)),
+    HpaResourceOnly(
+        "EBB201", "warning", "HPA scales on CPU/memory averages only",
+        "An HPA whose only metrics are `Resource` (CPU/memory utilisation averaged over pods) cannot see "
+        "latency or queue depth; averages hide the peaks that break the SLO and make scale-down misjudge load. "
+        "`autoscaling/v1` HPAs and v2 HPAs without metrics scale on CPU only.",
+        "Add a latency or queue metric (`type: Pods`, `Object` or `External`, e.g. via prometheus-adapter) next "
+        "to the resource metric.",
+        ("k8s",)),
+    HpaScaleDownStabilization(
+        "EBB202", "warning", "HPA scale-down stabilization missing or shorter than the metric resolution",
+        "The HPA re-evaluates every 15 s but metrics-server resolves usage every 60 s by default. A scale-down "
+        "stabilization window shorter than that lets one low sample remove replicas. Without an explicit window "
+        "the cluster flag `--horizontal-pod-autoscaler-downscale-stabilization` (300 s upstream) applies; that "
+        "case is reported as info.",
+        "Set `spec.behavior.scaleDown.stabilizationWindowSeconds` to at least 60 (the metric resolution), "
+        "typically 300.",
+        ("k8s",)),
+    AffinityAllNamespaces(
+        "EBB203", "warning", "Pod (anti-)affinity term with namespaceSelector: {}",
+        "In a pod affinity or anti-affinity term an empty `namespaceSelector: {}` selects every namespace "
+        "(upstream semantics; a null selector with no `namespaces` means the pod's own namespace). Unrelated "
+        "workloads with the same labels then repel or attract the pods, wasting nodes.",
+        "Remove `namespaceSelector: {}` or list the namespaces explicitly under `namespaces:`.",
+        ("k8s",)),
+    SpreadWithoutPdb(
+        "EBB204", "warning", "topologySpreadConstraints with DoNotSchedule and no PodDisruptionBudget",
+        "A hard spread constraint (`whenUnsatisfiable: DoNotSchedule`) can leave evicted pods Pending during a "
+        "node drain or scale-down; without a PodDisruptionBudget selecting the workload's pods (same namespace, "
+        "in the same set of linted files) nothing limits how many are evicted at once.",
+        "Add a PodDisruptionBudget whose selector matches the pod template labels, or use "
+        "`whenUnsatisfiable: ScheduleAnyway`.",
+        ("k8s",)),
+    MetricPipelineMismatch(
+        "EBB205", "warning", "Metric pipeline resolution vs HPA sync period mismatch",
+        "The HPA syncs every 15 s. If metrics-server's `--metric-resolution` (or the Prometheus `scrape_interval` "
+        "feeding a custom-metric HPA) is longer, the HPA re-reads one stale value resolution/sync times "
+        "(60 s / 15 s = 4) and reacts late. A metrics-server container without the flag uses the 60 s default. "
+        "Prometheus files are checked only when the same folder holds an HPA with a Pods/Object/External metric.",
+        "Align the pipeline: `--metric-resolution=15s`, `scrape_interval: 15s`, or lengthen the HPA sync period.",
+        ("k8s", "prometheus")),
+)
+
+
+def rule_by_id(rule_id: str) -> Rule | None:
+    for r in ALL_RULES:
+        if r.id == rule_id.upper():
+            return r
+    return None
+

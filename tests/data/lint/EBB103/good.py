@@ -1,0 +1,10 @@
+import torch
+from torch.utils.data import DataLoader
+
+device = torch.device("cuda")
+
+
+def train(dataset: object) -> None:
+    loader = DataLoader(dataset, batch_size=32, num_workers=4, pin_memory=True, prefetch_factor=2)
+    for batch in loader:
+        batch.to(device)

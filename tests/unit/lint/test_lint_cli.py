@@ -1,0 +1,91 @@
+"""`ebb lint` end to end: human, JSON and SARIF output, --explain, config files and exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from ebb.cli.main import app  # type: ignore[attr-defined]  # re-exported by registration
+from ebb.lint import ALL_RULES
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "lint"
+runner = CliRunner()
+
+
+def test_human_output_shows_file_line_rule_and_fix_and_exits_one_on_findings() -> None:
+    res = runner.invoke(app, ["lint", str(DATA / "EBB102" / "bad.json")])
+    assert res.exit_code == 1
+    assert "bad.json:5:1: EBB102 warning" in res.output and "fix:" in res.output
+
+
+def test_a_clean_file_exits_zero() -> None:
+    res = runner.invoke(app, ["lint", str(DATA / "EBB102" / "good.json")])
+    assert res.exit_code == 0, res.output
+    assert "0 finding(s)" in res.output
+
+
+def test_json_output_lists_findings_and_parse_errors_and_a_parse_error_exits_two() -> None:
+    res = runner.invoke(app, ["lint", "--format", "json", str(DATA / "broken"), str(DATA / "EBB101")])
+    assert res.exit_code == 2
+    data = json.loads(res.stdout)
+    assert {f["rule_id"] for f in data["findings"]} == {"EBB101"}
+    assert len(data["errors"]) == 3 and data["exit_code"] == 2
+    assert set(data["findings"][0]) == {"rule_id", "severity", "message", "fix", "path", "line", "column"}
+
+
+def _check_sarif_structure(log: dict[str, Any]) -> None:
+    # No jsonschema/official SARIF schema is installed here, so the required structure is checked by hand.
+    assert log["version"] == "2.1.0" and "sarif" in log["$schema"]
+    run = log["runs"][0]
+    driver = run["tool"]["driver"]
+    assert driver["name"] and [r["id"] for r in driver["rules"]] == [r.id for r in ALL_RULES]
+    for rule in driver["rules"]:
+        assert rule["shortDescription"]["text"] and rule["defaultConfiguration"]["level"] in ("error", "warning",
+                                                                                                 "note")
+    for result in run["results"]:
+        assert result["level"] in ("error", "warning", "note", "none")
+        assert driver["rules"][result["ruleIndex"]]["id"] == result["ruleId"]
+        assert result["message"]["text"]
+        loc = result["locations"][0]["physicalLocation"]
+        assert loc["artifactLocation"]["uri"] and loc["region"]["startLine"] >= 1
+
+
+def test_sarif_output_has_the_required_2_1_0_structure() -> None:
+    res = runner.invoke(app, ["lint", "--format", "sarif", str(DATA / "EBB202"), str(DATA / "EBB101")])
+    assert res.exit_code == 1
+    log = json.loads(res.stdout)
+    _check_sarif_structure(log)
+    levels = {r["ruleId"] + ":" + r["level"] for r in log["runs"][0]["results"]}
+    assert {"EBB202:note", "EBB202:warning", "EBB101:warning"} <= levels
+    assert log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].startswith(
+        "file://")
+
+
+def test_explain_prints_the_rule_documentation() -> None:
+    res = runner.invoke(app, ["lint", "--explain", "ebb203"])
+    assert res.exit_code == 0
+    assert res.output.startswith("# EBB203:") and "## Fix" in res.output
+
+
+@pytest.mark.parametrize("args", [["lint", "--explain", "EBB999"], ["lint"], ["lint", "--format", "xml", "."],
+                                  ["lint", "/no/such/path"], ["lint", "--config", "/no/such.yaml", "."]])
+def test_usage_errors_exit_two(args: list[str]) -> None:
+    assert runner.invoke(app, args).exit_code == 2
+
+
+def test_a_config_file_disables_rules(tmp_path: Path) -> None:
+    cfg = tmp_path / ".ebb-lint.yaml"
+    cfg.write_text("disable: [EBB102]\n")
+    res = runner.invoke(app, ["lint", "--config", str(cfg), str(DATA / "EBB102" / "bad.json")])
+    assert res.exit_code == 0, res.output
+
+
+def test_the_config_file_in_the_working_folder_is_used_by_default(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / ".ebb-lint.yaml").write_text("disable: [EBB102]\n")
+    monkeypatch.chdir(tmp_path)
+    assert runner.invoke(app, ["lint", str(DATA / "EBB102" / "bad.json")]).exit_code == 0
