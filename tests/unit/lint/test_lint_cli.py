@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema  # type: ignore[import-untyped]  # no stubs in the dev extras
 import pytest
 from typer.testing import CliRunner
 
@@ -37,8 +38,25 @@ def test_json_output_lists_findings_and_parse_errors_and_a_parse_error_exits_two
     assert set(data["findings"][0]) == {"rule_id", "severity", "message", "fix", "path", "line", "column"}
 
 
+SARIF_SCHEMA = DATA / "sarif-schema-2.1.0.json"  # official OASIS schema, provenance in tests/data/lint/README.md
+
+
+def _sarif_validator() -> jsonschema.protocols.Validator:
+    schema = json.loads(SARIF_SCHEMA.read_text(encoding="utf-8"))
+    assert schema["$schema"] == "http://json-schema.org/draft-04/schema#"
+    validator_cls = jsonschema.validators.validator_for(schema)
+    assert validator_cls is jsonschema.Draft4Validator
+    validator_cls.check_schema(schema)
+    return validator_cls(schema)
+
+
+def _schema_errors(log: dict[str, Any]) -> list[str]:
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in _sarif_validator().iter_errors(log)]
+
+
 def _check_sarif_structure(log: dict[str, Any]) -> None:
-    # No jsonschema/official SARIF schema is installed here, so the required structure is checked by hand.
+    # The official schema cannot check cross-references (ruleIndex → rules[i].id), so those are checked by hand.
+    assert _schema_errors(log) == []
     assert log["version"] == "2.1.0" and "sarif" in log["$schema"]
     run = log["runs"][0]
     driver = run["tool"]["driver"]
@@ -63,6 +81,26 @@ def test_sarif_output_has_the_required_2_1_0_structure() -> None:
     assert {"EBB202:note", "EBB202:warning", "EBB101:warning"} <= levels
     assert log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].startswith(
         "file://")
+
+
+def test_sarif_output_of_every_fixture_validates_against_the_official_2_1_0_schema() -> None:
+    res = runner.invoke(app, ["lint", "--format", "sarif", str(DATA)])
+    assert res.exit_code == 2  # the broken/ fixtures are parse errors, reported as notifications
+    log = json.loads(res.stdout)
+    _check_sarif_structure(log)
+    # every rule but EBB204, whose bad.yaml is covered by good_split/pdb.yaml when all fixtures share one run
+    assert {r["ruleId"] for r in log["runs"][0]["results"]} == {r.id for r in ALL_RULES} - {"EBB204"}
+    assert log["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+
+
+def test_the_schema_check_rejects_a_log_that_breaks_sarif() -> None:
+    res = runner.invoke(app, ["lint", "--format", "sarif", str(DATA / "EBB104")])
+    log = json.loads(res.stdout)
+    assert _schema_errors(log) == []
+    log["runs"][0]["results"][0]["level"] = "info"  # SARIF has note, not info
+    log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"] = 0
+    errors = _schema_errors(log)
+    assert any("level" in e for e in errors) and any("startLine" in e for e in errors)
 
 
 def test_explain_prints_the_rule_documentation() -> None:

@@ -26,6 +26,8 @@ def ids_lines(findings: list[Finding]) -> list[tuple[str, str, int]]:
     ("EBB101/bad_offload_unpinned.json", [("EBB101", "bad_offload_unpinned.json", 5)]),
     ("EBB102/bad.json", [("EBB102", "bad.json", 5)]),
     ("EBB103/bad.py", [("EBB103", "bad.py", 8)]),
+    ("EBB104/bad_no_grad.py", [("EBB104", "bad_no_grad.py", 10)]),
+    ("EBB104/bad_generate.py", [("EBB104", "bad_generate.py", 10), ("EBB104", "bad_generate.py", 21)]),
     ("EBB201/bad.yaml", [("EBB201", "bad.yaml", 9), ("EBB201", "bad.yaml", 20), ("EBB202", "bad.yaml", 20)]),
     ("EBB202/bad.yaml", [("EBB202", "bad.yaml", 15)]),
     ("EBB202/info_missing.yaml", [("EBB202", "info_missing.yaml", 5)]),
@@ -42,7 +44,8 @@ def test_each_positive_fixture_yields_exactly_the_expected_findings_at_the_right
 
 @pytest.mark.parametrize("fixture", [
     "EBB101/good.json", "EBB101/good_stage1.json", "EBB102/good.json", "EBB103/good.py",
-    "EBB103/good_cpu_only.py", "EBB201/good.yaml", "EBB202/good.yaml", "EBB203/good.yaml",
+    "EBB103/good_cpu_only.py", "EBB104/good_compiled.py", "EBB104/good_cuda_graph.py", "EBB104/good_training.py",
+    "EBB104/suppressed.py", "EBB201/good.yaml", "EBB202/good.yaml", "EBB203/good.yaml",
     "EBB204/good_split", "EBB205/good_metrics_server.yaml", "EBB205/prom_good",
 ])
 def test_each_negative_fixture_is_clean(fixture: str) -> None:
@@ -58,6 +61,37 @@ def test_the_dataloader_finding_names_every_missing_setting_and_the_column() -> 
     (f,) = lint("EBB103/bad.py")
     assert "num_workers=0" in f.message and "pin_memory" in f.message and "prefetch_factor" in f.message
     assert f.column == 14
+
+
+def test_the_eager_inference_loop_is_info_at_the_loop_column_and_names_the_call() -> None:
+    (f,) = lint("EBB104/bad_no_grad.py")
+    assert (f.severity, f.line, f.column) == ("info", 10, 9)
+    assert "model(...)" in f.message and "no_grad" in f.message
+    first, inner = lint("EBB104/bad_generate.py")
+    assert "lm.generate(...)" in first.message and "no_grad" not in first.message
+    assert "lm(...)" in inner.message  # lm bound from from_pretrained(...).to(...); the outer loop is not reported
+
+
+def test_the_eager_inference_finding_is_silenced_only_by_its_suppression_comment(tmp_path: Path) -> None:
+    src = (DATA / "EBB104" / "suppressed.py").read_text(encoding="utf-8")
+    (tmp_path / "unsuppressed.py").write_text(src.replace("  # ebb: ignore[EBB104]", ""), encoding="utf-8")
+    assert [(f.rule_id, f.line) for f in lint_paths([tmp_path], ALL_RULES).findings] == [("EBB104", 10)]
+
+
+@pytest.mark.parametrize(("extra", "flagged"), [
+    ("model.compile()", False),  # nn.Module.compile()
+    ("from torch.cuda import make_graphed_callables", False),
+    ("step = torch.cuda.make_graphed_callables(model, (ids,))", False),
+    ("@torch.compile\ndef f(x):\n    return x", False),
+    ("import re\nPAT = re.compile('x')", True),  # re.compile is not torch.compile
+    ("", True),
+])
+def test_any_compile_or_cuda_graph_use_in_the_file_silences_the_eager_loop_rule(
+        tmp_path: Path, extra: str, flagged: bool) -> None:
+    body = ("import torch\nmodel = object()\nids = None\n" + extra + "\n"
+            "with torch.inference_mode():\n    while True:\n        ids = model(ids)\n")
+    (tmp_path / "s.py").write_text(body, encoding="utf-8")
+    assert bool(lint_paths([tmp_path / "s.py"], ALL_RULES).findings) is flagged
 
 
 def test_the_metric_pipeline_finding_counts_the_stale_rereads() -> None:
