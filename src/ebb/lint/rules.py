@@ -11,13 +11,17 @@ from typing import Any
 
 from ebb.lint.core import Document, Finding, Path_, Rule
 
-__all__ = ["ALL_RULES", "rule_by_id", "HPA_SYNC_S", "parse_duration_s"]
+__all__ = ["ALL_RULES", "rule_by_id", "HPA_SYNC_S", "parse_duration_s", "controller_settings", "ControllerSettings",
+           "query_window_s"]
 
 HPA_SYNC_S = 15.0  # kube-controller-manager --horizontal-pod-autoscaler-sync-period default
 METRIC_RESOLUTION_S = 60.0  # metrics-server --metric-resolution upstream default
+DOWNSCALE_STABILIZATION_S = 300.0  # --horizontal-pod-autoscaler-downscale-stabilization upstream default
+KEDA_POLLING_S = 30.0  # ScaledObject spec.pollingInterval default
+PROM_SCRAPE_S = 60.0  # Prometheus global.scrape_interval default
 
-_DUR = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DUR = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
 
 
 def parse_duration_s(text: str) -> float | None:
@@ -243,6 +247,75 @@ def _is_hpa(doc: Document) -> bool:
     return doc.get("kind") == "HorizontalPodAutoscaler" and str(doc.get("apiVersion")).startswith("autoscaling/")
 
 
+def _is_scaled_object(doc: Document) -> bool:
+    return doc.get("kind") == "ScaledObject" and str(doc.get("apiVersion")).startswith("keda.sh/")
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    """HPA settings of the kube-controller-manager found in the run (upstream defaults otherwise)."""
+
+    sync_s: float = HPA_SYNC_S
+    downscale_s: float = DOWNSCALE_STABILIZATION_S
+    source: str | None = None  # file that set at least one of the flags
+    downscale_known: bool = False
+
+
+_SYNC_FLAG = "--horizontal-pod-autoscaler-sync-period"
+_DOWN_FLAG = "--horizontal-pod-autoscaler-downscale-stabilization"
+
+
+def _flag(args: list[str], name: str) -> float | None:
+    for i, a in enumerate(args):
+        if a.startswith(name + "="):
+            return parse_duration_s(a.partition("=")[2])
+        if a == name and i + 1 < len(args):
+            return parse_duration_s(args[i + 1])
+    return None
+
+
+def controller_settings(docs: list[Document]) -> ControllerSettings:
+    """Flags of the first container (in file order) whose command/args run ``kube-controller-manager``."""
+    for doc in docs:
+        if doc.kind != "k8s" or "kube-controller-manager" not in doc.source:
+            continue
+        for _, value in _walk(doc.data):
+            if not isinstance(value, dict):
+                continue
+            raw = [value.get("command"), value.get("args")]
+            args: list[str] = []
+            for r in raw:
+                if isinstance(r, list):
+                    args.extend(str(a) for a in r)
+                elif isinstance(r, str):
+                    args.extend(r.split())
+            if not any(a.rsplit("/", 1)[-1] == "kube-controller-manager" for a in args):
+                continue
+            sync, down = _flag(args, _SYNC_FLAG), _flag(args, _DOWN_FLAG)
+            if sync is None and down is None:
+                return ControllerSettings(source=doc.path)
+            return ControllerSettings(sync if sync else HPA_SYNC_S, DOWNSCALE_STABILIZATION_S if down is None else down,
+                                      doc.path, down is not None)
+    return ControllerSettings()
+
+
+def _sync_text(cs: ControllerSettings) -> str:
+    return f"HPA sync {cs.sync_s:g} s" + (" (kube-controller-manager flag)" if cs.source and cs.sync_s != HPA_SYNC_S
+                                          else "")
+
+
+_RANGE = re.compile(r"\[\s*([0-9][0-9a-z.]*)\s*(?::\s*([0-9][0-9a-z.]*)\s*)?\]")
+
+
+def query_window_s(query: str) -> float:
+    """The longest PromQL range (``[5m]``) or subquery range plus step (``[10m:1m]``) in ``query``; 0 when none."""
+    best = 0.0
+    for rng, step in _RANGE.findall(query):
+        total = (parse_duration_s(rng) or 0.0) + ((parse_duration_s(step) or 0.0) if step else 0.0)
+        best = max(best, total)
+    return best
+
+
 class HpaResourceOnly(_Base):
     def check(self, document: Document) -> Iterator[Finding]:
         if not _is_hpa(document):
@@ -263,20 +336,34 @@ class HpaResourceOnly(_Base):
 
 class HpaScaleDownStabilization(_Base):
     def check(self, document: Document) -> Iterator[Finding]:
-        if not _is_hpa(document):
+        if _is_hpa(document):
+            base: Path_ = ("spec", "behavior")
+        elif _is_scaled_object(document):
+            base = ("spec", "advanced", "horizontalPodAutoscalerConfig", "behavior")
+        else:
             return
-        down = document.get("spec", "behavior", "scaleDown")
+        what = "HPA" if _is_hpa(document) else f"ScaledObject {document.get('metadata', 'name')!s}"
+        down = document.get(*base, "scaleDown")
         if isinstance(down, dict) and down.get("selectPolicy") == "Disabled":
             return
         window = down.get("stabilizationWindowSeconds") if isinstance(down, dict) else None
         if window is None:
-            yield self.finding(document, ("spec", "behavior", "scaleDown") if down else ("spec",),
-                               "no explicit scale-down stabilization window: relies on the controller's "
-                               "--horizontal-pod-autoscaler-downscale-stabilization (300 s upstream, "
-                               "cluster-specific)", severity="info")
+            cs = controller_settings(document.workspace.documents)
+            where = base + ("scaleDown",) if down else ("spec",)
+            if not cs.downscale_known:
+                yield self.finding(document, where,
+                                   f"{what}: no explicit scale-down stabilization window: relies on the controller's "
+                                   "--horizontal-pod-autoscaler-downscale-stabilization (300 s upstream, "
+                                   "cluster-specific)", severity="info")
+            elif cs.downscale_s < METRIC_RESOLUTION_S:
+                yield self.finding(document, where,
+                                   f"{what}: no explicit scale-down stabilization window and kube-controller-manager "
+                                   f"({cs.source}) sets --horizontal-pod-autoscaler-downscale-stabilization to "
+                                   f"{cs.downscale_s:g} s, shorter than the {METRIC_RESOLUTION_S:g} s metric "
+                                   "resolution: one low sample can remove replicas")
         elif isinstance(window, (int, float)) and window < METRIC_RESOLUTION_S:
-            yield self.finding(document, ("spec", "behavior", "scaleDown", "stabilizationWindowSeconds"),
-                               f"scale-down stabilization of {window:g} s is shorter than the "
+            yield self.finding(document, base + ("scaleDown", "stabilizationWindowSeconds"),
+                               f"{what}: scale-down stabilization of {window:g} s is shorter than the "
                                f"{METRIC_RESOLUTION_S:g} s metric resolution: one low sample can remove replicas")
 
 
@@ -362,51 +449,91 @@ class SpreadWithoutPdb(_Base):
 
 
 class MetricPipelineMismatch(_Base):
-    def _arg_findings(self, document: Document) -> Iterator[Finding]:
+    """Worst-case lag of a metric chain = scrape interval (or metric resolution) + query range/resolution
+    + polling interval (KEDA) or sync period (HPA); documented in docs/lint/EBB205.md."""
+
+    def _arg_findings(self, document: Document, cs: ControllerSettings) -> Iterator[Finding]:
         for path, value in _walk(document.data):
             if not (isinstance(value, str) and value.startswith("--metric-resolution")):
                 continue
             res = parse_duration_s(value.partition("=")[2])
-            if res is not None and res > HPA_SYNC_S:
-                n = res / HPA_SYNC_S
+            if res is not None and res > cs.sync_s:
+                n = res / cs.sync_s
                 yield self.finding(document, path,
-                                   f"metrics-server --metric-resolution={res:g}s vs HPA sync {HPA_SYNC_S:g} s: "
-                                   f"the HPA re-reads one stale value {n:g} times")
+                                   f"metrics-server --metric-resolution={res:g}s vs {_sync_text(cs)}: "
+                                   f"the HPA re-reads one stale value {n:g} times; worst-case lag "
+                                   f"{res + cs.sync_s:g} s (resolution {res:g} + sync {cs.sync_s:g})")
 
-    def _default_findings(self, document: Document) -> Iterator[Finding]:
+    def _default_findings(self, document: Document, cs: ControllerSettings) -> Iterator[Finding]:
         for path, value in _walk(document.data):
             if not (isinstance(value, dict) and "metrics-server" in str(value.get("image", ""))):
                 continue
             flags = [str(a) for a in (value.get("args") or []) + (value.get("command") or [])]
-            if not any(a.startswith("--metric-resolution") for a in flags):
+            if not any(a.startswith("--metric-resolution") for a in flags) and METRIC_RESOLUTION_S > cs.sync_s:
                 yield self.finding(document, path + ("image",),
                                    f"metrics-server without --metric-resolution uses the {METRIC_RESOLUTION_S:g} s "
-                                   f"default vs HPA sync {HPA_SYNC_S:g} s: the HPA re-reads one stale value "
-                                   f"{METRIC_RESOLUTION_S / HPA_SYNC_S:g} times")
+                                   f"default vs {_sync_text(cs)}: the HPA re-reads one stale value "
+                                   f"{METRIC_RESOLUTION_S / cs.sync_s:g} times; worst-case lag "
+                                   f"{METRIC_RESOLUTION_S + cs.sync_s:g} s (resolution {METRIC_RESOLUTION_S:g} "
+                                   f"+ sync {cs.sync_s:g})")
+
+    @staticmethod
+    def _same_folder(document: Document) -> list[Document]:
+        return [d for d in document.workspace.documents if Path(d.path).parent == Path(document.path).parent]
+
+    def _keda_findings(self, document: Document) -> Iterator[Finding]:
+        proms = [d for d in self._same_folder(document) if d.kind == "prometheus"]
+        if not proms:
+            return
+        raw = proms[0].get("global", "scrape_interval")
+        scrape = (parse_duration_s(raw) if isinstance(raw, str) else None) or PROM_SCRAPE_S
+        polling = document.get("spec", "pollingInterval")
+        poll_s = float(polling) if isinstance(polling, (int, float)) and not isinstance(polling, bool) else KEDA_POLLING_S
+        for i, trig in enumerate(document.get("spec", "triggers") or []):
+            if not (isinstance(trig, dict) and trig.get("type") == "prometheus") or poll_s <= 0:
+                continue
+            if poll_s >= scrape:
+                continue
+            query = trig.get("metadata", {}).get("query") if isinstance(trig.get("metadata"), dict) else None
+            window = query_window_s(query) if isinstance(query, str) else 0.0
+            lag = scrape + window + poll_s
+            where: Path_ = ("spec", "pollingInterval") if polling is not None else ("spec", "triggers", i, "type")
+            yield self.finding(document, where,
+                               f"ScaledObject {document.get('metadata', 'name')!s}: KEDA polls the prometheus "
+                               f"trigger every {poll_s:g} s{'' if polling is not None else ' (default)'} but "
+                               f"Prometheus scrapes every {scrape:g} s ({Path(proms[0].path).name}): "
+                               f"{scrape / poll_s:g} polls re-read the same value; worst-case lag {lag:g} s "
+                               f"(scrape {scrape:g} + query range {window:g} + polling {poll_s:g})")
 
     def check(self, document: Document) -> Iterator[Finding]:
         if document.kind == "k8s":
-            yield from self._arg_findings(document)
-            yield from self._default_findings(document)
+            if _is_scaled_object(document):
+                yield from self._keda_findings(document)
+                return
+            cs = controller_settings(document.workspace.documents)
+            yield from self._arg_findings(document, cs)
+            yield from self._default_findings(document, cs)
             return
         # Prometheus: a scrape interval longer than the HPA sync period, when the same folder
         # holds an HPA reading a non-resource (adapter/custom) metric.
         uses_custom = any(_is_hpa(d) and any(isinstance(m, dict) and m.get("type") in ("Pods", "Object", "External")
                                              for m in (d.get("spec", "metrics") or []))
-                          for d in document.workspace.documents
-                          if Path(d.path).parent == Path(document.path).parent)
+                          for d in self._same_folder(document))
         if not uses_custom:
             return
+        cs = controller_settings(document.workspace.documents)
         candidates: list[tuple[Path_, Any]] = [(("global", "scrape_interval"), document.get("global", "scrape_interval"))]
         for i, job in enumerate(document.get("scrape_configs") or []):
             if isinstance(job, dict):
                 candidates.append((("scrape_configs", i, "scrape_interval"), job.get("scrape_interval")))
         for path, value in candidates:
             secs = parse_duration_s(value) if isinstance(value, str) else None
-            if secs is not None and secs > HPA_SYNC_S:
+            if secs is not None and secs > cs.sync_s:
                 yield self.finding(document, path,
-                                   f"Prometheus scrape_interval {secs:g}s vs HPA sync {HPA_SYNC_S:g} s: the HPA "
-                                   f"re-reads one stale value {secs / HPA_SYNC_S:g} times")
+                                   f"Prometheus scrape_interval {secs:g}s vs {_sync_text(cs)}: the HPA "
+                                   f"re-reads one stale value {secs / cs.sync_s:g} times; worst-case lag at least "
+                                   f"{secs + cs.sync_s:g} s (scrape {secs:g} + sync {cs.sync_s:g}; the adapter "
+                                   "query's range adds to it)")
 
 
 ALL_RULES: tuple[Rule, ...] = (
@@ -466,9 +593,16 @@ ALL_RULES: tuple[Rule, ...] = (
         "The HPA re-evaluates every 15 s but metrics-server resolves usage every 60 s by default. A scale-down "
         "stabilization window shorter than that lets one low sample remove replicas. Without an explicit window "
         "the cluster flag `--horizontal-pod-autoscaler-downscale-stabilization` (300 s upstream) applies; that "
-        "case is reported as info.",
-        "Set `spec.behavior.scaleDown.stabilizationWindowSeconds` to at least 60 (the metric resolution), "
-        "typically 300.",
+        "case is reported as info. When a linted file runs `kube-controller-manager` (a container whose command "
+        "or args contain it, e.g. the static Pod manifest) and sets that flag, its value (Go duration, e.g. "
+        "`5m0s`) is used instead: below 60 s the implicit case is a warning, otherwise it is not reported. The "
+        "first such container in file order counts, for every file of the run. KEDA `ScaledObject`s "
+        "(`keda.sh/v1alpha1`) are checked the same way at "
+        "`spec.advanced.horizontalPodAutoscalerConfig.behavior.scaleDown.stabilizationWindowSeconds`, which KEDA "
+        "copies into the HPA it creates.",
+        "Set `spec.behavior.scaleDown.stabilizationWindowSeconds` (ScaledObject: "
+        "`spec.advanced.horizontalPodAutoscalerConfig.behavior.scaleDown.stabilizationWindowSeconds`) to at least "
+        "60 (the metric resolution), typically 300.",
         ("k8s",)),
     AffinityAllNamespaces(
         "EBB203", "warning", "Pod (anti-)affinity term with namespaceSelector: {}",
@@ -487,11 +621,22 @@ ALL_RULES: tuple[Rule, ...] = (
         ("k8s",)),
     MetricPipelineMismatch(
         "EBB205", "warning", "Metric pipeline resolution vs HPA sync period mismatch",
-        "The HPA syncs every 15 s. If metrics-server's `--metric-resolution` (or the Prometheus `scrape_interval` "
+        "The HPA syncs every 15 s (`--horizontal-pod-autoscaler-sync-period`; when a linted file runs "
+        "`kube-controller-manager` with that flag, its value is used instead — first such container in file "
+        "order, for the whole run). If metrics-server's `--metric-resolution` (or the Prometheus `scrape_interval` "
         "feeding a custom-metric HPA) is longer, the HPA re-reads one stale value resolution/sync times "
         "(60 s / 15 s = 4) and reacts late. A metrics-server container without the flag uses the 60 s default. "
-        "Prometheus files are checked only when the same folder holds an HPA with a Pods/Object/External metric.",
-        "Align the pipeline: `--metric-resolution=15s`, `scrape_interval: 15s`, or lengthen the HPA sync period.",
+        "Prometheus files are checked only when the same folder holds an HPA with a Pods/Object/External metric. "
+        "A KEDA `ScaledObject` (`keda.sh/v1alpha1`) with a `prometheus` trigger is checked when the same folder "
+        "holds a Prometheus config: a `pollingInterval` (default 30 s) shorter than the global `scrape_interval` "
+        "(default 1m) re-reads the same value scrape/polling times.\n\n"
+        "Each message gives the chain's worst-case lag, the time from a load change to the scaler acting on it: "
+        "lag = scrape interval (or metric resolution) + query range/resolution + polling interval (KEDA) or sync "
+        "period (HPA). The query range is the longest PromQL range in the trigger's `query` (`[2m]` counts 120 s; "
+        "a subquery `[10m:1m]` counts range plus step); for an HPA fed by metrics-server it is 0, and for an HPA "
+        "fed by an adapter the query is not visible, so its lag is a lower bound (\"at least\").",
+        "Align the pipeline: `--metric-resolution=15s`, `scrape_interval: 15s`, a KEDA `pollingInterval` no "
+        "shorter than the scrape interval, or lengthen the HPA sync period.",
         ("k8s", "prometheus")),
 )
 

@@ -36,6 +36,12 @@ def ids_lines(findings: list[Finding]) -> list[tuple[str, str, int]]:
     ("EBB205/bad_metrics_server.yaml", [("EBB205", "bad_metrics_server.yaml", 16)]),
     ("EBB205/bad_default.yaml", [("EBB205", "bad_default.yaml", 14)]),
     ("EBB205/prom_bad", [("EBB205", "prometheus.yml", 2)]),
+    ("EBB202/keda_bad.yaml", [("EBB202", "keda_bad.yaml", 11)]),
+    ("EBB202/keda_info_missing.yaml", [("EBB202", "keda_info_missing.yaml", 5)]),
+    ("EBB205/keda_bad", [("EBB205", "scaledobject.yaml", 7)]),
+    ("EBB205/keda_bad_default", [("EBB205", "scaledobject.yaml", 12)]),
+    ("kcm/EBB202_short", [("EBB202", "hpa.yaml", 5)]),
+    ("kcm/EBB205_bad", [("EBB205", "metrics-server.yaml", 16)]),
 ])
 def test_each_positive_fixture_yields_exactly_the_expected_findings_at_the_right_lines(
         fixture: str, expected: list[tuple[str, str, int]]) -> None:
@@ -47,6 +53,8 @@ def test_each_positive_fixture_yields_exactly_the_expected_findings_at_the_right
     "EBB103/good_cpu_only.py", "EBB104/good_compiled.py", "EBB104/good_cuda_graph.py", "EBB104/good_training.py",
     "EBB104/suppressed.py", "EBB201/good.yaml", "EBB202/good.yaml", "EBB203/good.yaml",
     "EBB204/good_split", "EBB205/good_metrics_server.yaml", "EBB205/prom_good",
+    "EBB202/keda_good.yaml", "EBB205/keda_good", "EBB205/keda_good_no_prometheus.yaml", "kcm/EBB202_long",
+    "kcm/EBB205_good",
 ])
 def test_each_negative_fixture_is_clean(fixture: str) -> None:
     assert lint(fixture) == []
@@ -99,6 +107,61 @@ def test_the_metric_pipeline_finding_counts_the_stale_rereads() -> None:
     assert "4 times" in f.message
 
 
+def test_the_metric_pipeline_findings_report_the_worst_case_lag() -> None:
+    (ms,) = lint("EBB205/bad_metrics_server.yaml")
+    assert "worst-case lag 75 s (resolution 60 + sync 15)" in ms.message
+    (prom,) = lint("EBB205/prom_bad")
+    assert "worst-case lag at least 75 s" in prom.message
+    (keda,) = lint("EBB205/keda_bad")  # scrape 1m + rate(...[2m]) + pollingInterval 10
+    assert "6 polls re-read the same value" in keda.message
+    assert "worst-case lag 190 s (scrape 60 + query range 120 + polling 10)" in keda.message
+    (default,) = lint("EBB205/keda_bad_default")  # no global scrape_interval (1m), no pollingInterval (30 s)
+    assert "every 30 s (default)" in default.message and "worst-case lag 210 s" in default.message
+
+
+def test_the_controller_manager_sync_period_replaces_the_15_s_default() -> None:
+    (f,) = lint("kcm/EBB205_bad")  # --metric-resolution=15s is stale against a 10 s sync period
+    assert "HPA sync 10 s (kube-controller-manager flag)" in f.message and "1.5 times" in f.message
+    assert "worst-case lag 25 s" in f.message
+    assert lint("kcm/EBB205_good") == []  # 60 s resolution, 1m30s sync period
+
+
+def test_the_controller_manager_downscale_flag_decides_the_implicit_window() -> None:
+    (short,) = lint("kcm/EBB202_short")
+    assert short.severity == "warning" and "30 s" in short.message
+    assert lint("kcm/EBB202_long") == []
+    assert [f.severity for f in lint("EBB202/info_missing.yaml")] == ["info"]
+
+
+@pytest.mark.parametrize(("args", "sync", "down", "known"), [
+    (["kube-controller-manager", "--horizontal-pod-autoscaler-sync-period=1m30s"], 90.0, 300.0, False),
+    (["/usr/bin/kube-controller-manager", "--horizontal-pod-autoscaler-downscale-stabilization", "2m"],
+     15.0, 120.0, True),
+    (["kube-scheduler", "--horizontal-pod-autoscaler-sync-period=5s"], 15.0, 300.0, False),
+])
+def test_controller_manager_flags_are_read_in_both_forms(tmp_path: Path, args: list[str], sync: float,
+                                                         down: float, known: bool) -> None:
+    import yaml
+
+    from ebb.lint.core import Workspace, read_file
+    from ebb.lint.rules import controller_settings
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "kcm"},
+           "spec": {"containers": [{"name": "c", "image": "x", "command": args}]}}
+    (tmp_path / "kcm.yaml").write_text(yaml.safe_dump(pod), encoding="utf-8")
+    docs, _ = read_file(tmp_path / "kcm.yaml", Workspace())
+    cs = controller_settings(docs)
+    assert (cs.sync_s, cs.downscale_s, cs.downscale_known) == (sync, down, known)
+
+
+@pytest.mark.parametrize(("query", "seconds"), [("sum(rate(x[2m]))", 120.0), ("max_over_time(x[10m:1m])", 660.0),
+                                                ("rate(a[1m]) / rate(b[5m])", 300.0), ("up", 0.0)])
+def test_the_query_window_is_the_longest_range_in_the_promql(query: str, seconds: float) -> None:
+    from ebb.lint.rules import query_window_s
+
+    assert query_window_s(query) == seconds
+
+
 def test_a_pdb_in_another_file_of_the_same_run_satisfies_the_spread_rule() -> None:
     assert lint("EBB204/good_split/deployment.yaml") != []
     assert lint("EBB204/good_split") == []
@@ -114,7 +177,7 @@ def test_rule_ids_are_unique_and_each_has_a_doc_page_matching_its_explain_text()
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("15s", 15.0), ("1m", 60.0), ("1m30s", 90.0), ("500ms", 0.5),
-                                               ("10m", 600.0), ("abc", None), ("", None)])
+                                               ("10m", 600.0), ("1d", 86400.0), ("abc", None), ("", None)])
 def test_durations_parse_like_go_and_prometheus(text: str, seconds: float | None) -> None:
     assert parse_duration_s(text) == seconds
 
