@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 
-from ebb.errors import ConfigError
 from ebb.ledger.base import Ledger
 from ebb.ledger.etcd import EtcdLedger
+from ebb.ledger.location import parse_location
 from ebb.ledger.memory import MemoryLedger
 from ebb.ledger.sqlite import DEFAULT_PATH, SqliteLedger
 
@@ -28,18 +28,9 @@ def open_ledger(where: str | os.PathLike[str], *, create: bool = True) -> Ledger
     * ``sqlite:///PATH`` or any other string → :class:`SqliteLedger` at that path
       (``create=False`` refuses a missing file).
     """
-    text = os.fspath(where)
-    if text.startswith(("etcd://", "etcd+https://")):
-        scheme, rest = text.split("://", 1)
-        hostport, _, prefix = rest.partition("/")
-        if not hostport:
-            raise ConfigError(f"etcd ledger URL needs HOST:PORT, got {text!r} (e.g. etcd://127.0.0.1:2379/ebb)")
-        proto = "https" if scheme == "etcd+https" else "http"
-        return EtcdLedger(f"{proto}://{hostport}", prefix=prefix or "ebb/ledger")
-    if text == "memory:":
+    loc = parse_location(where)
+    if loc.kind == "etcd":
+        return EtcdLedger(loc.target, prefix=loc.prefix or "ebb/ledger")
+    if loc.kind == "memory":
         return MemoryLedger()
-    if text.startswith("sqlite://"):
-        text = text[len("sqlite://"):]
-        if not text:
-            raise ConfigError(f"sqlite ledger URL needs a path, got {os.fspath(where)!r} (e.g. sqlite:///tmp/l.sqlite)")
-    return SqliteLedger(text, create=create)
+    return SqliteLedger(loc.target, create=create)

@@ -30,7 +30,7 @@ import base64
 import json
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
@@ -75,6 +75,23 @@ def _parse_endpoint(endpoint: str) -> tuple[str, str, int]:
     return scheme, url.hostname, port
 
 
+@contextmanager
+def gateway_errors(exc_mod: Any, endpoint: str, op: str) -> Iterator[None]:
+    """Map etcd3gw's exceptions to Ebb's tree: no answer → :class:`SourceUnavailable` (retry),
+    a refused request → :class:`ConfigError`; the original is chained as the cause."""
+    try:
+        yield
+    except (exc_mod.ConnectionFailedError, exc_mod.ConnectionTimeoutError,
+            exc_mod.InternalServerError) as exc:
+        detail = getattr(exc, "detail_text", None) or type(exc).__name__
+        raise SourceUnavailable(f"etcd at {endpoint} did not answer ({op}): {detail}") from exc
+    except exc_mod.Etcd3Exception as exc:
+        detail = getattr(exc, "detail_text", None) or type(exc).__name__
+        raise ConfigError(f"etcd at {endpoint} refused the request ({op}): {detail}") from exc
+    except ValueError as exc:  # a non-JSON answer: not an etcd gateway
+        raise SourceUnavailable(f"{endpoint} did not answer like an etcd v3 gateway ({op}): {exc}") from exc
+
+
 class EtcdLedger:
     """Ledger stored in etcd under ``/{prefix}/``; ``endpoint`` is the client URL (``http://127.0.0.1:2379``).
 
@@ -110,21 +127,8 @@ class EtcdLedger:
 
     # -- transport ------------------------------------------------------------------------------------
 
-    @contextmanager
-    def _errors(self, op: str) -> Iterator[None]:
-        exc_mod = self._exc
-        try:
-            yield
-        except (exc_mod.ConnectionFailedError, exc_mod.ConnectionTimeoutError,
-                exc_mod.InternalServerError) as exc:
-            detail = getattr(exc, "detail_text", None) or type(exc).__name__
-            raise SourceUnavailable(f"etcd at {self.endpoint} did not answer ({op}): {detail}") from exc
-        except exc_mod.Etcd3Exception as exc:
-            detail = getattr(exc, "detail_text", None) or type(exc).__name__
-            raise ConfigError(f"etcd at {self.endpoint} refused the request ({op}): {detail}") from exc
-        except ValueError as exc:  # a non-JSON answer: not an etcd gateway
-            raise SourceUnavailable(
-                f"{self.endpoint} did not answer like an etcd v3 gateway ({op}): {exc}") from exc
+    def _errors(self, op: str) -> AbstractContextManager[None]:
+        return gateway_errors(self._exc, self.endpoint, op)
 
     def _post(self, path: str, payload: dict[str, Any], op: str) -> dict[str, Any]:
         with self._lock:

@@ -26,15 +26,15 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
-from ebb.errors import ConfigError, InputError, PermanentError, SourceUnavailable, TransientError, require_extra
+from ebb.errors import ConfigError, PermanentError, TransientError, require_extra
 from ebb.gates.rollback import CompensationStep, EventGraph, plan_compensation
-from ebb.ledger.etcd import _READ_BATCH, DEFAULT_PREFIX, _b64, _parse_endpoint, _prefix_end, _q, _unb64
-from ebb.ledger.sqlite import DEFAULT_PATH, SqliteLedger
+from ebb.ledger.etcd import _READ_BATCH, DEFAULT_PREFIX, gateway_errors, _b64, _parse_endpoint, _prefix_end, _q, _unb64
+from ebb.ledger.location import parse_location
+from ebb.ledger.sqlite import DEFAULT_PATH, SqliteLedger, SqliteStore
 
 __all__ = [
     "ReviewStatus", "ReviewItem", "ReviewItemNotFound", "CompensationLog", "MemoryCompensationLog",
@@ -200,13 +200,16 @@ CREATE INDEX IF NOT EXISTS review_by_time ON review_queue(ts, event_id)
 """
 
 
-class SqliteCompensationLog:
+class SqliteCompensationLog(SqliteStore):
     """Log in the ledger's SQLite file: tables ``compensation_done`` and ``review_queue``.
 
     Opening first opens the file as a :class:`~ebb.ledger.sqlite.SqliteLedger` (which creates or
     validates the ledger schema), so a non-ledger file is refused with :class:`~ebb.errors.InputError`.
     Same durability as the ledger: WAL, ``synchronous=FULL``, one transaction per call.
     """
+
+    _USE = "an ebb compensation log"
+    _FIX = "point --ledger at a ledger file"
 
     def __init__(self, path: str | os.PathLike[str] = DEFAULT_PATH, *, create: bool = True,
                  busy_timeout_s: float = 5.0) -> None:
@@ -235,34 +238,6 @@ class SqliteCompensationLog:
             self._conn.close()
             raise
 
-    def _wrap(self, exc: sqlite3.Error, op: str) -> Exception:
-        low = str(exc).lower()
-        if "locked" in low or "busy" in low:
-            return TransientError(f"ledger {self.path!r} is locked by another writer during {op}: {exc}",
-                                  retry_after_s=0.5)
-        return InputError(f"cannot use as an ebb compensation log ({op}): {exc}", path=self.path,
-                          fix="point --ledger at a ledger file")
-
-    @contextmanager
-    def _errors(self, op: str) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.Error as exc:
-            raise self._wrap(exc, op) from exc
-
-    @contextmanager
-    def _txn(self, op: str, *, write: bool = True) -> Iterator[sqlite3.Connection]:
-        with self._lock, self._errors(op):
-            if self._closed:
-                raise RuntimeError(f"SqliteCompensationLog({self.path!r}) is closed")
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
 
     @staticmethod
     def _item(row: Sequence[Any]) -> ReviewItem:
@@ -319,12 +294,6 @@ class SqliteCompensationLog:
     def retry(self, item_id: str) -> ReviewItem:
         return self._set(item_id, "status = 'pending', retries = retries + 1", (), "retry")
 
-    def close(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._conn.close()
-
     def __enter__(self) -> SqliteCompensationLog:
         return self
 
@@ -361,22 +330,11 @@ class EtcdCompensationLog:
         self._client: Any = etcd3gw.Etcd3Client(host=host, port=port, protocol=protocol, timeout=timeout_s)
 
     def _post(self, path: str, payload: dict[str, Any], op: str) -> dict[str, Any]:
-        exc_mod = self._exc
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"EtcdCompensationLog({self.endpoint!r}) is closed")
-            try:
+            with gateway_errors(self._exc, self.endpoint, op):
                 result: dict[str, Any] = self._client.post(self._client.get_url(path), json=payload)
-            except (exc_mod.ConnectionFailedError, exc_mod.ConnectionTimeoutError,
-                    exc_mod.InternalServerError) as exc:
-                detail = getattr(exc, "detail_text", None) or type(exc).__name__
-                raise SourceUnavailable(f"etcd at {self.endpoint} did not answer ({op}): {detail}") from exc
-            except exc_mod.Etcd3Exception as exc:
-                detail = getattr(exc, "detail_text", None) or type(exc).__name__
-                raise ConfigError(f"etcd at {self.endpoint} refused the request ({op}): {detail}") from exc
-            except ValueError as exc:
-                raise SourceUnavailable(
-                    f"{self.endpoint} did not answer like an etcd v3 gateway ({op}): {exc}") from exc
         return result
 
     def _range(self, key: bytes, op: str, *, prefix: bool = False) -> list[dict[str, Any]]:
@@ -478,21 +436,12 @@ class EtcdCompensationLog:
 
 def open_compensation_log(where: str | os.PathLike[str], *, create: bool = True) -> CompensationLog:
     """Open the log next to a ledger; same locations as :func:`ebb.ledger.open_ledger`."""
-    text = os.fspath(where)
-    if text.startswith(("etcd://", "etcd+https://")):
-        scheme, rest = text.split("://", 1)
-        hostport, _, prefix = rest.partition("/")
-        if not hostport:
-            raise ConfigError(f"etcd ledger URL needs HOST:PORT, got {text!r} (e.g. etcd://127.0.0.1:2379/ebb)")
-        proto = "https" if scheme == "etcd+https" else "http"
-        return EtcdCompensationLog(f"{proto}://{hostport}", prefix=prefix or DEFAULT_PREFIX)
-    if text == "memory:":
+    loc = parse_location(where)
+    if loc.kind == "etcd":
+        return EtcdCompensationLog(loc.target, prefix=loc.prefix or DEFAULT_PREFIX)
+    if loc.kind == "memory":
         return MemoryCompensationLog()
-    if text.startswith("sqlite://"):
-        text = text[len("sqlite://"):]
-        if not text:
-            raise ConfigError(f"sqlite ledger URL needs a path, got {os.fspath(where)!r} (e.g. sqlite:///tmp/l.sqlite)")
-    return SqliteCompensationLog(text, create=create)
+    return SqliteCompensationLog(loc.target, create=create)
 
 
 @dataclass(frozen=True, slots=True)

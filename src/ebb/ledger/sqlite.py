@@ -96,7 +96,60 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
 
 
-class SqliteLedger:
+class SqliteStore:
+    """Shared plumbing of Ebb's SQLite stores: error mapping and one-transaction-per-call.
+
+    Subclasses set ``path``, ``_conn``, ``_lock`` and ``_closed``, and name what the file is used
+    as (``_USE``) and the fix for a wrong file (``_FIX``). A locked or busy database becomes
+    :class:`~ebb.errors.TransientError` (retry in 0.5 s); any other SQLite error becomes
+    :class:`~ebb.errors.InputError` naming the path, with the cause chained.
+    """
+
+    _USE: str = "an ebb ledger"
+    _FIX: str = "point --ledger at a ledger file, or move this file away and start a new ledger"
+    path: str
+    _conn: sqlite3.Connection
+    _lock: threading.RLock
+    _closed: bool
+
+    def _wrap(self, exc: sqlite3.Error, op: str) -> Exception:
+        msg = str(exc)
+        low = msg.lower()
+        if "locked" in low or "busy" in low:
+            return TransientError(f"ledger {self.path!r} is locked by another writer during {op}: {msg}",
+                                  retry_after_s=0.5)
+        return InputError(f"cannot use as {self._USE} ({op}): {msg}", path=self.path, fix=self._FIX)
+
+    @contextmanager
+    def _errors(self, op: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise self._wrap(exc, op) from exc
+
+    @contextmanager
+    def _txn(self, op: str, *, write: bool = True) -> Iterator[sqlite3.Connection]:
+        with self._lock, self._errors(op):
+            if self._closed:
+                raise RuntimeError(f"{type(self).__name__}({self.path!r}) is closed")
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close the connection; closing twice is allowed."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+
+class SqliteLedger(SqliteStore):
     """Ledger in one SQLite file (``path``); ``create=False`` refuses a missing file instead of creating it.
 
     ``busy_timeout_s`` is how long a writer waits for another writer's lock before
@@ -128,35 +181,6 @@ class SqliteLedger:
 
     # -- errors ---------------------------------------------------------------------------------------
 
-    def _wrap(self, exc: sqlite3.Error, op: str) -> Exception:
-        msg = str(exc)
-        low = msg.lower()
-        if "locked" in low or "busy" in low:
-            return TransientError(f"ledger {self.path!r} is locked by another writer during {op}: {msg}",
-                                  retry_after_s=0.5)
-        return InputError(f"cannot use as an ebb ledger ({op}): {msg}", path=self.path,
-                          fix="point --ledger at a ledger file, or move this file away and start a new ledger")
-
-    @contextmanager
-    def _errors(self, op: str) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.Error as exc:
-            raise self._wrap(exc, op) from exc
-
-    @contextmanager
-    def _txn(self, op: str, *, write: bool) -> Iterator[sqlite3.Connection]:
-        with self._lock, self._errors(op):
-            if self._closed:
-                raise RuntimeError(f"SqliteLedger({self.path!r}) is closed")
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
 
     def _init_schema(self) -> None:
         with self._txn("open", write=True) as conn:
@@ -275,12 +299,6 @@ class SqliteLedger:
             rows = conn.execute(f"SELECT {_DECISION_COLS} FROM decisions {where} ORDER BY ts_ns, decision_id",
                                 args).fetchall()
         return [self._decision(r) for r in rows]
-
-    def close(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._conn.close()
 
     def __enter__(self) -> SqliteLedger:
         return self
