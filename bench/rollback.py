@@ -21,15 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ebb.gates.rollback import EventGraph, ScaleEvent  # noqa: E402
 from ebb.ledger.review import CompensationLog, EtcdCompensationLog, SqliteCompensationLog, compensate  # noqa: E402
+from ebb.testing.etcd import etcd_binary, local_etcd  # noqa: E402
 
 TARGET_P99_MS = {"single": 320.0, "cascade": 680.0}
 N_CASCADE = 50
@@ -73,46 +68,14 @@ def measure(log: CompensationLog, scenario: str, reps: int, tag: str) -> dict[st
             "target_p99_ms": TARGET_P99_MS[scenario], "within_target": p99 <= TARGET_P99_MS[scenario]}
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def etcd_server(tmp: Path) -> Iterator[str | None]:
-    binary = shutil.which("etcd") or ("/usr/bin/etcd" if os.access("/usr/bin/etcd", os.X_OK) else None)
+    binary = etcd_binary()
     if binary is None:
         yield None
         return
-    client, peer = f"http://127.0.0.1:{_free_port()}", f"http://127.0.0.1:{_free_port()}"
-    proc = subprocess.Popen(
-        [binary, "--name", "ebb-bench", "--data-dir", str(tmp / "etcd"), "--listen-client-urls", client,
-         "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-         "--initial-cluster", f"ebb-bench={peer}", "--logger", "zap", "--log-level", "error"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"etcd exited with {proc.returncode}")
-            try:
-                with urllib.request.urlopen(f"{client}/health", timeout=1.0) as resp:
-                    if resp.status == 200 and b"true" in resp.read():
-                        break
-            except (urllib.error.URLError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("etcd did not become healthy within 20 s")
-            time.sleep(0.05)
-        yield client
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with local_etcd(binary, tmp / "etcd", name="ebb-bench") as url:
+        yield url
 
 
 def main() -> None:
