@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -170,16 +171,8 @@ class EbbPolicy:
         return (0.0 if math.isnan(d) else d), mean, persistent_queue
 
     def _latency_p99(self) -> tuple[float, float]:
-        if not self._lat:
-            return float("nan"), float("nan")
-        a = np.asarray(self._lat, dtype=np.float64)
-        out = []
-        for col in (1, 2):
-            order = np.argsort(a[:, col])
-            cw = np.cumsum(a[order, 3])
-            k = int(np.searchsorted(cw, 0.99 * cw[-1]))
-            out.append(float(a[order[min(k, len(order) - 1)], col]))
-        return out[0], out[1]
+        """(TTFT, end-to-end) weighted P99 (ms) over the latency window; NaN without samples."""
+        return _weighted_p99(self._lat, 1), _weighted_p99(self._lat, 2)
 
     # -- read-only views for a guard (the canary gate) ----------------------------------------
     def observe(self, obs: Observation) -> None:
@@ -190,14 +183,7 @@ class EbbPolicy:
 
     def ttft_p99_since(self, t0_s: float) -> float:
         """Weighted TTFT P99 (ms) of the completions after ``t0_s``; NaN without any."""
-        recent = [x for x in self._lat if x[0] > t0_s]
-        if not recent:
-            return float("nan")
-        a = np.asarray(recent, dtype=np.float64)
-        order = np.argsort(a[:, 1])
-        cw = np.cumsum(a[order, 3])
-        k = int(np.searchsorted(cw, 0.99 * cw[-1]))
-        return float(a[order[min(k, len(order) - 1)], 1])
+        return _weighted_p99([x for x in self._lat if x[0] > t0_s], 1)
 
     def note_scale_up(self, t_s: float) -> None:
         """A guard restored capacity: start the scale-down cooldown from now."""
@@ -301,6 +287,17 @@ class EbbPolicy:
             "reasons": reasons, "vetoes": vetoes, "victims": victims,
             "plan": {"profile": self.profile.name, "target_util": self.profile.target_util},
         })
+
+
+def _weighted_p99(rows: Iterable[tuple[float, float, float, float]], col: int) -> float:
+    """Weighted P99 of column ``col`` of (t, ttft_ms, e2e_ms, weight) rows; NaN when empty."""
+    a = np.asarray(list(rows), dtype=np.float64)
+    if a.size == 0:
+        return float("nan")
+    order = np.argsort(a[:, col])
+    cw = np.cumsum(a[order, 3])
+    k = int(np.searchsorted(cw, 0.99 * cw[-1]))
+    return float(a[order[min(k, len(order) - 1)], col])
 
 
 def plan_victims(pods: tuple[PodView, ...], remove: int,

@@ -262,11 +262,8 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
 
     def apply(answer: int | ScaleRequest, t: float) -> None:
         nonlocal spec, scale_ups, scale_downs, slow, fault_pre
-        named: tuple[ReplicaId, ...] = ()
-        if isinstance(answer, ScaleRequest):
-            desired, named = max(0, int(answer.replicas)), answer.victims
-        else:
-            desired = max(0, int(answer))
+        desired = replicas_of(answer)
+        named = answer.victims if isinstance(answer, ScaleRequest) else ()
         if desired == spec:
             return
         decisions.append((t, spec, desired))
