@@ -25,10 +25,13 @@ dev: $(VENV)/.installed-dev
 demo: venv
 	$(BIN)/ebb simulate --report ebb-report.html --json ebb-scorecard.json
 
-## Test services: the etcd binary for the ledger's etcd contract tests (installed when root; else tests skip).
+## Test services: etcd (ledger, leader election) and Prometheus (live loop) binaries, installed when
+## root; tests start them on loopback themselves (no systemd here). Without them those tests skip,
+## except under CI=true, where they fail.
 services:
-	@if ! command -v etcd >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server; fi
+	@if { ! command -v etcd >/dev/null || ! command -v prometheus >/dev/null; } && [ "$$(id -u)" = 0 ] \
+		&& command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server prometheus; fi
 
 ## Install dev dependencies and run every check: import contracts, mypy, the test suite.
 test: dev services
