@@ -23,6 +23,23 @@ Pure: replica snapshots in, a plan out; no clocks, no I/O, deterministic for a g
   fewer; a stricter PDB never removes more.
 
 :func:`plan_cluster` shares one per-cycle cluster budget across workloads in L2 rank order.
+
+**Elastic quota** (issue #5 item 4; model in :mod:`ebb.decide.quota`). With ``quota=`` (a
+:class:`QuotaContext`: namespace quotas + each replica's :class:`~ebb.decide.quota.QuotaPod`),
+scale-down takes borrowed capacity back first:
+
+* :func:`plan_scale_down` prefers, in this order: borrowers (pods above their namespace's
+  ``min``, see :func:`~ebb.decide.quota.borrowed`), then lowest priority, then newest, and only
+  then the preference above (not-ready, least load, deletion cost, id).
+* :func:`plan_cluster` spends the budget first on removals that reclaim borrowed capacity — per
+  workload up to min(request, its borrowers), in rank order — then on the rest in rank order.
+
+Precedence: PDB, zone skew, budget and L2 vetoes are *hard* constraints and bound every removal
+exactly as without quota; the reclaim order is a *preference* that only decides which replicas
+(and which workloads) go first. So quota never changes a count: granted with quota == granted
+without it, for a single workload and for the cluster total (property-tested), and the
+monotonicity above holds unchanged. Among the choices skew allows, a non-borrower is removed
+only when no remaining borrower's removal would keep skew within the bound.
 """
 
 from __future__ import annotations
@@ -30,12 +47,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
+from ebb.decide.quota import Quota, QuotaPod, borrower_keys
 from ebb.decide.semantics import Candidate
 
-__all__ = ["ClusterGrant", "ClusterPlan", "ReplicaView", "ScaleDownPlan", "plan_cluster",
-           "plan_scale_down", "zone_skew"]
+__all__ = ["ClusterGrant", "ClusterPlan", "QuotaContext", "ReplicaView", "ScaleDownPlan",
+           "plan_cluster", "plan_scale_down", "zone_skew"]
 
 
 @dataclass(frozen=True)
@@ -76,11 +95,56 @@ class ScaleDownPlan:
     skew_after: int
     allowed_disruptions: int | None
     """PDB allowance before the plan; None when no PDB was given."""
+    reclaimed: tuple[str, ...] = ()
+    """Ids of the victims that were borrowing above their namespace's quota ``min``, in removal
+    order; always empty without ``quota=``."""
 
     @property
     def victim_ids(self) -> tuple[str, ...]:
         """Ids of the victims, in removal order."""
         return tuple(v.replica_id for v in self.victims)
+
+
+@dataclass(frozen=True)
+class QuotaContext:
+    """Elastic quota as L3 sees it: namespace quotas and the pod record of every replica.
+
+    Borrowing is decided over a whole namespace (:func:`~ebb.decide.quota.borrowed`), so give
+    the records of *all* pods in the namespaces concerned, other workloads' included. Replica ids
+    must be unique across the context (they are the keys of ``pods``).
+    """
+
+    quotas: Mapping[str, Quota]
+    """namespace → its :class:`~ebb.decide.quota.Quota`; a namespace without one never borrows."""
+    pods: Mapping[str, QuotaPod]
+    """replica_id → that replica's pod (priority, creation time, requests, namespace)."""
+    _borrowers: frozenset[str] = field(default=frozenset(), init=False, repr=False,
+                                       compare=False)
+
+    def __post_init__(self) -> None:
+        quotas = MappingProxyType(dict(self.quotas))
+        pods = MappingProxyType(dict(self.pods))
+        keys = borrower_keys(list(pods.values()), quotas)  # validates duplicates and namespaces
+        object.__setattr__(self, "quotas", quotas)
+        object.__setattr__(self, "pods", pods)
+        object.__setattr__(self, "_borrowers",
+                           frozenset(rid for rid, p in pods.items() if p.key in keys))
+
+    def pod_of(self, replica: ReplicaView) -> QuotaPod:
+        """The pod record of ``replica``; ValueError when missing or in another namespace."""
+        pod = self.pods.get(replica.replica_id)
+        if pod is None:
+            raise ValueError(f"quota: no QuotaPod for replica {replica.replica_id!r} of "
+                             f"{replica.workload!r}; give every replica a record in "
+                             "QuotaContext.pods, or plan without quota=")
+        if pod.namespace != replica.namespace:
+            raise ValueError(f"quota: replica {replica.replica_id!r} is in namespace "
+                             f"{replica.namespace!r} but its QuotaPod is in {pod.namespace!r}")
+        return pod
+
+    def is_borrower(self, replica_id: str) -> bool:
+        """Whether the replica's pod uses capacity above its namespace's ``min``."""
+        return replica_id in self._borrowers
 
 
 def zone_skew(counts: Mapping[str, int]) -> int:
@@ -91,6 +155,12 @@ def zone_skew(counts: Mapping[str, int]) -> int:
 def _preference(r: ReplicaView) -> tuple[bool, float, int, str]:
     load = math.inf if math.isnan(r.load) else r.load
     return (r.ready, load, r.deletion_cost, r.replica_id)
+
+
+def _quota_preference(r: ReplicaView,
+                      quota: QuotaContext) -> tuple[bool, int, float, bool, float, int, str]:
+    pod = quota.pod_of(r)
+    return (not quota.is_borrower(r.replica_id), pod.priority, -pod.created_s, *_preference(r))
 
 
 def _pdb_allowance(eligible: Sequence[ReplicaView], max_unavailable: int | None,
@@ -127,8 +197,13 @@ def _eligible(replicas: Iterable[ReplicaView], workload: str,
 def plan_scale_down(replicas: Iterable[ReplicaView], workload: str, remove: int, *,
                     namespace: str | None = None, max_skew: int = 1,
                     pdb_max_unavailable: int | None = None, pdb_min_available: int | None = None,
-                    already_unavailable: int = 0, budget: int | None = None) -> ScaleDownPlan:
-    """Choose up to ``remove`` victims of ``workload`` under zone skew, PDB and budget limits."""
+                    already_unavailable: int = 0, budget: int | None = None,
+                    quota: QuotaContext | None = None) -> ScaleDownPlan:
+    """Choose up to ``remove`` victims of ``workload`` under zone skew, PDB and budget limits.
+
+    ``quota``: when given, borrowers go first, then lowest priority, then newest (module
+    docstring); every eligible replica then needs a pod record, else ValueError.
+    """
     if remove < 0:
         raise ValueError(f"remove must be >= 0, got {remove!r}")
     if max_skew < 1:  # upstream validation: maxSkew must be greater than zero
@@ -158,7 +233,10 @@ def plan_scale_down(replicas: Iterable[ReplicaView], workload: str, remove: int,
             limits.append(why)
             target = min(target, cap)
 
-    pool = sorted(eligible, key=_preference)
+    if quota is None:
+        pool = sorted(eligible, key=_preference)
+    else:
+        pool = sorted(eligible, key=lambda r: _quota_preference(r, quota))
     victims: list[ReplicaView] = []
     while len(victims) < target:
         chosen = None
@@ -175,9 +253,12 @@ def plan_scale_down(replicas: Iterable[ReplicaView], workload: str, remove: int,
             limits.append(f"skew: passed over {', '.join(p.replica_id for p in pool[:chosen])} "
                           f"to keep zone skew <= {bound}")
         victims.append(pool.pop(chosen))
+    reclaimed = () if quota is None else tuple(v.replica_id for v in victims
+                                                if quota.is_borrower(v.replica_id))
     return ScaleDownPlan(workload=workload, namespace=ns, requested=remove, granted=len(victims),
                          victims=tuple(victims), limits=tuple(limits), skew_before=skew_before,
-                         skew_after=zone_skew(counts), allowed_disruptions=allowance)
+                         skew_after=zone_skew(counts), allowed_disruptions=allowance,
+                         reclaimed=reclaimed)
 
 
 @dataclass(frozen=True)
@@ -188,6 +269,9 @@ class ClusterGrant:
     requested: int
     granted: int
     reason: str
+    reclaim: int = 0
+    """Of ``granted``, how many were granted ahead of rank order because the workload holds
+    that many quota borrowers (0 without ``quota=``)."""
 
 
 @dataclass(frozen=True)
@@ -213,36 +297,75 @@ class ClusterPlan:
 
 
 def plan_cluster(candidates: Sequence[Candidate], per_workload_requests: Mapping[str, int],
-                 cluster_budget: int) -> ClusterPlan:
+                 cluster_budget: int, *, quota: QuotaContext | None = None,
+                 replicas: Iterable[ReplicaView] | None = None) -> ClusterPlan:
     """Grant requests in candidate order until the cluster budget is spent.
 
     Vetoed candidates get 0 whatever they asked. Requests for workloads that are not candidates
     get 0 ("not ranked"): without L2 signals there is no evidence that shrinking them is safe.
-    Pass each grant as ``budget=`` to :func:`plan_scale_down`.
+    Pass each grant as ``budget=`` (and the same ``quota=``) to :func:`plan_scale_down`.
+
+    ``quota`` (with ``replicas``, every replica of the requesting workloads): first, in rank
+    order, each workload gets up to min(request, its borrowers) to reclaim borrowed capacity;
+    what budget is left then goes in rank order as without quota. Totals do not change.
     """
     if cluster_budget < 0:
         raise ValueError(f"cluster_budget must be >= 0, got {cluster_budget!r}")
     for w, n in per_workload_requests.items():
         if n < 0:
             raise ValueError(f"request for {w!r} must be >= 0, got {n!r}")
-    left = cluster_budget
-    grants: list[ClusterGrant] = []
+    borrowers = _borrowers_per_workload(quota, replicas, per_workload_requests)
+    ranked: list[Candidate] = []
     seen: set[str] = set()
     for c in candidates:
         if c.workload in seen:
             raise ValueError(f"duplicate candidate {c.workload!r}")
         seen.add(c.workload)
-        asked = per_workload_requests.get(c.workload)
-        if asked is None:
-            continue
+        if c.workload in per_workload_requests:
+            ranked.append(c)
+    left = cluster_budget
+    first: dict[str, int] = {}
+    for c in ranked:  # reclaim pass: borrowed capacity before rank order
+        if not c.vetoed:
+            first[c.workload] = min(per_workload_requests[c.workload],
+                                    borrowers.get(c.workload, 0), left)
+            left -= first[c.workload]
+    grants: list[ClusterGrant] = []
+    for c in ranked:
+        asked = per_workload_requests[c.workload]
         if c.vetoed:
             grants.append(ClusterGrant(c.workload, asked, 0, c.reason))
             continue
-        got = min(asked, left)
-        left -= got
+        reclaim = first[c.workload]
+        more = min(asked - reclaim, left)
+        left -= more
+        got = reclaim + more
         why = ("granted in full" if got == asked
                else f"cluster budget: {got} of {asked} ({cluster_budget} per cycle)")
-        grants.append(ClusterGrant(c.workload, asked, got, why))
+        if reclaim:
+            why += f"; {reclaim} reclaim borrowed quota first"
+        grants.append(ClusterGrant(c.workload, asked, got, why, reclaim))
     for w in sorted(set(per_workload_requests) - seen):
         grants.append(ClusterGrant(w, per_workload_requests[w], 0, "not ranked: no L2 signals"))
     return ClusterPlan(budget=cluster_budget, grants=tuple(grants))
+
+
+def _borrowers_per_workload(quota: QuotaContext | None, replicas: Iterable[ReplicaView] | None,
+                            requests: Mapping[str, int]) -> Counter[str]:
+    if quota is None:
+        return Counter()
+    if replicas is None:
+        raise ValueError("plan_cluster: quota= needs replicas= (the replicas of the requesting "
+                         "workloads) to know which workloads hold borrowers")
+    listed = list(replicas)
+    ids = Counter(r.replica_id for r in listed)
+    dup = sorted(i for i, n in ids.items() if n > 1)
+    if dup:
+        raise ValueError(f"plan_cluster: duplicate replica ids {dup}")
+    out: Counter[str] = Counter()
+    for r in listed:
+        if r.workload in requests:
+            quota.pod_of(r)  # a replica without a record has unknown priority: refuse, not guess
+            if quota.is_borrower(r.replica_id):
+                out[r.workload] += 1
+    return out

@@ -40,10 +40,11 @@ __all__ = [
     "pareto_mask",
 ]
 
-_BLOCK = 256  # candidates examined together in the k >= 3 elimination
+_BLOCK = 64  # candidates examined together in the k >= 3 elimination (64 measured fastest)
 _CELLS = 1 << 21  # max (dominators x candidates) pairs compared in one numpy step
 _KEY_CLIP = 1e300  # keeps the sum key finite (and NaN-free) with ±inf objectives
 _PREFILTER_MIN = 2048  # below this many points the pivot pre-filter is not worth it
+_PIVOT_STOP = 512  # ... but once started, pivots keep paying down to about this many survivors
 _PIVOT_ROUNDS = 24
 
 _Arr = npt.NDArray[Any]
@@ -161,7 +162,7 @@ def _prefilter(arr: _Arr) -> npt.NDArray[np.intp]:
     used = np.zeros(n, dtype=np.bool_)
     for _ in range(_PIVOT_ROUNDS):
         m = idx.size
-        if m < _PREFILTER_MIN:
+        if m < _PIVOT_STOP:
             break
         cand = np.where(used, np.inf, key)
         i = int(cand.argmin())

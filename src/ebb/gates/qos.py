@@ -26,22 +26,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from types import MappingProxyType
+
+# Defined in the planning layer (ebb.decide may not import ebb.gates) and re-exported here.
+from ebb.decide.quota import QoSClass
 
 __all__ = ["QOS_RESOURCES", "ContainerResources", "PodLevelResources", "PodSpec", "QoSClass",
            "compute_pod_qos"]
 
 #: The only resources Kubernetes looks at when classifying a pod.
 QOS_RESOURCES: frozenset[str] = frozenset({"cpu", "memory"})
-
-
-class QoSClass(StrEnum):
-    """Kubernetes ``PodQOSClass``; values are the exact upstream strings."""
-
-    GUARANTEED = "Guaranteed"
-    BURSTABLE = "Burstable"
-    BEST_EFFORT = "BestEffort"
 
 
 def _frozen_list(owner: str, what: str, values: Mapping[str, int]) -> Mapping[str, int]:

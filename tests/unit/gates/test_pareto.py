@@ -72,6 +72,14 @@ def test_large_inputs_take_the_prefilter_path_and_agree_with_the_block_algorithm
         assert np.array_equal(pareto_mask(pts), brute_force_vectorised(pts))
 
 
+def test_the_pivot_prefilter_run_down_to_a_few_hundred_survivors_keeps_the_exact_frontier() -> None:
+    # continuous data: pivots keep removing points well below the 2,048-row entry threshold
+    rng = np.random.default_rng(11)
+    for k in (2, 3, 4):
+        for pts in (rng.random((4000, k)), rng.standard_normal((4000, 1)) + 0.3 * rng.random((4000, k))):
+            assert np.array_equal(pareto_mask(pts), brute_force_vectorised(pts))
+
+
 def brute_force_vectorised(points: np.ndarray) -> np.ndarray:
     le = np.all(points[:, None, :] <= points[None, :, :], axis=2)
     lt = np.any(points[:, None, :] < points[None, :, :], axis=2)

@@ -32,6 +32,17 @@ def pod(name: str, *, qos: QoSClass = G, priority: int = 0, created_s: float = 0
     return QuotaPod(name, ns, qos, priority, created_s, req)
 
 
+def test_the_gate_re_exports_the_planning_model_unchanged() -> None:
+    # the model lives in ebb.decide.quota so the L3 planner can use it (decide may not import gates)
+    import ebb.decide.quota as model
+    import ebb.gates.qos as qos
+    import ebb.gates.quota as gate
+
+    assert gate.__all__ == model.__all__
+    assert all(getattr(gate, name) is getattr(model, name) for name in model.__all__)
+    assert qos.QoSClass is model.QoSClass
+
+
 # --- admission table ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize(
