@@ -1,0 +1,260 @@
+"""Pure aggregation of ``/stats`` polls (and optional GPU/host samples) into 100 ms buckets.
+
+The caller (:mod:`ebb.agent.server`) polls every endpoint once per bucket, feeds each answer to
+:meth:`BucketAggregator.poll_ok` (or records :meth:`~BucketAggregator.poll_failed`), then calls
+:meth:`~BucketAggregator.close` with the bucket's end. No I/O, no clock: times come from the polls.
+
+Guarantees:
+
+* **Never a fabricated value.** An endpoint without an answer since the previous close has no gauges
+  in the bucket and is listed in ``Bucket.missing``; a prefill share needs two answers of the same
+  process (None after a restart). Shares are clamped to [0, 1] replica units.
+* **Busy share from counters.** ``prefill_busy_ratio = Δprefill_busy_s_total / Δnow_s`` between the
+  worker's previous answer and its latest, both on the worker's own clock; after a missed bucket the
+  share covers both intervals (an average, not a guess).
+* **Completions land by their own time.** A completion with ``t_s`` in ``(E − bucket, E]`` goes to the
+  bucket ending at ``E``; one fetched after its bucket was closed (endpoint slow or down) goes to the
+  next bucket closed and is counted in ``late``. Each completion ``seq`` is taken once; a ``seq``
+  going backwards means the process restarted and its cursor restarts.
+* **Client view first.** When any polled endpoint is a router, latency sketches hold the router's
+  completions only (queue time included); otherwise the workers'.
+* Memory is bounded: the last ``keep`` buckets (default 600 = 60 s at 100 ms).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from ebb.agent.wire import Bucket, RouterGauges, Sketch, WorkerGauges
+from ebb.errors import InputError
+from ebb.model.live import STATS_VERSION
+from ebb.model.samples import SampleBatch
+
+__all__ = ["BucketAggregator", "StatsPoll", "parse_stats"]
+
+_FIX = "run the worker/router from the same Ebb release as the agent"
+
+
+@dataclass(frozen=True)
+class StatsPoll:
+    """One validated ``/stats`` answer. Worker fields are None on a router and vice versa."""
+
+    kind: str
+    """"worker" or "router"."""
+    name: str
+    now_s: float
+    seq: int
+    ready: bool
+    completed_total: float
+    completions: tuple[tuple[int, float, float, float], ...] = ()
+    """(seq, t_s, ttft_ms, e2e_ms), valid rows only (bad rows are counted in ``bad_rows``)."""
+    dropped: int = 0
+    bad_rows: int = 0
+    max_batch: int | None = None
+    running: float | None = None
+    waiting: float | None = None
+    prefill_busy_s_total: float | None = None
+    queued: float | None = None
+    inflight: float | None = None
+
+
+def _num(d: dict[str, Any], key: str, url: str) -> float:
+    v = d.get(key)
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+        raise InputError(f"/stats field {key!r}: expected a finite number >= 0, got {v!r}", path=url,
+                         fix=_FIX)
+    return float(v)
+
+
+def parse_stats(obj: object, url: str) -> StatsPoll:
+    """Validate a parsed ``/stats`` JSON value; InputError names ``url`` and the field.
+
+    A single malformed completion row is dropped (counted in ``bad_rows``), not fatal."""
+    if not isinstance(obj, dict):
+        raise InputError(f"/stats answer is a {type(obj).__name__}, expected an object", path=url, fix=_FIX)
+    if obj.get("version") != STATS_VERSION:
+        raise InputError(f"/stats field 'version': {obj.get('version')!r} is not the supported "
+                         f"{STATS_VERSION}", path=url, fix=_FIX)
+    kind, name = obj.get("kind"), obj.get("name")
+    if kind not in ("worker", "router") or not isinstance(name, str) or not name:
+        raise InputError(f"/stats fields 'kind'/'name': got {kind!r}/{name!r}, expected "
+                         "'worker'|'router' and a non-empty name", path=url, fix=_FIX)
+    seq, ready = obj.get("seq"), obj.get("ready")
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0 or not isinstance(ready, bool):
+        raise InputError(f"/stats fields 'seq'/'ready': got {seq!r}/{ready!r}", path=url, fix=_FIX)
+    rows = obj.get("completions", [])
+    if not isinstance(rows, list):
+        raise InputError("/stats field 'completions' is not a list", path=url, fix=_FIX)
+    good: list[tuple[int, float, float, float]] = []
+    for row in rows:
+        if (isinstance(row, list) and len(row) == 4 and all(isinstance(x, int | float) and not isinstance(
+                x, bool) and math.isfinite(x) and x >= 0 for x in row) and isinstance(row[0], int)):
+            good.append((row[0], float(row[1]), float(row[2]), float(row[3])))
+    dropped = obj.get("dropped", 0)
+    common: dict[str, Any] = dict(
+        kind=kind, name=name, now_s=_num(obj, "now_s", url), seq=seq, ready=ready,
+        completed_total=_num(obj, "completed_total", url), completions=tuple(good),
+        dropped=int(dropped) if isinstance(dropped, int) and dropped > 0 else 0, bad_rows=len(rows) - len(good))
+    if kind == "router":
+        return StatsPoll(**common, queued=_num(obj, "queued", url), inflight=_num(obj, "inflight", url))
+    mb = obj.get("max_batch")
+    if isinstance(mb, bool) or not isinstance(mb, int) or mb < 1:
+        raise InputError(f"/stats field 'max_batch': expected an integer >= 1, got {mb!r}", path=url, fix=_FIX)
+    return StatsPoll(**common, max_batch=mb, running=_num(obj, "running", url),
+                     waiting=_num(obj, "waiting", url),
+                     prefill_busy_s_total=_num(obj, "prefill_busy_s_total", url))
+
+
+def _clamp01(x: float) -> float:
+    return min(1.0, max(0.0, x))
+
+
+@dataclass
+class _Endpoint:
+    kind: str | None = None
+    cursor: int = 0
+    prev: StatsPoll | None = None
+    """The last answer before the open bucket (the base of the prefill Δ)."""
+    current: StatsPoll | None = None
+    """The latest answer in the open bucket."""
+
+
+class BucketAggregator:
+    """Builds :class:`~ebb.agent.wire.Bucket` records from polls; see the module guarantees."""
+
+    def __init__(self, *, bucket_ms: int = 100, keep: int = 600) -> None:
+        if bucket_ms < 1 or keep < 1:
+            raise ValueError(f"bucket_ms and keep must be >= 1, got {bucket_ms!r}, {keep!r}")
+        self.bucket_ns = bucket_ms * 1_000_000
+        self._eps: dict[str, _Endpoint] = {}
+        self._pending: dict[str, dict[int, list[tuple[float, float]]]] = {"worker": {}, "router": {}}
+        self._samples: dict[str, dict[str, tuple[int, float]]] = {"gpu": {}, "host": {}}
+        self._buckets: deque[Bucket] = deque(maxlen=keep)
+        self._closed_ns: int | None = None
+        self.late = 0
+        """Completions fetched after their bucket was closed (placed in the next one)."""
+        self.dropped = 0
+        """Completions the endpoints reported as dropped from their own buffers."""
+        self.bad_rows = 0
+
+    def cursor(self, endpoint: str) -> int:
+        """The ``since`` seq to ask ``endpoint`` for."""
+        ep = self._eps.get(endpoint)
+        return 0 if ep is None else ep.cursor
+
+    def add(self, endpoint: str) -> None:
+        """Start expecting ``endpoint`` (it is ``missing`` until it answers)."""
+        self._eps.setdefault(endpoint, _Endpoint())
+
+    def forget(self, endpoint: str) -> None:
+        """Stop expecting ``endpoint`` (a worker removed from the fleet)."""
+        self._eps.pop(endpoint, None)
+
+    @property
+    def endpoints(self) -> tuple[str, ...]:
+        return tuple(self._eps)
+
+    def poll_ok(self, endpoint: str, poll: StatsPoll) -> None:
+        ep = self._eps.setdefault(endpoint, _Endpoint())
+        last = ep.current or ep.prev
+        # a new process behind the URL: its counters and seqs start again, nothing to difference
+        if last is not None and (poll.seq < ep.cursor or poll.name != last.name
+                                 or (poll.prefill_busy_s_total or 0.0) < (last.prefill_busy_s_total or 0.0)):
+            ep.cursor, ep.prev, ep.current = 0, None, None
+        ep.kind = poll.kind
+        if ep.current is not None and ep.prev is None:
+            ep.prev = ep.current
+        ep.current = poll
+        self.dropped += poll.dropped
+        self.bad_rows += poll.bad_rows
+        pend = self._pending[poll.kind]
+        for seq, t_s, ttft, e2e in poll.completions:
+            if seq <= ep.cursor:
+                continue
+            # whole microseconds first: t_s * 1e9 in float would put edge times on either side
+            end = -(-round(t_s * 1e6) * 1000 // self.bucket_ns) * self.bucket_ns
+            if self._closed_ns is not None and end <= self._closed_ns:
+                self.late += 1
+                end = self._closed_ns + self.bucket_ns
+            pend.setdefault(end, []).append((ttft, e2e))
+        ep.cursor = max(ep.cursor, poll.seq)
+
+    def poll_failed(self, endpoint: str) -> None:
+        """``endpoint`` did not answer: nothing is recorded for it (it shows as missing)."""
+        self._eps.setdefault(endpoint, _Endpoint())
+
+    def sampled(self, group: str, batch: SampleBatch) -> None:
+        """Keep the newest value per series of a ``gpu`` or ``host`` sampler reading."""
+        store = self._samples[group]
+        for k, v, t in zip(batch.series_idx.tolist(), batch.value.tolist(), batch.ts_ns.tolist(), strict=True):
+            name = batch.series[k]
+            if math.isfinite(v) and v >= 0 and (name not in store or store[name][0] <= t):
+                store[name] = (t, float(v))
+
+    def close(self, end_ns: int) -> Bucket:
+        """Close the bucket ending at ``end_ns`` (Unix ns, after the previous end) and keep it."""
+        if self._closed_ns is not None and end_ns <= self._closed_ns:
+            raise ValueError(f"bucket end {end_ns} is not after the last closed end {self._closed_ns}")
+        workers: dict[str, WorkerGauges] = {}
+        routers: dict[str, RouterGauges] = {}
+        missing: list[str] = []
+        for url, ep in self._eps.items():
+            p = ep.current
+            if p is None:
+                missing.append(url)
+                continue
+            if p.kind == "router":
+                routers[p.name] = RouterGauges(p.queued or 0.0, p.inflight or 0.0)
+            else:
+                workers[p.name] = self._worker(ep, p)
+            ep.prev, ep.current = p, None
+        use = "router" if any(ep.kind == "router" for ep in self._eps.values()) else "worker"
+        names = sorted({ep.prev.name for ep in self._eps.values()
+                        if ep.kind == use and ep.prev is not None})
+        ttft: list[float] = []
+        e2e: list[float] = []
+        for kind, pend in self._pending.items():
+            for end in [e for e in pend if e <= end_ns]:
+                rows = pend.pop(end)
+                if kind == use:
+                    ttft += [r[0] for r in rows]
+                    e2e += [r[1] for r in rows]
+        any_known = bool(self._eps)
+        bucket = Bucket(
+            ts_ns=end_ns, workers=workers, routers=routers,
+            latency_from=("router" if use == "router" else "workers") if any_known else "",
+            latency_names=tuple(names), ttft_ms=Sketch.of(ttft), e2e_ms=Sketch.of(e2e),
+            missing=tuple(missing), gpu=self._take("gpu"), host=self._take("host"))
+        self._closed_ns = end_ns
+        self._buckets.append(bucket)
+        return bucket
+
+    def _worker(self, ep: _Endpoint, p: StatsPoll) -> WorkerGauges:
+        share = None
+        base = ep.prev
+        if base is not None and p.now_s > base.now_s:
+            busy = (p.prefill_busy_s_total or 0.0) - (base.prefill_busy_s_total or 0.0)
+            share = _clamp01(busy / (p.now_s - base.now_s))
+        mb = p.max_batch or 1
+        return WorkerGauges(p.running or 0.0, p.waiting or 0.0, mb, p.ready,
+                            _clamp01((p.running or 0.0) / mb), share)
+
+    def _take(self, group: str) -> dict[str, float]:
+        store = self._samples[group]
+        out = {name: v for name, (_, v) in sorted(store.items())}
+        store.clear()
+        return out
+
+    @property
+    def newest_ns(self) -> int | None:
+        return self._buckets[-1].ts_ns if self._buckets else None
+
+    def since(self, ts_ns: int) -> tuple[Bucket, ...]:
+        """Kept buckets ending after ``ts_ns``, oldest first."""
+        items = list(self._buckets)
+        i = bisect.bisect_right([b.ts_ns for b in items], ts_ns)
+        return tuple(items[i:])

@@ -1,0 +1,314 @@
+"""The agent's ``/v1/buckets`` wire format (:data:`~ebb.model.live.BUCKETS_VERSION`): records, codec.
+
+A page is ``{"version": 1, "agent": NAME, "bucket_ms": 100, "newest_ns": N|null, "buckets": [...]}``;
+each bucket is ``{"ts_ns", "workers": {name: {...}}, "routers": {name: {...}}, "latency_from",
+"latency_names", "ttft_ms": SKETCH, "e2e_ms": SKETCH, "missing": [url, ...], "gpu": {series: v},
+"host": {series: v}}`` (see :class:`Bucket` for every field). A latency sketch travels as
+``{"alpha": 0.01, "zero": n, "bins": {"<key>": count}}`` where key ``k`` holds the samples
+``γ^(k-1) < x ≤ γ^k``, ``γ = (1 + α) / (1 − α)`` — the L1 :class:`~ebb.window.mapping.LogMapping`
+keys, so the value ``2γ^k / (γ + 1)`` is within ``α`` = 1 % of every sample in the bin.
+
+Guarantees:
+
+* ``decode_page(json.loads(json.dumps(encode_page(p))), url) == p`` for every valid page (floats
+  travel as their ``repr``, which JSON reads back exactly; property-tested).
+* Decoding is strict: a version other than :data:`BUCKETS_VERSION`, an unknown or missing field, a
+  non-finite or negative number, a ratio outside [0, 1], a sketch with another ``α`` or a key outside
+  the L1 mapping's range, or bucket times out of order raise :class:`~ebb.errors.InputError` whose
+  message names the URL and the field path (``buckets[3].workers.w0.slot_ratio``).
+* Sketches merge exactly (counts add), so a merged sketch answers quantiles within ``α`` of the
+  rank-selected sample of the union, like :class:`~ebb.window.sketch.ColumnarSketch`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from ebb.errors import InputError
+from ebb.model.live import BUCKETS_VERSION
+from ebb.window.mapping import LogMapping
+
+__all__ = ["SKETCH_ALPHA", "Bucket", "BucketPage", "RouterGauges", "Sketch", "WorkerGauges",
+           "decode_page", "encode_page"]
+
+SKETCH_ALPHA: Final = 0.01
+"""Relative accuracy of every latency sketch on the wire; agents and sources must agree on it."""
+
+FloatArray = npt.NDArray[np.float64]
+_FIX = "run agents and controller from the same Ebb release"
+
+
+@lru_cache(maxsize=4)
+def _mapping(alpha: float) -> LogMapping:
+    return LogMapping(alpha=alpha)
+
+
+@dataclass(frozen=True)
+class Sketch:
+    """A sparse relative-error sketch of non-negative values (latencies in ms)."""
+
+    alpha: float = SKETCH_ALPHA
+    zero: int = 0
+    """Samples that were exactly 0."""
+    bins: tuple[tuple[int, int], ...] = ()
+    """(key, count) with keys strictly ascending and counts > 0."""
+
+    def __post_init__(self) -> None:
+        m = _mapping(self.alpha)
+        if self.zero < 0:
+            raise ValueError(f"zero count must be >= 0, got {self.zero!r}")
+        prev = None
+        for key, count in self.bins:
+            if not m.key_min <= key <= m.key_max or count <= 0 or (prev is not None and key <= prev):
+                raise ValueError(f"bins must have ascending keys in [{m.key_min}, {m.key_max}] and "
+                                 f"counts > 0, got ({key!r}, {count!r})")
+            prev = key
+
+    @classmethod
+    def of(cls, values: Iterable[float], alpha: float = SKETCH_ALPHA) -> Sketch:
+        """The sketch of ``values`` (finite, >= 0; ValueError quotes the first bad one)."""
+        v = np.asarray(list(values), dtype=np.float64)
+        if v.size and (not np.isfinite(v).all() or float(v.min()) < 0.0):
+            bad = v[~np.isfinite(v) | (v < 0)][0]
+            raise ValueError(f"sketch values must be finite and >= 0, got {float(bad)!r}")
+        m = _mapping(alpha)
+        idx, _ = m.bin_index(v)
+        keys, counts = np.unique(idx[idx != m.zero_index], return_counts=True)
+        offset = m.key_min - m.zero_index - 1  # bin index -> L1 key of a positive value
+        return cls(alpha, int(np.count_nonzero(idx == m.zero_index)),
+                   tuple((int(k) + offset, int(c)) for k, c in zip(keys, counts, strict=True)))
+
+    @property
+    def count(self) -> int:
+        return self.zero + sum(c for _, c in self.bins)
+
+    def merge(self, other: Sketch) -> Sketch:
+        """The sketch of both inputs (exact: counts add)."""
+        if other.alpha != self.alpha:
+            raise ValueError(f"cannot merge sketches with alpha {self.alpha!r} and {other.alpha!r}")
+        acc = dict(self.bins)
+        for k, c in other.bins:
+            acc[k] = acc.get(k, 0) + c
+        return Sketch(self.alpha, self.zero + other.zero, tuple(sorted(acc.items())))
+
+    def rows(self) -> tuple[FloatArray, FloatArray]:
+        """(value, weight) per non-empty bin, ascending: the weighted rows a policy consumes."""
+        g = _mapping(self.alpha).gamma
+        vals = [0.0] * (self.zero > 0) + [2.0 * g**k / (g + 1.0) for k, _ in self.bins]
+        wts = [float(self.zero)] * (self.zero > 0) + [float(c) for _, c in self.bins]
+        return np.asarray(vals, dtype=np.float64), np.asarray(wts, dtype=np.float64)
+
+    def quantile(self, q: float) -> float:
+        """Estimate of ``sorted(x)[floor(q * (n - 1))]``; NaN when empty."""
+        if not 0.0 <= q <= 1.0:
+            raise ValueError(f"quantile q must be in [0, 1], got {q!r}")
+        vals, wts = self.rows()
+        if not len(vals):
+            return math.nan
+        rank = math.floor(q * (self.count - 1))
+        return float(vals[int(np.searchsorted(np.cumsum(wts), rank, side="right"))])
+
+
+@dataclass(frozen=True)
+class WorkerGauges:
+    """One worker as polled in one bucket."""
+
+    running: float
+    waiting: float
+    max_batch: int
+    ready: bool
+    slot_ratio: float
+    """running / max_batch, clamped to [0, 1] (replica units)."""
+    prefill_busy_ratio: float | None
+    """Δprefill_busy_s_total / Δnow_s since its previous answer, clamped to [0, 1]; None when
+    there is no previous answer to difference against (first poll, counter reset)."""
+
+
+@dataclass(frozen=True)
+class RouterGauges:
+    """One router as polled in one bucket."""
+
+    queued: float
+    inflight: float
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """What an agent knows about the 100 ms ending at ``ts_ns`` (Unix ns)."""
+
+    ts_ns: int
+    workers: Mapping[str, WorkerGauges] = field(default_factory=dict)
+    """Workers that answered in this bucket, by worker name."""
+    routers: Mapping[str, RouterGauges] = field(default_factory=dict)
+    latency_from: str = ""
+    """"router" (client view), "workers", or "" when no endpoint is known yet."""
+    latency_names: tuple[str, ...] = ()
+    """Names of the endpoints whose completions fill the sketches (to drop duplicates on merge)."""
+    ttft_ms: Sketch = Sketch()
+    e2e_ms: Sketch = Sketch()
+    missing: tuple[str, ...] = ()
+    """Endpoint URLs that did not answer in this bucket: their gauges are absent, not zero."""
+    gpu: Mapping[str, float] = field(default_factory=dict)
+    host: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BucketPage:
+    """One ``/v1/buckets`` answer."""
+
+    agent: str
+    bucket_ms: int
+    newest_ns: int | None
+    """The agent's newest bucket, whatever ``since_ns`` asked (None: none closed yet)."""
+    buckets: tuple[Bucket, ...] = ()
+
+
+# -- encode ------------------------------------------------------------------------------------
+def _enc_sketch(s: Sketch) -> dict[str, Any]:
+    return {"alpha": s.alpha, "zero": s.zero, "bins": {str(k): c for k, c in s.bins}}
+
+
+def _enc_bucket(b: Bucket) -> dict[str, Any]:
+    return {
+        "ts_ns": b.ts_ns,
+        "workers": {n: {"running": w.running, "waiting": w.waiting, "max_batch": w.max_batch,
+                        "ready": w.ready, "slot_ratio": w.slot_ratio,
+                        "prefill_busy_ratio": w.prefill_busy_ratio} for n, w in b.workers.items()},
+        "routers": {n: {"queued": r.queued, "inflight": r.inflight} for n, r in b.routers.items()},
+        "latency_from": b.latency_from, "latency_names": list(b.latency_names),
+        "ttft_ms": _enc_sketch(b.ttft_ms), "e2e_ms": _enc_sketch(b.e2e_ms),
+        "missing": list(b.missing), "gpu": dict(b.gpu), "host": dict(b.host),
+    }
+
+
+def encode_page(page: BucketPage) -> dict[str, Any]:
+    """The JSON-ready dict of a page (``json.dumps`` it)."""
+    return {"version": BUCKETS_VERSION, "agent": page.agent, "bucket_ms": page.bucket_ms,
+            "newest_ns": page.newest_ns, "buckets": [_enc_bucket(b) for b in page.buckets]}
+
+
+# -- decode ------------------------------------------------------------------------------------
+class _Reader:
+    """Typed field access that raises InputError naming the URL and the field path."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def fail(self, where: str, problem: str) -> InputError:
+        return InputError(f"field {where}: {problem}", path=self.url, fix=_FIX)
+
+    def obj(self, v: object, where: str, fields: tuple[str, ...]) -> dict[str, Any]:
+        if not isinstance(v, dict):
+            raise self.fail(where, f"expected an object, got {type(v).__name__}")
+        unknown = sorted(set(v) - set(fields))
+        if unknown:
+            raise self.fail(where, f"unknown field(s) {', '.join(map(repr, unknown))}")
+        absent = [f for f in fields if f not in v]
+        if absent:
+            raise self.fail(where, f"missing field(s) {', '.join(map(repr, absent))}")
+        return v
+
+    def mapping(self, v: object, where: str) -> dict[str, Any]:
+        if not isinstance(v, dict):
+            raise self.fail(where, f"expected an object, got {type(v).__name__}")
+        return v
+
+    def num(self, v: object, where: str, hi: float = math.inf) -> float:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise self.fail(where, f"expected a number, got {v!r}")
+        x = float(v)
+        if not math.isfinite(x) or x < 0.0 or x > hi:
+            raise self.fail(where, f"{v!r} is not a finite number in [0, {hi:g}]")
+        return x
+
+    def int_(self, v: object, where: str, lo: int = 0) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise self.fail(where, f"expected an integer >= {lo}, got {v!r}")
+        return v
+
+    def str_(self, v: object, where: str) -> str:
+        if not isinstance(v, str):
+            raise self.fail(where, f"expected a string, got {v!r}")
+        return v
+
+    def strs(self, v: object, where: str) -> tuple[str, ...]:
+        if not isinstance(v, list):
+            raise self.fail(where, f"expected a list of strings, got {v!r}")
+        return tuple(self.str_(s, f"{where}[{i}]") for i, s in enumerate(v))
+
+    def values(self, v: object, where: str) -> dict[str, float]:
+        return {k: self.num(x, f"{where}.{k}") for k, x in self.mapping(v, where).items()}
+
+    def sketch(self, v: object, where: str) -> Sketch:
+        d = self.obj(v, where, ("alpha", "zero", "bins"))
+        if d["alpha"] != SKETCH_ALPHA:
+            raise self.fail(f"{where}.alpha", f"{d['alpha']!r} differs from this reader's {SKETCH_ALPHA}")
+        m = _mapping(SKETCH_ALPHA)
+        bins: list[tuple[int, int]] = []
+        for k, c in self.mapping(d["bins"], f"{where}.bins").items():
+            try:
+                key = int(k)
+            except ValueError:
+                raise self.fail(f"{where}.bins", f"key {k!r} is not an integer") from None
+            if not m.key_min <= key <= m.key_max:
+                raise self.fail(f"{where}.bins", f"key {key} outside [{m.key_min}, {m.key_max}]")
+            bins.append((key, self.int_(c, f"{where}.bins.{k}", lo=1)))
+        return Sketch(SKETCH_ALPHA, self.int_(d["zero"], f"{where}.zero"), tuple(sorted(bins)))
+
+    def worker(self, v: object, where: str) -> WorkerGauges:
+        d = self.obj(v, where, ("running", "waiting", "max_batch", "ready", "slot_ratio",
+                                "prefill_busy_ratio"))
+        if not isinstance(d["ready"], bool):
+            raise self.fail(f"{where}.ready", f"expected true/false, got {d['ready']!r}")
+        pb = d["prefill_busy_ratio"]
+        return WorkerGauges(
+            self.num(d["running"], f"{where}.running"), self.num(d["waiting"], f"{where}.waiting"),
+            self.int_(d["max_batch"], f"{where}.max_batch", lo=1), d["ready"],
+            self.num(d["slot_ratio"], f"{where}.slot_ratio", hi=1.0),
+            None if pb is None else self.num(pb, f"{where}.prefill_busy_ratio", hi=1.0))
+
+    def bucket(self, v: object, where: str) -> Bucket:
+        d = self.obj(v, where, ("ts_ns", "workers", "routers", "latency_from", "latency_names",
+                                "ttft_ms", "e2e_ms", "missing", "gpu", "host"))
+        src = self.str_(d["latency_from"], f"{where}.latency_from")
+        if src not in ("", "router", "workers"):
+            raise self.fail(f"{where}.latency_from", f"{src!r} is not one of '', 'router', 'workers'")
+        routers = {}
+        for n, r in self.mapping(d["routers"], f"{where}.routers").items():
+            rd = self.obj(r, f"{where}.routers.{n}", ("queued", "inflight"))
+            routers[n] = RouterGauges(self.num(rd["queued"], f"{where}.routers.{n}.queued"),
+                                      self.num(rd["inflight"], f"{where}.routers.{n}.inflight"))
+        return Bucket(
+            ts_ns=self.int_(d["ts_ns"], f"{where}.ts_ns"),
+            workers={n: self.worker(w, f"{where}.workers.{n}")
+                     for n, w in self.mapping(d["workers"], f"{where}.workers").items()},
+            routers=routers, latency_from=src,
+            latency_names=self.strs(d["latency_names"], f"{where}.latency_names"),
+            ttft_ms=self.sketch(d["ttft_ms"], f"{where}.ttft_ms"),
+            e2e_ms=self.sketch(d["e2e_ms"], f"{where}.e2e_ms"),
+            missing=self.strs(d["missing"], f"{where}.missing"),
+            gpu=self.values(d["gpu"], f"{where}.gpu"), host=self.values(d["host"], f"{where}.host"))
+
+
+def decode_page(obj: object, url: str) -> BucketPage:
+    """Validate a parsed ``/v1/buckets`` JSON value from ``url``; InputError names URL and field."""
+    r = _Reader(url)
+    if isinstance(obj, dict) and obj.get("version") != BUCKETS_VERSION:
+        raise r.fail("version", f"{obj.get('version')!r} is not the supported {BUCKETS_VERSION}")
+    d = r.obj(obj, "(page)", ("version", "agent", "bucket_ms", "newest_ns", "buckets"))
+    if not isinstance(d["buckets"], list):
+        raise r.fail("buckets", f"expected a list, got {type(d['buckets']).__name__}")
+    buckets = tuple(r.bucket(b, f"buckets[{i}]") for i, b in enumerate(d["buckets"]))
+    for i in range(1, len(buckets)):
+        if buckets[i].ts_ns <= buckets[i - 1].ts_ns:
+            raise r.fail(f"buckets[{i}].ts_ns", "bucket times must increase strictly")
+    newest = d["newest_ns"]
+    return BucketPage(r.str_(d["agent"], "agent"), r.int_(d["bucket_ms"], "bucket_ms", lo=1),
+                      None if newest is None else r.int_(newest, "newest_ns"), buckets)

@@ -1,0 +1,199 @@
+"""``AgentSource``: the controller's :class:`~ebb.sources.live.SignalSource` over node agents.
+
+Each ``read(since_s)`` asks every agent for ``GET /v1/buckets?since_ns=…`` (stdlib
+``urllib.request``: blocking, no event loop to own or close, and the controller calls it once per
+second from one thread; several agents are asked in parallel threads; ``timeout_s`` bounds each
+socket operation),
+then merges the pages by bucket time into :class:`~ebb.model.live.LiveSignals`:
+
+* **Fine arrays** (``t_s`` = bucket end, Unix s): ``prefill_replicas`` and ``slot_replicas`` are sums
+  of the per-worker shares (replica units), ``queued`` the sum over routers. Workers and routers are
+  keyed by name, so one polled by two agents counts once. A bucket time is emitted only when it is
+  *complete*: every answering agent has a bucket there, none lists a missing endpoint and every
+  worker has a busy share (not its first answer) — a sum
+  over part of the fleet would understate demand, which is exactly what invites a bad scale-down.
+  Only times up to the oldest agent's newest bucket are returned; the rest come next read.
+* **Completions** (all returned times, complete or not: a missed poll delays completions, never
+  loses them): one weighted row per non-empty sketch bin, ``done_t_s`` = bucket end; TTFT rows
+  carry NaN end-to-end latency and end-to-end rows NaN TTFT (the policy skips NaN per column).
+  Router (client-view) sketches are used when any agent reports one for that time, otherwise the
+  workers'; a sketch from the same endpoint names as one already taken is skipped.
+* ``inflight_by_replica``: running + waiting per worker at its newest returned bucket;
+  ``queued``: the routers' sum at the newest complete time; ``total_qps``: completions per second
+  over the returned span (``len × bucket``); ``newest_sample_s``: the newest returned bucket end.
+
+Failures: an agent that does not answer, or answers 5xx, raises
+:class:`~ebb.errors.SourceUnavailable` naming its URL — by default even when others answered,
+because partial sums understate demand (the controller then fails static). With
+``allow_partial=True`` the answering agents are merged and the silent ones are logged and listed
+in :attr:`AgentSource.last_failed` (for fleets whose agents come and go); all silent still raises.
+A wrong version or malformed page raises :class:`~ebb.errors.InputError` naming the URL and field.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ebb.agent.wire import Bucket, BucketPage, Sketch, decode_page
+from ebb.errors import InputError, SourceUnavailable
+from ebb.model.live import LiveSignals
+from ebb.model.observation import FineSignals
+
+__all__ = ["AgentSource"]
+
+log = logging.getLogger(__name__)
+_SLACK_NS = 1_000_000  # ask 1 ms early, then filter with the caller's own float comparison
+
+
+@dataclass
+class _Time:
+    """Everything known about one bucket end across agents."""
+
+    buckets: list[Bucket] = field(default_factory=list)
+    complete: bool = True
+
+
+class AgentSource:
+    """Reads and merges node agents' buckets; see the module docstring for the rules."""
+
+    def __init__(self, urls: Sequence[str], timeout_s: float = 0.5, *, allow_partial: bool = False) -> None:
+        if not urls:
+            raise ValueError("AgentSource needs at least one agent URL")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
+        self.urls = tuple(u.rstrip("/") for u in urls)
+        self.timeout_s = timeout_s
+        self.allow_partial = allow_partial
+        self.last_failed: tuple[str, ...] = ()
+        """Agents that did not answer the last read (only non-empty with ``allow_partial``)."""
+
+    # -- fetching ----------------------------------------------------------------------------
+    def _fetch(self, url: str, since_ns: int) -> BucketPage:
+        target = f"{url}/v1/buckets?since_ns={since_ns}"
+        try:
+            with urllib.request.urlopen(target, timeout=self.timeout_s) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            if exc.code >= 500:
+                raise SourceUnavailable(f"agent {url} answered HTTP {exc.code}; retrying next cycle") from exc
+            raise InputError(f"agent answered HTTP {exc.code} {exc.reason}", path=target,
+                             fix="check that the URL points at an `ebb agent`") from exc
+        except (urllib.error.URLError, OSError) as exc:
+            raise SourceUnavailable(f"agent {url} did not answer within {self.timeout_s:g} s: {exc} "
+                                    "(fix: check that `ebb agent` runs there and the URL is right)") from exc
+        try:
+            obj = json.loads(raw)
+        except ValueError as exc:
+            raise InputError(f"answer is not JSON: {exc}", path=target,
+                             fix="check that the URL points at an `ebb agent`") from exc
+        return decode_page(obj, url)
+
+    def _fetch_all(self, since_ns: int) -> dict[str, BucketPage | SourceUnavailable]:
+        if len(self.urls) == 1:
+            pairs = [(self.urls[0], self._try(self.urls[0], since_ns))]
+        else:
+            with ThreadPoolExecutor(max_workers=min(16, len(self.urls))) as pool:
+                pairs = list(zip(self.urls, pool.map(lambda u: self._try(u, since_ns), self.urls), strict=True))
+        return dict(pairs)
+
+    def _try(self, url: str, since_ns: int) -> BucketPage | SourceUnavailable:
+        try:
+            return self._fetch(url, since_ns)
+        except SourceUnavailable as exc:  # InputError propagates: a wrong page is not an outage
+            return exc
+
+    # -- reading -----------------------------------------------------------------------------
+    def read(self, since_s: float) -> LiveSignals:
+        if math.isnan(since_s):
+            raise ValueError("since_s must be a number (Unix s), got NaN")
+        if math.isfinite(since_s):
+            since_ns = max(0, math.floor(since_s * 1e9) - _SLACK_NS)
+        else:
+            since_ns = 0 if since_s < 0 else 2**62
+        got = self._fetch_all(since_ns)
+        pages = [p for p in got.values() if isinstance(p, BucketPage)]
+        failed = {u: e for u, e in got.items() if isinstance(e, SourceUnavailable)}
+        if failed and (not pages or not self.allow_partial):
+            first = next(iter(failed.values()))
+            raise SourceUnavailable(
+                f"{len(failed)} of {len(self.urls)} agent(s) did not answer: {', '.join(failed)}; "
+                f"first error: {first}", retry_after_s=first.retry_after_s) from first
+        for u, e in failed.items():
+            log.warning("agent %s skipped this cycle: %s", u, e)
+        self.last_failed = tuple(failed)
+        return _merge(pages, since_s)
+
+
+def _merge(pages: list[BucketPage], since_s: float) -> LiveSignals:
+    newest = [p.newest_ns for p in pages]
+    if not pages or any(n is None for n in newest):
+        return LiveSignals(fine=FineSignals())  # an agent with no bucket yet: the fleet is not known
+    horizon = min(n for n in newest if n is not None)
+    times: dict[int, _Time] = {}
+    for p in pages:
+        for b in p.buckets:
+            if b.ts_ns <= horizon and b.ts_ns / 1e9 > since_s:
+                slot = times.setdefault(b.ts_ns, _Time())
+                slot.buckets.append(b)
+                slot.complete &= not b.missing
+    for slot in times.values():
+        slot.complete &= len(slot.buckets) == len(pages)
+    if not times:
+        return LiveSignals(fine=FineSignals())
+    order = sorted(times)
+    t_s, prefill, slots, queued = [], [], [], []
+    done: list[tuple[float, float, float, float]] = []
+    inflight: dict[str, float] = {}
+    last_queued: float | None = None
+    for ts in order:
+        slot, t = times[ts], ts / 1e9
+        workers = {n: w for b in slot.buckets for n, w in b.workers.items()}
+        routers = {n: r for b in slot.buckets for n, r in b.routers.items()}
+        for n, w in workers.items():
+            inflight[n] = w.running + w.waiting
+        # a worker's first answer has no busy share yet: summing it as 0 would understate demand
+        if slot.complete and all(w.prefill_busy_ratio is not None for w in workers.values()):
+            t_s.append(t)
+            prefill.append(sum(w.prefill_busy_ratio or 0.0 for w in workers.values()))
+            slots.append(sum(w.slot_ratio for w in workers.values()))
+            queued.append(sum(r.queued for r in routers.values()))
+            if routers:
+                last_queued = queued[-1]
+        ttft, e2e = _latency(slot.buckets)
+        for sk, is_ttft in ((ttft, True), (e2e, False)):
+            vals, wts = sk.rows()
+            for v, w in zip(vals.tolist(), wts.tolist(), strict=True):
+                done.append((t, v, math.nan, w) if is_ttft else (t, math.nan, v, w))
+    span_s = len(order) * pages[0].bucket_ms / 1000
+    rows = np.asarray(done, dtype=np.float64).reshape(-1, 4)
+    completions = float(rows[~np.isnan(rows[:, 1]), 3].sum())
+    fine = FineSignals(
+        t_s=np.asarray(t_s, dtype=np.float64), prefill_replicas=np.asarray(prefill, dtype=np.float64),
+        slot_replicas=np.asarray(slots, dtype=np.float64), queued=np.asarray(queued, dtype=np.float64),
+        done_t_s=rows[:, 0].copy(), done_ttft_ms=rows[:, 1].copy(), done_e2e_ms=rows[:, 2].copy(),
+        done_weight=rows[:, 3].copy())
+    return LiveSignals(fine=fine, inflight_by_replica=inflight, total_qps=completions / span_s,
+                       queued=last_queued, newest_sample_s=order[-1] / 1e9)
+
+
+def _latency(buckets: list[Bucket]) -> tuple[Sketch, Sketch]:
+    """Merged (TTFT, e2e) sketches of one bucket time: router view if any, duplicates dropped."""
+    kind = "router" if any(b.latency_from == "router" for b in buckets) else "workers"
+    ttft, e2e = Sketch(), Sketch()
+    taken: set[str] = set()
+    for b in buckets:
+        if b.latency_from != kind or taken & set(b.latency_names):
+            continue
+        taken |= set(b.latency_names)
+        ttft, e2e = ttft.merge(b.ttft_ms), e2e.merge(b.e2e_ms)
+    return ttft, e2e

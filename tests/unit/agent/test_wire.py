@@ -1,0 +1,127 @@
+"""The /v1/buckets wire format: exact round trips, strict validation, mergeable sketches."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ebb.agent.wire import (
+    Bucket, BucketPage, RouterGauges, Sketch, WorkerGauges, decode_page, encode_page,
+)
+from ebb.errors import InputError
+from ebb.window.sketch import ColumnarSketch
+
+URL = "http://10.0.0.7:9100"
+TOL = 0.01 * (1 + 1e-9)  # alpha, plus float rounding exactly on a bin edge
+
+finite = st.floats(min_value=0.0, max_value=1e6, allow_nan=False, allow_infinity=False)
+ratio = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+latency = st.one_of(st.just(0.0), st.floats(min_value=1e-3, max_value=1e6))
+names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=8)
+workers = st.builds(WorkerGauges, finite, finite, st.integers(1, 512), st.booleans(), ratio,
+                    st.one_of(st.none(), ratio))
+sketches = st.lists(latency, max_size=40).map(Sketch.of)
+
+
+@st.composite
+def buckets(draw: st.DrawFn, ts_ns: int) -> Bucket:
+    return Bucket(
+        ts_ns=ts_ns,
+        workers=draw(st.dictionaries(names, workers, max_size=3)),
+        routers=draw(st.dictionaries(names, st.builds(RouterGauges, finite, finite), max_size=2)),
+        latency_from=draw(st.sampled_from(["", "router", "workers"])),
+        latency_names=tuple(draw(st.lists(names, max_size=3))),
+        ttft_ms=draw(sketches), e2e_ms=draw(sketches),
+        missing=tuple(draw(st.lists(names.map(lambda n: f"http://{n}:1"), max_size=2))),
+        gpu=draw(st.dictionaries(names, finite, max_size=3)),
+        host=draw(st.dictionaries(names, finite, max_size=3)),
+    )
+
+
+@st.composite
+def pages(draw: st.DrawFn) -> BucketPage:
+    start = draw(st.integers(0, 2**60))
+    n = draw(st.integers(0, 4))
+    bs = tuple(draw(buckets(start + k * 100_000_000)) for k in range(n))
+    return BucketPage(draw(names), 100, bs[-1].ts_ns if bs else None, bs)
+
+
+def roundtrip(page: BucketPage) -> BucketPage:
+    return decode_page(json.loads(json.dumps(encode_page(page))), URL)
+
+
+@settings(max_examples=150, deadline=None)
+@given(page=pages())
+def test_decoding_an_encoded_page_gives_back_the_same_page(page: BucketPage) -> None:
+    assert roundtrip(page) == page
+
+
+@settings(max_examples=150, deadline=None)
+@given(a=st.lists(latency, min_size=1, max_size=200), b=st.lists(latency, max_size=200),
+       q=st.sampled_from([0.0, 0.5, 0.9, 0.99, 1.0]))
+def test_merged_sketches_answer_quantiles_within_alpha_of_the_union(a: list[float], b: list[float],
+                                                                   q: float) -> None:
+    page = BucketPage("a", 100, 1, (Bucket(0, ttft_ms=Sketch.of(a)), Bucket(1, ttft_ms=Sketch.of(b))))
+    back = roundtrip(page).buckets
+    merged = back[0].ttft_ms.merge(back[1].ttft_ms)
+    truth = float(np.quantile(np.asarray(a + b), q, method="lower"))
+    est = merged.quantile(q)
+    assert abs(est - truth) <= TOL * truth
+    assert merged == Sketch.of(a + b)
+
+
+def test_a_sketch_answers_like_the_l1_columnar_sketch() -> None:
+    values = np.random.default_rng(7).lognormal(5.0, 1.5, 5000)
+    col = ColumnarSketch(1)
+    col.ingest(np.zeros(len(values), dtype=np.int64), values)
+    sk = Sketch.of(values.tolist())
+    for q in (0.0, 0.5, 0.99, 1.0):
+        assert sk.quantile(q) == pytest.approx(float(col.quantile(q)[0]), rel=1e-12)
+
+
+def test_sketch_rows_are_one_weighted_row_per_non_empty_bin() -> None:
+    vals, wts = Sketch.of([0.0, 0.0, 100.0, 100.5, 5000.0]).rows()
+    assert vals[0] == 0.0 and wts.tolist() == [2.0, 2.0, 1.0]
+    assert vals[1] == pytest.approx(100.0, rel=0.01) and vals[2] == pytest.approx(5000.0, rel=0.01)
+
+
+def good_page() -> dict[str, Any]:
+    b = Bucket(1_000_000_000, workers={"w0": WorkerGauges(2.0, 0.0, 8, True, 0.25, 0.5)},
+               routers={"r": RouterGauges(1.0, 3.0)}, ttft_ms=Sketch.of([10.0]))
+    return encode_page(BucketPage("node-a", 100, b.ts_ns, (b,)))
+
+
+@pytest.mark.parametrize(("mutate", "field"), [
+    (lambda p: p.update(version=2), "version"),
+    (lambda p: p["buckets"][0]["workers"]["w0"].update(slot_ratio=1.5), "buckets[0].workers.w0.slot_ratio"),
+    (lambda p: p["buckets"][0]["routers"]["r"].update(queued=-1), "buckets[0].routers.r.queued"),
+    (lambda p: p["buckets"][0]["gpu"].update(power_w=float("nan")), "buckets[0].gpu.power_w"),
+    (lambda p: p["buckets"][0].update(extra=1), "buckets[0]: unknown field(s) 'extra'"),
+    (lambda p: p["buckets"][0]["ttft_ms"].update(alpha=0.02), "buckets[0].ttft_ms.alpha"),
+    (lambda p: p["buckets"][0]["ttft_ms"]["bins"].update({"x": 1}), "buckets[0].ttft_ms.bins"),
+    (lambda p: p["buckets"][0]["ttft_ms"]["bins"].update({"10": -3}), "buckets[0].ttft_ms.bins.10"),
+    (lambda p: p["buckets"].append(dict(p["buckets"][0])), "buckets[1].ts_ns"),
+    (lambda p: p.pop("agent"), "missing field(s) 'agent'"),
+])
+def test_a_malformed_page_raises_input_error_naming_the_url_and_field(mutate: Any, field: str) -> None:
+    page = good_page()
+    mutate(page)
+    with pytest.raises(InputError) as err:
+        decode_page(json.loads(json.dumps(page)), URL)
+    assert URL in str(err.value) and field in str(err.value)
+
+
+def test_a_well_formed_page_decodes() -> None:
+    page = decode_page(good_page(), URL)
+    assert page.buckets[0].workers["w0"].prefill_busy_ratio == 0.5
+
+
+def test_sketch_of_rejects_negative_and_non_finite_latencies() -> None:
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="finite and >= 0"):
+            Sketch.of([1.0, bad])
