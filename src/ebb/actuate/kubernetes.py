@@ -1,0 +1,515 @@
+"""Kubernetes actuator: one Deployment scaled through its ``/scale`` subresource (extra ``k8s``).
+
+Guarantees, beyond those of :mod:`ebb.actuate.base`:
+
+* **Never a blind overwrite.** Every write to the Deployment carries the ``resourceVersion`` just
+  read as a precondition. On 409 Conflict the actuator re-reads: if ``spec.replicas`` is still the
+  value this decision started from (``from``), it retries with the new resourceVersion (at most
+  ``max_retries`` times); if another writer (an HPA, a human) changed it, the decision is
+  **superseded**: ``apply`` returns ``applied=False`` with ``replicas_after`` = the replicas now,
+  :meth:`KubernetesActuator.reason` says ``superseded: ...``, the deletion costs it set are taken
+  back, and nothing is overwritten. (Not an error: the next cycle decides again on fresh state.)
+* **Scale-in the way the ReplicaSet controller expects.** Victims (named ones first, then newest)
+  get ``controller.kubernetes.io/pod-deletion-cost`` = -1000 + rank *before* ``spec.replicas`` is
+  lowered, so the ReplicaSet controller deletes them; each pod then terminates gracefully. Costs
+  this actuator set earlier on pods that are not victims now are removed. ``removed`` is the
+  upstream ranking's prediction (not-Ready pods first, then lowest cost, then newest): the pods are
+  gone when ``state()`` no longer lists them. Pods are never deleted directly; :meth:`evict` goes
+  through the Eviction API, so PodDisruptionBudgets apply (blocked → ``Eviction(evicted=False)``).
+* **At most once per decision id, across restarts.** Besides the in-memory outcome map, each
+  decision writes the Deployment annotations ``ebb.dev/last-decision-id`` and
+  ``ebb.dev/last-decision-replicas`` (``"5->3"``). Write order: (1) victims' deletion costs,
+  (2) the annotations (precondition: the resourceVersion read), (3) ``/scale`` (precondition: the
+  resourceVersion (2) returned), (4) an Event. A crash after (1) leaves only preference costs
+  (taken back by the next scale-in). After (2): a retry of the same id — by a new actuator too —
+  finds the annotation with ``spec.replicas == from`` and finishes the decision; with
+  ``spec.replicas == to`` it reports "already applied"; anything else is superseded. After (3) the
+  decision is complete (only its Event may be missing). A different id simply overwrites (2).
+* **Throttled and retried.** A client-side token bucket (``qps``, ``burst``) sits in front of
+  every API call. 429 → wait ``max(Retry-After, backoff)`` with exponential backoff
+  (``backoff_s·2^k``, ≤ 30 s, jittered), 5xx and connection errors likewise; after ``max_retries``
+  retries → :class:`~ebb.errors.TransientError`. 401/403/404/422 → :class:`~ebb.errors.PermanentError`
+  naming the object and the fix.
+* **Events never change behaviour.** One Kubernetes Event (``EbbScaleDown``/``EbbScaleUp``) per
+  applied decision, named after the decision id (a repeat is a harmless 409); failure is logged.
+
+State reads ``/scale`` and lists pods by its selector; terminating pods (``deletionTimestamp``)
+count as ``draining``. Zones come from each node's ``topology.kubernetes.io/zone`` label (cached
+for the actuator's life). API calls used — and all that ``deploy/rbac.yaml`` grants: deployments
+get/patch, deployments/scale get/patch, pods list/patch, pods/eviction create, nodes get, events
+create. Tested against :class:`ebb.testing.fake_kube.FakeKubeApiServer`, not a real API server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+from ebb.actuate.base import ActuationResult, FleetState, ReplicaState
+from ebb.decide.ratelimit import TokenBucket
+from ebb.errors import ConfigError, PermanentError, TransientError, require_extra
+from ebb.model.ids import DecisionId, ReplicaId
+from ebb.model.observation import ScaleRequest
+
+__all__ = ["DECISION_ANNOTATION", "DECISION_REPLICAS_ANNOTATION", "DELETION_COST_ANNOTATION",
+           "Eviction", "KubernetesActuator", "RateLimiter"]
+
+log = logging.getLogger(__name__)
+
+DECISION_ANNOTATION = "ebb.dev/last-decision-id"
+DECISION_REPLICAS_ANNOTATION = "ebb.dev/last-decision-replicas"
+DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+VICTIM_ANNOTATION = "ebb.dev/victim-of"
+"""Marks the pods whose deletion cost this actuator set (value: the decision id)."""
+ZONE_LABEL = "topology.kubernetes.io/zone"
+VICTIM_COST_BASE = -1000
+"""Victim of rank r gets cost -1000 + r: below the default 0, and ordered among themselves."""
+MAX_BACKOFF_S = 30.0
+_MERGE_PATCH = "application/merge-patch+json"
+_INSTALL = "pip install 'ebb[k8s]'"
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """The answer to :meth:`KubernetesActuator.evict`; truthy when the pod is on its way out."""
+
+    pod: str
+    evicted: bool
+    reason: str
+
+    def __bool__(self) -> bool:
+        return self.evicted
+
+
+class RateLimiter:
+    """Blocking token bucket (``qps`` refill, ``burst`` capacity) on an injectable clock and sleep."""
+
+    def __init__(self, qps: float, burst: int, *, clock: Callable[[], float],
+                 sleep: Callable[[float], None]) -> None:
+        self._bucket = TokenBucket(rate_per_s=qps, burst=float(burst), tokens=float(burst))
+        self._clock, self._sleep = clock, sleep
+        self._lock = threading.Lock()
+        self.waited_s = 0.0
+        """Total time spent waiting for tokens (s)."""
+
+    def acquire(self) -> None:
+        with self._lock:
+            while True:
+                now = self._clock()
+                res = self._bucket.take(now)
+                self._bucket = res.bucket
+                if res.granted:
+                    return
+                delay = max(res.next_ok_s - now, 1e-3)
+                self.waited_s += delay
+                self._sleep(delay)
+
+
+class _Conflict(Exception):
+    """409 on a write: re-read and decide again."""
+
+
+@dataclass(frozen=True)
+class _Deployment:
+    replicas: int
+    resource_version: str
+    uid: str
+    selector: str
+    annotations: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class _Pod:
+    name: str
+    created_s: float
+    ready_s: float | None
+    node: str
+    terminating: bool
+    annotations: Mapping[str, str]
+
+    @property
+    def cost(self) -> int:
+        try:
+            return int(self.annotations.get(DELETION_COST_ANNOTATION, "0"))
+        except ValueError:
+            return 0
+
+
+def format_selector(match_labels: Mapping[str, str] | None, expressions: list[Any] | None) -> str:
+    """A ``LabelSelector`` as the ``labelSelector`` query string (``k=v,k in (a,b),!k``)."""
+    parts = [f"{k}={v}" for k, v in sorted((match_labels or {}).items())]
+    for e in expressions or []:
+        values = ",".join(sorted(e.values or []))
+        parts.append({"In": f"{e.key} in ({values})", "NotIn": f"{e.key} notin ({values})",
+                      "Exists": e.key, "DoesNotExist": f"!{e.key}"}.get(e.operator, f"{e.key}"))
+    return ",".join(parts)
+
+
+def _unix(ts: datetime | None) -> float | None:
+    return None if ts is None else ts.timestamp()
+
+
+class KubernetesActuator:
+    """Scales ``namespace/deployment``. See the module docstring for guarantees and write order."""
+
+    def __init__(self, namespace: str, deployment: str, *, api_client: Any = None, kubeconfig: str | None = None,
+                 in_cluster: bool = False, qps: float = 5.0, burst: int = 10, max_retries: int = 5,
+                 backoff_s: float = 0.2, controller_name: str = "ebb", request_timeout_s: float = 10.0,
+                 clock: Callable[[], float] | None = None, sleep: Callable[[float], None] | None = None,
+                 rng: random.Random | None = None) -> None:
+        if not namespace or not deployment:
+            raise ConfigError(f"kubernetes actuator needs a namespace and a deployment, got "
+                              f"{namespace!r}/{deployment!r} (fix: pass --namespace and --deployment)")
+        if max_retries < 0 or backoff_s < 0 or qps <= 0 or burst < 1:
+            raise ConfigError(f"bad kubernetes client limits qps={qps!r} burst={burst!r} max_retries="
+                              f"{max_retries!r} backoff_s={backoff_s!r} (fix: qps > 0, burst >= 1, retries >= 0)")
+        self._k = require_extra("kubernetes.client", "k8s")
+        self._urllib3 = require_extra("urllib3", "k8s")
+        self.namespace, self.deployment = namespace, deployment
+        self.target = f"{namespace}/{deployment}"
+        self._owns_client = api_client is None
+        self._api = api_client if api_client is not None else self._load_client(kubeconfig, in_cluster)
+        self._apps = self._k.AppsV1Api(self._api)
+        self._core = self._k.CoreV1Api(self._api)
+        self._clock = clock or time.monotonic
+        self._sleep = sleep or time.sleep
+        self._rng = rng or random.Random()
+        self._limiter = RateLimiter(qps, burst, clock=self._clock, sleep=self._sleep)
+        self._max_retries, self._backoff_s = max_retries, backoff_s
+        self._timeout = request_timeout_s
+        self.controller_name = controller_name
+        self._lock = threading.RLock()
+        self._ids: dict[str, ReplicaId] = {}
+        self._zones: dict[str, str] = {}
+        self._done: dict[DecisionId, ActuationResult] = {}
+        self._reasons: dict[DecisionId, str] = {}
+
+    @staticmethod
+    def _load_client(kubeconfig: str | None, in_cluster: bool) -> Any:
+        k = require_extra("kubernetes.client", "k8s")
+        config = require_extra("kubernetes.config", "k8s")
+        cfg = k.Configuration()
+        try:
+            if in_cluster:
+                config.load_incluster_config(client_configuration=cfg)
+            else:
+                config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        except (config.ConfigException, OSError, ValueError) as exc:
+            where = "in-cluster service account" if in_cluster else (kubeconfig or "~/.kube/config")
+            raise ConfigError(f"cannot load Kubernetes credentials from {where}: {exc} (fix: pass a valid "
+                              "--kubeconfig, or run in a pod with a service account and --in-cluster)") from exc
+        cfg.retries = False  # the actuator's own backoff is the only retry policy
+        return k.ApiClient(cfg)
+
+    def close(self) -> None:
+        """Close the API client if this actuator created it."""
+        if self._owns_client:
+            self._api.close()
+
+    def __enter__(self) -> KubernetesActuator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def reason(self, decision_id: DecisionId) -> str | None:
+        """Why ``decision_id`` ended as it did (``applied``, ``no change``, ``superseded: ...``)."""
+        with self._lock:
+            return self._reasons.get(decision_id)
+
+    # -- API calls ---------------------------------------------------------------------------
+    def _call(self, what: str, fn: Callable[[], T], *, retries: int | None = None,
+              intercept: Callable[[Any], T | None] | None = None) -> T:
+        api_error = self._k.exceptions.ApiException
+        limit = self._max_retries if retries is None else retries
+        attempt = 0
+        while True:
+            self._limiter.acquire()
+            retry_after: float | None = None
+            last: Exception
+            try:
+                return fn()
+            except api_error as exc:
+                status = int(exc.status or 0)
+                if intercept is not None and (answer := intercept(exc)) is not None:
+                    return answer
+                if status == 409:
+                    raise _Conflict(what) from exc
+                if status != 429 and status < 500:
+                    raise PermanentError(self._permanent_message(what, status, exc)) from exc
+                retry_after = self._retry_after(exc)
+                last = exc
+                cause = f"HTTP {status}"
+            except (self._urllib3.exceptions.HTTPError, OSError) as exc:
+                last, cause = exc, f"{type(exc).__name__}: {exc}"
+            delay = min(MAX_BACKOFF_S, self._backoff_s * 2 ** attempt) * (0.5 + 0.5 * self._rng.random())
+            delay = max(delay, retry_after or 0.0)
+            if attempt >= limit:
+                raise TransientError(f"{what} on {self._api.configuration.host} failed after {attempt + 1} "
+                                     f"tries ({cause}); retry later", retry_after_s=delay) from last
+            log.info("%s: %s, retrying in %.2f s", what, cause, delay)
+            self._sleep(delay)
+            attempt += 1
+
+    def _permanent_message(self, what: str, status: int, exc: Any) -> str:
+        host = self._api.configuration.host
+        fixes = {401: "check the kubeconfig or service-account token",
+                 403: "apply deploy/rbac.yaml: the controller's ServiceAccount lacks this permission",
+                 404: f"check that deployment {self.target} exists (--namespace, --deployment)"}
+        fix = fixes.get(status, "the request was rejected as invalid; report it with the message")
+        message = exc.reason
+        try:
+            message = json.loads(exc.body or "{}").get("message", exc.reason)
+        except (ValueError, AttributeError):
+            pass
+        return f"{what} on {host}: HTTP {status} {message} (fix: {fix})"
+
+    @staticmethod
+    def _retry_after(exc: Any) -> float | None:
+        value = (exc.headers or {}).get("Retry-After")
+        try:
+            return max(0.0, float(value)) if value is not None else None
+        except ValueError:  # an HTTP-date: fall back to our own backoff
+            return None
+
+    # -- reads -------------------------------------------------------------------------------------
+    def _read_deployment(self) -> _Deployment:
+        d = self._call(f"read deployment {self.target}", lambda: self._apps.read_namespaced_deployment(
+            self.deployment, self.namespace, _request_timeout=self._timeout))
+        sel = d.spec.selector
+        return _Deployment(int(d.spec.replicas if d.spec.replicas is not None else 1), d.metadata.resource_version,
+                           d.metadata.uid or "", format_selector(sel.match_labels, sel.match_expressions),
+                           dict(d.metadata.annotations or {}))
+
+    def _pods(self, selector: str) -> list[_Pod]:
+        if not selector:
+            raise PermanentError(f"deployment {self.target} has an empty selector (fix: give it spec.selector)")
+        items = self._call(f"list pods of {self.target}", lambda: self._core.list_namespaced_pod(
+            self.namespace, label_selector=selector, _request_timeout=self._timeout)).items
+        out = []
+        for p in items:
+            if (p.status.phase if p.status else None) in ("Succeeded", "Failed"):
+                continue
+            ready = next((c for c in (p.status.conditions or []) if c.type == "Ready" and c.status == "True"), None)
+            created = _unix(p.metadata.creation_timestamp) or 0.0
+            ready_s = None if ready is None else (_unix(ready.last_transition_time) or created)
+            out.append(_Pod(p.metadata.name, created, ready_s, (p.spec.node_name or "") if p.spec else "",
+                            p.metadata.deletion_timestamp is not None, dict(p.metadata.annotations or {})))
+        return out
+
+    def _replica_id(self, name: str) -> ReplicaId:
+        if name not in self._ids:
+            self._ids[name] = ReplicaId(len(self._ids))
+        return self._ids[name]
+
+    def _zone(self, node: str) -> str:
+        if not node:
+            return ""
+        if node not in self._zones:
+            def not_found(exc: Any) -> str | None:
+                return "" if exc.status == 404 else None
+            got = self._call(f"read node {node}", lambda: self._core.read_node(node, _request_timeout=self._timeout),
+                             intercept=not_found)
+            self._zones[node] = "" if isinstance(got, str) else (got.metadata.labels or {}).get(ZONE_LABEL, "")
+        return self._zones[node]
+
+    def state(self) -> FleetState:
+        with self._lock:
+            scale = self._call(f"read scale of {self.target}", lambda: self._apps.read_namespaced_deployment_scale(
+                self.deployment, self.namespace, _request_timeout=self._timeout))
+            pods = self._pods(scale.status.selector if scale.status else "")
+            live = sorted((p for p in pods if not p.terminating), key=lambda p: (p.created_s, p.name))
+            replicas = tuple(ReplicaState(self._replica_id(p.name), p.name, p.created_s, p.ready_s, self._zone(p.node))
+                             for p in live)
+            spec = scale.spec.replicas if scale.spec and scale.spec.replicas is not None else 0
+            return FleetState(self.target, int(spec), replicas, draining=len(pods) - len(live))
+
+    # -- apply ------------------------------------------------------------------------------------
+    def apply(self, decision_id: DecisionId, request: ScaleRequest) -> ActuationResult:
+        if request.replicas < 0:
+            raise ValueError(f"replicas must be >= 0, got {request.replicas!r}")
+        with self._lock:
+            if decision_id in self._done:
+                return replace(self._done[decision_id], applied=False)
+            expected: int | None = None
+            marked: list[str] = []
+            want = request.replicas
+            removed: tuple[str, ...] = ()
+            existing: set[str] = set()
+            for _ in range(self._max_retries + 1):
+                dep = self._read_deployment()
+                if expected is None:
+                    expected = dep.replicas
+                elif dep.replicas == want and dep.annotations.get(DECISION_ANNOTATION) == decision_id:
+                    # our own /scale write landed but its answer was lost (the retry then got 409)
+                    return self._applied(decision_id, dep, expected, want, removed, existing)
+                elif dep.replicas != expected:
+                    return self._superseded(decision_id, expected, dep.replicas, marked)
+                prior = self._recorded(decision_id, dep)
+                if prior is not None:
+                    return prior
+                if want == dep.replicas:
+                    return self._finish(ActuationResult(decision_id, False, want, want), "no change")
+                try:
+                    if want < dep.replicas:
+                        removed, marked = self._mark_victims(decision_id, dep, want, request)
+                    else:
+                        existing = {p.name for p in self._pods(dep.selector)}
+                    rv = self._write_intent(decision_id, dep, want)
+                    self._patch_scale(want, rv)
+                except _Conflict:
+                    log.info("decision %s: %s changed under us (409); re-reading", decision_id, self.target)
+                    continue
+                return self._applied(decision_id, dep, dep.replicas, want, removed, existing)
+            raise TransientError(f"decision {decision_id}: {self.target} kept changing (409 Conflict "
+                                 f"{self._max_retries + 1} times); retry later", retry_after_s=self._backoff_s)
+
+    def _applied(self, decision_id: DecisionId, dep: _Deployment, before: int, want: int,
+                 removed: tuple[str, ...], existing: set[str]) -> ActuationResult:
+        added = self._added(dep.selector, existing) if want > before else ()
+        result = ActuationResult(decision_id, True, before, want, removed, added)
+        self._emit_event(decision_id, dep, result)
+        return self._finish(result, "applied")
+
+    def _added(self, selector: str, existing: set[str]) -> tuple[str, ...]:
+        """Pods the ReplicaSet controller has created since the patch, oldest first. Upstream creates
+        them asynchronously, so this may list fewer than were requested; a failed read lists none."""
+        try:
+            pods = self._pods(selector)
+        except (PermanentError, TransientError) as exc:
+            log.warning("scaled %s up but could not list the new pods: %s", self.target, exc)
+            return ()
+        return tuple(p.name for p in sorted(pods, key=lambda p: (p.created_s, p.name))
+                     if p.name not in existing and not p.terminating)
+
+    def _finish(self, result: ActuationResult, reason: str) -> ActuationResult:
+        self._done[result.decision_id] = result
+        self._reasons[result.decision_id] = reason
+        return result
+
+    def _recorded(self, decision_id: DecisionId, dep: _Deployment) -> ActuationResult | None:
+        """What the annotation says a previous actuator did with this id (None: carry on)."""
+        if dep.annotations.get(DECISION_ANNOTATION) != decision_id:
+            return None
+        frm, _, to = dep.annotations.get(DECISION_REPLICAS_ANNOTATION, "").partition("->")
+        if not (frm.isdigit() and to.isdigit()):
+            return None
+        if dep.replicas == int(to):
+            return self._finish(ActuationResult(decision_id, False, int(frm), int(to)), "already applied")
+        if dep.replicas == int(frm):
+            return None  # intent written, /scale not yet: finish the decision
+        return self._superseded(decision_id, int(frm), dep.replicas, [])
+
+    def _superseded(self, decision_id: DecisionId, expected: int, now: int, marked: list[str]) -> ActuationResult:
+        why = f"superseded: spec.replicas of {self.target} changed from {expected} to {now} by another writer"
+        log.warning("decision %s %s; not overwriting", decision_id, why)
+        for name in marked:  # take back the preference we expressed for this decision
+            try:
+                self._patch_pod(name, {DELETION_COST_ANNOTATION: None, VICTIM_ANNOTATION: None})
+            except (_Conflict, PermanentError, TransientError) as exc:
+                log.warning("could not clear deletion cost on %s: %s", name, exc)
+        return self._finish(ActuationResult(decision_id, False, expected, now), why)
+
+    def _patch_pod(self, name: str, annotations: Mapping[str, str | None]) -> None:
+        """Merge ``annotations`` into a pod; a pod that is already gone needs no preference."""
+        body = {"metadata": {"annotations": dict(annotations)}}
+        self._call(f"patch pod {self.namespace}/{name}", lambda: self._core.patch_namespaced_pod(
+            name, self.namespace, body, _content_type=_MERGE_PATCH, _request_timeout=self._timeout),
+            intercept=lambda exc: "gone" if exc.status == 404 else None)
+
+    def _mark_victims(self, decision_id: DecisionId, dep: _Deployment, want: int,
+                      request: ScaleRequest) -> tuple[tuple[str, ...], list[str]]:
+        """Set deletion costs on the victims; return (predicted removals, pods marked now)."""
+        live = [p for p in self._pods(dep.selector) if not p.terminating]
+        by_name = {p.name: p for p in live}
+        names = {rid: name for name, rid in self._ids.items()}
+        named = list(dict.fromkeys(n for v in request.victims if (n := names.get(v)) in by_name))
+        newest = [p.name for p in sorted(live, key=lambda p: (p.created_s, p.name), reverse=True)
+                  if p.name not in named]
+        chosen = (named + newest)[: max(0, len(live) - want)]
+        costs = {name: str(VICTIM_COST_BASE + rank) for rank, name in enumerate(chosen)}
+        marked = []
+        for p in live:
+            if p.name in costs:
+                if p.annotations.get(DELETION_COST_ANNOTATION) != costs[p.name]:
+                    self._patch_pod(p.name, {DELETION_COST_ANNOTATION: costs[p.name], VICTIM_ANNOTATION: decision_id})
+                    marked.append(p.name)
+            elif VICTIM_ANNOTATION in p.annotations:  # a stale preference from an earlier decision
+                self._patch_pod(p.name, {DELETION_COST_ANNOTATION: None, VICTIM_ANNOTATION: None})
+        # upstream ranking: not Ready first, then lowest deletion cost, then newest
+        ranked = sorted(sorted(live, key=lambda p: (p.created_s, p.name), reverse=True),
+                        key=lambda p: (p.ready_s is not None, int(costs.get(p.name, p.cost))))
+        return tuple(p.name for p in ranked[: max(0, len(live) - want)]), marked
+
+    def _write_intent(self, decision_id: DecisionId, dep: _Deployment, want: int) -> str:
+        body = {"metadata": {"resourceVersion": dep.resource_version, "annotations": {
+            DECISION_ANNOTATION: decision_id, DECISION_REPLICAS_ANNOTATION: f"{dep.replicas}->{want}"}}}
+        out = self._call(f"annotate deployment {self.target}", lambda: self._apps.patch_namespaced_deployment(
+            self.deployment, self.namespace, body, _content_type=_MERGE_PATCH, _request_timeout=self._timeout))
+        return str(out.metadata.resource_version)
+
+    def _patch_scale(self, want: int, resource_version: str) -> None:
+        body = {"metadata": {"resourceVersion": resource_version}, "spec": {"replicas": want}}
+        self._call(f"patch scale of {self.target}", lambda: self._apps.patch_namespaced_deployment_scale(
+            self.deployment, self.namespace, body, _content_type=_MERGE_PATCH, _request_timeout=self._timeout))
+
+    def _emit_event(self, decision_id: DecisionId, dep: _Deployment, result: ActuationResult) -> None:
+        k = self._k
+        down = result.replicas_after < result.replicas_before
+        now = datetime.now(timezone.utc)
+        message = f"decision {decision_id}: replicas {result.replicas_before}->{result.replicas_after}"
+        if result.removed:
+            message += f"; removing {', '.join(result.removed)}"
+        digest = hashlib.sha256(str(decision_id).encode()).hexdigest()[:16]
+        event = k.CoreV1Event(
+            metadata=k.V1ObjectMeta(name=f"{self.deployment}.ebb-{digest}", namespace=self.namespace),
+            involved_object=k.V1ObjectReference(api_version="apps/v1", kind="Deployment", name=self.deployment,
+                                                namespace=self.namespace, uid=dep.uid or None),
+            reason="EbbScaleDown" if down else "EbbScaleUp", message=message, type="Normal",
+            source=k.V1EventSource(component=self.controller_name), first_timestamp=now, last_timestamp=now,
+            count=1, reporting_component=self.controller_name)
+        try:
+            self._call(f"create event for {self.target}", lambda: self._core.create_namespaced_event(
+                self.namespace, event, _request_timeout=self._timeout), retries=0)
+        except (_Conflict, PermanentError, TransientError) as exc:
+            log.warning("decision %s applied but its Event was not recorded: %s", decision_id, exc)
+
+    # -- eviction ---------------------------------------------------------------------------------
+    def evict(self, pod_name: str) -> Eviction:
+        """Evict one pod through the Eviction API (policy/v1). A PodDisruptionBudget that would be
+        violated → ``Eviction(evicted=False, reason=...)``; the pod is never deleted directly."""
+        body = self._k.V1Eviction(api_version="policy/v1", kind="Eviction",
+                                  metadata=self._k.V1ObjectMeta(name=pod_name, namespace=self.namespace))
+
+        def refused(exc: Any) -> Eviction | None:
+            if exc.status == 404:
+                return Eviction(pod_name, True, "pod not found: already gone")
+            if exc.status != 429:
+                return None
+            try:
+                status = json.loads(exc.body or "{}")
+            except ValueError:
+                return None
+            causes = (status.get("details") or {}).get("causes") or []
+            budget = [c.get("message", "") for c in causes if c.get("reason") == "DisruptionBudget"]
+            if not budget:
+                return None  # API throttling, not a budget: retried like any 429
+            return Eviction(pod_name, False, "; ".join([status.get("message", "")] + budget))
+
+        with self._lock:
+            return self._call(f"evict pod {self.namespace}/{pod_name}", lambda: self._evicted(pod_name, body),
+                              intercept=refused)
+
+    def _evicted(self, pod_name: str, body: Any) -> Eviction:
+        self._core.create_namespaced_pod_eviction(pod_name, self.namespace, body, _request_timeout=self._timeout)
+        return Eviction(pod_name, True, "evicted")

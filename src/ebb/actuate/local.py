@@ -1,0 +1,392 @@
+"""The local actuator: scales ``python -m ebb.live.worker`` processes behind a :class:`~ebb.live.router.Router`.
+
+Keeps every guarantee of :mod:`ebb.actuate.base`, plus:
+
+* **Scale-up.** ``apply`` starts the workers and reads each one's ``LISTENING`` line (30 s deadline)
+  before returning, so ``state()`` shows their endpoints at once; if any fails to start, all just
+  started are killed and :class:`~ebb.errors.TransientError` is raised (nothing changed). A
+  supervisor thread polls ``/healthz`` every 0.1 s and adds a worker to the router when it answers
+  200; ``ready_s`` stays None until then. Ids are increasing ints never reused, names
+  ``worker-<id>``, zones round-robin.
+* **Scale-down.** Named victims first, then the newest replicas. A starting replica is terminated;
+  a ready one is drained through the router (no new work, in-flight finishes), then SIGTERMed and
+  reaped (SIGKILL after 15 s). Removed replicas leave ``state().replicas`` at once and count in
+  ``draining`` until their process is gone. A drain longer than ``drain_timeout_s`` is cut short.
+* **Idempotent by decision id**, in memory and, with ``state_file``, on disk (atomic write +
+  rename; the newest 10,000 ids). The file covers the *ids*, not the worker processes: workers die
+  with the actuator (``--parent-pid``), and a new actuator starts ``initial`` fresh ones.
+* A worker process that exits on its own leaves the fleet (``spec_replicas`` drops; the router
+  stops routing to it); the controller sees the smaller fleet and scales up again if needed.
+* ``apply`` holds the actuator's lock while it starts workers (about 1 s per scale-up on a busy
+  two-core machine), so a concurrent ``state()`` waits that long.
+* **targets_file** (Prometheus ``file_sd``) lists the ready and draining workers, rewritten
+  atomically on every change. ``close()`` (or leaving the ``with`` block) stops every worker.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import logging
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Final, Protocol
+
+from ebb.actuate.base import ActuationResult, FleetState, ReplicaState
+from ebb.errors import ConfigError, EbbError, InputError, PermanentError, TransientError
+from ebb.model.ids import DecisionId, ReplicaId
+from ebb.model.observation import ScaleRequest
+
+__all__ = ["LocalActuator", "WorkerRegistry"]
+
+START_TIMEOUT_S: Final = 30.0
+KILL_AFTER_S: Final = 15.0
+POLL_S: Final = 0.1
+KEPT_IDS: Final = 10_000
+STATE_VERSION: Final = 1
+log = logging.getLogger(__name__)
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class WorkerRegistry(Protocol):
+    """What the actuator needs from a router (``ebb.live.router.Router`` provides it)."""
+
+    def add_worker(self, name: str, url: str, max_batch: int) -> None: ...
+
+    def drain(self, name: str) -> cf.Future[None]: ...
+
+
+@dataclass(eq=False)
+class _Replica:
+    rid: int
+    name: str
+    zone: str
+    created_s: float
+    proc: subprocess.Popen[bytes]
+    url: str = ""
+    ready_s: float | None = None
+    drain: cf.Future[None] | None = None
+    leaving_since: float = 0.0
+    term_sent: float | None = None
+
+    def view(self) -> ReplicaState:
+        return ReplicaState(ReplicaId(self.rid), self.name, self.created_s, self.ready_s, self.zone, self.url)
+
+
+class LocalActuator:
+    """Scales worker processes on this machine. See the module docstring for guarantees."""
+
+    def __init__(self, router: WorkerRegistry, *, name: str = "local/serving", initial: int = 1,
+                 max_batch: int = 8, warmup_s: float = 5.0, speed: float = 1.0, python: str = sys.executable,
+                 targets_file: Path | None = None, state_file: Path | None = None,
+                 zones: tuple[str, ...] = ("a", "b", "c"), drain_timeout_s: float = 120.0) -> None:
+        if initial < 0 or max_batch < 1 or warmup_s < 0 or speed <= 0 or drain_timeout_s <= 0 or not zones:
+            raise ConfigError(f"LocalActuator needs initial ≥ 0, max_batch ≥ 1, warmup_s ≥ 0, speed > 0, "
+                              f"drain_timeout_s > 0 and one zone at least; got initial={initial}, "
+                              f"max_batch={max_batch}, warmup_s={warmup_s}, speed={speed}, "
+                              f"drain_timeout_s={drain_timeout_s}, zones={zones!r}")
+        self.target = name
+        self._router = router
+        self._max_batch, self._warmup_s, self._speed = max_batch, warmup_s, speed
+        self._python, self._zones, self._drain_timeout_s = python, zones, drain_timeout_s
+        self._targets_file, self._state_file = targets_file, state_file
+        self._lock = threading.RLock()
+        self._done: dict[DecisionId, ActuationResult] = self._load_state()
+        self._replicas: list[_Replica] = []
+        self._leaving: list[_Replica] = []
+        self._next_id = 0
+        self._closed = False
+        self._replicas = self._spawn(initial)
+        self._write_targets()
+        self._stop = threading.Event()
+        self._supervisor = threading.Thread(target=self._supervise, name=f"ebb-actuator-{name}", daemon=True)
+        self._supervisor.start()
+
+    # ---- the Actuator protocol -------------------------------------------------------------------
+
+    def state(self) -> FleetState:
+        with self._lock:
+            return FleetState(self.target, len(self._replicas), tuple(r.view() for r in self._replicas),
+                              len(self._leaving))
+
+    def apply(self, decision_id: DecisionId, request: ScaleRequest) -> ActuationResult:
+        with self._lock:
+            if self._closed:
+                raise PermanentError(f"actuator {self.target} is closed; create a new LocalActuator")
+            if decision_id in self._done:
+                return replace(self._done[decision_id], applied=False)
+            before = len(self._replicas)
+            want = max(0, request.replicas)
+            new = self._spawn(want - before) if want > before else []
+            gone: list[_Replica] = []
+            if want < before:
+                order = [r for v in request.victims for r in self._replicas if r.rid == int(v)]
+                order += [r for r in reversed(self._replicas) if r not in order]
+                gone = order[: before - want]
+            result = ActuationResult(decision_id, want != before, before, want, tuple(r.name for r in gone),
+                                     tuple(r.name for r in new))
+            try:
+                self._remember(result)
+            except PermanentError:
+                self._kill(new)
+                raise
+            self._replicas.extend(new)
+            for r in gone:
+                self._retire(r)
+            self._write_targets()
+            return result
+
+    # ---- extras ----------------------------------------------------------------------------------
+
+    def wait_ready(self, timeout_s: float = 60.0) -> FleetState:
+        """Block until every replica in service is ready; TransientError after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            st = self.state()
+            if st.ready_replicas == st.spec_replicas:
+                return st
+            if time.monotonic() > deadline:
+                raise TransientError(f"{st.spec_replicas - st.ready_replicas} of {st.spec_replicas} workers of "
+                                     f"{self.target} not ready after {timeout_s} s (warmup_s={self._warmup_s})")
+            time.sleep(POLL_S)
+
+    def wait_idle(self, timeout_s: float = 60.0) -> None:
+        """Block until no removed replica is still draining or exiting."""
+        deadline = time.monotonic() + timeout_s
+        while self.state().draining:
+            if time.monotonic() > deadline:
+                raise TransientError(f"{self.state().draining} workers of {self.target} still draining "
+                                     f"after {timeout_s} s")
+            time.sleep(POLL_S)
+
+    def pids(self) -> list[int]:
+        """Process ids of every worker this actuator still owns (in service or leaving)."""
+        with self._lock:
+            return [r.proc.pid for r in self._replicas + self._leaving]
+
+    def close(self) -> None:
+        """Stop every worker (SIGTERM, SIGKILL after 15 s) and the supervisor. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            everyone = self._replicas + self._leaving
+            for r in self._replicas:
+                if r.ready_s is not None:
+                    try:
+                        self._router.drain(r.name)  # best effort: stop routing to a worker about to exit
+                    except Exception:  # best effort: the router may already be stopped
+                        pass
+            self._replicas, self._leaving = [], []
+        self._stop.set()
+        self._supervisor.join(timeout=10.0)
+        self._kill(everyone, grace_s=KILL_AFTER_S)
+        self._write_targets()
+
+    def __enter__(self) -> LocalActuator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- processes -------------------------------------------------------------------------------
+
+    def _spawn(self, count: int) -> list[_Replica]:
+        started: list[_Replica] = []
+        try:
+            for _ in range(count):
+                rid = self._next_id
+                self._next_id += 1
+                name = f"worker-{rid}"
+                args = [self._python, "-m", "ebb.live.worker", "--name", name, "--port", "0",
+                        "--max-batch", str(self._max_batch), "--warmup-s", str(self._warmup_s),
+                        "--speed", str(self._speed), "--drain-timeout-s", str(self._drain_timeout_s),
+                        "--parent-pid", str(os.getpid())]
+                try:
+                    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+                except OSError as exc:
+                    raise ConfigError(f"cannot start worker with {self._python!r}: {exc}; pass python= an "
+                                      "interpreter that can import ebb") from exc
+                started.append(_Replica(rid, name, self._zones[rid % len(self._zones)], time.time(), proc))
+            deadline = time.monotonic() + START_TIMEOUT_S
+            for r in started:
+                r.url = _read_listening(r, deadline)
+        except BaseException:
+            self._kill(started)
+            raise
+        return started
+
+    def _retire(self, r: _Replica) -> None:
+        self._replicas.remove(r)
+        r.leaving_since = time.monotonic()
+        if r.ready_s is None:
+            self._terminate(r)
+        else:
+            try:
+                r.drain = self._router.drain(r.name)
+            except Exception:  # a router that cannot drain: terminate (the worker drains itself)
+                self._terminate(r)
+        self._leaving.append(r)
+
+    @staticmethod
+    def _terminate(r: _Replica) -> None:
+        if r.term_sent is None and r.proc.poll() is None:
+            r.proc.send_signal(signal.SIGTERM)
+        r.term_sent = time.monotonic()
+
+    @staticmethod
+    def _kill(replicas: list[_Replica], grace_s: float = 5.0) -> None:
+        for r in replicas:
+            if r.proc.poll() is None:
+                r.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for r in replicas:
+            try:
+                r.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                r.proc.kill()
+                r.proc.wait()
+            if r.proc.stdout is not None:
+                r.proc.stdout.close()
+
+    def _supervise(self) -> None:
+        while not self._stop.wait(POLL_S):
+            with self._lock:
+                starting = [r for r in self._replicas if r.ready_s is None]
+            healthy = [r for r in starting if _healthy(r.url)]
+            with self._lock:
+                if self._closed:
+                    return
+                try:
+                    if self._promote(healthy) | self._reap():
+                        self._write_targets()
+                except (EbbError, RuntimeError, ValueError, cf.TimeoutError) as exc:
+                    # Keep supervising: the next poll retries (a router restarting, a full disk).
+                    log.warning("actuator %s: %s", self.target, exc)
+
+    def _promote(self, healthy: list[_Replica]) -> bool:
+        changed = False
+        for r in healthy:
+            if r in self._replicas and r.ready_s is None:
+                self._router.add_worker(r.name, r.url, self._max_batch)
+                r.ready_s = time.time()
+                changed = True
+        for r in [r for r in self._replicas if r.proc.poll() is not None]:
+            # A worker that crashed is no longer in service; the router stops routing to it.
+            self._retire(r)
+            changed = True
+        return changed
+
+    def _reap(self) -> bool:
+        changed = False
+        now = time.monotonic()
+        for r in list(self._leaving):
+            if r.term_sent is None and ((r.drain is not None and r.drain.done())
+                                        or now - r.leaving_since > self._drain_timeout_s):
+                self._terminate(r)
+            if r.proc.poll() is not None:
+                if r.drain is not None and not r.drain.done():
+                    r.drain.cancel()
+                self._kill([r])
+                self._leaving.remove(r)
+                changed = True
+            elif r.term_sent is not None and now - r.term_sent > KILL_AFTER_S:
+                r.proc.kill()
+        return changed
+
+    # ---- files -----------------------------------------------------------------------------------
+
+    def _load_state(self) -> dict[DecisionId, ActuationResult]:
+        path = self._state_file
+        if path is None or not path.exists():
+            return {}
+        fix = "delete the file to forget applied decision ids, or point state_file elsewhere"
+        try:
+            doc = json.loads(path.read_text())
+            if doc.get("version") != STATE_VERSION:
+                raise InputError(f"unsupported state version {doc.get('version')!r}, want {STATE_VERSION}",
+                                 path=str(path), fix=fix)
+            return {DecisionId(d["decision_id"]): ActuationResult(
+                DecisionId(d["decision_id"]), bool(d["applied"]), int(d["replicas_before"]),
+                int(d["replicas_after"]), tuple(d["removed"]), tuple(d["added"])) for d in doc["decisions"]}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise InputError(f"cannot read actuator state: {exc}", path=str(path), fix=fix) from exc
+
+    def _remember(self, result: ActuationResult) -> None:
+        self._done[result.decision_id] = result
+        while len(self._done) > KEPT_IDS:
+            del self._done[next(iter(self._done))]
+        if self._state_file is None:
+            return
+        doc = {"version": STATE_VERSION, "target": self.target,
+               "decisions": [asdict(r) for r in self._done.values()]}
+        try:
+            _atomic_write(self._state_file, json.dumps(doc))
+        except OSError as exc:
+            del self._done[result.decision_id]
+            raise PermanentError(f"cannot persist applied decision ids to {self._state_file}: {exc}; "
+                                 "make its directory writable") from exc
+
+    def _write_targets(self) -> None:
+        if self._targets_file is None:
+            return
+        with self._lock:
+            live = [r for r in self._replicas + self._leaving if r.ready_s is not None]
+            doc = [{"targets": [r.url.removeprefix("http://") for r in live], "labels": {"job": "ebb-worker"}}]
+            try:
+                _atomic_write(self._targets_file, json.dumps(doc))
+            except OSError as exc:
+                raise PermanentError(f"cannot write Prometheus targets to {self._targets_file}: {exc}; "
+                                     "make its directory writable") from exc
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _read_listening(r: _Replica, deadline: float) -> str:
+    out = r.proc.stdout
+    assert out is not None
+    buf = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(out, selectors.EVENT_READ)
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(timeout=left):
+                raise TransientError(f"worker {r.name} printed no LISTENING line within {START_TIMEOUT_S} s; "
+                                     "the machine may be overloaded, retry later", retry_after_s=5.0)
+            chunk = os.read(out.fileno(), 4096)
+            if not chunk:
+                raise TransientError(f"worker {r.name} exited with {r.proc.wait()} before listening; "
+                                     "see its stderr", retry_after_s=5.0)
+            buf += chunk
+    line = buf.split(b"\n", 1)[0].decode(errors="replace").strip()
+    if not line.startswith("LISTENING http://"):
+        raise TransientError(f"worker {r.name} printed {line!r} instead of 'LISTENING http://…'")
+    return line.removeprefix("LISTENING ")
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with _NO_PROXY.open(url + "/healthz", timeout=1.0) as resp:
+            return bool(resp.status == 200)
+    except urllib.error.HTTPError as exc:
+        exc.close()  # 503 while warming: the error owns the open response
+        return False
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+

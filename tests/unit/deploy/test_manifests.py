@@ -1,0 +1,206 @@
+"""deploy/: renders like kustomize, validates against the Kubernetes 1.30 schema, parses with Ebb's
+own config loaders, and grants exactly the RBAC the Kubernetes actuator uses."""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ebb.config.triggers import parse_triggers
+from ebb.config.workloads import parse_workload_classes
+from ebb.gates.metrics_gate import gate_spec_from_mapping
+from ebb.gates.quota import Quota
+
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
+K8S_VERSION = "1.30"
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+
+
+def render(root: Path = DEPLOY) -> list[dict[str, Any]]:
+    """The subset of ``kustomize build`` this directory uses: ``resources`` (files) and ``namespace``."""
+    kust = yaml.safe_load((root / "kustomization.yaml").read_text(encoding="utf-8"))
+    unknown = set(kust) - {"apiVersion", "kind", "resources", "namespace"}
+    assert not unknown, f"kustomization.yaml uses {unknown}: teach render() or drop them"
+    docs: list[dict[str, Any]] = []
+    for res in kust["resources"]:
+        docs += [d for d in yaml.safe_load_all((root / res).read_text(encoding="utf-8")) if d]
+    if "namespace" in kust:
+        for d in docs:
+            if d["kind"] not in CLUSTER_SCOPED:
+                d["metadata"]["namespace"] = kust["namespace"]
+    return docs
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[dict[str, Any]]:
+    return render()
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind}/{name}, found {len(found)}"
+    return found[0]
+
+
+def key(d: dict[str, Any]) -> tuple[str, str, str]:
+    return d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]
+
+
+def test_every_manifest_file_is_listed_in_the_kustomization() -> None:
+    listed = set(yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"])
+    present = {p.name for p in DEPLOY.glob("*.yaml")} - {"kustomization.yaml"}
+    assert listed == present
+
+
+@pytest.mark.parametrize("doc", render(), ids=lambda d: "/".join(key(d)))
+def test_every_document_validates_against_the_kubernetes_schema(doc: dict[str, Any]) -> None:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_render_matches_kubectl_kustomize_when_kubectl_is_installed(docs: list[dict[str, Any]]) -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl not installed; render() alone is checked")
+    out = subprocess.run([kubectl, "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60, check=True)
+    theirs = sorted((d for d in yaml.safe_load_all(out.stdout) if d), key=key)
+    assert theirs == sorted(docs, key=key)
+
+
+def test_the_controller_runs_two_spread_hardened_replicas(docs: list[dict[str, Any]]) -> None:
+    dep = one(docs, "Deployment", "ebb-controller")
+    spec = dep["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    assert dep["spec"]["replicas"] == 2
+    anti = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert anti[0]["topologyKey"] == "kubernetes.io/hostname"
+    assert anti[0]["labelSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["livenessProbe"]["httpGet"]["port"] == c["readinessProbe"]["httpGet"]["port"] == "metrics"
+    assert c["args"][:1] == ["run"] and "--actuator=kubernetes" in c["args"] and "--mode=recommend" in c["args"]
+    assert c["resources"]["requests"] and c["resources"]["limits"]
+
+
+def test_a_pdb_keeps_one_controller_through_drains(docs: list[dict[str, Any]]) -> None:
+    pdb = one(docs, "PodDisruptionBudget", "ebb-controller")
+    dep = one(docs, "Deployment", "ebb-controller")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+
+
+def test_the_agent_runs_on_gpu_nodes_without_host_pid_or_api_access(docs: list[dict[str, Any]]) -> None:
+    spec = one(docs, "DaemonSet", "ebb-agent")["spec"]["template"]["spec"]
+    assert spec["hostPID"] is False and spec["automountServiceAccountToken"] is False
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert any(t["key"] == "nvidia.com/gpu" for t in spec["tolerations"])
+    (c,) = spec["containers"]
+    assert c["args"][0] == "agent" and c["ports"][0]["name"] == "metrics"
+
+
+def test_the_configmap_parses_with_ebbs_own_loaders(docs: list[dict[str, Any]]) -> None:
+    data = one(docs, "ConfigMap", "ebb-config")["data"]
+    assert set(data) == {"workloads.yaml", "triggers.yaml", "gates.yaml", "quotas.yaml"}
+    classes = parse_workload_classes(data["workloads.yaml"], "deploy/configmap.yaml:workloads.yaml")
+    assert [c.name for c in classes][0] == "order-fulfilment"
+    assert parse_triggers(data["triggers.yaml"], "deploy/configmap.yaml:triggers.yaml").rules
+    gates = [gate_spec_from_mapping(g, f"gates.yaml:gates[{i}]")
+             for i, g in enumerate(yaml.safe_load(data["gates.yaml"])["gates"])]
+    assert all(g.success is not None for g in gates)
+    quotas = [Quota(**q) for q in yaml.safe_load(data["quotas.yaml"])["quotas"]]
+    assert {q.namespace for q in quotas} == {"serving", "training"}
+    dep = one(docs, "Deployment", "ebb-controller")
+    mount = dep["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0]["mountPath"]
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert {f"{mount}/{name}" for name in data} <= {a.split("=", 1)[1] for a in args if "=" in a}
+
+
+# -- RBAC: granted == used -----------------------------------------------------------------------
+
+def granted(docs: list[dict[str, Any]], sa: tuple[str, str]) -> set[tuple[str, str, str, str]]:
+    """(namespace or "*", apiGroup, resource, verb) granted to ServiceAccount ``sa`` (namespace, name)."""
+    roles = {(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d
+             for d in docs if d["kind"] in ("Role", "ClusterRole")}
+    out: set[tuple[str, str, str, str]] = set()
+    for b in (d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+        if not any(s["kind"] == "ServiceAccount" and (s["namespace"], s["name"]) == sa for s in b["subjects"]):
+            continue
+        ref = b["roleRef"]
+        role = roles[(ref["kind"], b["metadata"]["namespace"] if ref["kind"] == "Role" else "", ref["name"])]
+        scope = b["metadata"]["namespace"] if b["kind"] == "RoleBinding" else "*"
+        for rule in role["rules"]:
+            for g in rule["apiGroups"]:
+                for r in rule["resources"]:
+                    for v in rule["verbs"]:
+                        out.add((scope, g, r, v))
+    return out
+
+
+def used_by_the_actuator() -> set[tuple[str, str, str, str]]:
+    """Every public path of KubernetesActuator against the fake API server; each request mapped to
+    (namespace or "*", apiGroup, resource, verb)."""
+    client = pytest.importorskip("kubernetes.client")
+    from ebb.actuate.kubernetes import KubernetesActuator
+    from ebb.model.ids import DecisionId
+    from ebb.model.observation import ScaleRequest
+    from ebb.testing.fake_kube import FakeKubeApiServer, rbac_permission
+
+    t = [0.0]
+
+    def sleep(s: float) -> None:
+        t[0] += s
+
+    with FakeKubeApiServer() as fake:
+        fake.add_node("node-a", "zone-a")
+        fake.add_deployment("llm-serving", 4, namespace="serving")
+        api = client.ApiClient(fake.configuration())
+        try:
+            act = KubernetesActuator("serving", "llm-serving", api_client=api, clock=lambda: t[0], sleep=sleep,
+                                     rng=random.Random(1))
+            st = act.state()
+            fake.before("PATCH", "/apis/apps/v1/namespaces/serving/deployments/llm-serving/scale",
+                        lambda: fake.touch("llm-serving", namespace="serving"))  # the 409 path
+            act.apply(DecisionId("down"), ScaleRequest(3, victims=(st.replicas[0].replica,)))
+            act.apply(DecisionId("up"), ScaleRequest(4))
+            act.apply(DecisionId("down-again"), ScaleRequest(3))  # clears any stale cost
+            fake.add_pdb("all", {"app": "llm-serving"}, namespace="serving", min_available=3)
+            assert not act.evict(fake.pod_names("serving")[0])
+            perms = set()
+            for r in fake.requests:
+                perm = rbac_permission(r.method, r.path)
+                assert perm is not None, f"the actuator called {r.method} {r.path}, which the fake does not model"
+                m = re.match(r"^/apis?/(?:[^/]+/)?v1/namespaces/([^/]+)/", r.path)
+                perms.add((m.group(1) if m else "*", *perm))
+            return perms
+        finally:
+            api.close()
+
+
+def test_rbac_grants_exactly_what_the_actuator_calls(docs: list[dict[str, Any]]) -> None:
+    dep = one(docs, "Deployment", "ebb-controller")
+    sa = (dep["metadata"]["namespace"], dep["spec"]["template"]["spec"]["serviceAccountName"])
+    assert granted(docs, sa) == used_by_the_actuator()
+
+
+def test_the_actuator_role_is_limited_to_the_deployment_the_controller_scales(docs: list[dict[str, Any]]) -> None:
+    args = dict(a.lstrip("-").split("=", 1) for a in
+                one(docs, "Deployment", "ebb-controller")["spec"]["template"]["spec"]["containers"][0]["args"]
+                if "=" in a)
+    role = one(docs, "Role", "ebb-actuator")
+    assert role["metadata"]["namespace"] == args["namespace"]
+    for rule in role["rules"]:
+        if rule["apiGroups"] == ["apps"]:
+            assert rule["resourceNames"] == [args["deployment"]]
+    assert not any("*" in v for r in role["rules"] for v in r["verbs"] + r["resources"])
+
+
+def test_the_agent_is_granted_nothing(docs: list[dict[str, Any]]) -> None:
+    assert granted(docs, ("ebb-system", "ebb-agent")) == set()

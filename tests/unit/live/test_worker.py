@@ -1,0 +1,189 @@
+"""The worker process: service times follow the latency model, batching, warm-up, input checks,
+the /stats cursor, /metrics names and the SIGTERM drain."""
+
+from __future__ import annotations
+
+import json
+import select
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ebb.live.stats import CompletionRing
+from ebb.model import live as names
+from ebb.sim.latency import H200_DEFAULT
+
+SPEED = 2.0
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def model_ms(tokens_in: int, tokens_out: int, batch: int = 1) -> tuple[float, float]:
+    """(ttft, e2e) of a request alone in a batch of ``batch`` under the worker's model and speed."""
+    ttft = float(H200_DEFAULT.prefill_ms_scalar(tokens_in))
+    e2e = ttft + (tokens_out - 1) * float(H200_DEFAULT.step_ms_scalar(batch))
+    return ttft / SPEED, e2e / SPEED
+
+
+@contextmanager
+def worker(*extra: str, name: str = "w-test") -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    proc = subprocess.Popen([sys.executable, "-m", "ebb.live.worker", "--name", name, "--port", "0", *extra],
+                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 30.0)
+        assert ready, "worker printed nothing within 30 s"
+        line = proc.stdout.readline().decode().strip()
+        assert line.startswith("LISTENING http://127.0.0.1:"), line
+        yield proc, line.removeprefix("LISTENING ")
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        proc.stdout.close()
+
+
+def call(url: str, body: bytes | None = None) -> tuple[int, str]:
+    req = urllib.request.Request(url, data=body, method="POST" if body is not None else "GET")
+    try:
+        with OPENER.open(req, timeout=30) as resp:
+            return int(resp.status), resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return int(exc.code), exc.read().decode()
+
+
+def generate(url: str, tokens_in: int, tokens_out: int) -> dict[str, Any]:
+    status, text = call(url + "/v1/generate", json.dumps({"input_tokens": tokens_in,
+                                                           "output_tokens": tokens_out}).encode())
+    assert status == 200, text
+    out: dict[str, Any] = json.loads(text)
+    return out
+
+
+def wait_ready(url: str, within_s: float = 30.0) -> None:
+    deadline = time.monotonic() + within_s
+    while call(url + "/healthz")[0] != 200:
+        assert time.monotonic() < deadline, f"{url} not ready within {within_s} s"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def warm() -> Iterator[str]:
+    with worker("--max-batch", "8", "--warmup-s", "0.5", "--speed", str(SPEED)) as (_, url):
+        wait_ready(url)
+        yield url
+
+
+def test_a_lone_request_takes_the_latency_models_time(warm: str) -> None:
+    ttft_model, e2e_model = model_ms(512, 100)
+    out = generate(warm, 512, 100)
+    assert out["worker"] == "w-test"
+    assert ttft_model <= out["ttft_ms"] < ttft_model * 3 + 50
+    assert e2e_model <= out["e2e_ms"] < e2e_model * 3 + 50
+
+
+def test_eight_concurrent_requests_share_decode_steps_instead_of_queueing(warm: str) -> None:
+    _, e2e_one = model_ms(512, 100)
+    with ThreadPoolExecutor(8) as pool:
+        outs = list(pool.map(lambda _: generate(warm, 512, 100), range(8)))
+    slowest = max(o["e2e_ms"] for o in outs)
+    # Serving them one by one would take 8 × e2e_one for the last; batched it is ~1.2 ×.
+    assert slowest < 4 * e2e_one
+
+
+def test_a_cold_worker_answers_503_until_warm() -> None:
+    with worker("--warmup-s", "60") as (_, url):
+        status, text = call(url + "/healthz")
+        assert status == 503 and "warming up" in text
+        status, _ = call(url + "/v1/generate", b'{"input_tokens": 1, "output_tokens": 1}')
+        assert status == 503
+        stats = json.loads(call(url + "/stats")[1])
+        assert stats["ready"] is False
+
+
+@pytest.mark.parametrize("body, field", [
+    (b"not json", "JSON"), (b"[1, 2]", "object"), (b'{"output_tokens": 4}', "input_tokens"),
+    (b'{"input_tokens": 0, "output_tokens": 4}', "input_tokens"),
+    (b'{"input_tokens": 3, "output_tokens": 2.5}', "output_tokens"),
+    (b'{"input_tokens": true, "output_tokens": 4}', "input_tokens"),
+])
+def test_a_malformed_body_gets_400_naming_the_problem(warm: str, body: bytes, field: str) -> None:
+    status, text = call(warm + "/v1/generate", body)
+    assert status == 400
+    assert field in text
+
+
+def test_stats_returns_only_completions_newer_than_the_cursor(warm: str) -> None:
+    start = json.loads(call(warm + "/stats")[1])["seq"]
+    for _ in range(3):
+        generate(warm, 64, 2)
+    stats = json.loads(call(warm + f"/stats?since={start}")[1])
+    assert stats["version"] == names.STATS_VERSION and stats["kind"] == "worker" and stats["name"] == "w-test"
+    assert [c[0] for c in stats["completions"]] == [start + 1, start + 2, start + 3]
+    assert stats["seq"] == start + 3 and stats["completed_total"] >= 3 and stats["ready"] is True
+    assert stats["max_batch"] == 8 and stats["running"] == 0 and stats["waiting"] == 0
+    assert stats["prefill_busy_s_total"] > 0
+    assert abs(stats["now_s"] - time.time()) < 60
+    later = json.loads(call(warm + f"/stats?since={start + 2}")[1])
+    assert [c[0] for c in later["completions"]] == [start + 3] and "dropped" not in later
+    assert call(warm + "/stats?since=-1")[0] == 400
+    assert call(warm + "/stats?since=abc")[0] == 400
+
+
+def test_a_reader_that_fell_behind_the_ring_is_told_how_many_it_missed() -> None:
+    ring = CompletionRing(size=3)
+    for i in range(5):
+        ring.add(float(i), float(i), t_s=100.0 + i)
+    rows, dropped = ring.since(0)
+    assert [r[0] for r in rows] == [3, 4, 5] and dropped == 2
+    rows, dropped = ring.since(3)
+    assert [r[0] for r in rows] == [4, 5] and dropped == 0
+    assert ring.since(5) == ([], 0)
+
+
+def test_metrics_use_the_shared_names_with_the_worker_label(warm: str) -> None:
+    generate(warm, 64, 2)
+    status, text = call(warm + "/metrics")
+    assert status == 200
+    samples = {s.name: s for fam in text_string_to_metric_families(text) for s in fam.samples}
+    for metric in (names.WORKER_RUNNING, names.WORKER_WAITING, names.WORKER_MAX_BATCH, names.WORKER_READY,
+                   names.WORKER_PREFILL_BUSY, names.WORKER_REQUESTS):
+        assert metric in samples, metric
+        assert samples[metric].labels == {"worker": "w-test"}
+    assert samples[names.WORKER_MAX_BATCH].value == 8
+    assert samples[names.WORKER_READY].value == 1
+    assert samples[names.WORKER_REQUESTS].value >= 1
+    assert samples[names.WORKER_PREFILL_BUSY].value > 0
+
+
+def test_sigterm_refuses_new_work_finishes_in_flight_and_exits_zero() -> None:
+    with worker("--warmup-s", "0", "--speed", "1") as (proc, url):
+        wait_ready(url)
+        with ThreadPoolExecutor(1) as pool:
+            long = pool.submit(generate, url, 128, 400)  # ≈ 1.6 s of decode
+            deadline = time.monotonic() + 20
+            while json.loads(call(url + "/stats")[1])["running"] == 0:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 20
+            while call(url + "/healthz")[0] != 503:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            assert call(url + "/v1/generate", b'{"input_tokens": 1, "output_tokens": 1}')[0] == 503
+            assert long.result(timeout=30)["e2e_ms"] > 0
+        assert proc.wait(timeout=30) == 0
