@@ -11,7 +11,9 @@
     │   └── LedgerConflict        a different record was appended under an id the ledger already holds
     └── TransientError            the outside world failed; retry after ``retry_after_s``
         ├── SourceUnavailable     a metric source (Prometheus, NVML, agent) did not answer
-        └── StaleDataError        data older than the allowed staleness: fail safe, do not scale down
+        ├── StaleDataError        data older than the allowed staleness: fail safe, do not scale down
+        └── NotLeader             this controller's leadership (fencing token) is no longer current:
+                                  nothing was written; act again only after winning a new election
 
 Library errors are wrapped in one of these with the original chained as ``__cause__``.
 Bad arguments to pure functions raise :class:`ValueError` quoting the value received.
@@ -30,6 +32,7 @@ __all__ = [
     "TransientError",
     "SourceUnavailable",
     "StaleDataError",
+    "NotLeader",
     "require_extra",
 ]
 
@@ -96,6 +99,14 @@ class SourceUnavailable(TransientError):
 
 class StaleDataError(TransientError):
     """The newest sample is older than allowed; callers must not scale down on it."""
+
+
+class NotLeader(TransientError):
+    """A write carried a fencing token that is no longer the current leader's; nothing was written.
+
+    Not permanent: the caller should become a follower and retry only once it leads again
+    (with the new, higher token).
+    """
 
 
 def require_extra(module: str, extra: str) -> ModuleType:

@@ -20,8 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ebb.errors import InputError, LedgerConflict, SourceUnavailable, TransientError
+from ebb.errors import InputError, LedgerConflict, NotLeader, SourceUnavailable, TransientError
 from ebb.ledger import EtcdLedger, Ledger, MemoryLedger, SqliteLedger, open_ledger
+from ebb.ledger.base import Fence
 from ebb.model.decisions import ACTIONS, JSON, CycleRecord, DecisionRecord
 from ebb.model.ids import CycleId, DecisionId, RunId
 
@@ -229,6 +230,104 @@ def test_a_reopened_ledger_still_holds_every_cycle(backend: Backend) -> None:
     assert again.get_decision(DecisionId("c3-d2")) == cs[3].decisions[2]
 
 
+# -- fencing: a deposed leader cannot write ----------------------------------------------------------
+
+
+@dataclass
+class Election:
+    """Two successive leaders' fences: ``old`` was deposed by ``new`` (a real etcd election for etcd)."""
+
+    old: Fence
+    new: Fence
+
+
+@pytest.fixture
+def election(backend: Backend) -> Iterator[Election]:
+    if backend.name != "etcd":
+        yield Election(Fence("/ebb/leader", 5), Fence("/ebb/leader", 9))
+        return
+    from ebb.ledger.election import LeaderElector
+
+    endpoint, key = backend.ledger.endpoint, f"/test/{uuid.uuid4().hex}/leader"  # type: ignore[attr-defined]
+    with LeaderElector(endpoint, key, "old", ttl_s=3) as old, LeaderElector(endpoint, key, "new", ttl_s=3) as new:
+        f_old = old.campaign(timeout_s=20)
+        assert f_old is not None and old.resign()
+        f_new = new.campaign(timeout_s=20)
+        assert f_new is not None
+        yield Election(f_old, f_new)
+
+
+def fenced(cid: str, fence: Fence, *, ts_ns: int = 1_000, n: int = 3) -> CycleRecord:
+    return dataclasses.replace(cycle(cid, ts_ns=ts_ns, n=n), fencing_token=fence.token)
+
+
+def test_the_current_leaders_fenced_cycle_is_stored_with_its_token(backend: Backend, election: Election) -> None:
+    c = fenced("c1", election.new)
+    assert backend.ledger.append_cycle(c, fence=election.new) is True
+    assert backend.ledger.get_cycle(CycleId("c1")) == c and c.fencing_token == election.new.token
+    assert backend.ledger.append_cycle(c, fence=election.new) is False
+
+
+def test_a_cycle_whose_token_differs_from_its_fence_is_refused_before_anything_is_written(
+    backend: Backend, election: Election,
+) -> None:
+    with pytest.raises(ValueError, match=f"fencing_token=7.*token {election.new.token}"):
+        backend.ledger.append_cycle(cycle("c1"), fence=election.new)  # cycle() carries token 7
+    assert backend.ledger.get_cycle(CycleId("c1")) is None
+
+
+def test_after_the_new_leader_wrote_the_old_leaders_fenced_write_raises_not_leader_and_writes_nothing(
+    backend: Backend, election: Election,
+) -> None:
+    led = backend.ledger
+    assert led.append_cycle(fenced("new-1", election.new, ts_ns=2_000), fence=election.new) is True
+    with pytest.raises(NotLeader, match=f"token {election.old.token}"):
+        led.append_cycle(fenced("old-1", election.old, ts_ns=3_000), fence=election.old)
+    assert led.get_cycle(CycleId("old-1")) is None and led.get_decision(DecisionId("old-1-d0")) is None
+    with pytest.raises(NotLeader):  # the fence is checked first, even for a cycle already stored
+        led.append_cycle(fenced("new-1", election.old, ts_ns=2_000), fence=election.old)
+    assert led.append_cycle(fenced("new-2", election.new, ts_ns=4_000), fence=election.new) is True
+    assert [c.cycle_id for c in led.cycles()] == ["new-1", "new-2"]
+
+
+def test_before_the_new_leader_writes_only_etcd_refuses_the_old_leader(backend: Backend, election: Election) -> None:
+    """etcd sees the election itself; SQLite and memory only see the tokens already stored."""
+    old = fenced("old-1", election.old)
+    if backend.name == "etcd":
+        with pytest.raises(NotLeader):
+            backend.ledger.append_cycle(old, fence=election.old)
+        assert backend.ledger.cycles() == []
+    else:
+        assert backend.ledger.append_cycle(old, fence=election.old) is True
+        assert backend.ledger.cycles() == [old]
+
+
+def test_unfenced_appends_check_no_token(backend: Backend, election: Election) -> None:
+    backend.ledger.append_cycle(fenced("new-1", election.new), fence=election.new)
+    assert backend.ledger.append_cycle(fenced("plain", election.old)) is True
+
+
+def test_the_memory_ledger_refuses_every_fence_but_its_current_token() -> None:
+    led = MemoryLedger(current_token=9)
+    with pytest.raises(NotLeader, match="current token is 9"):
+        led.append_cycle(fenced("c1", Fence("k", 12)), fence=Fence("k", 12))
+    assert led.append_cycle(fenced("c2", Fence("k", 9)), fence=Fence("k", 9)) is True
+    led.current_token = 12  # a new election
+    with pytest.raises(NotLeader):
+        led.append_cycle(fenced("c3", Fence("k", 9)), fence=Fence("k", 9))
+    assert [c.cycle_id for c in led.cycles()] == ["c2"]
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"key": ""}, "key"), ({"token": 0}, "token"), ({"lease_id": -1}, "lease_id"),
+    ({"valid_until_s": float("nan")}, "valid_until_s"),
+])
+def test_a_fence_with_an_invalid_field_is_refused(kw: dict[str, object], match: str) -> None:
+    args: dict[str, object] = {"key": "k", "token": 1, **kw}
+    with pytest.raises(ValueError, match=match):
+        Fence(**args)  # type: ignore[arg-type]
+
+
 # -- every field survives the round trip (Hypothesis) -------------------------------------------------
 
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
@@ -355,6 +454,14 @@ def test_an_etcd_cycle_larger_than_one_transaction_is_refused_before_sending() -
     led = EtcdLedger("http://127.0.0.1:1", max_txn_ops=5)
     with pytest.raises(Exception, match="at most 3"):
         led.append_cycle(cycle("big", n=4))
+    led.close()
+
+
+def test_a_fenced_etcd_cycle_has_one_decision_less_room_in_its_transaction() -> None:
+    pytest.importorskip("etcd3gw")
+    led = EtcdLedger("http://127.0.0.1:1", max_txn_ops=5)
+    with pytest.raises(Exception, match="at most 2"):
+        led.append_cycle(fenced("big", Fence("k", 7), n=3), fence=Fence("k", 7))
     led.close()
 
 

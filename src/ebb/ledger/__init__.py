@@ -4,20 +4,26 @@ Every backend implements :class:`Ledger` (see :mod:`ebb.ledger.base` for the gua
 :class:`SqliteLedger` (default, one file), :class:`EtcdLedger` (``pip install 'ebb[etcd]'``) and
 :class:`MemoryLedger` (tests). :func:`open_ledger` picks one from a path or URL.
 
-This package is an adapter: it imports :mod:`ebb.model` and :mod:`ebb.errors` only.
+This package is an adapter: it imports :mod:`ebb.model` and :mod:`ebb.errors`, and the pure
+compensation order of :mod:`ebb.gates.rollback` (review queue).
+
+:class:`LeaderElector` campaigns on etcd; its :class:`Fence` (token = the election key's create
+revision) is checked inside the ledger's own write transaction, so a deposed leader cannot write.
 """
 
 from __future__ import annotations
 
 import os
 
-from ebb.ledger.base import Ledger
+from ebb.ledger.base import Fence, Ledger
+from ebb.ledger.election import LeaderElector
 from ebb.ledger.etcd import EtcdLedger
 from ebb.ledger.location import parse_location
 from ebb.ledger.memory import MemoryLedger
 from ebb.ledger.sqlite import DEFAULT_PATH, SqliteLedger
 
-__all__ = ["Ledger", "MemoryLedger", "SqliteLedger", "EtcdLedger", "open_ledger", "DEFAULT_PATH"]
+__all__ = ["Fence", "LeaderElector", "Ledger", "MemoryLedger", "SqliteLedger", "EtcdLedger", "open_ledger",
+           "DEFAULT_PATH"]
 
 
 def open_ledger(where: str | os.PathLike[str], *, create: bool = True) -> Ledger:

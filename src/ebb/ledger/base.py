@@ -15,6 +15,21 @@ Guarantees every backend gives (checked by ``tests/contract/test_ledger_contract
 * **Consistency.** Read-your-writes within one process (one ledger object); other processes see a
   cycle once ``append_cycle`` has returned. The API is synchronous and safe to call from several
   threads of one process.
+* **Fencing (optional).** ``append_cycle(cycle, fence)`` with a :class:`Fence` writes only while that
+  fence is current; otherwise it raises :class:`~ebb.errors.NotLeader` and writes nothing. The cycle
+  must carry ``fencing_token == fence.token`` (:class:`ValueError` before anything is written). The
+  fence is checked before idempotency: a stale fence raises ``NotLeader`` even for a cycle already
+  stored. "Current" depends on what the backend can see:
+
+  - **etcd**: the election key ``fence.key`` exists and its ``create_revision`` equals
+    ``fence.token``, compared by etcd in the same transaction as the writes. A deposed leader's write
+    fails atomically as soon as its lease has expired or been revoked, whoever wrote since.
+  - **SQLite** (no election to look at): ``fence.token`` is at least the highest ``fencing_token`` of
+    any stored cycle. A deposed leader is refused once the new leader has appended one cycle; before
+    that, its writes still land, carrying the older token (visible in ``ebb explain``).
+  - **memory**: as SQLite, and while :attr:`MemoryLedger.current_token` is set (tests simulate an
+    election with it) ``fence.token`` must equal it.
+  - ``fence=None`` checks nothing (one controller, simulations), as before.
 * **Errors.** Unreachable or busy stores raise :class:`~ebb.errors.TransientError`
   (etcd: :class:`~ebb.errors.SourceUnavailable` naming the endpoint); a file that is not a ledger
   raises :class:`~ebb.errors.InputError` naming the path.
@@ -22,23 +37,52 @@ Guarantees every backend gives (checked by ``tests/contract/test_ledger_contract
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ebb.errors import LedgerConflict
+from ebb.errors import LedgerConflict, NotLeader
 from ebb.model.decisions import CycleRecord, DecisionRecord
 from ebb.model.ids import CycleId, DecisionId, RunId
 
-__all__ = ["Ledger", "check_same_cycle", "cycle_order", "decision_order", "decision_taken", "keep_last"]
+__all__ = ["Fence", "Ledger", "check_fence_token", "check_same_cycle", "cycle_order", "decision_order",
+           "decision_taken", "keep_last", "not_leader"]
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Proof of leadership handed to :meth:`Ledger.append_cycle` (made by ``LeaderElector.fence()``).
+
+    ``key`` is the election key; ``token`` its etcd ``create_revision`` (>= 1; it only grows from one
+    leader to the next); ``lease_id`` the etcd lease holding the key (0 when there is none);
+    ``valid_until_s`` the holder's local deadline on its monotonic clock: act only before it.
+    """
+
+    key: str
+    token: int
+    lease_id: int = 0
+    valid_until_s: float = math.inf
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, str) or not self.key:
+            raise ValueError(f"Fence.key must be a non-empty string, got {self.key!r}")
+        for name, value, low in (("token", self.token, 1), ("lease_id", self.lease_id, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"Fence.{name} must be an integer >= {low}, got {value!r}")
+        if isinstance(self.valid_until_s, bool) or not isinstance(self.valid_until_s, (int, float)) \
+                or math.isnan(self.valid_until_s):
+            raise ValueError(f"Fence.valid_until_s must be a number, got {self.valid_until_s!r}")
 
 
 @runtime_checkable
 class Ledger(Protocol):
     """Append-only decision ledger; see the module docstring for the guarantees."""
 
-    def append_cycle(self, cycle: CycleRecord) -> bool:
+    def append_cycle(self, cycle: CycleRecord, fence: Fence | None = None) -> bool:
         """Store ``cycle`` and its decisions atomically; ``True`` if written, ``False`` if already there.
 
-        Raises :class:`~ebb.errors.LedgerConflict` when an id is taken by different content.
+        Raises :class:`~ebb.errors.LedgerConflict` when an id is taken by different content, and
+        :class:`~ebb.errors.NotLeader` when ``fence`` is given and no longer current.
         """
         ...
 
@@ -98,4 +142,25 @@ def decision_taken(decision_id: str, owner: str, cycle_id: str) -> LedgerConflic
     return LedgerConflict(
         f"decision id {decision_id!r} of cycle {cycle_id!r} is already used by cycle {owner!r}; "
         "nothing was written; use a fresh decision id"
+    )
+
+
+def check_fence_token(cycle: CycleRecord, fence: Fence | None) -> None:
+    """ValueError unless a fenced ``cycle`` carries the fence's token (checked before any write)."""
+    if fence is None:
+        return
+    if not isinstance(fence, Fence):
+        raise TypeError(f"fence must be a Fence or None, got {fence!r}")
+    if cycle.fencing_token != fence.token:
+        raise ValueError(
+            f"cycle {cycle.cycle_id!r} has fencing_token={cycle.fencing_token} but is appended under the "
+            f"fence of token {fence.token} (key {fence.key!r}); build the cycle with fencing_token=fence.token"
+        )
+
+
+def not_leader(fence: Fence, cycle_id: str, why: str) -> NotLeader:
+    """The error for a fenced write refused because ``fence`` is no longer current."""
+    return NotLeader(
+        f"cycle {cycle_id!r} was not written: fencing token {fence.token} (election key {fence.key!r}) "
+        f"is no longer current ({why}); stop acting and campaign again"
     )

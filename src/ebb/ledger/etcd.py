@@ -15,9 +15,16 @@ Guarantees (on top of :mod:`ebb.ledger.base`):
   reads those keys back in the same round trip. etcd applies a Txn atomically at one revision, so a
   cycle is all or nothing whatever happens to the client. Idempotency compares the stored value with
   the new cycle: equal → ``False``; different → :class:`~ebb.errors.LedgerConflict`.
+* **Fenced writes.** With a ``fence`` the same Txn also compares ``create_revision(fence.key) ==
+  fence.token`` (a missing key has ``create_revision`` 0, and tokens are >= 1), and its failure branch
+  reads the election key too. etcd evaluates every comparison and applies the puts at one revision, so
+  a leader whose key has expired, been revoked or been replaced by a newer leader's (higher
+  ``create_revision``) writes nothing and gets :class:`~ebb.errors.NotLeader`. ``fence.key`` is used as
+  is (not under ``prefix``): the elector and the ledger must talk to the same etcd cluster.
 * **Size.** etcd limits a Txn to ``--max-txn-ops`` (default 128) operations per branch, so a cycle
-  may hold at most ``max_txn_ops - 2`` decisions (126 by default); larger cycles are refused with
-  :class:`~ebb.errors.ConfigError` before anything is sent.
+  may hold at most ``max_txn_ops - 2`` decisions (126 by default; 125 with a fence, whose read takes
+  one more operation); larger cycles are refused with :class:`~ebb.errors.ConfigError` before anything
+  is sent.
 * **Consistency.** Reads are linearizable (etcd's default), so a cycle is visible to every client
   once ``append_cycle`` returns. Multi-key reads for one run are pinned to one revision.
 * **Errors.** Connection refused, timeouts and 5xx raise :class:`~ebb.errors.SourceUnavailable` naming
@@ -35,7 +42,8 @@ from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
 from ebb.errors import ConfigError, SourceUnavailable, TransientError, require_extra
-from ebb.ledger.base import check_same_cycle, cycle_order, decision_order, decision_taken, keep_last
+from ebb.ledger.base import (Fence, check_fence_token, check_same_cycle, cycle_order, decision_order,
+                             decision_taken, keep_last, not_leader)
 from ebb.model.decisions import CycleRecord, DecisionRecord
 from ebb.model.ids import CycleId, DecisionId, RunId
 
@@ -90,6 +98,8 @@ def gateway_errors(exc_mod: Any, endpoint: str, op: str) -> Iterator[None]:
         raise ConfigError(f"etcd at {endpoint} refused the request ({op}): {detail}") from exc
     except ValueError as exc:  # a non-JSON answer: not an etcd gateway
         raise SourceUnavailable(f"{endpoint} did not answer like an etcd v3 gateway ({op}): {exc}") from exc
+    except OSError as exc:  # requests' RequestException is an OSError: a reply cut off mid-way (etcd killed)
+        raise SourceUnavailable(f"etcd at {endpoint} did not answer ({op}): {type(exc).__name__}: {exc}") from exc
 
 
 class EtcdLedger:
@@ -174,14 +184,16 @@ class EtcdLedger:
 
     # -- writes ---------------------------------------------------------------------------------------
 
-    def append_cycle(self, cycle: CycleRecord) -> bool:
+    def append_cycle(self, cycle: CycleRecord, fence: Fence | None = None) -> bool:
         if not isinstance(cycle, CycleRecord):
             raise TypeError(f"append_cycle expects a CycleRecord, got {cycle!r}")
+        check_fence_token(cycle, fence)
         n = len(cycle.decisions)
-        if n + 2 > self.max_txn_ops:
+        room = self.max_txn_ops - 2 - (0 if fence is None else 1)
+        if n > room:
             raise ConfigError(
                 f"cycle {cycle.cycle_id!r} has {n} decisions; one etcd transaction holds at most "
-                f"{self.max_txn_ops - 2} (etcd --max-txn-ops={self.max_txn_ops}); split the cycle or "
+                f"{room} (etcd --max-txn-ops={self.max_txn_ops}); split the cycle or "
                 "raise --max-txn-ops on the server and max_txn_ops here"
             )
         ckey = self._cycle_key(cycle.cycle_id)
@@ -189,26 +201,45 @@ class EtcdLedger:
         puts = [(ckey, cycle.to_json().encode())]
         puts += [(k, d.to_json().encode()) for k, d in zip(dkeys, cycle.decisions)]
         puts.append((self._run_prefix(cycle.run_id) + _q(cycle.cycle_id).encode(), cycle.cycle_id.encode()))
+        compare = [{"key": _b64(k), "result": "EQUAL", "target": "CREATE", "create_revision": 0}
+                   for k in [ckey, *dkeys]]
+        reads = [self._range_op(k) for k in [ckey, *dkeys]]
+        if fence is not None:
+            # Compared first and read last, so the failure answers line up with the ids below.
+            compare.insert(0, {"key": _b64(fence.key.encode()), "result": "EQUAL", "target": "CREATE",
+                               "create_revision": fence.token})
+            reads.append(self._range_op(fence.key.encode()))
         txn = {
-            "compare": [{"key": _b64(k), "result": "EQUAL", "target": "CREATE", "create_revision": 0}
-                        for k in [ckey, *dkeys]],
+            "compare": compare,
             "success": [{"request_put": {"key": _b64(k), "value": _b64(v)}} for k, v in puts],
-            "failure": [{"request_range": self._range_op(k)} for k in [ckey, *dkeys]],
+            "failure": [{"request_range": r} for r in reads],
         }
         resp = self._post("/kv/txn", txn, "append_cycle")
         if resp.get("succeeded"):
             return True
-        found: list[bytes | None] = []
+        found: list[dict[str, Any] | None] = []
         for r in resp.get("responses", []):
             kvs = r.get("response_range", {}).get("kvs", [])
-            found.append(_unb64(kvs[0].get("value", "")) if kvs else None)
-        if found and found[0] is not None:
-            return check_same_cycle(CycleRecord.from_json(found[0]), cycle)
-        for d, raw in zip(cycle.decisions, found[1:]):
+            found.append(kvs[0] if kvs else None)
+        if fence is not None:
+            self._check_fence_read(fence, cycle.cycle_id, found.pop() if found else None)
+        raws = [None if kv is None else _unb64(kv.get("value", "")) for kv in found]
+        if raws and raws[0] is not None:
+            return check_same_cycle(CycleRecord.from_json(raws[0]), cycle)
+        for d, raw in zip(cycle.decisions, raws[1:]):
             if raw is not None:
                 raise decision_taken(d.decision_id, DecisionRecord.from_json(raw).cycle_id, cycle.cycle_id)
         raise TransientError(f"etcd at {self.endpoint} rejected cycle {cycle.cycle_id!r} "
                              "but no conflicting key was found; retry", retry_after_s=0.1)
+
+    @staticmethod
+    def _check_fence_read(fence: Fence, cycle_id: str, kv: dict[str, Any] | None) -> None:
+        """NotLeader unless the election key, as read in the failed Txn, still carries ``fence.token``."""
+        if kv is None:
+            raise not_leader(fence, cycle_id, "the election key is gone: the lease expired or was revoked")
+        created = int(kv.get("create_revision", 0))
+        if created != fence.token:
+            raise not_leader(fence, cycle_id, f"the election key was re-created at revision {created}")
 
     # -- reads ----------------------------------------------------------------------------------------
 

@@ -2,13 +2,19 @@
 
 Same guarantees as every backend (atomic, idempotent, ordered), minus durability: the records live in
 dicts behind one lock and vanish with the object.
+
+Fencing: a fenced append is refused (:class:`~ebb.errors.NotLeader`) when its token is lower than the
+highest ``fencing_token`` stored, or differs from :attr:`MemoryLedger.current_token` while that is set.
+There is no etcd here, so ``current_token`` stands in for the election: tests set it to the token of
+the leader they elected and every other fence becomes stale at once.
 """
 
 from __future__ import annotations
 
 import threading
 
-from ebb.ledger.base import check_same_cycle, cycle_order, decision_order, decision_taken, keep_last
+from ebb.ledger.base import (Fence, check_fence_token, check_same_cycle, cycle_order, decision_order,
+                             decision_taken, keep_last, not_leader)
 from ebb.model.decisions import CycleRecord, DecisionRecord
 from ebb.model.ids import CycleId, DecisionId, RunId
 
@@ -16,23 +22,39 @@ __all__ = ["MemoryLedger"]
 
 
 class MemoryLedger:
-    """Dict-backed ledger; thread-safe; nothing survives the process."""
+    """Dict-backed ledger; thread-safe; nothing survives the process.
 
-    def __init__(self) -> None:
+    ``current_token`` (default None: no simulated election) is the token fenced appends must carry.
+    """
+
+    def __init__(self, *, current_token: int | None = None) -> None:
         self._lock = threading.Lock()
         self._cycles: dict[str, CycleRecord] = {}
         self._decisions: dict[str, DecisionRecord] = {}
         self._closed = False
+        self._max_token = 0
+        self.current_token = current_token
+
+    def _check_fence(self, cycle: CycleRecord, fence: Fence | None) -> None:
+        if fence is None:
+            return
+        current = self.current_token
+        if current is not None and fence.token != current:
+            raise not_leader(fence, cycle.cycle_id, f"the current token is {current}")
+        if fence.token < self._max_token:
+            raise not_leader(fence, cycle.cycle_id, f"a cycle with token {self._max_token} is already stored")
 
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("MemoryLedger is closed")
 
-    def append_cycle(self, cycle: CycleRecord) -> bool:
+    def append_cycle(self, cycle: CycleRecord, fence: Fence | None = None) -> bool:
         if not isinstance(cycle, CycleRecord):
             raise TypeError(f"append_cycle expects a CycleRecord, got {cycle!r}")
+        check_fence_token(cycle, fence)
         with self._lock:
             self._check_open()
+            self._check_fence(cycle, fence)
             stored = self._cycles.get(cycle.cycle_id)
             if stored is not None:
                 return check_same_cycle(stored, cycle)
@@ -43,6 +65,7 @@ class MemoryLedger:
             self._cycles[cycle.cycle_id] = cycle
             for d in cycle.decisions:
                 self._decisions[d.decision_id] = d
+            self._max_token = max(self._max_token, cycle.fencing_token)
             return True
 
     def get_decision(self, decision_id: DecisionId) -> DecisionRecord | None:

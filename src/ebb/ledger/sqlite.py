@@ -14,6 +14,10 @@ Guarantees (on top of :mod:`ebb.ledger.base`):
 * **Versioned schema.** Table ``meta`` holds ``schema_version`` (:data:`SCHEMA_VERSION`); a file
   written by a newer schema, or an SQLite file that is not a ledger, is refused with
   :class:`~ebb.errors.InputError` naming the path.
+* **Fencing.** A fenced ``append_cycle`` reads ``max(fencing_token)`` (indexed) inside the same
+  ``BEGIN IMMEDIATE`` transaction and raises :class:`~ebb.errors.NotLeader` when ``fence.token`` is
+  lower: once a newer leader has appended a cycle, an older one cannot, and the check cannot race
+  another writer because the write lock is held.
 * **Errors.** ``database is locked``/``busy`` (after ``busy_timeout_s``) → :class:`~ebb.errors.TransientError`;
   a corrupt or non-database file, or a path that cannot be opened → :class:`~ebb.errors.InputError`.
   The ``sqlite3`` exception is chained as ``__cause__``.
@@ -25,8 +29,10 @@ Schema (version 1)::
     decisions(decision_id TEXT PK, cycle_id → cycles, position, run_id, ts_ns, target, action,
               from_replicas, to_replicas, reasons JSON, signals JSON, weights JSON, vetoes JSON,
               victims JSON, plan JSON, caused_by JSON)
-    indices: cycles(ts_ns, cycle_id), cycles(run_id, ts_ns), decisions(run_id), decisions(target),
-             decisions(cycle_id, position) UNIQUE
+    indices: cycles(ts_ns, cycle_id), cycles(run_id, ts_ns), cycles(fencing_token), decisions(run_id),
+             decisions(target), decisions(cycle_id, position) UNIQUE
+    (``cycles(fencing_token)`` is created on open when missing; files without it stay readable by
+    older versions, so the schema version is unchanged)
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from contextlib import contextmanager
 from typing import Any, Final
 
 from ebb.errors import InputError, TransientError
-from ebb.ledger.base import check_same_cycle, decision_taken, keep_last
+from ebb.ledger.base import Fence, check_fence_token, check_same_cycle, decision_taken, keep_last, not_leader
 from ebb.model.decisions import CycleRecord, DecisionRecord
 from ebb.model.ids import CycleId, DecisionId, RunId
 
@@ -80,6 +86,7 @@ CREATE TABLE IF NOT EXISTS decisions (
 );
 CREATE INDEX IF NOT EXISTS cycles_by_time ON cycles(ts_ns, cycle_id);
 CREATE INDEX IF NOT EXISTS cycles_by_run ON cycles(run_id, ts_ns, cycle_id);
+CREATE INDEX IF NOT EXISTS cycles_by_token ON cycles(fencing_token);
 CREATE INDEX IF NOT EXISTS decisions_by_run ON decisions(run_id, ts_ns);
 CREATE INDEX IF NOT EXISTS decisions_by_target ON decisions(target, ts_ns);
 CREATE UNIQUE INDEX IF NOT EXISTS decisions_by_cycle ON decisions(cycle_id, position);
@@ -200,10 +207,15 @@ class SqliteLedger(SqliteStore):
 
     # -- writes ---------------------------------------------------------------------------------------
 
-    def append_cycle(self, cycle: CycleRecord) -> bool:
+    def append_cycle(self, cycle: CycleRecord, fence: Fence | None = None) -> bool:
         if not isinstance(cycle, CycleRecord):
             raise TypeError(f"append_cycle expects a CycleRecord, got {cycle!r}")
+        check_fence_token(cycle, fence)
         with self._txn("append_cycle", write=True) as conn:
+            if fence is not None:
+                top = conn.execute("SELECT max(fencing_token) FROM cycles").fetchone()[0]
+                if top is not None and fence.token < top:
+                    raise not_leader(fence, cycle.cycle_id, f"a cycle with token {top} is already stored")
             stored = self._load_cycle(conn, cycle.cycle_id)
             if stored is not None:
                 return check_same_cycle(stored, cycle)
