@@ -290,8 +290,14 @@ class EbbPolicy:
 
 
 def _weighted_p99(rows: Iterable[tuple[float, float, float, float]], col: int) -> float:
-    """Weighted P99 of column ``col`` of (t, ttft_ms, e2e_ms, weight) rows; NaN when empty."""
+    """Weighted P99 of column ``col`` of (t, ttft_ms, e2e_ms, weight) rows; NaN when empty.
+
+    Rows with NaN in ``col`` do not describe it (an agent sends TTFT and end-to-end sketches as
+    separate weighted rows) and are skipped."""
     a = np.asarray(list(rows), dtype=np.float64)
+    if a.size == 0:
+        return float("nan")
+    a = a[~np.isnan(a[:, col])]
     if a.size == 0:
         return float("nan")
     order = np.argsort(a[:, col])

@@ -9,19 +9,12 @@ Timestamps are virtual seconds since the trace start, as nanoseconds.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from ebb.model.decisions import CycleRecord, DecisionRecord
+from ebb.decide.records import decision_from_explanation
+from ebb.model.decisions import CycleRecord
 from ebb.model.ids import CycleId, DecisionId, RunId
 from ebb.sim.results import PolicyRun
-
-_ACTIONS = {"scale_up", "scale_down", "hold", "veto"}
-
-
-def _floats(d: dict[str, Any]) -> dict[str, float]:
-    return {k: float(v) for k, v in d.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))}
 
 
 def run_cycles(run_id: str, policy_index: int, run: PolicyRun, target: str = "serving") -> list[CycleRecord]:
@@ -39,17 +32,9 @@ def run_cycles(run_id: str, policy_index: int, run: PolicyRun, target: str = "se
         did = DecisionId(f"{run_id}-{policy_index}-{n}")
         cid = CycleId(f"{run_id}-{policy_index}-c{n}")
         action = str(e.get("action", "hold"))
-        rec = DecisionRecord(
-            decision_id=did, cycle_id=cid, run_id=RunId(run_id), ts_ns=int(round(t * 1e9)), target=target,
-            action=action if action in _ACTIONS else "hold",  # type: ignore[arg-type]
-            from_replicas=int(e.get("from", 0)), to_replicas=int(e.get("to", 0)),
-            reasons=tuple(str(r) for r in e.get("reasons", ())), signals=_floats(dict(e.get("signals", {}))),
-            weights=_floats(dict(e.get("weights", {}))), vetoes=tuple(str(v) for v in e.get("vetoes", ())),
-            victims=tuple(str(v) for v in e.get("victims", ())),
-            plan={"policy": pol, **{k: v for k, v in dict(e.get("plan", {})).items()
-                                    if isinstance(v, (str, int, float)) and not isinstance(v, bool)}},
-            caused_by=(prev,) if prev is not None and action == "scale_up" else (),
-        )
+        rec = decision_from_explanation(
+            e, decision_id=did, cycle_id=cid, run_id=RunId(run_id), ts_ns=int(round(t * 1e9)), target=target,
+            policy=pol, caused_by=(prev,) if prev is not None and action == "scale_up" else ())
         out.append(CycleRecord(cycle_id=cid, run_id=RunId(run_id), ts_ns=rec.ts_ns, policy=pol, decisions=(rec,),
                                snapshot={"replicas": rec.from_replicas}))
         if action in ("scale_down", "scale_up"):

@@ -1,0 +1,411 @@
+"""The live controller: the simulator's decision code on the wall clock (``ebb run``).
+
+One cycle every ``interval_s`` (1 s), in data-flow order::
+
+    source.read ─► Observation ─► policy.decide (L1 → L2 → L3 [→ canary gate]) ─► ledger ─► actuator ─► ledger
+
+Guarantees:
+
+* **Same decisions as the simulator.** The policy object is the one ``ebb simulate`` runs
+  (:mod:`ebb.decide.policy`); the controller only converts wall time to seconds since its start
+  and live signals to an :class:`~ebb.model.observation.Observation`.
+* **Fail static on bad data.** A source that is unreachable, or whose freshest sample is older
+  than ``max_staleness_s`` (5 s), contributes no samples; the policy then vetoes scale-down
+  (stale data). The controller also refuses, by itself, to execute a scale-down planned while data
+  is stale — two independent locks. Scale-ups still go through: adding capacity is the safe side.
+* **Write-ahead, exactly once.** A decision is appended to the ledger *before* the actuator is
+  called (``mode=act``); the actuator is idempotent by decision id; the outcome is appended as a
+  second cycle ``<cycle>-outcome``. A controller restarted after a crash at any point finds its last
+  decision without an outcome and reconciles it: the fleet already at ``to`` → recorded as done;
+  still at ``from`` → applied now with the same id; anything else → recorded as superseded. A
+  decision the ledger refused (unreachable store, lost leadership) is never acted on.
+* **One actor.** With an elector, only the leader decides; followers keep the policy's windows warm
+  (``observe``) so a take-over decides on full history. Every ledger write carries the leader's
+  fencing token, so a deposed leader's write fails atomically (etcd backend).
+* **Telemetry never changes behaviour.** One trace per cycle (root span ``ebb.cycle``, children per
+  layer); metrics and logs are best effort.
+
+Decision ids are ``<run_id>-<n>`` and cycle ids ``<run_id>-c<n>``, ``n`` continuing from the
+ledger's last cycle of ``run_id``, so a successor (after a restart or a fail-over) extends the
+same sequence.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from ebb.actuate.base import ActuationResult, Actuator, FleetState
+from ebb.decide.records import decision_from_explanation
+from ebb.errors import EbbError, NotLeader, TransientError
+from ebb.ledger.base import Ledger
+from ebb.live.policy_spec import LivePolicy
+from ebb.model.decisions import JSON, CycleRecord, DecisionRecord
+from ebb.model.ids import CycleId, DecisionId, RunId
+from ebb.model.live import LiveSignals
+from ebb.model.observation import FineSignals, Observation, PodView, ScaleRequest, replicas_of
+from ebb.sources.live import SignalSource
+from ebb.telemetry.metrics import EbbMetrics
+from ebb.telemetry.tracing import CycleTracer
+
+__all__ = ["Controller", "ControllerSettings", "CycleOutcome", "Elector"]
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["recommend", "act"]
+
+
+class Elector(Protocol):
+    """What the controller needs from leader election (:class:`ebb.ledger.election.LeaderElector`)."""
+
+    def is_leader(self) -> bool: ...
+
+    def fence(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    """How the live loop runs. Every field: unit, default, why."""
+
+    run_id: str = "live"
+    """Ledger run id; decisions are ``<run_id>-<n>``. Keep it stable across restarts and replicas of
+    one controller so a successor continues the sequence."""
+    target: str = "serving"
+    """The scaled workload's name in the ledger (``namespace/deployment``)."""
+    mode: Mode = "recommend"
+    """``recommend`` records decisions without acting (the safe default); ``act`` applies them."""
+    interval_s: float = 1.0
+    """Cycle period (s): the policy's reconcile interval (it sizes on 100 ms samples)."""
+    max_staleness_s: float = 5.0
+    """Samples older than this (s) count as missing: no scale-down (fail static)."""
+    lookback_s: float = 30.0
+    """On start (and after an outage) read at most this much history (s) from the source."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("recommend", "act"):
+            raise ValueError(f"mode must be 'recommend' or 'act', got {self.mode!r}")
+        if not (self.interval_s > 0 and self.max_staleness_s > 0 and self.lookback_s > 0):
+            raise ValueError(f"interval_s, max_staleness_s and lookback_s must be > 0: {self!r}")
+
+
+@dataclass(frozen=True)
+class CycleOutcome:
+    """What one cycle did (returned by :meth:`Controller.cycle`, also drawn in the demo's view)."""
+
+    n: int
+    """Cycle number (0 for a follower's or a skipped cycle)."""
+    t_s: float
+    """Seconds since the controller started."""
+    action: str
+    """``hold``, ``scale_up``, ``scale_down``, ``veto``, ``follower`` or ``error``."""
+    spec_replicas: int
+    to_replicas: int
+    ready_replicas: int
+    staleness_s: float | None
+    """Age of the freshest sample (s); None when the source has never answered."""
+    decision_id: DecisionId | None = None
+    acted: bool = False
+    note: str = ""
+    signals: dict[str, float] = field(default_factory=dict)
+
+
+def _empty_fine() -> FineSignals:
+    return FineSignals()
+
+
+def _rebase(f: FineSignals, t0: float) -> FineSignals:
+    return FineSignals(t_s=f.t_s - t0, prefill_replicas=f.prefill_replicas, slot_replicas=f.slot_replicas,
+                       queued=f.queued, done_t_s=f.done_t_s - t0, done_ttft_ms=f.done_ttft_ms,
+                       done_e2e_ms=f.done_e2e_ms, done_weight=f.done_weight)
+
+
+class Controller:
+    """The live loop for one workload. Not thread-safe: one thread calls :meth:`cycle` / :meth:`run`."""
+
+    def __init__(self, policy: LivePolicy, source: SignalSource, actuator: Actuator, ledger: Ledger,
+                 settings: ControllerSettings, *, tracer: CycleTracer | None = None,
+                 metrics: EbbMetrics | None = None, elector: Elector | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.policy = policy
+        self.source = source
+        self.actuator = actuator
+        self.ledger = ledger
+        self.settings = settings
+        self.tracer = tracer or CycleTracer()
+        self.metrics = metrics
+        self.elector = elector
+        self._clock = clock
+        self.t0 = clock()
+        self._cursor = self.t0 - settings.lookback_s
+        self._newest: float | None = None
+        self._log_seen = 0
+        self._n: int | None = None
+        self._was_leader = False
+        self._prev_action: DecisionId | None = None
+        self.outcomes: list[CycleOutcome] = []
+
+    # -- ledger bookkeeping -----------------------------------------------------------------
+    def _fence(self) -> Any:
+        return self.elector.fence() if self.elector is not None else None
+
+    def _token(self, fence: Any) -> int:
+        return int(getattr(fence, "token", 0) or 0)
+
+    def _append(self, cycle: CycleRecord, fence: Any) -> None:
+        if fence is None:
+            self.ledger.append_cycle(cycle)
+        else:
+            self.ledger.append_cycle(cycle, fence=fence)
+
+    def _resume(self) -> None:
+        """Continue the cycle numbering and reconcile a decision left without an outcome."""
+        mine = [c for c in self.ledger.cycles(RunId(self.settings.run_id)) if not c.cycle_id.endswith("-outcome")]
+        nums = [int(c.cycle_id.rsplit("-c", 1)[1]) for c in mine
+                if c.cycle_id.rsplit("-c", 1)[-1].isdigit()]
+        self._n = max(nums, default=0)
+        acts = [c for c in mine for d in c.decisions
+                if d.action in ("scale_up", "scale_down") and d.plan.get("mode") == "act"]
+        if not acts:
+            return
+        last = acts[-1]
+        self._prev_action = last.decisions[0].decision_id
+        if self.ledger.get_cycle(CycleId(f"{last.cycle_id}-outcome")) is not None:
+            return
+        d = last.decisions[0]
+        state = self.actuator.state()
+        if state.spec_replicas == d.to_replicas:
+            self._record_outcome(last, d, None, "found applied after restart", self._fence())
+        elif state.spec_replicas == d.from_replicas:
+            victims = tuple(r.replica for r in state.replicas if r.name in set(d.victims))
+            res = self.actuator.apply(d.decision_id, ScaleRequest(d.to_replicas, victims))
+            self._record_outcome(last, d, res, "applied after restart", self._fence())
+        else:
+            self._record_outcome(last, d, None, f"superseded: fleet at {state.spec_replicas} replicas, "
+                                                f"neither {d.from_replicas} nor {d.to_replicas}", self._fence())
+        log.info("reconciled decision %s left without an outcome", d.decision_id)
+
+    def _record_outcome(self, cycle: CycleRecord, d: DecisionRecord, res: ActuationResult | None, note: str,
+                        fence: Any) -> None:
+        snap: dict[str, JSON] = {"outcome_of": d.decision_id, "note": note}
+        if res is not None:
+            snap.update({"applied": res.applied, "replicas_before": res.replicas_before,
+                         "replicas_after": res.replicas_after, "removed": list(res.removed),
+                         "added": list(res.added)})
+        self._append(CycleRecord(cycle_id=CycleId(f"{cycle.cycle_id}-outcome"), run_id=cycle.run_id,
+                                 ts_ns=int(self._clock() * 1e9), policy="actuator", decisions=(),
+                                 snapshot=snap, fencing_token=self._token(fence)), fence)
+
+    # -- one cycle ----------------------------------------------------------------------------
+    def _read(self, span: Any) -> tuple[LiveSignals, str]:
+        now = self._clock()
+        since = max(self._cursor, now - self.settings.lookback_s)
+        try:
+            with span.layer("ebb.source") as s:
+                sig = self.source.read(since)
+                s.set(**{"ebb.source.samples": int(len(sig.fine.t_s))})
+        except EbbError as exc:  # unreachable or malformed: no data this cycle (fail static)
+            log.warning("source: %s — no data this cycle, scale-down blocked", exc)
+            return LiveSignals(_empty_fine()), f"source: {exc}"
+        if sig.newest_sample_s is not None:
+            self._newest = max(self._newest or -math.inf, sig.newest_sample_s)
+        if len(sig.fine.t_s):
+            self._cursor = max(self._cursor, float(np.max(sig.fine.t_s)))
+        stale = sig.newest_sample_s is None or now - sig.newest_sample_s > self.settings.max_staleness_s
+        if stale:
+            return LiveSignals(_empty_fine(), newest_sample_s=sig.newest_sample_s), "stale data"
+        return sig, ""
+
+    def _observation(self, sig: LiveSignals, state: FleetState, now: float) -> Observation:
+        pods = tuple(PodView(replica=r.replica, created_s=r.created_s - self.t0,
+                             ready_s=None if r.ready_s is None else r.ready_s - self.t0, util_ratio=None,
+                             inflight=sig.inflight_by_replica.get(r.name), qps=None, zone=r.zone)
+                     for r in state.replicas)
+        inflight = sum(sig.inflight_by_replica.values()) if sig.inflight_by_replica else None
+        if inflight is not None and sig.queued is not None:
+            inflight += sig.queued
+        return Observation(t_s=now - self.t0, spec_replicas=state.spec_replicas,
+                           ready_replicas=state.ready_replicas, pods=pods, total_qps=sig.total_qps,
+                           total_inflight=inflight, queued=sig.queued, fine=_rebase(sig.fine, self.t0))
+
+    def cycle(self) -> CycleOutcome:
+        """Run one cycle; never raises for source, ledger or actuator trouble (logged, counted)."""
+        start = time.perf_counter()
+        now = self._clock()
+        leader = self.elector is None or self.elector.is_leader()
+        if self.metrics is not None:
+            self.metrics.set_leader(leader)
+        if not leader:
+            self._was_leader = False
+            return self._follow(now)
+        try:
+            if not self._was_leader or self._n is None:
+                self._resume()
+            self._was_leader = True
+        except EbbError as exc:
+            log.error("cannot resume from the ledger (%s); not acting this cycle", exc)
+            self._was_leader = False
+            return self._finish(CycleOutcome(0, now - self.t0, "error", 0, 0, 0, None, note=str(exc)), start)
+        assert self._n is not None
+        self._n += 1
+        n = self._n
+        cid = CycleId(f"{self.settings.run_id}-c{n}")
+        with self.tracer.cycle(cid, self.settings.run_id, self.settings.target) as span:
+            try:
+                out = self._decide_and_act(span, n, cid, now)
+            except EbbError as exc:
+                span.record_error(exc)
+                log.error("cycle %s failed: %s", cid, exc)
+                out = CycleOutcome(n, now - self.t0, "error", 0, 0, 0, None, note=str(exc))
+            span.set(**{"ebb.decision.action": out.action, "ebb.replicas.from": out.spec_replicas,
+                        "ebb.replicas.to": out.to_replicas,
+                        "ebb.data.staleness_s": out.staleness_s})
+        return self._finish(out, start)
+
+    def _finish(self, out: CycleOutcome, start: float) -> CycleOutcome:
+        self.outcomes.append(out)
+        if self.metrics is not None:
+            self.metrics.observe_cycle(out.action, time.perf_counter() - start, out.staleness_s)
+        return out
+
+    def _follow(self, now: float) -> CycleOutcome:
+        """A follower keeps the policy's windows warm and never writes or acts."""
+        sig, note = self._read(_NoSpan())
+        try:
+            state = self.actuator.state()
+        except EbbError as exc:
+            return self._finish(CycleOutcome(0, now - self.t0, "follower", 0, 0, 0, None, note=str(exc)),
+                                time.perf_counter())
+        obs = self._observation(sig, state, now)
+        inner = self.policy.inner if hasattr(self.policy, "inner") else self.policy
+        inner.observe(obs)
+        self._log_seen = len(self.policy.log)
+        stale = None if self._newest is None else now - self._newest
+        return self._finish(CycleOutcome(0, now - self.t0, "follower", state.spec_replicas, state.spec_replicas,
+                                         state.ready_replicas, stale, note=note or "not the leader"),
+                            time.perf_counter())
+
+    def _decide_and_act(self, span: Any, n: int, cid: CycleId, now: float) -> CycleOutcome:
+        s = self.settings
+        sig, data_note = self._read(span)
+        with span.layer("ebb.actuate.state"):
+            state = self.actuator.state()
+        obs = self._observation(sig, state, now)
+        stale = None if self._newest is None else now - self._newest
+        with span.layer("ebb.decide") as ds:
+            answer = self.policy.decide(obs)
+            entries = self.policy.log[self._log_seen:]
+            self._log_seen = len(self.policy.log)
+            ds.set(**{"ebb.policy": self.policy.spec, "ebb.log_entries": len(entries)})
+        self._layer_spans(span, entries)
+        want = replicas_of(answer)
+        base = CycleOutcome(n, obs.t_s, "hold", state.spec_replicas, want, state.ready_replicas, stale,
+                            note=data_note)
+        if not entries and want == state.spec_replicas:
+            return base
+        e: dict[str, Any] = dict(entries[-1]) if entries else {
+            "action": "scale_up" if want > state.spec_replicas else "scale_down", "from": state.spec_replicas,
+            "to": want, "reasons": ["policy changed its target"]}
+        action = str(e.get("action", "hold"))
+        blocked = ""
+        if want < state.spec_replicas and (data_note or stale is None or stale > s.max_staleness_s):
+            # Second lock: never scale down on data we cannot trust, whatever the policy said.
+            blocked = f"scale-down blocked by the controller: {data_note or 'no fresh data'}"
+            e = {**e, "action": "veto", "to": state.spec_replicas, "vetoes": [*e.get("vetoes", ()), blocked]}
+            action, want = "veto", state.spec_replicas
+        did = DecisionId(f"{s.run_id}-{n}")
+        acting = s.mode == "act" and action in ("scale_up", "scale_down")
+        fence = self._fence()
+        rec = decision_from_explanation(
+            e, decision_id=did, cycle_id=cid, run_id=RunId(s.run_id), ts_ns=int(now * 1e9), target=s.target,
+            policy=self.policy.spec,
+            caused_by=(self._prev_action,) if self._prev_action is not None and action == "scale_up" else (),
+            extra_plan={"mode": s.mode, "controller": "live"})
+        cycle = CycleRecord(cycle_id=cid, run_id=RunId(s.run_id), ts_ns=rec.ts_ns, policy=self.policy.spec,
+                            decisions=(rec,), snapshot={"replicas": state.spec_replicas,
+                                                        "ready": state.ready_replicas,
+                                                        "draining": state.draining},
+                            fencing_token=self._token(fence))
+        try:
+            with span.layer("ebb.ledger"):
+                self._append(cycle, fence)
+        except (TransientError, NotLeader) as exc:
+            if self.metrics is not None:
+                self.metrics.ledger_write_error()
+            log.error("ledger refused decision %s (%s): not acting", did, exc)
+            return CycleOutcome(n, obs.t_s, "error", state.spec_replicas, state.spec_replicas,
+                                state.ready_replicas, stale, did, note=f"ledger: {exc}")
+        if self.metrics is not None:
+            self.metrics.decision(action, list(rec.vetoes))
+        log.info("decision %s: %s %d→%d (%s)", did, action, rec.from_replicas, rec.to_replicas,
+                 "; ".join(rec.reasons + rec.vetoes))
+        if not acting:
+            return CycleOutcome(n, obs.t_s, action, state.spec_replicas, rec.to_replicas, state.ready_replicas,
+                                stale, did, note=blocked or data_note, signals=dict(rec.signals))
+        request = answer if isinstance(answer, ScaleRequest) else ScaleRequest(want)
+        with span.layer("ebb.actuate") as a:
+            res = self.actuator.apply(did, request)
+            a.set(**{"ebb.actuate.applied": res.applied, "ebb.replicas.after": res.replicas_after})
+        self._prev_action = did
+        try:
+            with span.layer("ebb.ledger.outcome"):
+                self._record_outcome(cycle, rec, res, "applied", fence)
+        except (TransientError, NotLeader) as exc:
+            # The decision is recorded and applied; the next leader's resume finds the fleet at `to`.
+            log.error("outcome of %s not recorded (%s); a restart reconciles it", did, exc)
+        return CycleOutcome(n, obs.t_s, action, state.spec_replicas, res.replicas_after, state.ready_replicas,
+                            stale, did, acted=res.applied, signals=dict(rec.signals))
+
+    def _layer_spans(self, span: Any, entries: list[dict[str, Any]]) -> None:
+        """One span per layer carrying its result (the policy runs L1→L3 in one pure call)."""
+        e = entries[-1] if entries else {}
+        sig = e.get("signals", {})
+        with span.layer("ebb.l1", **{"ebb.l1.demand_p99_replicas": float(sig.get("demand_p99_replicas") or 0.0)}):
+            pass
+        with span.layer("ebb.l2", **{"ebb.veto.reasons": [str(v).split(":")[0] for v in e.get("vetoes", ())],
+                                     "ebb.l2.weight": float(e.get("weights", {}).get("workload", 0.0))}):
+            pass
+        with span.layer("ebb.l3", **{"ebb.l3.victims": len(e.get("victims", ()))}) as l3:
+            l3.set(**{"ebb.victims": [str(v) for v in e.get("victims", ())]})  # sampled: high cardinality
+        plan = e.get("plan", {})
+        if "gate" in plan:
+            with span.layer("ebb.gate.canary", **{"ebb.gate.result": str(plan.get("step", ""))}):
+                pass
+            if self.metrics is not None:
+                self.metrics.gate_result("canary", str(plan.get("step", "")))
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(self, stop: threading.Event, *, max_cycles: int | None = None,
+            on_cycle: Callable[[CycleOutcome], None] | None = None) -> None:
+        """Cycle every ``interval_s`` on the wall clock until ``stop`` is set (or ``max_cycles``)."""
+        k = 0
+        next_t = time.monotonic()
+        while not stop.is_set() and (max_cycles is None or k < max_cycles):
+            out = self.cycle()
+            k += 1
+            if on_cycle is not None:
+                on_cycle(out)
+            next_t += self.settings.interval_s
+            stop.wait(max(0.0, next_t - time.monotonic()))
+
+
+class _NoSpan:
+    """Stand-in span for a follower's read (followers emit no traces)."""
+
+    def layer(self, name: str, **attrs: Any) -> _NoSpan:
+        return self
+
+    def set(self, **attrs: Any) -> None:
+        return None
+
+    def __enter__(self) -> _NoSpan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None

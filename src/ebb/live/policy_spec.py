@@ -1,0 +1,49 @@
+"""The live controller's policy from a ``--policy`` spec: the simulator's ``ebb`` grammar plus time knobs.
+
+``ebb:profile=balanced`` is the same policy ``ebb simulate`` runs. A live demo compresses a trace in
+time, so the profile's time constants can be overridden too (all in seconds): ``hold_s``,
+``warmup_s``, ``cooldown_s``, ``down_interval_s``, ``sizing_window_s``, ``queue_surge_s``; and
+``target_util``. ``canary=on`` wraps the policy in the canary guard exactly as in the simulator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ebb.decide.policy import PROFILES, EbbPolicy
+from ebb.errors import ConfigError
+from ebb.gates.guard import CanaryGuard, ttft_gate
+from ebb.model.observation import Pipeline
+from ebb.sim.specs import check_keys, param_choice, param_float, param_int, parse_policies
+
+__all__ = ["LivePolicy", "build_live_policy"]
+
+LivePolicy = EbbPolicy | CanaryGuard
+
+_TIME_KEYS = ("hold_s", "warmup_s", "cooldown_s", "down_interval_s", "sizing_window_s", "queue_surge_s")
+
+
+def build_live_policy(spec: str, *, slo_ttft_ms: float, slo_e2e_ms: float, initial: int,
+                      interval_s: float = 1.0, max_staleness_s: float = 5.0) -> LivePolicy:
+    """One Ebb policy for the live loop; ConfigError names the bad key or value."""
+    items = parse_policies(spec, ("ebb",))
+    if len(items) != 1:
+        raise ConfigError(f"--policy {spec!r}: the live controller runs exactly one policy")
+    item = items[0]
+    check_keys(item, ("profile", "min", "max", "canary", "target_util", *_TIME_KEYS))
+    name = param_choice(item, "profile", "balanced", tuple(PROFILES))
+    prof = PROFILES[name]
+    changes: dict[str, float] = {k: param_float(item, k, float(getattr(prof, k)), lo=0.0)
+                                 for k in _TIME_KEYS if k != "warmup_s" and item.get(k) is not None}
+    if item.get("target_util") is not None:
+        changes["target_util"] = param_float(item, "target_util", prof.target_util, lo=0.05)
+    prof = replace(prof, **changes)  # type: ignore[arg-type]
+    mn = param_int(item, "min", 1, lo=1)
+    mx = param_int(item, "max", 64, lo=mn)
+    policy = EbbPolicy(prof, slo_ttft_ms, slo_e2e_ms, min_replicas=mn, max_replicas=mx,
+                       initial=max(mn, min(mx, initial)), spec=item.text, interval_s=interval_s,
+                       pipeline=Pipeline(1, 1, fine_ms=100), max_staleness_s=max_staleness_s,
+                       warmup_s=param_float(item, "warmup_s", 300.0, lo=0.0))
+    if param_choice(item, "canary", "off", ("on", "off")) == "on":
+        return CanaryGuard(policy, ttft_gate(slo_ttft_ms, prof.veto_margin))
+    return policy
