@@ -1,4 +1,5 @@
-"""Shared fixtures. ``etcd_endpoint``: a real, throwaway etcd server for the whole test session."""
+"""Shared fixtures. ``etcd_endpoint``: a real, throwaway etcd server for the whole test session;
+``prometheus_binary_path``: the real Prometheus binary (tests start their own servers with it)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from ebb.testing.etcd import ETCD_INSTALL, etcd_binary, local_etcd
+from ebb.testing.prometheus import PROMETHEUS_INSTALL, prometheus_binary
 
 
 @pytest.fixture(scope="session")
@@ -29,3 +31,15 @@ def etcd_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
     finally:
         server.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def prometheus_binary_path() -> str:
+    """Path of the prometheus binary; skipped (failed under CI=true) when it is not installed."""
+    binary = prometheus_binary()
+    if binary is None:
+        msg = f"prometheus binary not found; install it with: {PROMETHEUS_INSTALL}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must provide prometheus: {msg}")
+        pytest.skip(msg)
+    return binary

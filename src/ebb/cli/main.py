@@ -20,6 +20,8 @@ _COMMAND_MODULES = (
     "ebb.cli.explain",
     "ebb.cli.review",
     "ebb.cli.lint",
+    "ebb.cli.agent",
+    "ebb.cli.run",
 )
 
 for _name in _COMMAND_MODULES:

@@ -132,7 +132,8 @@ class Controller:
     def __init__(self, policy: LivePolicy, source: SignalSource, actuator: Actuator, ledger: Ledger,
                  settings: ControllerSettings, *, tracer: CycleTracer | None = None,
                  metrics: EbbMetrics | None = None, elector: Elector | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 fault_point: Callable[[str], None] | None = None) -> None:
         self.policy = policy
         self.source = source
         self.actuator = actuator
@@ -142,6 +143,9 @@ class Controller:
         self.metrics = metrics
         self.elector = elector
         self._clock = clock
+        self._fault = fault_point or (lambda where: None)
+        """Called at ``before_plan``, ``after_ledger`` and ``after_actuation`` of every acting cycle:
+        crash tests kill the process there (the crash-point matrix); a no-op otherwise."""
         self.t0 = clock()
         self._cursor = self.t0 - settings.lookback_s
         self._newest: float | None = None
@@ -298,6 +302,7 @@ class Controller:
             state = self.actuator.state()
         obs = self._observation(sig, state, now)
         stale = None if self._newest is None else now - self._newest
+        self._fault("before_plan")
         with span.layer("ebb.decide") as ds:
             answer = self.policy.decide(obs)
             entries = self.policy.log[self._log_seen:]
@@ -341,6 +346,7 @@ class Controller:
             log.error("ledger refused decision %s (%s): not acting", did, exc)
             return CycleOutcome(n, obs.t_s, "error", state.spec_replicas, state.spec_replicas,
                                 state.ready_replicas, stale, did, note=f"ledger: {exc}")
+        self._fault("after_ledger")
         if self.metrics is not None:
             self.metrics.decision(action, list(rec.vetoes))
         log.info("decision %s: %s %d→%d (%s)", did, action, rec.from_replicas, rec.to_replicas,
@@ -353,6 +359,7 @@ class Controller:
             res = self.actuator.apply(did, request)
             a.set(**{"ebb.actuate.applied": res.applied, "ebb.replicas.after": res.replicas_after})
         self._prev_action = did
+        self._fault("after_actuation")
         try:
             with span.layer("ebb.ledger.outcome"):
                 self._record_outcome(cycle, rec, res, "applied", fence)
