@@ -19,14 +19,30 @@ from typing import Any
 
 from ebb.decide.policy import EbbPolicy
 from ebb.gates.canary import decide as canary_decide
-from ebb.gates.metrics_gate import GateSpec, GateState, Measurement, step, verdict
+from ebb.gates.metrics_gate import GateSpec, GateState, Measurement, Verdict, step, verdict
 from ebb.model.observation import Observation, Pipeline, ScaleRequest
+
+
+L1_TTFT_QUERY = "ttft_p99_ms since the canary step"
+"""The built-in gate's query: an L1 signal (the policy's own completions), not PromQL."""
+
+
+def combine(verdicts: list[Verdict]) -> Verdict:
+    """Several gates as one: any fail → fail, any error → error, all pass → pass, any still
+    running → running, else inconclusive (some passed, some saw no data)."""
+    if "fail" in verdicts:
+        return "fail"
+    if "error" in verdicts:
+        return "error"
+    if all(v == "pass" for v in verdicts):
+        return "pass"
+    return "running" if "running" in verdicts else "inconclusive"
 
 
 def ttft_gate(slo_ttft_ms: float, margin: float, *, interval_s: float = 10.0, count: int = 3) -> GateSpec:
     """The default gate: TTFT P99 below ``margin`` × SLO at each of ``count`` measurements."""
     limit = margin * slo_ttft_ms
-    return GateSpec(query="ttft_p99_ms since the canary step", success_condition=f"result < {limit:g}",
+    return GateSpec(query=L1_TTFT_QUERY, success_condition=f"result < {limit:g}",
                     failure_condition=f"result >= {limit:g}", interval_s=interval_s, count=count)
 
 
@@ -36,6 +52,8 @@ class CanaryGuard:
 
     inner: EbbPolicy
     gate: GateSpec
+    extra_gates: tuple[GateSpec, ...] = ()
+    """More gates that must all pass (each measured at its own interval); any failure aborts."""
     canary_replicas: int = 1
     max_wait_s: float = 60.0
     passes: int = 0
@@ -58,6 +76,27 @@ class CanaryGuard:
     def log(self) -> list[dict[str, Any]]:
         return self.inner.log
 
+    @property
+    def gates(self) -> tuple[GateSpec, ...]:
+        return (self.gate, *self.extra_gates)
+
+    @property
+    def active(self) -> bool:
+        """True while a canary step is being gated (the live controller then measures the queries)."""
+        return self._run is not None
+
+    def _value(self, g: GateSpec, obs: Observation, t0: float) -> float | None:
+        """A gate's measurement: the live value of its query when the controller measured it; the
+        L1 TTFT P99 since the canary step for the built-in TTFT gate; otherwise no data
+        (inconclusive — a gate never passes on data it could not see)."""
+        if obs.gate_values is not None and g.query in obs.gate_values:
+            v = obs.gate_values[g.query]
+        elif g.query == L1_TTFT_QUERY:
+            v = self.inner.ttft_p99_since(t0)
+        else:
+            return None
+        return None if math.isnan(v) else v
+
     def decide(self, obs: Observation) -> int | ScaleRequest:
         if self._run is None:
             ans = self.inner.decide(obs)
@@ -65,18 +104,23 @@ class CanaryGuard:
                 pre = obs.spec_replicas
                 first = min(self.canary_replicas, pre - ans.replicas)
                 self._run = {"pre": pre, "target": ans.replicas, "victims": ans.victims, "t0": obs.t_s,
-                             "first": first, "state": GateState(), "next": obs.t_s + self.gate.interval_s}
+                             "first": first, "states": [GateState() for _ in self.gates],
+                             "next": [obs.t_s + g.interval_s for g in self.gates]}
                 self._note(obs.t_s, "canary", pre, pre - first, "canary step before the plan")
                 return ScaleRequest(pre - first, ans.victims[:first])
             return ans
         run = self._run
         self.inner.observe(obs)
-        if obs.t_s + 1e-9 < run["next"]:
+        due = [i for i, t in enumerate(run["next"]) if obs.t_s + 1e-9 >= t]
+        if not due:
             return obs.spec_replicas
-        value = self.inner.ttft_p99_since(run["t0"])
-        run["state"] = step(self.gate, run["state"], Measurement(obs.t_s, None if math.isnan(value) else value))
-        run["next"] = obs.t_s + self.gate.interval_s
-        v = verdict(run["state"])
+        for i in due:
+            g = self.gates[i]
+            run["states"][i] = step(g, run["states"][i], Measurement(obs.t_s, self._value(g, obs, run["t0"])))
+            run["next"][i] = obs.t_s + g.interval_s
+        v = combine([verdict(st) for st in run["states"]])
+        value = self._value(self.gate, obs, run["t0"])
+        value = math.nan if value is None else value
         healthy = None if obs.queued is None else obs.queued == 0.0
         action = canary_decide(healthy, v, obs.t_s - run["t0"], self.max_wait_s)
         if action == "wait":
@@ -89,7 +133,7 @@ class CanaryGuard:
         self.aborts += 1
         self.inner.note_scale_up(obs.t_s)
         self._note(obs.t_s, "compensate", obs.spec_replicas, run["pre"],
-                   f"gate {v} (TTFT p99 {value:.0f} ms): abort and restore the pre-state")
+                   f"gate {v} ({self.gate.query} = {value:.4g}): abort and restore the pre-state")
         return ScaleRequest(run["pre"])
 
     def _note(self, t: float, what: str, frm: int, to: int, reason: str) -> None:

@@ -63,6 +63,7 @@ __all__ = [
     "classify",
     "evaluate",
     "gate_spec_from_mapping",
+    "load_gates",
     "next_due_s",
     "parse_condition",
     "step",
@@ -218,6 +219,22 @@ def gate_spec_from_mapping(raw: Mapping[str, Any], source: str = "<gate>") -> Ga
         return GateSpec(**dict(raw))
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from exc
+
+
+def load_gates(text: str, source: str = "<gates>") -> tuple[GateSpec, ...]:
+    """Gates from YAML text ``gates: [{query: ..., success_condition: ...}, ...]`` (the ConfigMap's
+    ``gates.yaml``). Broken YAML, a missing list or a bad gate raise :class:`ConfigError` naming
+    ``source`` and the entry."""
+    import yaml  # the config layer's parser; imported here so pure callers never need it
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML ({exc}) (fix: check indentation and quoting)") from exc
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("gates"), list) or not doc["gates"]:
+        raise ConfigError(f"{source}: expected a non-empty list under 'gates:' (fix: gates: [{{query: ..., "
+                          "success_condition: ...}}])")
+    return tuple(gate_spec_from_mapping(g, f"{source}: gates[{i}]") for i, g in enumerate(doc["gates"]))
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -45,6 +45,7 @@ import numpy as np
 from ebb.actuate.base import ActuationResult, Actuator, FleetState
 from ebb.decide.records import decision_from_explanation
 from ebb.errors import EbbError, NotLeader, TransientError
+from ebb.gates.guard import L1_TTFT_QUERY
 from ebb.ledger.base import Ledger
 from ebb.live.policy_spec import LivePolicy
 from ebb.model.decisions import JSON, CycleRecord, DecisionRecord
@@ -133,7 +134,8 @@ class Controller:
                  settings: ControllerSettings, *, tracer: CycleTracer | None = None,
                  metrics: EbbMetrics | None = None, elector: Elector | None = None,
                  clock: Callable[[], float] = time.time,
-                 fault_point: Callable[[str], None] | None = None) -> None:
+                 fault_point: Callable[[str], None] | None = None,
+                 gate_probe: Callable[[str], float | None] | None = None) -> None:
         self.policy = policy
         self.source = source
         self.actuator = actuator
@@ -143,6 +145,8 @@ class Controller:
         self.metrics = metrics
         self.elector = elector
         self._clock = clock
+        self.gate_probe = gate_probe
+        """Measures a metrics-gate query (PromQL) while a canary step is gated; None = gates read L1."""
         self._fault = fault_point or (lambda where: None)
         """Called at ``before_plan``, ``after_ledger`` and ``after_actuation`` of every acting cycle:
         crash tests kill the process there (the crash-point matrix); a no-op otherwise."""
@@ -302,6 +306,8 @@ class Controller:
             state = self.actuator.state()
         obs = self._observation(sig, state, now)
         stale = None if self._newest is None else now - self._newest
+        if self.gate_probe is not None and getattr(self.policy, "active", False):
+            obs = replace(obs, gate_values=self._measure_gates(span))
         self._fault("before_plan")
         with span.layer("ebb.decide") as ds:
             answer = self.policy.decide(obs)
@@ -368,6 +374,23 @@ class Controller:
             log.error("outcome of %s not recorded (%s); a restart reconciles it", did, exc)
         return CycleOutcome(n, obs.t_s, action, state.spec_replicas, res.replicas_after, state.ready_replicas,
                             stale, did, acted=res.applied, signals=dict(rec.signals))
+
+    def _measure_gates(self, span: Any) -> dict[str, float]:
+        """One measurement of every PromQL gate of the canary guard; a failed query is no data."""
+        assert self.gate_probe is not None
+        values: dict[str, float] = {}
+        for g in getattr(self.policy, "gates", ()):
+            if g.query == L1_TTFT_QUERY:
+                continue
+            with span.layer("ebb.gate.measure", **{"ebb.gate.query": g.query}) as gs:
+                try:
+                    v = self.gate_probe(g.query)
+                except EbbError as exc:
+                    log.warning("gate query %r failed: %s (counted as no data)", g.query, exc)
+                    v = None
+                values[g.query] = math.nan if v is None else float(v)
+                gs.set(**{"ebb.gate.value": v})
+        return values
 
     def _layer_spans(self, span: Any, entries: list[dict[str, Any]]) -> None:
         """One span per layer carrying its result (the policy runs L1→L3 in one pure call)."""

@@ -8,11 +8,14 @@ time, so the profile's time constants can be overridden too (all in seconds): ``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
+from ebb.config.workloads import WorkloadClass
 from ebb.decide.policy import PROFILES, EbbPolicy
 from ebb.errors import ConfigError
 from ebb.gates.guard import CanaryGuard, ttft_gate
+from ebb.gates.metrics_gate import GateSpec
 from ebb.model.observation import Pipeline
 from ebb.sim.specs import check_keys, param_choice, param_float, param_int, parse_policies
 
@@ -24,8 +27,14 @@ _TIME_KEYS = ("hold_s", "warmup_s", "cooldown_s", "down_interval_s", "sizing_win
 
 
 def build_live_policy(spec: str, *, slo_ttft_ms: float, slo_e2e_ms: float, initial: int,
-                      interval_s: float = 1.0, max_staleness_s: float = 5.0) -> LivePolicy:
-    """One Ebb policy for the live loop; ConfigError names the bad key or value."""
+                      interval_s: float = 1.0, max_staleness_s: float = 5.0,
+                      workload: WorkloadClass | None = None, gates: Sequence[GateSpec] = ()) -> LivePolicy:
+    """One Ebb policy for the live loop; ConfigError names the bad key or value.
+
+    ``workload`` (an L2 class from ``--workloads``) sets the class weight, elasticity α, veto margin
+    and replica floor, and its P99 latency bound (when it has one) becomes the latency SLO the
+    policy's veto guards. ``gates`` (from ``--gates``) wrap the policy in the canary guard with
+    those gates — all must pass (the live controller measures their PromQL)."""
     items = parse_policies(spec, ("ebb",))
     if len(items) != 1:
         raise ConfigError(f"--policy {spec!r}: the live controller runs exactly one policy")
@@ -37,13 +46,22 @@ def build_live_policy(spec: str, *, slo_ttft_ms: float, slo_e2e_ms: float, initi
                                  for k in _TIME_KEYS if k != "warmup_s" and item.get(k) is not None}
     if item.get("target_util") is not None:
         changes["target_util"] = param_float(item, "target_util", prof.target_util, lo=0.05)
+    if workload is not None:
+        changes["veto_margin"] = workload.veto_margin
+        if workload.p99_latency_ms is not None:
+            slo_ttft_ms = workload.p99_latency_ms
     prof = replace(prof, **changes)  # type: ignore[arg-type]
-    mn = param_int(item, "min", 1, lo=1)
+    mn = max(param_int(item, "min", 1, lo=1), workload.min_replicas if workload is not None else 1)
     mx = param_int(item, "max", 64, lo=mn)
     policy = EbbPolicy(prof, slo_ttft_ms, slo_e2e_ms, min_replicas=mn, max_replicas=mx,
                        initial=max(mn, min(mx, initial)), spec=item.text, interval_s=interval_s,
                        pipeline=Pipeline(1, 1, fine_ms=100), max_staleness_s=max_staleness_s,
                        warmup_s=param_float(item, "warmup_s", 300.0, lo=0.0))
+    if workload is not None:
+        policy.base_weight, policy.alpha = workload.base_weight, workload.alpha
+        policy.__post_init__()  # rebuild the L2 class and state from the workload's weights
+    if gates:
+        return CanaryGuard(policy, gates[0], extra_gates=tuple(gates[1:]))
     if param_choice(item, "canary", "off", ("on", "off")) == "on":
         return CanaryGuard(policy, ttft_gate(slo_ttft_ms, prof.veto_margin))
     return policy

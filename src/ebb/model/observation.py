@@ -6,6 +6,7 @@ decision code, so ``ebb.decide`` can read observations without importing the sim
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -114,6 +115,10 @@ class Observation:
     """Requests waiting at the router for a free slot, at the last sample."""
     fine: FineSignals | None = None
     """High-resolution signals since the previous decision (only when the pipeline asks)."""
+    gate_values: Mapping[str, float] | None = None
+    """Values of metrics-gate queries at this reconcile, keyed by query text (NaN = no data). The
+    live controller measures them (PromQL) while a canary step is gated; None in the simulator,
+    where gates read L1 signals."""
 
 
 def replicas_of(answer: int | ScaleRequest) -> int:

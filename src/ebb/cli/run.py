@@ -1,0 +1,231 @@
+"""``ebb run`` (the live controller) and ``ebb demo`` (``--live``: the whole loop on this machine)."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from ebb.cli.app import app
+from ebb.errors import ConfigError
+
+_console = Console()
+
+
+def _source(kind: str, agents: list[str], prometheus: str | None) -> Any:
+    if kind == "agents":
+        if not agents:
+            raise ConfigError("--source agents needs at least one --agent URL (an `ebb agent` endpoint)")
+        from ebb.sources.agents import AgentSource
+        return AgentSource(agents)
+    if kind == "prometheus":
+        if not prometheus:
+            raise ConfigError("--source prometheus needs --prometheus URL (e.g. http://127.0.0.1:9090)")
+        from ebb.sources.prometheus import PrometheusClient, PrometheusSource
+        return PrometheusSource(PrometheusClient(prometheus))
+    raise ConfigError(f"--source must be agents or prometheus, got {kind!r}")
+
+
+@app.command("run")
+def run_cmd(
+    mode: Annotated[str, typer.Option(help="recommend (record only, the default) or act.")] = "recommend",
+    source: Annotated[str, typer.Option(help="agents or prometheus.")] = "agents",
+    agent: Annotated[list[str], typer.Option("--agent", help="Agent URL (repeatable).")] = [],  # noqa: B006
+    prometheus: Annotated[str | None, typer.Option("--prometheus-url", "--prometheus",
+                                                   help="Prometheus base URL (source and PromQL gates).")] = None,
+    actuator: Annotated[str, typer.Option(help="local (worker processes on this machine) or kubernetes.")] = "local",
+    namespace: Annotated[str, typer.Option(help="Kubernetes namespace of the scaled Deployment.")] = "default",
+    deployment: Annotated[str | None, typer.Option(help="Kubernetes Deployment to scale.")] = None,
+    kubeconfig: Annotated[str | None, typer.Option(help="kubeconfig path (default: in-cluster or ~/.kube).")] = None,
+    in_cluster: Annotated[bool, typer.Option(help="Use the pod's service account.")] = False,
+    workers: Annotated[int, typer.Option(help="local: workers at start.")] = 2,
+    max_batch: Annotated[int, typer.Option(help="local: batch slots per worker.")] = 8,
+    speed: Annotated[float, typer.Option(help="local: worker speed-up over the H200 model.")] = 1.0,
+    ledger: Annotated[str, typer.Option(help="Ledger: a SQLite path, sqlite:///PATH or etcd://HOST:PORT/PREFIX.")]
+    = "ebb-ledger.sqlite",
+    elect: Annotated[bool, typer.Option(help="Leader election on the etcd ledger's server (HA controllers).")]
+    = False,
+    candidate_id: Annotated[str | None, typer.Option(envvar="EBB_INSTANCE",
+                                                     help="This controller's id in the election.")] = None,
+    workloads: Annotated[Path | None, typer.Option(help="L2 workload classes YAML (weights, α, SLO, floor).")]
+    = None,
+    workload_class: Annotated[str | None, typer.Option(help="Class of the scaled workload (default: the first).")]
+    = None,
+    gates: Annotated[Path | None, typer.Option(help="Metrics gates YAML: canary scale-down behind these gates.")]
+    = None,
+    policy: Annotated[str, typer.Option(help="Policy spec, e.g. ebb:profile=cautious.")] = "ebb",
+    slo_ttft_ms: Annotated[float, typer.Option(help="TTFT SLO (ms).")] = 2000.0,
+    slo_e2e_ms: Annotated[float, typer.Option(help="End-to-end SLO (ms).")] = 60000.0,
+    interval_s: Annotated[float, typer.Option(help="Cycle period (s).")] = 1.0,
+    max_staleness_s: Annotated[float, typer.Option(help="Older data counts as missing (s).")] = 5.0,
+    run_id: Annotated[str | None, typer.Option(help="Ledger run id (default live-<target>).")] = None,
+    metrics_port: Annotated[int | None, typer.Option(help="Serve Ebb's own /metrics on this port.")] = None,
+    otlp: Annotated[str | None, typer.Option(help="Send traces to this OTLP/HTTP endpoint (extra otel).")] = None,
+    cycles: Annotated[int | None, typer.Option(help="Stop after this many cycles (default: run until SIGTERM).")]
+    = None,
+    log_json: Annotated[bool, typer.Option(help="JSON log lines (with trace ids).")] = True,
+) -> None:
+    """Run the controller on the wall clock: the simulator's decision code against live signals."""
+    from ebb.ledger import open_ledger
+    from ebb.ledger.location import parse_location
+    from ebb.live.controller import Controller, ControllerSettings
+    from ebb.live.policy_spec import build_live_policy
+    from ebb.telemetry.logs import configure_logging
+    from ebb.telemetry.metrics import EbbMetrics
+    from ebb.telemetry.tracing import CycleTracer, configure_otlp
+
+    if mode not in ("recommend", "act"):
+        raise ConfigError(f"--mode must be recommend or act, got {mode!r}")
+    configure_logging(json=log_json, stream=sys.stderr)
+    closers: list[Any] = []
+    try:
+        if actuator == "kubernetes":
+            if not deployment:
+                raise ConfigError("--actuator kubernetes needs --deployment NAME (and --namespace)")
+            from ebb.actuate.kubernetes import KubernetesActuator
+            act: Any = KubernetesActuator(namespace, deployment, kubeconfig=kubeconfig, in_cluster=in_cluster)
+            target = f"{namespace}/{deployment}"
+        elif actuator == "local":
+            from ebb.actuate.local import LocalActuator
+            from ebb.live.router import Router
+            router = Router()
+            _console.print(f"router: {router.start()}")
+            closers.append(router.stop)
+            act = LocalActuator(router, initial=workers, max_batch=max_batch, speed=speed)
+            closers.append(act.close)
+            target = "local/serving"
+        else:
+            raise ConfigError(f"--actuator must be local or kubernetes, got {actuator!r}")
+        elector = None
+        if elect:
+            loc = parse_location(ledger)
+            if loc.kind != "etcd":
+                raise ConfigError("--elect needs an etcd ledger (--ledger etcd://HOST:PORT/PREFIX): the fencing "
+                                  "token is checked by the ledger's own transactions")
+            from ebb.ledger.election import LeaderElector
+            elector = LeaderElector(loc.target, f"{loc.prefix or 'ebb'}/leader/{target}",
+                                    candidate_id or f"{socket.gethostname()}-{os.getpid()}")
+            elector.start()
+            closers.append(elector.close)
+        store = open_ledger(ledger)
+        closers.append(store.close)
+        metrics = EbbMetrics()
+        if metrics_port is not None:
+            _console.print(f"metrics: {metrics.serve(metrics_port)}")
+            closers.append(metrics.stop)
+        tracer = CycleTracer(configure_otlp(otlp) if otlp else None)
+        initial = act.state().spec_replicas
+        wl = None
+        if workloads is not None:
+            from ebb.config.workloads import load_workload_classes
+            classes = load_workload_classes(workloads)
+            named = [c for c in classes if workload_class in (None, c.name)]
+            if not named:
+                raise ConfigError(f"{workloads}: no workload class named {workload_class!r} "
+                                  f"(fix: one of {', '.join(c.name for c in classes)})")
+            wl = named[0]
+        gate_specs: tuple[Any, ...] = ()
+        if gates is not None:
+            from ebb.gates.metrics_gate import load_gates
+            try:
+                gate_specs = load_gates(gates.read_text(encoding="utf-8"), str(gates))
+            except OSError as exc:
+                raise ConfigError(f"{gates}: cannot read the gates file: {exc.strerror} (fix: check the path)") from exc
+        pol = build_live_policy(policy, slo_ttft_ms=slo_ttft_ms, slo_e2e_ms=slo_e2e_ms, initial=initial,
+                                interval_s=interval_s, max_staleness_s=max_staleness_s, workload=wl,
+                                gates=gate_specs)
+        probe = None
+        if gate_specs and prometheus:
+            from ebb.live.gate_probe import prometheus_gate_probe
+            from ebb.sources.prometheus import PrometheusClient
+            probe = prometheus_gate_probe(PrometheusClient(prometheus))
+        ctl = Controller(pol, _source(source, agent, prometheus), act, store,
+                         ControllerSettings(run_id=run_id or f"live-{target.replace('/', '-')}", target=target,
+                                            mode=mode, interval_s=interval_s,  # type: ignore[arg-type]
+                                            max_staleness_s=max_staleness_s),
+                         tracer=tracer, metrics=metrics, elector=elector, gate_probe=probe)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        _console.print(f"ebb run: {mode} mode, {source} → {pol.spec} → {actuator} ({target}), ledger {ledger}")
+        ctl.run(stop, max_cycles=cycles)
+    finally:
+        for close in reversed(closers):
+            close()
+
+
+@app.command("demo")
+def demo_cmd(
+    live: Annotated[bool, typer.Option("--live", help="Run the live loop on this machine (else: the simulator demo).")]
+    = False,
+    minutes: Annotated[float, typer.Option(help="Wall minutes to run.")] = 3.0,
+    trace: Annotated[str, typer.Option(help="Bundled trace name or a request-log file.")] = "azure-code",
+    start_s: Annotated[float, typer.Option(help="Trace second where the replayed window starts.")] = 540.0,
+    time_scale: Annotated[float, typer.Option(help="Replay this many times faster than recorded.")] = 2.0,
+    source: Annotated[str, typer.Option(help="auto, prometheus or agents.")] = "auto",
+    report: Annotated[Path, typer.Option(help="HTML report of what happened.")] = Path("ebb-live-report.html"),
+    workdir: Annotated[Path, typer.Option(help="Ledger, Prometheus data and logs go here.")] = Path("ebb-live"),
+) -> None:
+    """Scale real worker processes under a real trace with the live controller, and report what happened."""
+    if not live:
+        _console.print("ebb demo replays on the simulator's virtual clock with `ebb simulate` (what `make demo` "
+                       "runs); add --live to run the live loop on this machine.")
+        raise typer.Exit(0)
+    import time
+
+    from ebb.live.controller import CycleOutcome
+    from ebb.live.demo import DemoSettings, LiveDemo, recent_load
+
+    settings = DemoSettings(minutes=minutes, trace=trace, start_s=start_s, time_scale=time_scale, source=source,
+                            report=report, workdir=workdir)
+    rows: list[tuple[str, ...]] = []
+    start = time.time()
+
+    def view(demo: LiveDemo) -> Table:
+        t = Table(title=f"ebb demo --live  ({time.time() - start:.0f} s of {minutes * 60:.0f} s)")
+        for col in ("t", "replicas", "ready", "load req/s", "TTFT p99 ms", "action", "note"):
+            t.add_column(col)
+        for r in rows[-14:]:
+            t.add_row(*r)
+        return t
+
+    live_view = Live(console=_console, refresh_per_second=2) if _console.is_terminal else None
+
+    def on_cycle(out: CycleOutcome, demo: LiveDemo) -> None:
+        rps, p99 = (recent_load(demo.loadgen.results(), time.time()) if demo.loadgen is not None
+                    else (0.0, math.nan))
+        row = (f"{out.t_s:.0f}s", f"{out.spec_replicas}→{out.to_replicas}", str(out.ready_replicas), f"{rps:.1f}",
+               "-" if math.isnan(p99) else f"{p99:.0f}", out.action, out.note[:60])
+        if out.action != "hold" or int(out.t_s) % 10 == 0:
+            rows.append(row)
+            if live_view is None and out.action != "hold":
+                _console.print("  ".join(row))
+        if live_view is not None:
+            live_view.update(view(demo))
+
+    if live_view is not None:
+        live_view.start()
+    try:
+        result = LiveDemo(settings, on_cycle=on_cycle).run()
+    finally:
+        if live_view is not None:
+            live_view.stop()
+    for note in result.notes:
+        _console.print(f"[yellow]note:[/] {note}")
+    c = result.policy_run.scorecard
+    _console.print(f"source {result.source}; {c.requests:,} requests, {result.load.failed} failed; "
+                   f"replicas mean {c.mean_replicas:.2f} peak {c.peak_replicas}; {c.scale_downs} scale-downs, "
+                   f"{c.scale_ups} scale-ups; SLO violations {c.slo_violation_pct:.2f} %; "
+                   f"ledger {result.ledger_path} (ebb explain --ledger {result.ledger_path} --list)")
+    if result.report is not None:
+        _console.print(f"report: {result.report}")

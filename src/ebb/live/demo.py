@@ -1,0 +1,250 @@
+"""``ebb demo --live``: the whole live loop on one machine, driven by a real trace.
+
+What runs (all on 127.0.0.1, free ports, a temporary work dir):
+
+* a router and ``initial`` worker processes (:mod:`ebb.live.worker`: continuous batching with the
+  calibrated H200 service times, divided by ``speed``), scaled by :class:`~ebb.actuate.local.LocalActuator`;
+* an Ebb agent polling router and workers into 100 ms buckets;
+* the real Prometheus server (Debian's ``prometheus``), scraping router, agent and workers every
+  second (workers through a file-SD targets file the actuator rewrites) — skipped with a message
+  when the binary is absent, the controller then reads the agent directly;
+* the controller (:class:`~ebb.live.controller.Controller`) in ``act`` mode with a SQLite ledger;
+* a load generator replaying ``trace`` from ``start_s`` for ``minutes`` of wall time, ``time_scale``
+  times faster than recorded.
+
+The default window of the bundled Azure code trace (minutes 9–15 of the slice) holds a busy phase,
+a lull of about three minutes and a burst, so a 3-minute run at ``time_scale=2`` shows the fleet
+shrinking in the lull and growing for the burst. The report is :mod:`ebb.sim.report`'s, filled from
+what really happened (:mod:`ebb.live.report`).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ebb.actuate.local import LocalActuator
+from ebb.agent.server import Agent
+from ebb.ledger import open_ledger
+from ebb.live.controller import Controller, ControllerSettings, CycleOutcome
+from ebb.live.loadgen import LoadGenerator, LoadResults
+from ebb.live.policy_spec import build_live_policy
+from ebb.live.report import FleetSample, LiveRun, live_policy_run
+from ebb.live.router import Router
+from ebb.model.trace import RequestTrace
+from ebb.model.trace_ops import window
+from ebb.sim.report import write_report
+from ebb.sim.results import PolicyRun
+from ebb.sources.agents import AgentSource
+from ebb.sources.live import SignalSource
+from ebb.sources.prometheus import PrometheusClient, PrometheusSource
+from ebb.sources.traces import bundled_trace, load_trace
+from ebb.telemetry.metrics import EbbMetrics
+from ebb.telemetry.tracing import CycleTracer
+from ebb.testing.prometheus import PROMETHEUS_INSTALL, LocalPrometheus, prometheus_binary, write_config
+
+__all__ = ["DEMO_POLICY", "DemoResult", "DemoSettings", "LiveDemo", "load_window"]
+
+log = logging.getLogger(__name__)
+
+DEMO_POLICY = "ebb:profile=balanced,hold_s=20,warmup_s=15,cooldown_s=10,down_interval_s=5"
+"""The balanced profile with its minutes-long memories shortened for a compressed trace: the demo
+replays minutes of traffic in seconds, so a 10-minute peak memory would outlast the whole run."""
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    """One live demo run. Every field: unit, default, why."""
+
+    minutes: float = 3.0
+    """Wall minutes to run (the trace window is ``minutes × time_scale`` long)."""
+    trace: str = "azure-code"
+    """Bundled trace name or a trace file (any format ``ebb simulate`` reads)."""
+    start_s: float = 540.0
+    """Trace second where the window starts (default: busy → lull → burst in the Azure code slice)."""
+    time_scale: float = 2.0
+    """Replay speed-up: 2 plays two trace minutes per wall minute."""
+    rate_scale: float = 1.0
+    """Share of the trace's requests sent (Bernoulli thinning), ≤ 1."""
+    speed: float = 0.25
+    """Worker speed-up over the H200 model; 0.25 = four times slower, so the trace's real request
+    rate needs a handful of worker processes (one real H200 would absorb the whole slice)."""
+    max_batch: int = 8
+    """Batch slots per worker."""
+    warmup_s: float = 3.0
+    """Worker cold start (s) before it takes traffic."""
+    initial: int = 6
+    """Workers at start (sized for the window's opening busy phase)."""
+    max_replicas: int = 12
+    """Upper bound for the policy."""
+    policy: str = DEMO_POLICY
+    """The controller's policy spec (``ebb:...``, see :mod:`ebb.live.policy_spec`)."""
+    source: str = "auto"
+    """``prometheus``, ``agents`` or ``auto`` (Prometheus when installed, else the agent)."""
+    slo_ttft_ms: float = 2000.0
+    slo_e2e_ms: float = 60000.0
+    workdir: Path | None = None
+    """Where the ledger, Prometheus TSDB and logs go; None = a fresh temporary directory."""
+    report: Path | None = Path("ebb-live-report.html")
+    """HTML report path; None = no report."""
+    run_id: str = "live-demo"
+
+
+@dataclass
+class DemoResult:
+    """What a demo run produced (also what the integration test checks)."""
+
+    outcomes: list[CycleOutcome]
+    load: LoadResults
+    policy_run: PolicyRun
+    ledger_path: Path
+    source: str
+    prometheus_url: str | None
+    report: Path | None
+    notes: list[str] = field(default_factory=list)
+
+
+def load_window(name: str, start_s: float, length_s: float) -> RequestTrace:
+    """``length_s`` seconds of a request trace from ``start_s``, re-based to start at 0."""
+    tr = bundled_trace(name) if "/" not in name and not name.endswith((".csv", ".gz", ".jsonl")) else load_trace(name)
+    if not isinstance(tr, RequestTrace):
+        from ebb.errors import InputError
+        raise InputError("the live demo replays request logs (one row per request), not count series",
+                         path=name, fix="pass a request trace such as azure-code or azure-conv")
+    return window(tr, start_s, start_s + length_s)
+
+
+class LiveDemo:
+    """Starts every component, runs the controller for ``minutes``, stops everything, reports."""
+
+    def __init__(self, settings: DemoSettings, *, tracer: CycleTracer | None = None,
+                 on_cycle: Callable[[CycleOutcome, LiveDemo], None] | None = None,
+                 hooks: dict[float, Callable[[LiveDemo], None]] | None = None) -> None:
+        self.s = settings
+        self.tracer = tracer
+        self.on_cycle = on_cycle
+        self.hooks = dict(hooks or {})
+        """Callbacks at wall seconds since start (tests kill and restart Prometheus this way)."""
+        self.prometheus: LocalPrometheus | None = None
+        self.actuator: LocalActuator | None = None
+        self.router: Router | None = None
+        self.loadgen: LoadGenerator | None = None
+        self.controller: Controller | None = None
+        self.fleet: list[FleetSample] = []
+        self.notes: list[str] = []
+
+    def _source(self, stack: ExitStack, work: Path, agent_url: str, router_url: str) -> tuple[SignalSource, str]:
+        want = self.s.source
+        binary = prometheus_binary() if want in ("auto", "prometheus") else None
+        if binary is None:
+            if want == "prometheus":
+                from ebb.errors import MissingExtraError
+                raise MissingExtraError(f"the prometheus binary is not installed ({PROMETHEUS_INSTALL})")
+            if want == "auto":
+                self.notes.append(f"Prometheus not found — skipping it (install: {PROMETHEUS_INSTALL}); "
+                                  "the controller reads the agent directly")
+            return AgentSource([agent_url]), "agents"
+        targets = work / "workers.json"
+        cfg = write_config(work / "prometheus.yml", [
+            {"job_name": "ebb-router", "static_configs": [{"targets": [router_url.removeprefix("http://")]}]},
+            {"job_name": "ebb-agent", "static_configs": [{"targets": [agent_url.removeprefix("http://")]}]},
+            {"job_name": "ebb-worker", "file_sd_configs": [{"files": [str(targets.resolve())],
+                                                            "refresh_interval": "1s"}]},
+        ], scrape_interval_s=1.0)
+        self.prometheus = LocalPrometheus(binary, work / "tsdb", cfg, log_path=work / "prometheus.log")
+        self.prometheus.start()
+        stack.callback(self.prometheus.stop)
+        return PrometheusSource(PrometheusClient(self.prometheus.url)), "prometheus"
+
+    def run(self) -> DemoResult:
+        s = self.s
+        length_s = s.minutes * 60.0
+        trace = load_window(s.trace, s.start_s, length_s * s.time_scale)
+        with ExitStack() as stack:
+            work = s.workdir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ebb-live-")))
+            work.mkdir(parents=True, exist_ok=True)
+            self.router = Router()
+            router_url = self.router.start()
+            stack.callback(self.router.stop)
+            self.actuator = LocalActuator(self.router, name="local/serving", initial=s.initial,
+                                          max_batch=s.max_batch, warmup_s=s.warmup_s, speed=s.speed,
+                                          targets_file=work / "workers.json", state_file=work / "actuator.json")
+            stack.callback(self.actuator.close)
+            self.actuator.wait_ready(timeout_s=60.0 + s.warmup_s)
+            agent = Agent(endpoints_from=router_url, name="demo-agent")
+            agent_url = agent.start()
+            stack.callback(agent.stop)
+            source, kind = self._source(stack, work, agent_url, router_url)
+            ledger_path = work / "ledger.sqlite"
+            ledger = open_ledger(str(ledger_path))
+            stack.callback(ledger.close)
+            policy = build_live_policy(s.policy, slo_ttft_ms=s.slo_ttft_ms, slo_e2e_ms=s.slo_e2e_ms,
+                                       initial=s.initial)
+            if hasattr(policy, "max_replicas"):
+                policy.max_replicas = s.max_replicas
+            self.controller = Controller(policy, source, self.actuator, ledger,
+                                         ControllerSettings(run_id=s.run_id, target="local/serving", mode="act"),
+                                         tracer=self.tracer, metrics=EbbMetrics())
+            self.loadgen = LoadGenerator(router_url, trace, time_scale=s.time_scale, rate_scale=s.rate_scale)
+            t0 = time.time()
+            self.loadgen.start(duration_s=length_s)
+            stop = threading.Event()
+            # Hooks run on timers, not in the controller's thread: restarting a server blocks.
+            timers = [threading.Timer(at, hook, args=(self,)) for at, hook in sorted(self.hooks.items())]
+            for tm in timers:
+                tm.daemon = True
+                tm.start()
+                stack.callback(tm.cancel)
+
+            def each(out: CycleOutcome) -> None:
+                st = self.actuator.state() if self.actuator is not None else None
+                if st is not None:
+                    self.fleet.append(FleetSample(time.time() - t0, st.spec_replicas, st.ready_replicas, st.draining))
+                if self.on_cycle is not None:
+                    self.on_cycle(out, self)
+                if time.time() - t0 >= length_s:
+                    stop.set()
+
+            self.controller.run(stop, on_cycle=each)
+            load = self.loadgen.stop(wait_s=60.0)
+            end = time.time()
+        decisions = tuple((o.t_s - (t0 - self.controller.t0), o.spec_replicas, o.to_replicas)
+                          for o in self.controller.outcomes if o.acted)
+        live = LiveRun(policy=policy.spec, trace=f"{trace.name} [{s.start_s:g} s +{length_s * s.time_scale:g} s, "
+                                                 f"x{s.time_scale:g}]",
+                       sent_s=load.sent_s - t0, ok=load.ok, ttft_ms=load.ttft_ms, e2e_ms=load.e2e_ms,
+                       fleet=self.fleet, decisions=decisions, duration_s=end - t0, slo_ttft_ms=s.slo_ttft_ms,
+                       slo_e2e_ms=s.slo_e2e_ms)
+        prun = live_policy_run(live)
+        if s.report is not None:
+            write_report(s.report, [prun], title="Ebb live demo — what really happened",
+                         trace_desc=live.trace,
+                         settings={"source": kind, "workers": f"max batch {s.max_batch}, speed x{s.speed:g}, "
+                                                              f"warm-up {s.warmup_s:g} s",
+                                   "policy": policy.spec, "requests sent": f"{len(load.sent_s):,}",
+                                   "failed requests": str(load.failed)})
+        return DemoResult(self.controller.outcomes, load, prun, ledger_path, kind,
+                          None if self.prometheus is None else self.prometheus.url, s.report, self.notes)
+
+
+def recent_load(load: LoadResults, now_s: float, window_s: float = 10.0) -> tuple[float, float]:
+    """(requests/s sent, TTFT P99 ms of the answered ones) over the last ``window_s`` seconds."""
+    m = load.sent_s > now_s - window_s
+    ttft = load.ttft_ms[m & load.ok]
+    return float(m.sum()) / window_s, float(np.percentile(ttft, 99)) if len(ttft) else float("nan")
+
+
+def describe(out: CycleOutcome) -> dict[str, Any]:
+    """One cycle as a row of the live terminal view."""
+    return {"t": f"{out.t_s:6.0f}s", "replicas": f"{out.spec_replicas}→{out.to_replicas}",
+            "ready": out.ready_replicas, "action": out.action,
+            "stale": "-" if out.staleness_s is None else f"{out.staleness_s:.1f}s", "note": out.note}

@@ -1,0 +1,137 @@
+"""The crash-point matrix (issue #8): a live controller SIGKILLed at each point of a cycle resumes
+without losing a decision and without applying one twice.
+
+Each case runs the harness (:mod:`ebb.testing.controller_proc`, a real process acting through the real
+Kubernetes actuator on the fake API server of this test process) until it kills itself the 2nd time it
+reaches the fault point, checks what the crash left in the ledger and on the Deployment, restarts it
+for four clean cycles and checks that every decision is in the ledger once, every acted decision has
+exactly one outcome and changed replicas exactly once on the API server, and the Deployment ends at
+the last decision's target. Ledgers: an SQLite file, and a real etcd (skipped without the binary,
+failed under CI=true).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("kubernetes")
+
+from ebb.actuate.kubernetes import DECISION_ANNOTATION  # noqa: E402
+from ebb.ledger import open_ledger  # noqa: E402
+from ebb.model.decisions import DecisionRecord  # noqa: E402
+from ebb.model.ids import CycleId, RunId  # noqa: E402
+from ebb.testing.controller_proc import FAULT_POINTS, scale_writes  # noqa: E402
+from ebb.testing.fake_kube import FakeKubeApiServer  # noqa: E402
+
+NS, NAME, START = "serving", "llm", 3
+RUN_TIMEOUT_S = 60.0  # a run takes ~2 s; generous for two noisy shared cores
+
+NOTE_AFTER_RESTART = {"before_plan": None, "after_ledger": "applied after restart",
+                      "after_actuation": "found applied after restart"}
+"""The outcome note of the decision the crash interrupted (None: the crash came before any write)."""
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKubeApiServer]:
+    with FakeKubeApiServer() as server:
+        server.add_node("node-a", "zone-a")
+        server.add_deployment(NAME, START, namespace=NS)
+        yield server
+
+
+@pytest.fixture(params=["sqlite", "etcd"])
+def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "ledger.sqlite")
+    pytest.importorskip("etcd3gw")
+    endpoint: str = request.getfixturevalue("etcd_endpoint")
+    return f"etcd://{endpoint.removeprefix('http://')}/crash-{uuid.uuid4().hex}"
+
+
+def harness(fake: FakeKubeApiServer, ledger: str, run_id: str, *extra: str) -> tuple[int, list[dict[str, Any]], str]:
+    """Run the harness to its end: (exit status, its JSON lines, its stderr)."""
+    args = [sys.executable, "-m", "ebb.testing.controller_proc", "--ledger", ledger, "--kube-url", fake.url,
+            "--namespace", NS, "--deployment", NAME, "--run-id", run_id, *extra]
+    done = subprocess.run(args, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=RUN_TIMEOUT_S)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return done.returncode, lines, done.stderr[-4000:]
+
+
+def spec_replicas(fake: FakeKubeApiServer) -> int:
+    return int(fake.deployments[(NS, NAME)]["spec"]["replicas"])
+
+
+def acted(decisions: list[DecisionRecord]) -> list[DecisionRecord]:
+    return [d for d in decisions if d.action in ("scale_up", "scale_down") and d.plan.get("mode") == "act"]
+
+
+def outcomes(ledger: str, run_id: str) -> tuple[list[DecisionRecord], dict[str, list[dict[str, Any]]]]:
+    """The run's decisions in ledger order, and the outcome snapshots recorded for each decision id."""
+    store = open_ledger(ledger, create=False)
+    try:
+        cycles = store.cycles(RunId(run_id))
+        decisions = [d for c in cycles for d in c.decisions]
+        assert [d.decision_id for d in decisions] == [d.decision_id for d in store.decisions(RunId(run_id))]
+        found: dict[str, list[dict[str, Any]]] = {}
+        for c in cycles:
+            if c.cycle_id.endswith("-outcome"):
+                of = str(c.snapshot["outcome_of"])
+                owner = store.get_decision(of)  # type: ignore[arg-type]
+                assert owner is not None and c.cycle_id == f"{owner.cycle_id}-outcome", c
+                found.setdefault(of, []).append(dict(c.snapshot))
+        return decisions, found
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("point", FAULT_POINTS)
+def test_a_controller_killed_at_any_point_of_a_cycle_resumes_without_losing_or_repeating_a_decision(
+        point: str, ledger_url: str, fake: FakeKubeApiServer) -> None:
+    run_id = f"crash-{point}-{uuid.uuid4().hex[:8]}"
+    code, lines, err = harness(fake, ledger_url, run_id, "--crash-at", f"{point}:2", "--cycles", "12")
+    assert code == -signal.SIGKILL, f"the harness was not killed at {point}:2 (exit {code}): {err}"
+    assert [(x["point"], x["nth"]) for x in lines if x["event"] == "crash"] == [(point, 2)]
+
+    # What the crash left: the interrupted decision is written (after_ledger, after_actuation) and has
+    # no outcome yet; the Deployment is still at `from` (after_ledger) or already at `to` (after_actuation).
+    decisions, done = outcomes(ledger_url, run_id)
+    last = acted(decisions)[-1]
+    if point == "before_plan":
+        assert last.decision_id in done and spec_replicas(fake) == last.to_replicas
+    else:
+        assert last.decision_id not in done
+        assert spec_replicas(fake) == (last.from_replicas if point == "after_ledger" else last.to_replicas)
+
+    code, lines, err = harness(fake, ledger_url, run_id, "--cycles", "4")
+    assert code == 0, err
+    assert any(x.get("acted") for x in lines), f"the restarted controller decided nothing: {lines}"
+
+    decisions, done = outcomes(ledger_url, run_id)
+    ids = [d.decision_id for d in decisions]
+    assert len(ids) == len(set(ids)), f"a decision id is in the ledger twice: {ids}"
+    nums = [int(d.cycle_id.rsplit("-c", 1)[1]) for d in decisions]
+    assert nums == sorted(set(nums)), f"cycle numbers not strictly increasing in ledger order: {nums}"
+    moves = acted(decisions)
+    assert {d: len(o) for d, o in done.items()} == {d.decision_id: 1 for d in moves}, \
+        "every acted decision needs exactly one outcome, and no outcome may lack its decision"
+    notes = Counter(o[0]["note"] for o in done.values())
+    assert set(notes) <= {"applied", "applied after restart", "found applied after restart"}, notes
+    want = NOTE_AFTER_RESTART[point]
+    assert done[last.decision_id][0]["note"] == (want or "applied")
+    assert notes[want] == 1 if want else set(notes) == {"applied"}
+
+    # The API server saw each decision change replicas exactly once, in decision order, as decided.
+    writes = scale_writes(fake.requests, NS, NAME, START)
+    assert writes == [(d.decision_id, d.from_replicas, d.to_replicas) for d in moves]
+    assert spec_replicas(fake) == moves[-1].to_replicas
+    assert fake.deployments[(NS, NAME)]["metadata"]["annotations"][DECISION_ANNOTATION] == moves[-1].decision_id

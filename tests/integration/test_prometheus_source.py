@@ -1,0 +1,222 @@
+"""PrometheusSource against the real Prometheus binary scraping a test exporter every second.
+
+One scenario (about 30-40 s): values the exporter sets reach the source; the exporter stops
+(staleness markers) and the data goes stale; Prometheus is killed (SourceUnavailable) while the
+exporter also stops, then restarted over its old TSDB — the lookback delta now serves the dead
+worker's last values as if current, and the source must still see them as stale; the exporter
+comes back and data flows again.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from ebb.errors import SourceUnavailable
+from ebb.model import live as names
+from ebb.model.live import LiveSignals
+from ebb.sources.prometheus import PrometheusClient, PrometheusSource
+from ebb.testing.etcd import free_port
+from ebb.testing.prometheus import LocalPrometheus, local_prometheus, write_targets
+
+T = TypeVar("T")
+SCRAPE_S = 1.0
+MAX_AGE_S = 3.0
+
+
+class FleetExporter:
+    """Serves the worker and router metrics with values the test sets; restartable on its port."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self._lock = threading.Lock()
+        self.workers: dict[str, dict[str, float]] = {}
+        self.queued = 0.0
+        self.ttft_counts = [0.0] * (len(names.LATENCY_BUCKETS_S) + 1)
+        self._busy: dict[str, float] = {}
+        self._last = time.monotonic()
+        self.registry = CollectorRegistry()
+        self.registry.register(self)  # type: ignore[arg-type]
+        self._server: object | None = None
+        self._thread: threading.Thread | None = None
+
+    def set_worker(self, name: str, *, running: float, waiting: float, max_batch: float,
+                   prefill_share: float) -> None:
+        with self._lock:
+            self._integrate()
+            self.workers[name] = {"running": running, "waiting": waiting, "max_batch": max_batch,
+                                  "share": prefill_share}
+            self._busy.setdefault(name, 0.0)
+
+    def observe_ttft(self, seconds: float, n: int) -> None:
+        with self._lock:
+            i = next((i for i, b in enumerate(names.LATENCY_BUCKETS_S) if seconds <= b), len(names.LATENCY_BUCKETS_S))
+            self.ttft_counts[i] += n
+
+    def _integrate(self) -> None:
+        # Prefill busy seconds grow at the set share, read exactly whenever Prometheus scrapes.
+        now = time.monotonic()
+        for name, w in self.workers.items():
+            self._busy[name] += w["share"] * (now - self._last)
+        self._last = now
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            self._integrate()
+            gauges = {k: GaugeMetricFamily(n, "test", labels=["worker"]) for k, n in
+                      (("running", names.WORKER_RUNNING), ("waiting", names.WORKER_WAITING),
+                       ("max_batch", names.WORKER_MAX_BATCH))}
+            busy = CounterMetricFamily(names.WORKER_PREFILL_BUSY, "test", labels=["worker"])
+            for name, w in self.workers.items():
+                for k, g in gauges.items():
+                    g.add_metric([name], w[k])
+                busy.add_metric([name], self._busy[name])
+            yield from gauges.values()
+            yield busy
+            yield GaugeMetricFamily(names.ROUTER_QUEUED, "test", value=self.queued)
+            cum = np.cumsum(self.ttft_counts)
+            bounds = [f"{b:g}" for b in names.LATENCY_BUCKETS_S] + ["+Inf"]
+            yield HistogramMetricFamily(names.ROUTER_TTFT, "test", buckets=list(zip(bounds, cum.tolist())),
+                                        sum_value=0.0)
+
+    def start(self) -> None:
+        server, thread = start_http_server(self.port, addr="127.0.0.1", registry=self.registry)
+        self._server, self._thread = server, thread
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()  # type: ignore[attr-defined]
+            self._server.server_close()  # type: ignore[attr-defined]
+            assert self._thread is not None
+            self._thread.join(timeout=10)
+            self._server = None
+
+
+def poll(fn: Callable[[], T | None], within_s: float, what: str) -> T:
+    """Call ``fn`` until it returns something other than None, or fail after ``within_s``."""
+    deadline = time.monotonic() + within_s
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            got = fn()
+        except SourceUnavailable as exc:  # Prometheus (re)starting
+            got, last = None, exc
+        if got is not None:
+            return got
+        time.sleep(0.25)
+    pytest.fail(f"{what} not seen within {within_s:g} s (last error: {last})")
+
+
+@pytest.fixture
+def exporter() -> Iterator[FleetExporter]:
+    exp = FleetExporter()
+    exp.start()
+    try:
+        yield exp
+    finally:
+        exp.stop()
+
+
+@pytest.fixture
+def prometheus(prometheus_binary_path: str, tmp_path: Path, exporter: FleetExporter) -> Iterator[LocalPrometheus]:
+    targets = tmp_path / "targets.json"
+    write_targets(targets, [f"127.0.0.1:{exporter.port}"])
+    with local_prometheus(prometheus_binary_path, tmp_path, file_sd_path=targets, scrape_interval_s=SCRAPE_S,
+                          log_path=tmp_path / "prometheus.log") as prom:
+        yield prom
+
+
+def _settled(src: PrometheusSource, slot: float, prefill: float, queued: float,
+             scraped_after_s: float = 0.0) -> LiveSignals | None:
+    """The read once its newest point shows these values, scraped after ``scraped_after_s``."""
+    sig = src.read(time.time() - 10)
+    f = sig.fine
+    if len(f.t_s) == 0 or sig.newest_sample_s is None or sig.newest_sample_s <= scraped_after_s:
+        return None
+    if math.isclose(f.slot_replicas[-1], slot, abs_tol=1e-9) and abs(f.prefill_replicas[-1] - prefill) < 0.05 \
+            and f.queued[-1] == queued:
+        return sig
+    return None
+
+
+def test_the_source_follows_the_exporter_and_never_passes_stale_data_as_fresh(
+        prometheus: LocalPrometheus, exporter: FleetExporter) -> None:
+    exporter.set_worker("w0", running=4, waiting=1, max_batch=8, prefill_share=0.3)
+    exporter.set_worker("w1", running=2, waiting=0, max_batch=8, prefill_share=0.2)
+    exporter.queued = 3
+    src = PrometheusSource(PrometheusClient(prometheus.url), scrape_interval_s=SCRAPE_S,
+                           max_sample_age_s=MAX_AGE_S)
+
+    # 1. Values flow: shares and queue as set, per-worker in-flight, honest scrape time.
+    sig = poll(lambda: _settled(src, 0.75, 0.5, 3.0), 30, "slot 0.75 / prefill 0.5 / queued 3")
+    assert dict(sig.inflight_by_replica) == {"w0": 5.0, "w1": 2.0}
+    assert sig.queued == 3.0
+    assert sig.newest_sample_s is not None and time.time() - sig.newest_sample_s < MAX_AGE_S + 2 * SCRAPE_S
+    exporter.set_worker("w0", running=8, waiting=4, max_batch=8, prefill_share=0.3)
+    exporter.queued = 0
+    changed = time.time()
+    poll(lambda: _settled(src, 1.25, 0.5, 0.0, changed), 15, "slot share following running 4 -> 8")
+
+    # Completions: 5 TTFTs in the (0.25, 0.5] bucket arrive as rows at its upper bound, exactly once.
+    cursor = time.time()
+    exporter.observe_ttft(0.3, 5)
+    seen: list[tuple[float, float, float]] = []
+
+    def five_rows() -> bool | None:
+        nonlocal cursor
+        f = src.read(cursor).fine
+        seen.extend(zip(f.done_ttft_ms.tolist(), f.done_e2e_ms.tolist(), f.done_weight.tolist(), strict=True))
+        cursor = max(cursor, f.t_s.max(initial=cursor), f.done_t_s.max(initial=cursor))
+        return True if sum(w for *_, w in seen) >= 5 else None
+    poll(five_rows, 15, "5 weighted TTFT completions")
+    time.sleep(2 * SCRAPE_S)
+    five_rows()
+    assert {ttft for ttft, _, _ in seen} == {500.0}
+    assert all(math.isnan(e2e) for _, e2e, _ in seen)
+    assert sum(w for *_, w in seen) == 5
+
+    # 2. Target down: no new points, newest_sample_s frozen, while Prometheus answers.
+    exporter.stop()
+    stopped = time.time()
+
+    def stale() -> LiveSignals | None:
+        s = src.read(stopped + MAX_AGE_S)
+        return s if len(s.fine.t_s) == 0 and time.time() > stopped + MAX_AGE_S + 2 * SCRAPE_S + src.settle_s else None
+    sig = poll(stale, MAX_AGE_S + 2 * SCRAPE_S + 15, "no fresh points after the exporter stopped")
+    assert sig.newest_sample_s is None or sig.newest_sample_s <= stopped
+    assert src.client.instant("up")[0].value[0] == 0.0
+
+    # 3. Exporter back, then Prometheus crashes while the exporter dies too: SourceUnavailable.
+    back = time.time()
+    exporter.start()
+    poll(lambda: _settled(src, 1.25, 0.5, 0.0, back), 20, "data flowing after the exporter came back")
+    prometheus.kill()
+    exporter.stop()
+    with pytest.raises(SourceUnavailable, match=prometheus.url):
+        src.read(time.time() - 10)
+
+    # 4. Prometheus restarted over its TSDB: the lookback delta serves the dead worker's last values
+    # as current, but their scrape timestamps age, so the source drops them.
+    dead_since = time.time()
+    prometheus.start()
+    filled = src.client.instant(names.WORKER_RUNNING)
+    assert {s.labels["worker"] for s in filled} == {"w0", "w1"}, "Prometheus should lookback-fill the dead worker"
+    # A step up to MAX_AGE_S after the last real scrape honestly carries a young value; later ones
+    # carry an old one and must be dropped.
+    time.sleep(MAX_AGE_S + src.settle_s + 2 * SCRAPE_S)
+    sig = src.read(dead_since + MAX_AGE_S)
+    assert len(sig.fine.t_s) == 0
+    assert sig.newest_sample_s is None or sig.newest_sample_s <= dead_since
+
+    # 5. Exporter back: data flows again through the restarted server.
+    exporter.start()
+    poll(lambda: _settled(src, 1.25, 0.5, 0.0, dead_since), 30, "data flowing after Prometheus restarted")
