@@ -167,3 +167,52 @@ def check_ledger_and_fleet(ledger: str, run_id: str, fake: FakeKubeApiServer, *,
     assert scale_writes(fake.requests, NS, NAME, START) == [(d.decision_id, d.from_replicas, d.to_replicas)
                                                             for d in moves]
     assert int(fake.deployments[(NS, NAME)]["spec"]["replicas"]) == moves[-1].to_replicas
+
+
+FENCE_LAPSE = ("the controller writes unfenced (fencing_token 0) when its elector's fence() returns None because "
+               "leadership lapsed after is_leader(): src/ebb/live/controller.py Controller._fence/_append")
+ACT_AFTER_LAPSE = ("the controller applies a decision whose fenced ledger write succeeded even when it lost "
+                   "leadership before the actuator call, repeating a decision its successor already reconciled: "
+                   "src/ebb/live/controller.py Controller._decide_and_act")
+
+
+@pytest.mark.parametrize("point", [
+    pytest.param("before_plan", marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=FENCE_LAPSE)),
+    pytest.param("after_ledger", marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=ACT_AFTER_LAPSE)),
+])
+def test_a_leader_paused_past_its_lease_neither_writes_nor_acts_after_its_successor(
+        point: str, fake: FakeKubeApiServer, etcd_endpoint: str, tmp_path: Path) -> None:
+    """A stop-the-world pause (SIGSTOP: a GC pause, a frozen VM) mid-cycle, 4th cycle / 2nd decision."""
+    run_id = f"paused-{uuid.uuid4().hex[:8]}"
+    ledger = f"etcd://{etcd_endpoint.removeprefix('http://')}/paused-{uuid.uuid4().hex}"
+    nth = "4" if point == "before_plan" else "2"  # both stop the leader just before its 2nd decision acts
+    a = Harness(tmp_path, "a", fake, ledger, etcd_endpoint, run_id, "--interval-s", "0.5", "--every", "3",
+                "--stop-at", f"{point}:{nth}")
+    b: Harness | None = None
+    try:
+        a.wait("leadership", lambda: leads(a))
+        b = Harness(tmp_path, "b", fake, ledger, etcd_endpoint, run_id)
+        follower = b
+        a.wait("stop", lambda: any(x["event"] == "stop" for x in a.lines()))
+        follower.wait("decision after the take-over", lambda: len(follower.decisions()) >= 1)
+        os.kill(a.proc.pid, signal.SIGCONT)
+
+        def resumed() -> list[dict[str, Any]]:
+            lines = a.lines()
+            stop = next(i for i, x in enumerate(lines) if x["event"] == "stop")
+            return [x for x in lines[stop + 1:] if x["event"] == "cycle"]
+
+        a.wait("cycle after SIGCONT", lambda: len(resumed()) >= 1)
+        woke_at = resumed()[0]["t_s"]
+        follower.wait("decision after a woke", lambda: any(x["t_s"] > woke_at for x in follower.decisions()))
+        for h in (a, follower):
+            h.stop()
+            assert h.proc.returncode == 0, h.tail()
+        assert not any(x["acted"] for x in resumed()), f"the deposed leader acted: {resumed()}"
+    finally:
+        for h in (a, b):
+            if h is not None:
+                if h.proc.poll() is None:
+                    os.kill(h.proc.pid, signal.SIGCONT)
+                h.stop()
+    check_ledger_and_fleet(ledger, run_id, fake, crashed_after_ledger=point == "after_ledger")

@@ -13,10 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ebb.config.triggers import parse_triggers
 from ebb.config.workloads import parse_workload_classes
-from ebb.gates.metrics_gate import gate_spec_from_mapping
-from ebb.gates.quota import Quota
+from ebb.gates.metrics_gate import gate_spec_from_mapping, load_gates
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 K8S_VERSION = "1.30"
@@ -108,15 +106,13 @@ def test_the_agent_runs_on_gpu_nodes_without_host_pid_or_api_access(docs: list[d
 
 def test_the_configmap_parses_with_ebbs_own_loaders(docs: list[dict[str, Any]]) -> None:
     data = one(docs, "ConfigMap", "ebb-config")["data"]
-    assert set(data) == {"workloads.yaml", "triggers.yaml", "gates.yaml", "quotas.yaml"}
+    assert set(data) == {"workloads.yaml", "gates.yaml"}
     classes = parse_workload_classes(data["workloads.yaml"], "deploy/configmap.yaml:workloads.yaml")
     assert [c.name for c in classes][0] == "order-fulfilment"
-    assert parse_triggers(data["triggers.yaml"], "deploy/configmap.yaml:triggers.yaml").rules
     gates = [gate_spec_from_mapping(g, f"gates.yaml:gates[{i}]")
              for i, g in enumerate(yaml.safe_load(data["gates.yaml"])["gates"])]
     assert all(g.success is not None for g in gates)
-    quotas = [Quota(**q) for q in yaml.safe_load(data["quotas.yaml"])["quotas"]]
-    assert {q.namespace for q in quotas} == {"serving", "training"}
+    assert load_gates(data["gates.yaml"], "deploy/configmap.yaml:gates.yaml") == tuple(gates)
     dep = one(docs, "Deployment", "ebb-controller")
     mount = dep["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0]["mountPath"]
     args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -204,3 +200,19 @@ def test_the_actuator_role_is_limited_to_the_deployment_the_controller_scales(do
 
 def test_the_agent_is_granted_nothing(docs: list[dict[str, Any]]) -> None:
     assert granted(docs, ("ebb-system", "ebb-agent")) == set()
+
+
+def test_every_container_argument_is_a_real_ebb_option() -> None:
+    """The controller and agent args parse with the real CLI (a renamed flag fails here, not in a cluster)."""
+    from typer.main import get_command
+
+    import ebb.cli.main  # noqa: F401  (registers every command)
+    from ebb.cli.app import app
+
+    group: Any = get_command(app)
+    docs = render()
+    for kind, name in (("Deployment", "ebb-controller"), ("DaemonSet", "ebb-agent")):
+        args = one(docs, kind, name)["spec"]["template"]["spec"]["containers"][0]["args"]
+        cmd = group.commands[args[0]]
+        ctx = cmd.make_context(args[0], list(args[1:]), resilient_parsing=False)
+        assert ctx.params, (kind, args)

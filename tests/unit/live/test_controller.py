@@ -228,3 +228,38 @@ def test_every_cycle_is_one_trace_with_a_span_per_layer() -> None:
     assert len(roots) == 2 and len({s.context.trace_id for s in roots}) == 2
     names = {s.name for s in spans if s.context.trace_id == roots[0].context.trace_id}
     assert {"ebb.source", "ebb.decide", "ebb.l1", "ebb.l2", "ebb.l3", "ebb.ledger", "ebb.actuate"} <= names
+
+
+def test_promql_gates_are_measured_only_while_a_canary_step_is_gated() -> None:
+    from ebb.gates.guard import CanaryGuard
+    from ebb.gates.metrics_gate import GateSpec
+
+    clock = Clock()
+    asked: list[str] = []
+
+    def probe(q: str) -> float | None:
+        asked.append(q)
+        return 0.3
+
+    class Inner(ScriptedPolicy):
+        def ttft_p99_since(self, t0_s: float) -> float:
+            return float("nan")
+
+        def note_scale_up(self, t_s: float) -> None:
+            pass
+
+    guard = CanaryGuard(Inner(lambda o: 2 if o.spec_replicas == 4 else o.spec_replicas),  # type: ignore[arg-type]
+                        GateSpec(query="p99_q", success_condition="result < 1.6", interval_s=2.0, count=2))
+    act = FakeActuator(4, clock=clock)
+    c = make(guard, clock, actuator=act, gate_probe=probe)
+    c.cycle()
+    assert asked == [] and act.state().spec_replicas == 3, "canary step: one replica first, nothing measured yet"
+    for _ in range(6):
+        clock.t += 1.0
+        c.cycle()
+    assert asked and set(asked) == {"p99_q"}
+    assert guard.passes == 1 and act.state().spec_replicas == 2
+    n = len(asked)
+    clock.t += 1.0
+    c.cycle()
+    assert len(asked) == n, "no canary in flight: no gate queries"
