@@ -29,7 +29,7 @@ pytest.importorskip("kubernetes")
 from ebb.actuate.kubernetes import DECISION_ANNOTATION  # noqa: E402
 from ebb.ledger import open_ledger  # noqa: E402
 from ebb.model.decisions import DecisionRecord  # noqa: E402
-from ebb.model.ids import CycleId, RunId  # noqa: E402
+from ebb.model.ids import DecisionId, RunId  # noqa: E402
 from ebb.testing.controller_proc import FAULT_POINTS, scale_writes  # noqa: E402
 from ebb.testing.fake_kube import FakeKubeApiServer  # noqa: E402
 
@@ -86,7 +86,7 @@ def outcomes(ledger: str, run_id: str) -> tuple[list[DecisionRecord], dict[str, 
         for c in cycles:
             if c.cycle_id.endswith("-outcome"):
                 of = str(c.snapshot["outcome_of"])
-                owner = store.get_decision(of)  # type: ignore[arg-type]
+                owner = store.get_decision(DecisionId(of))
                 assert owner is not None and c.cycle_id == f"{owner.cycle_id}-outcome", c
                 found.setdefault(of, []).append(dict(c.snapshot))
         return decisions, found

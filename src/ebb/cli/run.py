@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import signal
@@ -186,8 +187,14 @@ def demo_cmd(
     from ebb.live.controller import CycleOutcome
     from ebb.live.demo import DemoSettings, LiveDemo, recent_load
 
+    from ebb.telemetry.logs import configure_logging
+
     settings = DemoSettings(minutes=minutes, trace=trace, start_s=start_s, time_scale=time_scale, source=source,
                             report=report, workdir=workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    # The terminal shows the live view; structured logs (with trace ids) go to a file beside the ledger.
+    log_file = (workdir / "controller.log").open("a", encoding="utf-8")
+    handler = configure_logging(json=True, stream=log_file)
     rows: list[tuple[str, ...]] = []
     start = time.time()
 
@@ -220,12 +227,15 @@ def demo_cmd(
     finally:
         if live_view is not None:
             live_view.stop()
+        logging.getLogger().removeHandler(handler)
+        log_file.close()
     for note in result.notes:
         _console.print(f"[yellow]note:[/] {note}")
     c = result.policy_run.scorecard
     _console.print(f"source {result.source}; {c.requests:,} requests, {result.load.failed} failed; "
                    f"replicas mean {c.mean_replicas:.2f} peak {c.peak_replicas}; {c.scale_downs} scale-downs, "
                    f"{c.scale_ups} scale-ups; SLO violations {c.slo_violation_pct:.2f} %; "
-                   f"ledger {result.ledger_path} (ebb explain --ledger {result.ledger_path} --list)")
+                   f"ledger {result.ledger_path} (ebb explain --ledger {result.ledger_path} --list); "
+                   f"logs {workdir / 'controller.log'}")
     if result.report is not None:
         _console.print(f"report: {result.report}")

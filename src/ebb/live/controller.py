@@ -161,7 +161,12 @@ class Controller:
 
     # -- ledger bookkeeping -----------------------------------------------------------------
     def _fence(self) -> Any:
-        return self.elector.fence() if self.elector is not None else None
+        if self.elector is None:
+            return None
+        fence = self.elector.fence()
+        if fence is None:  # lapsed since is_leader(): an unfenced write could land after a successor's
+            raise NotLeader(f"{self.settings.run_id}: leadership lapsed before the ledger write; not writing")
+        return fence
 
     def _token(self, fence: Any) -> int:
         return int(getattr(fence, "token", 0) or 0)
@@ -191,6 +196,7 @@ class Controller:
         if state.spec_replicas == d.to_replicas:
             self._record_outcome(last, d, None, "found applied after restart", self._fence())
         elif state.spec_replicas == d.from_replicas:
+            self._fence()  # NotLeader when leadership lapsed meanwhile: the next leader reconciles it
             victims = tuple(r.replica for r in state.replicas if r.name in set(d.victims))
             res = self.actuator.apply(d.decision_id, ScaleRequest(d.to_replicas, victims))
             self._record_outcome(last, d, res, "applied after restart", self._fence())
@@ -360,6 +366,11 @@ class Controller:
         if not acting:
             return CycleOutcome(n, obs.t_s, action, state.spec_replicas, rec.to_replicas, state.ready_replicas,
                                 stale, did, note=blocked or data_note, signals=dict(rec.signals))
+        if self.elector is not None and self._token(self.elector.fence()) != self._token(fence):
+            # Deposed between the write and the act: the successor's resume reconciles this decision.
+            log.error("lost leadership after recording %s: not acting", did)
+            return CycleOutcome(n, obs.t_s, "error", state.spec_replicas, state.spec_replicas, state.ready_replicas,
+                                stale, did, note="lost leadership before acting")
         request = answer if isinstance(answer, ScaleRequest) else ScaleRequest(want)
         with span.layer("ebb.actuate") as a:
             res = self.actuator.apply(did, request)

@@ -56,7 +56,7 @@ __all__ = ["DEMO_POLICY", "DemoResult", "DemoSettings", "LiveDemo", "load_window
 
 log = logging.getLogger(__name__)
 
-DEMO_POLICY = "ebb:profile=balanced,hold_s=20,warmup_s=15,cooldown_s=10,down_interval_s=5"
+DEMO_POLICY = "ebb:profile=balanced,hold_s=20,warmup_s=30,cooldown_s=10,down_interval_s=5"
 """The balanced profile with its minutes-long memories shortened for a compressed trace: the demo
 replays minutes of traffic in seconds, so a 10-minute peak memory would outlast the whole run."""
 
