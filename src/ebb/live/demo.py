@@ -75,9 +75,9 @@ class DemoSettings:
     """Replay speed-up: 2 plays two trace minutes per wall minute."""
     rate_scale: float = 1.0
     """Share of the trace's requests sent (Bernoulli thinning), ≤ 1."""
-    speed: float = 0.25
-    """Worker speed-up over the H200 model; 0.25 = four times slower, so the trace's real request
-    rate needs a handful of worker processes (one real H200 would absorb the whole slice)."""
+    speed: float = 0.5
+    """Worker speed-up over the H200 model; 0.5 = twice as slow, so the trace's real request rate
+    (×2) needs a handful of worker processes (one real H200 would absorb the whole slice)."""
     max_batch: int = 8
     """Batch slots per worker."""
     warmup_s: float = 3.0
