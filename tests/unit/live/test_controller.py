@@ -263,3 +263,28 @@ def test_promql_gates_are_measured_only_while_a_canary_step_is_gated() -> None:
     clock.t += 1.0
     c.cycle()
     assert len(asked) == n, "no canary in flight: no gate queries"
+
+
+def test_an_unreachable_ledger_stops_acting_says_so_and_resumes_when_back() -> None:
+    from ebb.errors import SourceUnavailable as Down
+
+    clock = Clock()
+
+    class Flaky(MemoryLedger):
+        down = True
+
+        def append_cycle(self, cycle: Any, fence: Any = None) -> bool:
+            if self.down:
+                raise Down("etcd at http://127.0.0.1:2379 did not answer (txn)")
+            return super().append_cycle(cycle, fence)
+
+    ledger = Flaky()
+    act = FakeActuator(4, clock=clock)
+    c = make(ScriptedPolicy(lambda o: 3), clock, ledger=ledger, actuator=act)
+    out = c.cycle()
+    assert out.action == "error" and "etcd" in out.note and act.applied_ids == []
+    ledger.down = False
+    clock.t += 1.0
+    out = c.cycle()
+    assert out.acted and act.state().spec_replicas == 3
+    assert [d.decision_id for d in ledger.decisions()] == [out.decision_id]
