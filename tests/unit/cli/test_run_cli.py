@@ -1,0 +1,48 @@
+"""`ebb run` and `ebb demo`: argument checks, and a short real run against an agent that is down."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from ebb.cli.main import app
+from ebb.ledger import SqliteLedger
+from ebb.testing.etcd import free_port
+
+runner = CliRunner()
+
+
+def test_a_bad_mode_or_missing_source_url_is_a_usage_error() -> None:
+    res = runner.invoke(app, ["run", "--mode", "yolo"])
+    assert res.exit_code != 0 and "recommend or act" in str(res.exception)
+    res = runner.invoke(app, ["run", "--source", "prometheus", "--actuator", "kubernetes", "--deployment", "d",
+                              "--kubeconfig", "/nonexistent"])
+    assert res.exit_code != 0
+
+
+def test_demo_without_live_points_at_the_simulator() -> None:
+    res = runner.invoke(app, ["demo"])
+    assert res.exit_code == 0 and "--live" in res.output
+
+
+def test_run_with_its_only_agent_down_holds_the_fleet_and_records_nothing(tmp_path: Path) -> None:
+    """Fail static end to end: a real local fleet, a source that never answers, three cycles."""
+    ledger = tmp_path / "ledger.sqlite"
+    dead = f"http://127.0.0.1:{free_port()}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ebb.cli.main", "run", "--mode", "act", "--source", "agents", "--agent", dead,
+         "--actuator", "local", "--workers", "1", "--speed", "20", "--ledger", str(ledger), "--cycles", "3",
+         "--interval-s", "0.2"],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [json.loads(x) for x in proc.stderr.splitlines() if x.startswith("{")]
+    assert any(dead in x["msg"] for x in lines), "each cycle says why it holds"
+    store = SqliteLedger(ledger)
+    try:
+        assert store.decisions() == []
+    finally:
+        store.close()
