@@ -29,7 +29,7 @@ Guarantees, beyond those of :mod:`ebb.actuate.base`:
   every API call. 429 → wait ``max(Retry-After, backoff)`` with exponential backoff
   (``backoff_s·2^k``, ≤ 30 s, jittered), 5xx and connection errors likewise; after ``max_retries``
   retries → :class:`~ebb.errors.TransientError`. 401/403/404/422 → :class:`~ebb.errors.PermanentError`
-  naming the object and the fix.
+  naming the object and the fix. (Implemented in :mod:`ebb.actuate.kube_client`.)
 * **Events never change behaviour.** One Kubernetes Event (``EbbScaleDown``/``EbbScaleUp``) per
   applied decision, named after the decision id (a repeat is a harmless 409); failure is logged.
 
@@ -51,10 +51,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any
 
 from ebb.actuate.base import ActuationResult, FleetState, ReplicaState
-from ebb.decide.ratelimit import TokenBucket
+from ebb.actuate.kube_client import MAX_BACKOFF_S as MAX_BACKOFF_S  # re-export: public here before the split
+from ebb.actuate.kube_client import ApiCaller, RateLimiter, WriteConflict
 from ebb.errors import ConfigError, PermanentError, TransientError, require_extra
 from ebb.model.ids import DecisionId, ReplicaId
 from ebb.model.observation import ScaleRequest
@@ -72,11 +73,8 @@ VICTIM_ANNOTATION = "ebb.dev/victim-of"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 VICTIM_COST_BASE = -1000
 """Victim of rank r gets cost -1000 + r: below the default 0, and ordered among themselves."""
-MAX_BACKOFF_S = 30.0
 _MERGE_PATCH = "application/merge-patch+json"
 _INSTALL = "pip install 'ebb[k8s]'"
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -89,34 +87,6 @@ class Eviction:
 
     def __bool__(self) -> bool:
         return self.evicted
-
-
-class RateLimiter:
-    """Blocking token bucket (``qps`` refill, ``burst`` capacity) on an injectable clock and sleep."""
-
-    def __init__(self, qps: float, burst: int, *, clock: Callable[[], float],
-                 sleep: Callable[[float], None]) -> None:
-        self._bucket = TokenBucket(rate_per_s=qps, burst=float(burst), tokens=float(burst))
-        self._clock, self._sleep = clock, sleep
-        self._lock = threading.Lock()
-        self.waited_s = 0.0
-        """Total time spent waiting for tokens (s)."""
-
-    def acquire(self) -> None:
-        with self._lock:
-            while True:
-                now = self._clock()
-                res = self._bucket.take(now)
-                self._bucket = res.bucket
-                if res.granted:
-                    return
-                delay = max(res.next_ok_s - now, 1e-3)
-                self.waited_s += delay
-                self._sleep(delay)
-
-
-class _Conflict(Exception):
-    """409 on a write: re-read and decide again."""
 
 
 @dataclass(frozen=True)
@@ -184,8 +154,12 @@ class KubernetesActuator:
         self._clock = clock or time.monotonic
         self._sleep = sleep or time.sleep
         self._rng = rng or random.Random()
-        self._limiter = RateLimiter(qps, burst, clock=self._clock, sleep=self._sleep)
         self._max_retries, self._backoff_s = max_retries, backoff_s
+        self._calls = ApiCaller(api_client=self._api, target=self.target,
+                                limiter=RateLimiter(qps, burst, clock=self._clock, sleep=self._sleep),
+                                max_retries=max_retries, backoff_s=backoff_s, sleep=self._sleep, rng=self._rng,
+                                api_error=self._k.exceptions.ApiException,
+                                transport_errors=(self._urllib3.exceptions.HTTPError, OSError))
         self._timeout = request_timeout_s
         self.controller_name = controller_name
         self._lock = threading.RLock()
@@ -227,64 +201,9 @@ class KubernetesActuator:
         with self._lock:
             return self._reasons.get(decision_id)
 
-    # -- API calls ---------------------------------------------------------------------------
-    def _call(self, what: str, fn: Callable[[], T], *, retries: int | None = None,
-              intercept: Callable[[Any], T | None] | None = None) -> T:
-        api_error = self._k.exceptions.ApiException
-        limit = self._max_retries if retries is None else retries
-        attempt = 0
-        while True:
-            self._limiter.acquire()
-            retry_after: float | None = None
-            last: Exception
-            try:
-                return fn()
-            except api_error as exc:
-                status = int(exc.status or 0)
-                if intercept is not None and (answer := intercept(exc)) is not None:
-                    return answer
-                if status == 409:
-                    raise _Conflict(what) from exc
-                if status != 429 and status < 500:
-                    raise PermanentError(self._permanent_message(what, status, exc)) from exc
-                retry_after = self._retry_after(exc)
-                last = exc
-                cause = f"HTTP {status}"
-            except (self._urllib3.exceptions.HTTPError, OSError) as exc:
-                last, cause = exc, f"{type(exc).__name__}: {exc}"
-            delay = min(MAX_BACKOFF_S, self._backoff_s * 2 ** attempt) * (0.5 + 0.5 * self._rng.random())
-            delay = max(delay, retry_after or 0.0)
-            if attempt >= limit:
-                raise TransientError(f"{what} on {self._api.configuration.host} failed after {attempt + 1} "
-                                     f"tries ({cause}); retry later", retry_after_s=delay) from last
-            log.info("%s: %s, retrying in %.2f s", what, cause, delay)
-            self._sleep(delay)
-            attempt += 1
-
-    def _permanent_message(self, what: str, status: int, exc: Any) -> str:
-        host = self._api.configuration.host
-        fixes = {401: "check the kubeconfig or service-account token",
-                 403: "apply deploy/rbac.yaml: the controller's ServiceAccount lacks this permission",
-                 404: f"check that deployment {self.target} exists (--namespace, --deployment)"}
-        fix = fixes.get(status, "the request was rejected as invalid; report it with the message")
-        message = exc.reason
-        try:
-            message = json.loads(exc.body or "{}").get("message", exc.reason)
-        except (ValueError, AttributeError):
-            pass
-        return f"{what} on {host}: HTTP {status} {message} (fix: {fix})"
-
-    @staticmethod
-    def _retry_after(exc: Any) -> float | None:
-        value = (exc.headers or {}).get("Retry-After")
-        try:
-            return max(0.0, float(value)) if value is not None else None
-        except ValueError:  # an HTTP-date: fall back to our own backoff
-            return None
-
     # -- reads -------------------------------------------------------------------------------------
     def _read_deployment(self) -> _Deployment:
-        d = self._call(f"read deployment {self.target}", lambda: self._apps.read_namespaced_deployment(
+        d = self._calls.call(f"read deployment {self.target}", lambda: self._apps.read_namespaced_deployment(
             self.deployment, self.namespace, _request_timeout=self._timeout))
         sel = d.spec.selector
         return _Deployment(int(d.spec.replicas if d.spec.replicas is not None else 1), d.metadata.resource_version,
@@ -294,7 +213,7 @@ class KubernetesActuator:
     def _pods(self, selector: str) -> list[_Pod]:
         if not selector:
             raise PermanentError(f"deployment {self.target} has an empty selector (fix: give it spec.selector)")
-        items = self._call(f"list pods of {self.target}", lambda: self._core.list_namespaced_pod(
+        items = self._calls.call(f"list pods of {self.target}", lambda: self._core.list_namespaced_pod(
             self.namespace, label_selector=selector, _request_timeout=self._timeout)).items
         out = []
         for p in items:
@@ -318,15 +237,17 @@ class KubernetesActuator:
         if node not in self._zones:
             def not_found(exc: Any) -> str | None:
                 return "" if exc.status == 404 else None
-            got = self._call(f"read node {node}", lambda: self._core.read_node(node, _request_timeout=self._timeout),
-                             intercept=not_found)
+            got = self._calls.call(f"read node {node}",
+                                   lambda: self._core.read_node(node, _request_timeout=self._timeout),
+                                   intercept=not_found)
             self._zones[node] = "" if isinstance(got, str) else (got.metadata.labels or {}).get(ZONE_LABEL, "")
         return self._zones[node]
 
     def state(self) -> FleetState:
         with self._lock:
-            scale = self._call(f"read scale of {self.target}", lambda: self._apps.read_namespaced_deployment_scale(
-                self.deployment, self.namespace, _request_timeout=self._timeout))
+            scale = self._calls.call(f"read scale of {self.target}",
+                                     lambda: self._apps.read_namespaced_deployment_scale(
+                                         self.deployment, self.namespace, _request_timeout=self._timeout))
             pods = self._pods(scale.status.selector if scale.status else "")
             live = sorted((p for p in pods if not p.terminating), key=lambda p: (p.created_s, p.name))
             replicas = tuple(ReplicaState(self._replica_id(p.name), p.name, p.created_s, p.ready_s, self._zone(p.node))
@@ -367,7 +288,7 @@ class KubernetesActuator:
                         existing = {p.name for p in self._pods(dep.selector)}
                     rv = self._write_intent(decision_id, dep, want)
                     self._patch_scale(want, rv)
-                except _Conflict:
+                except WriteConflict:
                     log.info("decision %s: %s changed under us (409); re-reading", decision_id, self.target)
                     continue
                 return self._applied(decision_id, dep, dep.replicas, want, removed, existing)
@@ -416,14 +337,14 @@ class KubernetesActuator:
         for name in marked:  # take back the preference we expressed for this decision
             try:
                 self._patch_pod(name, {DELETION_COST_ANNOTATION: None, VICTIM_ANNOTATION: None})
-            except (_Conflict, PermanentError, TransientError) as exc:
+            except (WriteConflict, PermanentError, TransientError) as exc:
                 log.warning("could not clear deletion cost on %s: %s", name, exc)
         return self._finish(ActuationResult(decision_id, False, expected, now), why)
 
     def _patch_pod(self, name: str, annotations: Mapping[str, str | None]) -> None:
         """Merge ``annotations`` into a pod; a pod that is already gone needs no preference."""
         body = {"metadata": {"annotations": dict(annotations)}}
-        self._call(f"patch pod {self.namespace}/{name}", lambda: self._core.patch_namespaced_pod(
+        self._calls.call(f"patch pod {self.namespace}/{name}", lambda: self._core.patch_namespaced_pod(
             name, self.namespace, body, _content_type=_MERGE_PATCH, _request_timeout=self._timeout),
             intercept=lambda exc: "gone" if exc.status == 404 else None)
 
@@ -454,13 +375,13 @@ class KubernetesActuator:
     def _write_intent(self, decision_id: DecisionId, dep: _Deployment, want: int) -> str:
         body = {"metadata": {"resourceVersion": dep.resource_version, "annotations": {
             DECISION_ANNOTATION: decision_id, DECISION_REPLICAS_ANNOTATION: f"{dep.replicas}->{want}"}}}
-        out = self._call(f"annotate deployment {self.target}", lambda: self._apps.patch_namespaced_deployment(
+        out = self._calls.call(f"annotate deployment {self.target}", lambda: self._apps.patch_namespaced_deployment(
             self.deployment, self.namespace, body, _content_type=_MERGE_PATCH, _request_timeout=self._timeout))
         return str(out.metadata.resource_version)
 
     def _patch_scale(self, want: int, resource_version: str) -> None:
         body = {"metadata": {"resourceVersion": resource_version}, "spec": {"replicas": want}}
-        self._call(f"patch scale of {self.target}", lambda: self._apps.patch_namespaced_deployment_scale(
+        self._calls.call(f"patch scale of {self.target}", lambda: self._apps.patch_namespaced_deployment_scale(
             self.deployment, self.namespace, body, _content_type=_MERGE_PATCH, _request_timeout=self._timeout))
 
     def _emit_event(self, decision_id: DecisionId, dep: _Deployment, result: ActuationResult) -> None:
@@ -479,9 +400,9 @@ class KubernetesActuator:
             source=k.V1EventSource(component=self.controller_name), first_timestamp=now, last_timestamp=now,
             count=1, reporting_component=self.controller_name)
         try:
-            self._call(f"create event for {self.target}", lambda: self._core.create_namespaced_event(
+            self._calls.call(f"create event for {self.target}", lambda: self._core.create_namespaced_event(
                 self.namespace, event, _request_timeout=self._timeout), retries=0)
-        except (_Conflict, PermanentError, TransientError) as exc:
+        except (WriteConflict, PermanentError, TransientError) as exc:
             log.warning("decision %s applied but its Event was not recorded: %s", decision_id, exc)
 
     # -- eviction ---------------------------------------------------------------------------------
@@ -507,8 +428,8 @@ class KubernetesActuator:
             return Eviction(pod_name, False, "; ".join([status.get("message", "")] + budget))
 
         with self._lock:
-            return self._call(f"evict pod {self.namespace}/{pod_name}", lambda: self._evicted(pod_name, body),
-                              intercept=refused)
+            return self._calls.call(f"evict pod {self.namespace}/{pod_name}", lambda: self._evicted(pod_name, body),
+                                    intercept=refused)
 
     def _evicted(self, pod_name: str, body: Any) -> Eviction:
         self._core.create_namespaced_pod_eviction(pod_name, self.namespace, body, _request_timeout=self._timeout)

@@ -14,7 +14,11 @@ Each cycle:
 2. **Sizing.** ``m`` = mean demand over ``sizing_window_s`` (2 s, the TTFT SLO: shorter bursts
    queue without breaking it). ``up = ceil(m / target_util)``; scale-down is peak-aware:
    ``down = ceil(max m over the last hold_s / target_util)`` — averages over minutes hide the
-   bursts that break SLAs. Requests queued for ``queue_surge_s``
+   bursts that break SLAs. With ``backlog_weight`` w > 0 the router backlog
+   ``b = ready × queued / running`` (replica units) joins the scale-up demand:
+   ``up = ceil((m + w·b) / target_util)``, at most ``2 × ready`` (one step at most doubles
+   the fleet; cold-starting capacity counts against it); scale-down memory keeps ``m`` only,
+   since a drained queue is no lasting demand. Requests queued for ``queue_surge_s``
    (5 s), or a TTFT P99 within the veto margin of its SLO, force a surge of ``surge_fraction``.
 3. **L2.** The workload's weight is recalibrated from its latency (the note's
    ``base × (1 + 0.2 × p99/SLO)`` past the SLO, damped by α); a scale-down is vetoed while the
@@ -84,6 +88,12 @@ class EbbProfile:
     TTFT SLO (2 s) queue without breaking it, so sizing on 100 ms peaks would buy idle GPUs."""
     max_unavailable: float = 0.25
     """Disruption budget per cycle (fraction of ready replicas, at least one), like a PDB."""
+    backlog_weight: float = 0.0
+    """Share of the router backlog added to the demand that sizes a scale-up (replicas per
+    replica of backlog, ≥ 0). The backlog in replica units is ``ready × queued / running``: a
+    saturated replica reads at most 1.0, so L1 demand cannot see past the fleet, while a queue
+    as long as the running set says twice the replicas are needed. 0 (default) sizes on L1
+    demand alone; one backlog-driven step at most doubles the ready fleet."""
 
 
 PROFILES: dict[str, EbbProfile] = {
@@ -221,6 +231,13 @@ class EbbPolicy:
         # L2: weight from latency (the note's rule, damped by alpha).
         self._weight = recalibrate_weight(self.workload_class, self._weight, ttft99, self.slo_ttft_ms)
         need_now = math.ceil(mean / p.target_util - 1e-9)
+        backlog = _backlog_replicas(obs)
+        by_demand = need_now
+        if p.backlog_weight > 0.0 and backlog > 0.0:
+            # Doubling the ready fleet at most: the backlog estimate assumes the queue drains at
+            # today's per-replica rate, and capacity already cold-starting is part of spec.
+            with_backlog = math.ceil((mean + p.backlog_weight * backlog) / p.target_util - 1e-9)
+            need_now = max(need_now, min(with_backlog, 2 * obs.ready_replicas))
         surge = queued or (not math.isnan(ttft99) and ttft99 > p.veto_margin * self.slo_ttft_ms)
         # Surge only when no earlier scale-up is still cold-starting: capacity on its way counts.
         surge = surge and obs.ready_replicas >= spec
@@ -228,6 +245,7 @@ class EbbPolicy:
             need_now = max(need_now, spec + max(1, math.ceil(spec * p.surge_fraction)))
         need_now = min(self.max_replicas, max(self.min_replicas, need_now))
         signals = {"demand_cv": cv, "demand_p99_replicas": d, "demand_mean_replicas": mean, "demand_peak_hold_replicas": peak,
+                   "backlog_replicas": backlog,
                    "queued_throughout_last_s": float(queued),
                    "ttft_p99_ms": ttft99, "e2e_p99_ms": e2e99, "ready_replicas": float(obs.ready_replicas),
                    "spec_replicas": float(spec)}
@@ -236,8 +254,8 @@ class EbbPolicy:
         urgent = surge or burst
         if need_now > spec and (urgent or need_now > spec * (1.0 + p.up_hysteresis)):
             self._last_up = t
-            self._record(t, "scale_up", spec, need_now, signals, ["surge" if surge else "demand above target"],
-                         [], [])
+            why = "surge" if surge else "router backlog" if need_now > by_demand else "demand above target"
+            self._record(t, "scale_up", spec, need_now, signals, [why], [], [])
             return ScaleRequest(need_now)
         need_hold = min(self.max_replicas, max(self.min_replicas, math.ceil(peak / p.target_util - 1e-9)))
         if need_hold >= spec:
@@ -287,6 +305,19 @@ class EbbPolicy:
             "reasons": reasons, "vetoes": vetoes, "victims": victims,
             "plan": {"profile": self.profile.name, "target_util": self.profile.target_util},
         })
+
+
+def _backlog_replicas(obs: Observation) -> float:
+    """The router queue in replica units, ``ready × queued / max(running, 1)``; 0 without data.
+
+    ``running = total_inflight − queued`` are the sequences the ready replicas serve now, so
+    ``running / ready`` is what one replica holds and the queue needs ``queued`` over that."""
+    if obs.queued is None or obs.total_inflight is None or obs.queued <= 0.0:
+        return 0.0
+    if math.isnan(obs.queued) or math.isnan(obs.total_inflight):
+        return 0.0
+    running = obs.total_inflight - obs.queued
+    return obs.ready_replicas * obs.queued / max(running, 1.0)
 
 
 def _weighted_p99(rows: Iterable[tuple[float, float, float, float]], col: int) -> float:

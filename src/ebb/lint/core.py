@@ -353,3 +353,26 @@ def lint_paths(paths: Sequence[Path], rules: Sequence[Rule], disabled: set[str] 
             findings.append(finding)
     findings = sorted(set(findings), key=lambda x: (x.path, x.line, x.rule_id, x.message))
     return LintResult(findings, errors, len(files))
+
+
+@dataclass(frozen=True)
+class RuleBase:
+    """What every rule shares: its id, severity, texts, the document kinds it reads; a rule adds
+    ``check(document) -> Iterator[Finding]``."""
+
+    id: str
+    severity: str
+    title: str
+    why: str
+    fix: str
+    kinds: tuple[str, ...]
+
+    @property
+    def doc(self) -> str:
+        return f"# {self.id}: {self.title}\n\nSeverity: {self.severity}\n\n## Why\n\n{self.why}\n\n## Fix\n\n{self.fix}\n"
+
+    def applies_to(self, kind: str) -> bool:
+        return kind in self.kinds
+
+    def finding(self, doc: Document, path: Path_, message: str, severity: str | None = None) -> Finding:
+        return Finding(self.id, severity or self.severity, message, self.fix, doc.path, doc.line_of(path))

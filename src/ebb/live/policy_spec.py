@@ -3,7 +3,7 @@
 ``ebb:profile=balanced`` is the same policy ``ebb simulate`` runs. A live demo compresses a trace in
 time, so the profile's time constants can be overridden too (all in seconds): ``hold_s``,
 ``warmup_s``, ``cooldown_s``, ``down_interval_s``, ``sizing_window_s``, ``queue_surge_s``; and
-``target_util``. ``canary=on`` wraps the policy in the canary guard exactly as in the simulator.
+``target_util`` and ``backlog_weight`` (the share of the router backlog added to scale-up demand). ``canary=on`` wraps the policy in the canary guard exactly as in the simulator.
 """
 
 from __future__ import annotations
@@ -39,13 +39,15 @@ def build_live_policy(spec: str, *, slo_ttft_ms: float, slo_e2e_ms: float, initi
     if len(items) != 1:
         raise ConfigError(f"--policy {spec!r}: the live controller runs exactly one policy")
     item = items[0]
-    check_keys(item, ("profile", "min", "max", "canary", "target_util", *_TIME_KEYS))
+    check_keys(item, ("profile", "min", "max", "canary", "target_util", "backlog_weight", *_TIME_KEYS))
     name = param_choice(item, "profile", "balanced", tuple(PROFILES))
     prof = PROFILES[name]
     changes: dict[str, float] = {k: param_float(item, k, float(getattr(prof, k)), lo=0.0)
                                  for k in _TIME_KEYS if k != "warmup_s" and item.get(k) is not None}
     if item.get("target_util") is not None:
         changes["target_util"] = param_float(item, "target_util", prof.target_util, lo=0.05)
+    if item.get("backlog_weight") is not None:
+        changes["backlog_weight"] = param_float(item, "backlog_weight", prof.backlog_weight, lo=0.0)
     if workload is not None:
         changes["veto_margin"] = workload.veto_margin
         if workload.p99_latency_ms is not None:
