@@ -83,7 +83,7 @@ def run_cmd(
     from ebb.live.policy_spec import build_live_policy
     from ebb.telemetry.logs import configure_logging
     from ebb.telemetry.metrics import EbbMetrics
-    from ebb.telemetry.tracing import CycleTracer, configure_otlp
+    from ebb.telemetry.tracing import CycleTracer, configure_otlp, local_provider
 
     if mode not in ("recommend", "act"):
         raise ConfigError(f"--mode must be recommend or act, got {mode!r}")
@@ -124,7 +124,7 @@ def run_cmd(
         if metrics_port is not None:
             _console.print(f"metrics: {metrics.serve(metrics_port)}")
             closers.append(metrics.stop)
-        tracer = CycleTracer(configure_otlp(otlp) if otlp else None)
+        tracer = CycleTracer(configure_otlp(otlp) if otlp else local_provider())
         initial = act.state().spec_replicas
         wl = None
         if workloads is not None:
@@ -188,6 +188,7 @@ def demo_cmd(
     from ebb.live.demo import DemoSettings, LiveDemo, recent_load
 
     from ebb.telemetry.logs import configure_logging
+    from ebb.telemetry.tracing import CycleTracer, local_provider
 
     settings = DemoSettings(minutes=minutes, trace=trace, start_s=start_s, time_scale=time_scale, source=source,
                             report=report, workdir=workdir)
@@ -223,7 +224,7 @@ def demo_cmd(
     if live_view is not None:
         live_view.start()
     try:
-        result = LiveDemo(settings, on_cycle=on_cycle).run()
+        result = LiveDemo(settings, on_cycle=on_cycle, tracer=CycleTracer(local_provider())).run()
     finally:
         if live_view is not None:
             live_view.stop()

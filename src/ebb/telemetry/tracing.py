@@ -51,7 +51,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CycleSpan", "CycleTracer", "HIGH_CARDINALITY_KEYS", "LayerSpan", "configure_otlp",
-    "current_span_id", "current_trace_id", "guarded_exporter", "in_memory_provider", "url_attributes",
+    "current_span_id", "current_trace_id", "guarded_exporter", "in_memory_provider", "local_provider",
+    "url_attributes",
 ]
 
 OTEL_INSTALL: Final = "pip install 'ebb[otel]'"
@@ -303,6 +304,20 @@ def in_memory_provider(service_name: str = "ebb-controller"
     provider = SdkProvider(resource=Resource.create({"service.name": service_name}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider, exporter
+
+
+def local_provider(service_name: str = "ebb-controller") -> SdkTracerProvider | None:
+    """An SDK provider that records spans but exports nothing, or None without the SDK.
+
+    With it every cycle has real trace and span ids, so log lines can be correlated by trace id
+    even when no collector is configured; without the SDK (no ``otel`` extra) tracing stays the
+    API's no-op and log lines carry no trace id."""
+    try:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider as SdkProvider
+    except ImportError:
+        return None
+    return SdkProvider(resource=Resource.create({"service.name": service_name}))
 
 
 def guarded_exporter(exporter: SpanExporter, on_error: Callable[[BaseException], None] | None

@@ -41,6 +41,8 @@ def test_run_with_its_only_agent_down_holds_the_fleet_and_records_nothing(tmp_pa
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = [json.loads(x) for x in proc.stderr.splitlines() if x.startswith("{")]
     assert any(dead in x["msg"] for x in lines), "each cycle says why it holds"
+    in_cycle = [x for x in lines if x["logger"] == "ebb.live.controller"]
+    assert in_cycle and all(len(x.get("trace_id") or "") == 32 for x in in_cycle), "log lines carry the trace id"
     store = SqliteLedger(ledger)
     try:
         assert store.decisions() == []
