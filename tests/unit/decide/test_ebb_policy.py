@@ -306,6 +306,65 @@ def test_a_short_queue_does_not_surge() -> None:
         assert pol.decide(observe(float(t), pods, fine(t, 3.0, queued=queued))) == 4
 
 
+def saturated(t: float, pods: list[PodView], *, queued: float, running: float) -> Observation:
+    """Every ready replica prefilling all the time (L1 reads the fleet size) with a router queue."""
+    obs = observe(t, pods, fine(t, float(sum(p.ready_s is not None for p in pods)), queued=queued))
+    return replace(obs, total_inflight=running + queued, queued=queued)
+
+
+def test_with_backlog_weight_one_a_saturated_fleet_sizes_up_on_its_queue_in_one_step() -> None:
+    pol = policy(EbbProfile(backlog_weight=1.0), max_replicas=100)
+    pods = [pod(i) for i in range(4)]
+    # 4 ready replicas running 64 sequences with 48 queued: backlog = 4 × 48 / 64 = 3 replicas.
+    answer = pol.decide(saturated(1.0, pods, queued=48.0, running=64.0))
+    assert isinstance(answer, ScaleRequest) and answer.replicas == math.ceil((4.0 + 3.0) / 0.9)
+    assert pol.log[-1]["signals"]["backlog_replicas"] == 3.0
+    assert pol.log[-1]["reasons"] == ["router backlog"]
+
+
+def test_a_longer_queue_sizes_a_larger_step_up_to_twice_the_ready_fleet() -> None:
+    sizes = []
+    for queued in (16.0, 32.0, 48.0, 640.0):
+        pol = policy(EbbProfile(backlog_weight=1.0), max_replicas=100)
+        sizes.append(replicas_of(pol.decide(saturated(1.0, [pod(i) for i in range(4)], queued=queued,
+                                                      running=64.0))))
+    assert sizes == [math.ceil(5.0 / 0.9), math.ceil(6.0 / 0.9), math.ceil(7.0 / 0.9), 8]
+
+
+def test_half_the_backlog_weight_adds_half_the_backlog() -> None:
+    pol = policy(EbbProfile(backlog_weight=0.5), max_replicas=100)
+    answer = pol.decide(saturated(1.0, [pod(i) for i in range(4)], queued=64.0, running=64.0))
+    assert replicas_of(answer) == math.ceil((4.0 + 0.5 * 4.0) / 0.9)
+
+
+def test_the_backlog_step_is_capped_by_max_replicas() -> None:
+    pol = policy(EbbProfile(backlog_weight=1.0), max_replicas=6)
+    assert replicas_of(pol.decide(saturated(1.0, [pod(i) for i in range(4)], queued=640.0, running=64.0))) == 6
+
+
+def test_with_backlog_weight_zero_the_queue_does_not_change_the_sizing() -> None:
+    answers = []
+    for prof in (EbbProfile(), EbbProfile(backlog_weight=0.0)):
+        pol = policy(prof, max_replicas=100)
+        answers.append(replicas_of(pol.decide(saturated(1.0, [pod(i) for i in range(4)], queued=48.0,
+                                                        running=64.0))))
+    assert answers == [math.ceil(4.0 / 0.9)] * 2
+
+
+def test_capacity_already_cold_starting_absorbs_the_backlog() -> None:
+    pol = policy(EbbProfile(backlog_weight=1.0), max_replicas=100)
+    pods = [pod(i) for i in range(4)] + [pod(i, ready=False) for i in range(4, 8)]
+    # Backlog 3 on 4 ready replicas wants ceil(7 / 0.9) = 8: the 8 already requested cover it.
+    assert pol.decide(saturated(1.0, pods, queued=48.0, running=64.0)) == 8
+
+
+def test_missing_queue_data_adds_no_backlog() -> None:
+    pol = policy(EbbProfile(backlog_weight=1.0), max_replicas=100)
+    obs = observe(1.0, [pod(i) for i in range(4)], fine(1.0, 4.0, queued=48.0))
+    assert replicas_of(pol.decide(obs)) == math.ceil(4.0 / 0.9)
+    assert pol.log[-1]["signals"]["backlog_replicas"] == 0.0
+
+
 # -- explanations and profiles ---------------------------------------------------------------------------
 
 def test_every_non_hold_action_appends_a_full_explanation() -> None:

@@ -30,6 +30,19 @@ def test_time_knobs_shorten_the_profiles_memories_for_a_compressed_trace() -> No
             p.profile.target_util) == ("cautious", 20.0, 15.0, 10.0, 5.0, 0.8)
 
 
+def test_backlog_weight_sets_the_profiles_share_of_the_router_backlog() -> None:
+    p = build("ebb:profile=lean,backlog_weight=0.5")
+    assert isinstance(p, EbbPolicy)
+    assert (p.profile.name, p.profile.backlog_weight, p.profile.target_util) == ("lean", 0.5, 1.1)
+    q = build("ebb")
+    assert isinstance(q, EbbPolicy) and q.profile.backlog_weight == 0.0
+
+
+def test_a_negative_backlog_weight_is_refused() -> None:
+    with pytest.raises(ConfigError, match="backlog_weight"):
+        build("ebb:backlog_weight=-1")
+
+
 def test_unknown_keys_and_several_policies_are_refused() -> None:
     with pytest.raises(ConfigError, match="hold"):
         build("ebb:hold=20")
