@@ -87,8 +87,8 @@ def run_cmd(
 
     if mode not in ("recommend", "act"):
         raise ConfigError(f"--mode must be recommend or act, got {mode!r}")
-    configure_logging(json=log_json, stream=sys.stderr)
-    closers: list[Any] = []
+    handler = configure_logging(json=log_json, stream=sys.stderr)
+    closers: list[Any] = [lambda: logging.getLogger().removeHandler(handler)]
     try:
         if actuator == "kubernetes":
             if not deployment:

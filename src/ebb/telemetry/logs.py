@@ -118,7 +118,13 @@ def configure_logging(level: str | int = "INFO", json: bool = True,
     handler = next((h for h in root.handlers if getattr(h, _HANDLER_MARK, False)), None)
     target = stream if stream is not None else sys.stderr
     if isinstance(handler, logging.StreamHandler):
-        handler.setStream(target)
+        # Not setStream(): it flushes the old stream, which may be closed by now (a finished CLI
+        # run's captured stderr) — reconfiguring must never raise.
+        handler.acquire()
+        try:
+            handler.stream = target
+        finally:
+            handler.release()
     else:
         handler = logging.StreamHandler(target)
         setattr(handler, _HANDLER_MARK, True)

@@ -114,3 +114,16 @@ def test_human_lines_append_the_trace_id_only_inside_a_span(provider: TracerProv
     outside, inside = stream.getvalue().splitlines()
     assert "trace=" not in outside and outside.endswith("INFO ebb.human: outside")
     assert inside.endswith(f"INFO ebb.human: inside trace={cycle.trace_id}")
+
+
+def test_reconfiguring_after_the_old_stream_was_closed_does_not_raise() -> None:
+    old = io.StringIO()
+    handler = configure_logging(stream=old)
+    old.close()
+    new = io.StringIO()
+    try:
+        assert configure_logging(stream=new) is handler
+        logging.getLogger("ebb.test").warning("still logging")
+        assert "still logging" in new.getvalue()
+    finally:
+        logging.getLogger().removeHandler(handler)
