@@ -12,7 +12,8 @@ ledger file is an error, never silently created. Exit codes: 0 ok, 2 unknown id 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
 import typer
 
@@ -25,6 +26,8 @@ __all__ = ["review_app", "format_item"]
 
 review_app = typer.Typer(help="Manual review queue of the rollback channel.", no_args_is_help=True)
 app.add_typer(review_app, name="review")
+
+T = TypeVar("T")
 
 LedgerOpt = Annotated[str, typer.Option("--ledger", help="Ledger file or URL (sqlite path, etcd://HOST:PORT/PREFIX).")]
 
@@ -45,30 +48,24 @@ def format_item(item: ReviewItem) -> str:
     return "\n".join(lines)
 
 
-def _open(ledger: str) -> CompensationLog:
+def _with_log(ledger: str, op: Callable[[CompensationLog], T]) -> T:
+    """Run ``op`` on the log next to ``ledger`` and close it; any Ebb error → one line, exit 2."""
     try:
-        return open_compensation_log(ledger, create=False)
+        log = open_compensation_log(ledger, create=False)
+        try:
+            return op(log)
+        finally:
+            log.close()
     except EbbError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-
-
-def _fail(exc: EbbError) -> typer.Exit:
-    typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(2)
 
 
 @review_app.command("list")
 def list_cmd(ledger: LedgerOpt = DEFAULT_PATH,
              all_: Annotated[bool, typer.Option("--all", help="Include resolved items.")] = False) -> None:
     """List review items, oldest first."""
-    log = _open(ledger)
-    try:
-        items = log.list(None if all_ else "pending")
-    except EbbError as exc:
-        raise _fail(exc) from exc
-    finally:
-        log.close()
+    items = _with_log(ledger, lambda log: log.list(None if all_ else "pending"))
     if not items:
         typer.echo("review queue is empty" if all_ else "no pending review items")
         return
@@ -79,13 +76,7 @@ def list_cmd(ledger: LedgerOpt = DEFAULT_PATH,
 @review_app.command("show")
 def show_cmd(item_id: Annotated[str, typer.Argument(metavar="ID")], ledger: LedgerOpt = DEFAULT_PATH) -> None:
     """Show one review item."""
-    log = _open(ledger)
-    try:
-        item = log.show(item_id)
-    except EbbError as exc:
-        raise _fail(exc) from exc
-    finally:
-        log.close()
+    item = _with_log(ledger, lambda log: log.show(item_id))
     if item is None:
         typer.echo(f"error: no review item {item_id!r}; `ebb review list --all` shows the queue", err=True)
         raise typer.Exit(2)
@@ -95,13 +86,7 @@ def show_cmd(item_id: Annotated[str, typer.Argument(metavar="ID")], ledger: Ledg
 @review_app.command("retry")
 def retry_cmd(item_id: Annotated[str, typer.Argument(metavar="ID")], ledger: LedgerOpt = DEFAULT_PATH) -> None:
     """Mark an item pending again."""
-    log = _open(ledger)
-    try:
-        item = log.retry(item_id)
-    except EbbError as exc:
-        raise _fail(exc) from exc
-    finally:
-        log.close()
+    item = _with_log(ledger, lambda log: log.retry(item_id))
     typer.echo(f"{item.event_id}: pending again (retries={item.retries})")
 
 
@@ -110,11 +95,5 @@ def resolve_cmd(item_id: Annotated[str, typer.Argument(metavar="ID")],
                 note: Annotated[str, typer.Option("--note", help="What was done.")] = "",
                 ledger: LedgerOpt = DEFAULT_PATH) -> None:
     """Mark an item resolved."""
-    log = _open(ledger)
-    try:
-        item = log.resolve(item_id, note)
-    except EbbError as exc:
-        raise _fail(exc) from exc
-    finally:
-        log.close()
+    item = _with_log(ledger, lambda log: log.resolve(item_id, note))
     typer.echo(f"{item.event_id}: resolved" + (f" ({item.note})" if item.note else ""))

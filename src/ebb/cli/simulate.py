@@ -23,16 +23,9 @@ from ebb.sim.policies import KNOWN_POLICIES
 from ebb.sim.report import meets_slo, write_report
 from ebb.sim.settings import ClusterSettings, FaultSettings, MetricPipelineSettings, SimSettings, SloSettings
 from ebb.sim.specs import parse_policies
-from ebb.sources.traces import BUNDLED_TRACES, FORMATS, bundled_trace, load_trace
+from ebb.sources.traces import BUNDLED_TRACES, FORMATS, open_trace
 
 DEFAULT_POLICIES = "hpa,keda,static,ebb,oracle"
-
-
-def _load(trace: str, fmt: str, time_col: str | None, count_col: str | None, tin: str | None,
-          tout: str | None) -> RequestTrace | CountSeries:
-    if trace.startswith("bundled:") or (trace in BUNDLED_TRACES and not Path(trace).exists()):
-        return bundled_trace(trace.removeprefix("bundled:"))
-    return load_trace(trace, fmt, time_col=time_col, count_col=count_col, tokens_in_col=tin, tokens_out_col=tout)
 
 
 def _table(cmp: Comparison) -> Table:
@@ -125,7 +118,8 @@ def simulate(
     # Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
     console = Console() if sys.stdout.isatty() else Console(width=150)
     items = parse_policies(policy, KNOWN_POLICIES)
-    tr = _load(trace, fmt, time_col, count_col, tokens_in_col, tokens_out_col)
+    tr = open_trace(trace, fmt, time_col=time_col, count_col=count_col, tokens_in_col=tokens_in_col,
+                    tokens_out_col=tokens_out_col)
     for note in tr.notes:
         console.print(f"[yellow]note:[/] {note}")
     fid = fidelity or ("fluid" if isinstance(tr, CountSeries) else "request")

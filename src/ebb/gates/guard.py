@@ -116,11 +116,13 @@ class CanaryGuard:
             return obs.spec_replicas
         for i in due:
             g = self.gates[i]
-            run["states"][i] = step(g, run["states"][i], Measurement(obs.t_s, self._value(g, obs, run["t0"])))
+            value = self._value(g, obs, run["t0"])
+            run["states"][i] = step(g, run["states"][i], Measurement(obs.t_s, value))
             run["next"][i] = obs.t_s + g.interval_s
+            if i == 0:
+                run["last"] = math.nan if value is None else value
         v = combine([verdict(st) for st in run["states"]])
-        value = self._value(self.gate, obs, run["t0"])
-        value = math.nan if value is None else value
+        value = run.get("last", math.nan)
         healthy = None if obs.queued is None else obs.queued == 0.0
         action = canary_decide(healthy, v, obs.t_s - run["t0"], self.max_wait_s)
         if action == "wait":

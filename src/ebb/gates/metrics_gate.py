@@ -46,6 +46,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
+from ebb.config.yamlio import load_mapping
 from ebb.errors import ConfigError
 
 __all__ = [
@@ -225,13 +226,8 @@ def load_gates(text: str, source: str = "<gates>") -> tuple[GateSpec, ...]:
     """Gates from YAML text ``gates: [{query: ..., success_condition: ...}, ...]`` (the ConfigMap's
     ``gates.yaml``). Broken YAML, a missing list or a bad gate raise :class:`ConfigError` naming
     ``source`` and the entry."""
-    import yaml  # the config layer's parser; imported here so pure callers never need it
-
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML ({exc}) (fix: check indentation and quoting)") from exc
-    if not isinstance(doc, Mapping) or not isinstance(doc.get("gates"), list) or not doc["gates"]:
+    doc = load_mapping(text, source, "write gates: [{query: ..., success_condition: ...}]")
+    if not isinstance(doc.get("gates"), list) or not doc["gates"]:
         raise ConfigError(f"{source}: expected a non-empty list under 'gates:' (fix: gates: [{{query: ..., "
                           "success_condition: ...}}])")
     return tuple(gate_spec_from_mapping(g, f"{source}: gates[{i}]") for i, g in enumerate(doc["gates"]))

@@ -34,6 +34,7 @@ import numpy as np
 
 from ebb.actuate.local import LocalActuator
 from ebb.agent.server import Agent
+from ebb.errors import InputError, MissingExtraError
 from ebb.ledger import open_ledger
 from ebb.live.controller import Controller, ControllerSettings, CycleOutcome
 from ebb.live.loadgen import LoadGenerator, LoadResults
@@ -47,7 +48,7 @@ from ebb.sim.results import PolicyRun
 from ebb.sources.agents import AgentSource
 from ebb.sources.live import SignalSource
 from ebb.sources.prometheus import PrometheusClient, PrometheusSource
-from ebb.sources.traces import bundled_trace, load_trace
+from ebb.sources.traces import open_trace
 from ebb.telemetry.metrics import EbbMetrics
 from ebb.telemetry.tracing import CycleTracer
 from ebb.testing.prometheus import PROMETHEUS_INSTALL, LocalPrometheus, prometheus_binary, write_config
@@ -119,9 +120,8 @@ class DemoResult:
 
 def load_window(name: str, start_s: float, length_s: float) -> RequestTrace:
     """``length_s`` seconds of a request trace from ``start_s``, re-based to start at 0."""
-    tr = bundled_trace(name) if "/" not in name and not name.endswith((".csv", ".gz", ".jsonl")) else load_trace(name)
+    tr = open_trace(name)
     if not isinstance(tr, RequestTrace):
-        from ebb.errors import InputError
         raise InputError("the live demo replays request logs (one row per request), not count series",
                          path=name, fix="pass a request trace such as azure-code or azure-conv")
     return window(tr, start_s, start_s + length_s)
@@ -151,7 +151,6 @@ class LiveDemo:
         binary = prometheus_binary() if want in ("auto", "prometheus") else None
         if binary is None:
             if want == "prometheus":
-                from ebb.errors import MissingExtraError
                 raise MissingExtraError(f"the prometheus binary is not installed ({PROMETHEUS_INSTALL})")
             if want == "auto":
                 self.notes.append(f"Prometheus not found — skipping it (install: {PROMETHEUS_INSTALL}); "
@@ -192,9 +191,7 @@ class LiveDemo:
             ledger = open_ledger(str(ledger_path))
             stack.callback(ledger.close)
             policy = build_live_policy(s.policy, slo_ttft_ms=s.slo_ttft_ms, slo_e2e_ms=s.slo_e2e_ms,
-                                       initial=s.initial)
-            if hasattr(policy, "max_replicas"):
-                policy.max_replicas = s.max_replicas
+                                       initial=s.initial, max_replicas=s.max_replicas)
             self.controller = Controller(policy, source, self.actuator, ledger,
                                          ControllerSettings(run_id=s.run_id, target="local/serving", mode="act"),
                                          tracer=self.tracer, metrics=EbbMetrics())

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ebb.sim.results import PolicyRun, Scorecard, Timeline
+from ebb.sim.scoring import grouped_percentiles, percentile_or_nan
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -55,19 +56,6 @@ class LiveRun:
     gpu_usd_per_hour: float = 3.0
 
 
-def _pct(x: FloatArray, q: float) -> float:
-    x = x[np.isfinite(x)]
-    return float(np.percentile(x, q)) if len(x) else float("nan")
-
-
-def _binned_pct(bins: npt.NDArray[np.int64], x: FloatArray, nb: int, q: float) -> FloatArray:
-    out = np.full(nb, np.nan)
-    ok = np.isfinite(x)
-    for b in np.unique(bins[ok]):  # ≤ a few hundred bins per live run
-        out[b] = np.percentile(x[ok & (bins == b)], q)
-    return out
-
-
 def live_policy_run(run: LiveRun, *, bin_s: float = 5.0) -> PolicyRun:
     """Score a live run exactly as the simulator scores a simulated one."""
     n = len(run.sent_s)
@@ -86,20 +74,22 @@ def live_policy_run(run: LiveRun, *, bin_s: float = 5.0) -> PolicyRun:
     ready_b = ready[idx] if len(ft) else np.zeros(nb)
     dt = np.diff(np.append(ft, dur)) if len(ft) else np.zeros(0)
     replica_s = float(np.sum(billed * np.clip(dt, 0, None)))
-    ttft = np.where(run.ok, run.ttft_ms, np.nan)
-    e2e = np.where(run.ok, run.e2e_ms, np.nan)
+    # Latency over answered requests only, as the simulator scores completed ones.
+    ok = run.ok & np.isfinite(run.ttft_ms) & np.isfinite(run.e2e_ms)
+    ttft, e2e = run.ttft_ms[ok], run.e2e_ms[ok]
+    tt50, tt99 = grouped_percentiles(bins[ok], ttft, nb, (50.0, 99.0))
+    e50, e99 = grouped_percentiles(bins[ok], e2e, nb, (50.0, 99.0))
     timeline = Timeline(
         t_s=edges[:-1], bin_s=bin_s, demand_rps=np.bincount(bins, minlength=nb).astype(np.float64) / bin_s,
-        replicas=billed_b, ready_replicas=ready_b, ttft_p50_ms=_binned_pct(bins, ttft, nb, 50),
-        ttft_p99_ms=_binned_pct(bins, ttft, nb, 99), e2e_p50_ms=_binned_pct(bins, e2e, nb, 50),
-        e2e_p99_ms=_binned_pct(bins, e2e, nb, 99),
-        violations=np.bincount(bins[viol], minlength=nb).astype(np.int64))
+        replicas=billed_b, ready_replicas=ready_b, ttft_p50_ms=tt50, ttft_p99_ms=tt99, e2e_p50_ms=e50,
+        e2e_p99_ms=e99, violations=np.bincount(bins[viol], minlength=nb).astype(np.int64))
     ups = sum(1 for _, a, b in run.decisions if b > a)
     card = Scorecard(
         policy=run.policy, trace=run.trace, fidelity="live", requests=n, gpu_hours=replica_s / 3600.0,
         cost_usd=replica_s / 3600.0 * run.gpu_usd_per_hour, slo_violations=int(viol.sum()),
-        slo_violation_pct=100.0 * float(viol.mean()) if n else 0.0, ttft_p50_ms=_pct(ttft, 50),
-        ttft_p99_ms=_pct(ttft, 99), e2e_p50_ms=_pct(e2e, 50), e2e_p99_ms=_pct(e2e, 99), scale_ups=ups,
+        slo_violation_pct=100.0 * float(viol.mean()) if n else 0.0, ttft_p50_ms=percentile_or_nan(ttft, 50),
+        ttft_p99_ms=percentile_or_nan(ttft, 99), e2e_p50_ms=percentile_or_nan(e2e, 50),
+        e2e_p99_ms=percentile_or_nan(e2e, 99), scale_ups=ups,
         scale_downs=len(run.decisions) - ups, dropped_requests=int((~run.ok).sum()),
         peak_replicas=int(billed.max()) if len(billed) else 0,
         mean_replicas=replica_s / dur if dur > 0 else 0.0, slo_ttft_ms=run.slo_ttft_ms,

@@ -28,11 +28,12 @@ def timeline_edges(duration_s: float, bin_s: float | None) -> FloatArray:
     return np.arange(n + 1, dtype=np.float64) * bin_s
 
 
-def _pct(x: FloatArray, q: float) -> float:
+def percentile_or_nan(x: FloatArray, q: float) -> float:
+    """The q-th percentile of ``x`` (NaN when empty)."""
     return float(np.percentile(x, q)) if len(x) else float("nan")
 
 
-def _grouped_percentiles(bins: npt.NDArray[np.int64], values: FloatArray, nbins: int,
+def grouped_percentiles(bins: npt.NDArray[np.int64], values: FloatArray, nbins: int,
                          qs: tuple[float, ...]) -> list[FloatArray]:
     """Per-bin percentiles of ``values`` (NaN in empty bins) via one sort, no loop per value."""
     out = [np.full(nbins, np.nan) for _ in qs]
@@ -73,8 +74,8 @@ def score_requests(policy: str, trace: RequestTrace, outcome: RequestOutcome, fl
     bins = np.minimum((arr / bin_s).astype(np.int64), nb - 1)
     demand = np.bincount(bins, minlength=nb).astype(np.float64) / bin_s
     billed, ready = fleet.per_bin(edges)
-    tt50, tt99 = _grouped_percentiles(bins[done], ttft_ms[done], nb, (50.0, 99.0))
-    e50, e99 = _grouped_percentiles(bins[done], e2e_ms[done], nb, (50.0, 99.0))
+    tt50, tt99 = grouped_percentiles(bins[done], ttft_ms[done], nb, (50.0, 99.0))
+    e50, e99 = grouped_percentiles(bins[done], e2e_ms[done], nb, (50.0, 99.0))
     vbin = np.bincount(bins[viol], minlength=nb).astype(np.int64)
     dur = max(fleet.end_s, trace.duration_s)
     starts = judgement.breach_starts(judgement.bin_counts(arr, None, dur),
@@ -89,10 +90,10 @@ def score_requests(policy: str, trace: RequestTrace, outcome: RequestOutcome, fl
         cost_usd=gpu_hours * settings.cluster.gpu_hour_usd,
         slo_violations=int(viol.sum()),
         slo_violation_pct=100.0 * float(viol.sum()) / n if n else 0.0,
-        ttft_p50_ms=_pct(ttft_ms[done], 50),
-        ttft_p99_ms=_pct(ttft_ms[done], 99),
-        e2e_p50_ms=_pct(e2e_ms[done], 50),
-        e2e_p99_ms=_pct(e2e_ms[done], 99),
+        ttft_p50_ms=percentile_or_nan(ttft_ms[done], 50),
+        ttft_p99_ms=percentile_or_nan(ttft_ms[done], 99),
+        e2e_p50_ms=percentile_or_nan(e2e_ms[done], 50),
+        e2e_p99_ms=percentile_or_nan(e2e_ms[done], 99),
         scale_ups=fleet.scale_ups,
         scale_downs=fleet.scale_downs,
         dropped_requests=int((~done).sum()),

@@ -40,7 +40,7 @@ from ebb.model.trace import CountSeries, RequestTrace
 from ebb.sources.traces import azure, counts, generic_csv, mooncake
 from ebb.sources.traces._common import open_binary
 
-__all__ = ["BUNDLED_TRACES", "FORMATS", "bundled_trace", "detect_format", "load_trace"]
+__all__ = ["BUNDLED_TRACES", "FORMATS", "bundled_trace", "detect_format", "load_trace", "open_trace"]
 
 FORMATS: tuple[str, ...] = ("auto", "azure", "mooncake", "counts", "csv")
 
@@ -131,6 +131,16 @@ def load_trace(
         return counts.read_counts(p, bin_s=bin_s)
     return generic_csv.read_csv(p, time_col=time_col, count_col=count_col, tokens_in_col=tokens_in_col,
                                 tokens_out_col=tokens_out_col, bin_s=1.0 if bin_s is None else bin_s)
+
+
+def open_trace(name: str, fmt: str = "auto", *, time_col: str | None = None, count_col: str | None = None,
+               tokens_in_col: str | None = None, tokens_out_col: str | None = None) -> RequestTrace | CountSeries:
+    """A bundled slice by name (``azure-code``, ``bundled:azure-conv``) unless a file of that name
+    exists, else the file, read by :func:`load_trace` with these options."""
+    if name.startswith("bundled:") or (name in BUNDLED_TRACES and not Path(name).exists()):
+        return bundled_trace(name.removeprefix("bundled:"))
+    return load_trace(name, fmt, time_col=time_col, count_col=count_col, tokens_in_col=tokens_in_col,
+                      tokens_out_col=tokens_out_col)
 
 
 def bundled_trace(name: str = "azure-code") -> RequestTrace:
