@@ -12,18 +12,34 @@ from ebb.testing.etcd import ETCD_INSTALL, etcd_binary, local_etcd
 from ebb.testing.prometheus import PROMETHEUS_INSTALL, prometheus_binary
 
 
-@pytest.fixture(scope="session")
-def etcd_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``http://127.0.0.1:PORT`` of a fresh single-node etcd; skipped (failed under CI=true) without the binary."""
-    binary = etcd_binary()
+def _binary_or_skip(binary: str | None, name: str, install: str) -> str:
+    """The binary's path; skip without it — but fail under CI=true, which must provide it."""
     if binary is None:
-        msg = f"etcd binary not found; install it with: {ETCD_INSTALL}"
+        msg = f"{name} binary not found; install it with: {install}"
         if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must provide etcd: {msg}")
+            pytest.fail(f"CI must provide {name}: {msg}")
         pytest.skip(msg)
+    return binary
+
+
+@pytest.fixture(scope="session")
+def etcd_binary_path() -> str:
+    """Path of the etcd binary; skipped (failed under CI=true) when it is not installed."""
+    return _binary_or_skip(etcd_binary(), "etcd", ETCD_INSTALL)
+
+
+@pytest.fixture(scope="session")
+def prometheus_binary_path() -> str:
+    """Path of the prometheus binary; skipped (failed under CI=true) when it is not installed."""
+    return _binary_or_skip(prometheus_binary(), "prometheus", PROMETHEUS_INSTALL)
+
+
+@pytest.fixture(scope="session")
+def etcd_endpoint(etcd_binary_path: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``http://127.0.0.1:PORT`` of a fresh single-node etcd; skipped (failed under CI=true) without the binary."""
     data_dir = tmp_path_factory.mktemp("etcd")
     try:
-        server = local_etcd(binary, data_dir, log_path=data_dir.parent / "etcd.log", name="ebb-test")
+        server = local_etcd(etcd_binary_path, data_dir, log_path=data_dir.parent / "etcd.log", name="ebb-test")
         url = server.__enter__()
     except RuntimeError as exc:
         pytest.fail(str(exc))
@@ -31,15 +47,3 @@ def etcd_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
     finally:
         server.__exit__(None, None, None)
-
-
-@pytest.fixture(scope="session")
-def prometheus_binary_path() -> str:
-    """Path of the prometheus binary; skipped (failed under CI=true) when it is not installed."""
-    binary = prometheus_binary()
-    if binary is None:
-        msg = f"prometheus binary not found; install it with: {PROMETHEUS_INSTALL}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must provide prometheus: {msg}")
-        pytest.skip(msg)
-    return binary

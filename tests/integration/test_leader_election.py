@@ -26,7 +26,7 @@ from ebb.ledger.election import EtcdElectionStore, LeaderElector
 from ebb.ledger.etcd import EtcdLedger
 from ebb.model.decisions import CycleRecord, DecisionRecord
 from ebb.model.ids import CycleId, DecisionId, RunId
-from ebb.testing.etcd import ETCD_INSTALL, etcd_binary, free_port
+from ebb.testing.etcd import free_port
 
 pytest.importorskip("etcd3gw")
 
@@ -205,14 +205,8 @@ class RestartableEtcd:
 
 
 @pytest.fixture
-def own_etcd(tmp_path: Path) -> Iterator[RestartableEtcd]:
-    binary = etcd_binary()
-    if binary is None:
-        msg = f"etcd binary not found; install it with: {ETCD_INSTALL}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must provide etcd: {msg}")
-        pytest.skip(msg)
-    server = RestartableEtcd(binary, tmp_path / "etcd")
+def own_etcd(etcd_binary_path: str, tmp_path: Path) -> Iterator[RestartableEtcd]:
+    server = RestartableEtcd(etcd_binary_path, tmp_path / "etcd")
     server.start()
     try:
         yield server
