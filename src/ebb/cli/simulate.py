@@ -17,7 +17,7 @@ from rich.table import Table
 
 from ebb.cli.app import app
 from ebb.errors import InputError
-from ebb.model.trace import CountSeries, RequestTrace
+from ebb.model.trace import CountSeries
 from ebb.sim.compare import FIDELITIES, Comparison, compare
 from ebb.sim.policies import KNOWN_POLICIES
 from ebb.sim.report import meets_slo, write_report

@@ -63,9 +63,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from ebb.errors import ConfigError, EbbError, SourceUnavailable, TransientError, require_extra
+from ebb.errors import ConfigError, EbbError, TransientError
 from ebb.ledger.base import Fence
-from ebb.ledger.etcd import _b64, _parse_endpoint, gateway_errors
+from ebb.ledger.etcd import EtcdGateway, _b64
 
 __all__ = ["CLOCK_DRIFT_RATIO", "ElectionStore", "EtcdElectionStore", "Fence", "LeaderElector"]
 
@@ -111,25 +111,16 @@ class EtcdElectionStore:
     """:class:`ElectionStore` over etcd's JSON gateway; ``timeout_s`` bounds each request."""
 
     def __init__(self, endpoint: str, *, timeout_s: float) -> None:
-        etcd3gw = require_extra("etcd3gw", "etcd")
-        self._exc = require_extra("etcd3gw.exceptions", "etcd")
-        self._requests = require_extra("requests", "etcd")
-        protocol, host, port = _parse_endpoint(endpoint)
-        self.endpoint = f"{protocol}://{host}:{port}"
-        self._lock = threading.Lock()  # one request at a time on the shared HTTP session
-        self._client: Any = etcd3gw.Etcd3Client(host=host, port=port, protocol=protocol, timeout=timeout_s)
+        self._gw = EtcdGateway(endpoint, timeout_s=timeout_s, owner="EtcdElectionStore")
+        self.endpoint = self._gw.endpoint
 
     def _post(self, path: str, payload: dict[str, Any], op: str, *, gone_ok: bool = False) -> dict[str, Any]:
-        with self._lock, gateway_errors(self._exc, self.endpoint, op):
-            try:
-                result: dict[str, Any] = self._client.post(self._client.get_url(path), json=payload)
-            except self._exc.Etcd3Exception as exc:
-                if gone_ok and "lease not found" in str(getattr(exc, "detail_text", "")):
-                    return {}
-                raise
-            except self._requests.RequestException as exc:  # e.g. a reply cut off by a dying server
-                raise SourceUnavailable(f"etcd at {self.endpoint} did not answer ({op}): {exc}") from exc
-        return result
+        try:
+            return self._gw.post(path, payload, op)
+        except ConfigError as exc:  # etcd refused the request
+            if gone_ok and "lease not found" in str(exc):
+                return {}
+            raise
 
     def read(self, key: str) -> tuple[int, int] | None:
         kvs = self._post("/kv/range", {"key": _b64(key.encode())}, "election read").get("kvs", [])
@@ -159,8 +150,7 @@ class EtcdElectionStore:
         self._post("/lease/revoke", {"ID": lease_id}, "lease revoke", gone_ok=True)
 
     def close(self) -> None:
-        with self._lock:
-            self._client.session.close()
+        self._gw.close()
 
 
 @dataclass

@@ -34,10 +34,9 @@ Guarantees (on top of :mod:`ebb.ledger.base`):
 from __future__ import annotations
 
 import base64
-import json
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
@@ -102,6 +101,38 @@ def gateway_errors(exc_mod: Any, endpoint: str, op: str) -> Iterator[None]:
         raise SourceUnavailable(f"etcd at {endpoint} did not answer ({op}): {type(exc).__name__}: {exc}") from exc
 
 
+class EtcdGateway:
+    """One HTTP session to etcd's v3 JSON gateway (``/v3/...``), shared by the ledger, the
+    compensation log and the leader elector: one request at a time on the session; every failure
+    mapped by :func:`gateway_errors`; ``close`` is idempotent and a closed gateway raises
+    RuntimeError (a programming error, not an outage)."""
+
+    def __init__(self, endpoint: str, *, timeout_s: float, owner: str) -> None:
+        etcd3gw = require_extra("etcd3gw", "etcd")
+        self._exc = require_extra("etcd3gw.exceptions", "etcd")
+        protocol, host, port = _parse_endpoint(endpoint)
+        self.endpoint = f"{protocol}://{host}:{port}"
+        self._owner = owner
+        self._lock = threading.Lock()
+        self._closed = False
+        self._client: Any = etcd3gw.Etcd3Client(host=host, port=port, protocol=protocol, timeout=timeout_s)
+
+    def post(self, path: str, payload: dict[str, Any], op: str) -> dict[str, Any]:
+        """POST ``payload`` to ``/v3{path}``; the decoded JSON answer."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self._owner}({self.endpoint!r}) is closed")
+            with gateway_errors(self._exc, self.endpoint, op):
+                result: dict[str, Any] = self._client.post(self._client.get_url(path), json=payload)
+        return result
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._client.session.close()
+
+
 class EtcdLedger:
     """Ledger stored in etcd under ``/{prefix}/``; ``endpoint`` is the client URL (``http://127.0.0.1:2379``).
 
@@ -110,19 +141,14 @@ class EtcdLedger:
 
     def __init__(self, endpoint: str, *, prefix: str = DEFAULT_PREFIX, timeout_s: float = 5.0,
                  max_txn_ops: int = 128) -> None:
-        etcd3gw = require_extra("etcd3gw", "etcd")
-        self._exc = require_extra("etcd3gw.exceptions", "etcd")
-        protocol, host, port = _parse_endpoint(endpoint)
-        self.endpoint = f"{protocol}://{host}:{port}"
         clean = prefix.strip("/")
         if not clean:
             raise ConfigError(f"etcd key prefix must be non-empty, got {prefix!r}")
+        self._gw = EtcdGateway(endpoint, timeout_s=timeout_s, owner="EtcdLedger")
+        self.endpoint = self._gw.endpoint
         self.prefix = clean
         self.max_txn_ops = max_txn_ops
         self._root = f"/{clean}/".encode()
-        self._lock = threading.Lock()
-        self._closed = False
-        self._client: Any = etcd3gw.Etcd3Client(host=host, port=port, protocol=protocol, timeout=timeout_s)
 
     # -- keys -----------------------------------------------------------------------------------------
 
@@ -137,16 +163,8 @@ class EtcdLedger:
 
     # -- transport ------------------------------------------------------------------------------------
 
-    def _errors(self, op: str) -> AbstractContextManager[None]:
-        return gateway_errors(self._exc, self.endpoint, op)
-
     def _post(self, path: str, payload: dict[str, Any], op: str) -> dict[str, Any]:
-        with self._lock:
-            if self._closed:
-                raise RuntimeError(f"EtcdLedger({self.endpoint!r}) is closed")
-            with self._errors(op):
-                result: dict[str, Any] = self._client.post(self._client.get_url(path), json=payload)
-        return result
+        return self._gw.post(path, payload, op)
 
     @staticmethod
     def _range_op(key: bytes, *, prefix: bool = False, keys_only: bool = False,
@@ -273,10 +291,7 @@ class EtcdLedger:
         return sorted((d for d in found if target is None or d.target == target), key=decision_order)
 
     def close(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._client.session.close()
+        self._gw.close()
 
     def __enter__(self) -> EtcdLedger:
         return self

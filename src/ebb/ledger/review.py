@@ -30,9 +30,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
-from ebb.errors import ConfigError, PermanentError, TransientError, require_extra
+from ebb.errors import ConfigError, PermanentError, TransientError
 from ebb.gates.rollback import CompensationStep, EventGraph, plan_compensation
-from ebb.ledger.etcd import _READ_BATCH, DEFAULT_PREFIX, gateway_errors, _b64, _parse_endpoint, _prefix_end, _q, _unb64
+from ebb.ledger.etcd import _READ_BATCH, DEFAULT_PREFIX, EtcdGateway, _b64, _prefix_end, _q, _unb64
 from ebb.ledger.location import parse_location
 from ebb.ledger.sqlite import DEFAULT_PATH, SqliteLedger, SqliteStore
 
@@ -314,28 +314,18 @@ class EtcdCompensationLog:
     """
 
     def __init__(self, endpoint: str, *, prefix: str = DEFAULT_PREFIX, timeout_s: float = 5.0) -> None:
-        etcd3gw = require_extra("etcd3gw", "etcd")
-        self._exc = require_extra("etcd3gw.exceptions", "etcd")
-        protocol, host, port = _parse_endpoint(endpoint)
-        self.endpoint = f"{protocol}://{host}:{port}"
         clean = prefix.strip("/")
         if not clean:
             raise ConfigError(f"etcd key prefix must be non-empty, got {prefix!r}")
+        self._gw = EtcdGateway(endpoint, timeout_s=timeout_s, owner="EtcdCompensationLog")
+        self.endpoint = self._gw.endpoint
         self.prefix = clean
         root = f"/{clean}/".encode()
         self._done_root = root + b"compensation/done/"
         self._review_root = root + b"review/"
-        self._lock = threading.Lock()
-        self._closed = False
-        self._client: Any = etcd3gw.Etcd3Client(host=host, port=port, protocol=protocol, timeout=timeout_s)
 
     def _post(self, path: str, payload: dict[str, Any], op: str) -> dict[str, Any]:
-        with self._lock:
-            if self._closed:
-                raise RuntimeError(f"EtcdCompensationLog({self.endpoint!r}) is closed")
-            with gateway_errors(self._exc, self.endpoint, op):
-                result: dict[str, Any] = self._client.post(self._client.get_url(path), json=payload)
-        return result
+        return self._gw.post(path, payload, op)
 
     def _range(self, key: bytes, op: str, *, prefix: bool = False) -> list[dict[str, Any]]:
         payload: dict[str, Any] = {"key": _b64(key)}
@@ -419,10 +409,7 @@ class EtcdCompensationLog:
         return self._update(item_id, "retry", status="pending")
 
     def close(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._client.session.close()
+        self._gw.close()
 
     def __enter__(self) -> EtcdCompensationLog:
         return self

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ebb.lint.core import Document, Finding, RuleBase as _Base
 
