@@ -36,6 +36,7 @@ import logging
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
@@ -88,6 +89,9 @@ class ControllerSettings:
     """Samples older than this (s) count as missing: no scale-down (fail static)."""
     lookback_s: float = 30.0
     """On start (and after an outage) read at most this much history (s) from the source."""
+    keep_outcomes: int | None = 3600
+    """Cycle outcomes kept in memory for views and reports (an hour at 1 s); None keeps all (a
+    bounded demo run). A long-running controller must not grow without bound."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("recommend", "act"):
@@ -153,11 +157,10 @@ class Controller:
         self.t0 = clock()
         self._cursor = self.t0 - settings.lookback_s
         self._newest: float | None = None
-        self._log_seen = 0
         self._n: int | None = None
         self._was_leader = False
         self._prev_action: DecisionId | None = None
-        self.outcomes: list[CycleOutcome] = []
+        self.outcomes: deque[CycleOutcome] = deque(maxlen=settings.keep_outcomes)
 
     # -- ledger bookkeeping -----------------------------------------------------------------
     def _fence(self) -> Any:
@@ -257,7 +260,7 @@ class Controller:
             self.metrics.set_leader(leader)
         if not leader:
             self._was_leader = False
-            return self._follow(now)
+            return self._follow(now, start)
         try:
             if not self._was_leader or self._n is None:
                 self._resume()
@@ -288,22 +291,20 @@ class Controller:
             self.metrics.observe_cycle(out.action, time.perf_counter() - start, out.staleness_s)
         return out
 
-    def _follow(self, now: float) -> CycleOutcome:
+    def _follow(self, now: float, start: float) -> CycleOutcome:
         """A follower keeps the policy's windows warm and never writes or acts."""
         sig, note = self._read(_NoSpan())
         try:
             state = self.actuator.state()
         except EbbError as exc:
-            return self._finish(CycleOutcome(0, now - self.t0, "follower", 0, 0, 0, None, note=str(exc)),
-                                time.perf_counter())
+            return self._finish(CycleOutcome(0, now - self.t0, "follower", 0, 0, 0, None, note=str(exc)), start)
         obs = self._observation(sig, state, now)
         inner = self.policy.inner if hasattr(self.policy, "inner") else self.policy
         inner.observe(obs)
-        self._log_seen = len(self.policy.log)
+        self.policy.log.clear()  # a guard's notes while following are not decisions of ours
         stale = None if self._newest is None else now - self._newest
         return self._finish(CycleOutcome(0, now - self.t0, "follower", state.spec_replicas, state.spec_replicas,
-                                         state.ready_replicas, stale, note=note or "not the leader"),
-                            time.perf_counter())
+                                         state.ready_replicas, stale, note=note or "not the leader"), start)
 
     def _decide_and_act(self, span: Any, n: int, cid: CycleId, now: float) -> CycleOutcome:
         s = self.settings
@@ -317,8 +318,9 @@ class Controller:
         self._fault("before_plan")
         with span.layer("ebb.decide") as ds:
             answer = self.policy.decide(obs)
-            entries = self.policy.log[self._log_seen:]
-            self._log_seen = len(self.policy.log)
+            # Consume the explanations: they go to the ledger, and the list must not grow forever.
+            entries = list(self.policy.log)
+            self.policy.log.clear()
             ds.set(**{"ebb.policy": self.policy.spec, "ebb.log_entries": len(entries)})
         self._layer_spans(span, entries)
         want = replicas_of(answer)

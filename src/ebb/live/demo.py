@@ -193,7 +193,8 @@ class LiveDemo:
             policy = build_live_policy(s.policy, slo_ttft_ms=s.slo_ttft_ms, slo_e2e_ms=s.slo_e2e_ms,
                                        initial=s.initial, max_replicas=s.max_replicas)
             self.controller = Controller(policy, source, self.actuator, ledger,
-                                         ControllerSettings(run_id=s.run_id, target="local/serving", mode="act"),
+                                         ControllerSettings(run_id=s.run_id, target="local/serving", mode="act",
+                                                            keep_outcomes=None),
                                          tracer=self.tracer, metrics=EbbMetrics())
             self.loadgen = LoadGenerator(router_url, trace, time_scale=s.time_scale, rate_scale=s.rate_scale)
             t0 = time.time()
@@ -233,7 +234,7 @@ class LiveDemo:
                                                               f"warm-up {s.warmup_s:g} s",
                                    "policy": policy.spec, "requests sent": f"{len(load.sent_s):,}",
                                    "failed requests": str(load.failed)})
-        return DemoResult(self.controller.outcomes, load, prun, ledger_path, kind,
+        return DemoResult(list(self.controller.outcomes), load, prun, ledger_path, kind,
                           None if self.prometheus is None else self.prometheus.url, s.report, self.notes)
 
 
