@@ -33,6 +33,7 @@ import math
 import socket
 import threading
 import time
+import urllib.parse
 from collections.abc import Sequence
 
 import aiohttp
@@ -78,6 +79,11 @@ class Agent:
                  keep: int = 600, discover_s: float = 1.0) -> None:
         if not endpoints and endpoints_from is None:
             raise ValueError("Agent needs endpoints or endpoints_from (a router URL)")
+        for url in [*endpoints, *([endpoints_from] if endpoints_from else [])]:
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ConfigError(f"endpoint {url!r} is not an http(s) URL "
+                                  "(fix: e.g. --endpoint http://127.0.0.1:8000)")
         self.name = name or f"agent-{socket.gethostname()}"
         self.bucket_ms = bucket_ms
         self._static = [u.rstrip("/") for u in endpoints]

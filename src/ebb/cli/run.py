@@ -85,18 +85,38 @@ def run_cmd(
     from ebb.telemetry.metrics import EbbMetrics
     from ebb.telemetry.tracing import CycleTracer, configure_otlp, local_provider
 
+    # Everything that can be wrong with the arguments is checked before anything starts.
     if mode not in ("recommend", "act"):
         raise ConfigError(f"--mode must be recommend or act, got {mode!r}")
+    if actuator not in ("local", "kubernetes"):
+        raise ConfigError(f"--actuator must be local or kubernetes, got {actuator!r}")
+    if actuator == "kubernetes" and not deployment:
+        raise ConfigError("--actuator kubernetes needs --deployment NAME (and --namespace)")
+    target = f"{namespace}/{deployment}" if actuator == "kubernetes" else "local/serving"
+    loc = parse_location(ledger)
+    if elect and loc.kind != "etcd":
+        raise ConfigError("--elect needs an etcd ledger (--ledger etcd://HOST:PORT/PREFIX): the fencing "
+                          "token is checked by the ledger's own transactions")
+    src = _source(source, agent, prometheus)
+    pol = build_live_policy(policy, slo_ttft_ms=slo_ttft_ms, slo_e2e_ms=slo_e2e_ms, initial=workers,
+                            interval_s=interval_s, max_staleness_s=max_staleness_s,
+                            workload=_workload(workloads, workload_class), gates=_gates(gates))
+    probe = None
+    if getattr(pol, "gates", ()) and prometheus:
+        from ebb.live.gate_probe import prometheus_gate_probe
+        from ebb.sources.prometheus import PrometheusClient
+        probe = prometheus_gate_probe(PrometheusClient(prometheus))
+    settings = ControllerSettings(run_id=run_id or f"live-{target.replace('/', '-')}", target=target,
+                                  mode=mode, interval_s=interval_s,  # type: ignore[arg-type]
+                                  max_staleness_s=max_staleness_s)
+
     handler = configure_logging(json=log_json, stream=sys.stderr)
     closers: list[Any] = [lambda: logging.getLogger().removeHandler(handler)]
     try:
         if actuator == "kubernetes":
-            if not deployment:
-                raise ConfigError("--actuator kubernetes needs --deployment NAME (and --namespace)")
             from ebb.actuate.kubernetes import KubernetesActuator
-            act: Any = KubernetesActuator(namespace, deployment, kubeconfig=kubeconfig, in_cluster=in_cluster)
-            target = f"{namespace}/{deployment}"
-        elif actuator == "local":
+            act: Any = KubernetesActuator(namespace, str(deployment), kubeconfig=kubeconfig, in_cluster=in_cluster)
+        else:
             from ebb.actuate.local import LocalActuator
             from ebb.live.router import Router
             router = Router()
@@ -104,15 +124,8 @@ def run_cmd(
             closers.append(router.stop)
             act = LocalActuator(router, initial=workers, max_batch=max_batch, speed=speed)
             closers.append(act.close)
-            target = "local/serving"
-        else:
-            raise ConfigError(f"--actuator must be local or kubernetes, got {actuator!r}")
         elector = None
         if elect:
-            loc = parse_location(ledger)
-            if loc.kind != "etcd":
-                raise ConfigError("--elect needs an etcd ledger (--ledger etcd://HOST:PORT/PREFIX): the fencing "
-                                  "token is checked by the ledger's own transactions")
             from ebb.ledger.election import LeaderElector
             elector = LeaderElector(loc.target, f"{loc.prefix or 'ebb'}/leader/{target}",
                                     candidate_id or f"{socket.gethostname()}-{os.getpid()}")
@@ -125,36 +138,8 @@ def run_cmd(
             _console.print(f"metrics: {metrics.serve(metrics_port)}")
             closers.append(metrics.stop)
         tracer = CycleTracer(configure_otlp(otlp) if otlp else local_provider())
-        initial = act.state().spec_replicas
-        wl = None
-        if workloads is not None:
-            from ebb.config.workloads import load_workload_classes
-            classes = load_workload_classes(workloads)
-            named = [c for c in classes if workload_class in (None, c.name)]
-            if not named:
-                raise ConfigError(f"{workloads}: no workload class named {workload_class!r} "
-                                  f"(fix: one of {', '.join(c.name for c in classes)})")
-            wl = named[0]
-        gate_specs: tuple[Any, ...] = ()
-        if gates is not None:
-            from ebb.gates.metrics_gate import load_gates
-            try:
-                gate_specs = load_gates(gates.read_text(encoding="utf-8"), str(gates))
-            except OSError as exc:
-                raise ConfigError(f"{gates}: cannot read the gates file: {exc.strerror} (fix: check the path)") from exc
-        pol = build_live_policy(policy, slo_ttft_ms=slo_ttft_ms, slo_e2e_ms=slo_e2e_ms, initial=initial,
-                                interval_s=interval_s, max_staleness_s=max_staleness_s, workload=wl,
-                                gates=gate_specs)
-        probe = None
-        if gate_specs and prometheus:
-            from ebb.live.gate_probe import prometheus_gate_probe
-            from ebb.sources.prometheus import PrometheusClient
-            probe = prometheus_gate_probe(PrometheusClient(prometheus))
-        ctl = Controller(pol, _source(source, agent, prometheus), act, store,
-                         ControllerSettings(run_id=run_id or f"live-{target.replace('/', '-')}", target=target,
-                                            mode=mode, interval_s=interval_s,  # type: ignore[arg-type]
-                                            max_staleness_s=max_staleness_s),
-                         tracer=tracer, metrics=metrics, elector=elector, gate_probe=probe)
+        ctl = Controller(pol, src, act, store, settings, tracer=tracer, metrics=metrics, elector=elector,
+                         gate_probe=probe)
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
@@ -163,6 +148,30 @@ def run_cmd(
     finally:
         for close in reversed(closers):
             close()
+
+
+def _workload(path: Path | None, name: str | None) -> Any:
+    """The named class (default: the first) from a workload classes file; None without a file."""
+    if path is None:
+        return None
+    from ebb.config.workloads import load_workload_classes
+    classes = load_workload_classes(path)
+    named = [c for c in classes if name in (None, c.name)]
+    if not named:
+        raise ConfigError(f"{path}: no workload class named {name!r} (fix: one of {', '.join(c.name for c in classes)})")
+    return named[0]
+
+
+def _gates(path: Path | None) -> tuple[Any, ...]:
+    """Metrics gates from a gates file; () without one."""
+    if path is None:
+        return ()
+    from ebb.gates.metrics_gate import load_gates
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the gates file: {exc.strerror} (fix: check the path)") from exc
+    return load_gates(text, str(path))
 
 
 @app.command("demo")

@@ -48,3 +48,18 @@ def test_run_with_its_only_agent_down_holds_the_fleet_and_records_nothing(tmp_pa
         assert store.decisions() == []
     finally:
         store.close()
+
+
+def test_bad_config_is_refused_before_any_worker_starts(tmp_path: Path) -> None:
+    broken = tmp_path / "gates.yaml"
+    broken.write_text("gates: [\n")
+    for extra in (["--gates", str(broken)], ["--gates", str(tmp_path / "missing.yaml")],
+                  ["--workloads", str(broken)], ["--policy", "ebb:hold=3"], ["--elect"]):
+        res = runner.invoke(app, ["run", "--source", "agents", "--agent", "http://127.0.0.1:1", *extra])
+        assert res.exit_code != 0, extra
+        assert "router:" not in res.output, f"{extra}: the fleet started before the config was checked"
+
+
+def test_the_agent_refuses_an_endpoint_that_is_not_a_url() -> None:
+    res = runner.invoke(app, ["agent", "--endpoint", "notaurl", "--no-nvml"])
+    assert res.exit_code != 0 and "not an http(s) URL" in str(res.exception)
