@@ -36,7 +36,8 @@ import numpy.typing as npt
 from ebb.model.ids import ReplicaId
 from ebb.sim.fleet import FleetLog, ReplicaLog, choose_victims, zone_of
 from ebb.model.observation import replicas_of
-from ebb.sim.policy import FineSignals, Observation, PodView, Policy, ScaleRequest
+from ebb.sim.fine import FineBuffer
+from ebb.sim.policy import Observation, PodView, Policy, ScaleRequest
 from ebb.sim.settings import SimSettings
 
 FloatArray = npt.NDArray[np.float64]
@@ -123,14 +124,9 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
     scale_ups = scale_downs = 0
     decisions: list[tuple[float, int, int]] = []
     fine_on = policy.pipeline.fine_ms is not None
-    f_t: list[float] = []
-    f_pf: list[float] = []
-    f_slot: list[float] = []
-    f_q: list[float] = []
-    d_t: list[float] = []
-    d_ttft: list[float] = []
-    d_e2e: list[float] = []
-    d_w: list[float] = []
+    fine_buf = FineBuffer()
+    f_t, f_pf, f_slot, f_q = fine_buf.t, fine_buf.prefill, fine_buf.slot, fine_buf.queued
+    d_t, d_ttft, d_e2e, d_w = fine_buf.done_t, fine_buf.done_ttft_ms, fine_buf.done_e2e_ms, fine_buf.done_weight
     q_in = np.quantile(tin, [0.5, 0.99]) if ns else np.zeros(2)
     q_out = np.quantile(tout, [0.5, 0.99]) if ns else np.ones(2)
     pf_q = lat.prefill_ms(q_in) / 1000.0
@@ -189,12 +185,7 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
         tq = float((cum_arr[s] - cum_arr[lo]) / (s - lo)) if s > lo else None
         ti = float(total_inflight[s]) if s >= 0 else None
         qq = float(queued_g[s]) if s >= 0 else None
-        fine = None
-        if fine_on:
-            fine = FineSignals(np.asarray(f_t), np.asarray(f_pf), np.asarray(f_slot), np.asarray(f_q),
-                               np.asarray(d_t), np.asarray(d_ttft), np.asarray(d_e2e), np.asarray(d_w))
-            for buf in (f_t, f_pf, f_slot, f_q, d_t, d_ttft, d_e2e, d_w):
-                buf.clear()
+        fine = fine_buf.take() if fine_on else None
         return Observation(t, spec, ready_n, tuple(pods), tq, ti, qq, fine)
 
     def apply(answer: int | ScaleRequest, t: float) -> None:

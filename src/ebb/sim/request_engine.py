@@ -33,7 +33,8 @@ from ebb.model.ids import ReplicaId
 from ebb.model.trace import RequestTrace
 from ebb.sim.fleet import FleetLog, ReplicaLog, choose_victims, zone_of
 from ebb.model.observation import replicas_of
-from ebb.sim.policy import FineSignals, Observation, PodView, Policy, ScaleRequest
+from ebb.sim.fine import FineBuffer
+from ebb.sim.policy import Observation, PodView, Policy, ScaleRequest
 from ebb.sim.settings import SimSettings
 
 _STARTING, _READY, _DRAINING, _STOPPED = 0, 1, 2, 3
@@ -114,13 +115,9 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
     active_total = 0
     pf_cum_total = 0.0
     pf_prev = 0.0
-    f_t: list[float] = []
-    f_pf: list[float] = []
-    f_slot: list[float] = []
-    f_q: list[float] = []
-    d_t: list[float] = []
-    d_ttft: list[float] = []
-    d_e2e: list[float] = []
+    fine_buf = FineBuffer()
+    f_t, f_pf, f_slot, f_q = fine_buf.t, fine_buf.prefill, fine_buf.slot, fine_buf.queued
+    d_t, d_ttft, d_e2e = fine_buf.done_t, fine_buf.done_ttft_ms, fine_buf.done_e2e_ms
 
     def new_replica(t: float, warm: bool) -> None:
         rid = len(state)
@@ -219,13 +216,6 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
         f_slot.append(active_total / max_batch)
         f_q.append(float(len(queue)))
 
-    def take_fine() -> FineSignals:
-        fs = FineSignals(np.asarray(f_t), np.asarray(f_pf), np.asarray(f_slot), np.asarray(f_q),
-                         np.asarray(d_t), np.asarray(d_ttft), np.asarray(d_e2e), np.ones(len(d_t)))
-        for buf in (f_t, f_pf, f_slot, f_q, d_t, d_ttft, d_e2e):
-            buf.clear()
-        return fs
-
     def observe(t: float) -> Observation:
         pipe = policy.pipeline
         per, win, off = pipe.period_s, pipe.window_s, pipe.offset_s
@@ -257,7 +247,7 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
                 total_qps = (counters.arrivals[s] - counters.arrivals[lo]) / (s - lo)
             total_inflight = counters.total_inflight[s]
             queued = counters.queued[s]
-        fine = take_fine() if fine_ms else None
+        fine = fine_buf.take() if fine_ms else None
         return Observation(t, spec, len(ready_list), tuple(pods), total_qps, total_inflight, queued, fine)
 
     def apply(answer: int | ScaleRequest, t: float) -> None:
