@@ -18,6 +18,7 @@
 ``oracle`` Perfect foresight (:mod:`ebb.sim.baselines.oracle`); the lower bound.
 ``ebb``    Ebb's own policy (:mod:`ebb.decide.policy`): ``profile=cautious|balanced|lean``
            (default balanced) on the cost–SLO curve; ``min`` (1), ``max`` (4 × the oracle's peak);
+           ``backlog_weight=W`` also sizes scale-ups on the router backlog (default 0);
            ``canary=on`` puts every scale-down behind a one-replica canary and a TTFT gate
            (:mod:`ebb.gates.guard`).
 =========  ===================================================================================
@@ -26,7 +27,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -192,13 +193,15 @@ def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
                           param_float(item, "cooldown", 300.0, lo=0.0), pipeline,
                           float(pipe.hpa_sync_s), initial=min(cfg.max_replicas, ctx.initial_replicas))
     if item.name == "ebb":
-        check_keys(item, ("profile", "min", "max", "canary"))
-        prof = param_choice(item, "profile", "balanced", tuple(PROFILES))
+        check_keys(item, ("profile", "min", "max", "canary", "backlog_weight"))
+        profile = PROFILES[param_choice(item, "profile", "balanced", tuple(PROFILES))]
+        if item.get("backlog_weight") is not None:
+            profile = replace(profile, backlog_weight=param_float(item, "backlog_weight", 0.0, lo=0.0))
         mn = param_int(item, "min", 1, lo=1)
         mx = param_int(item, "max", max(8, 4 * ctx.oracle_peak), lo=1)
-        ebb = EbbPolicy(PROFILES[prof], ctx.settings.slo.ttft_ms, ctx.settings.slo.e2e_ms, min_replicas=mn,
+        ebb = EbbPolicy(profile, ctx.settings.slo.ttft_ms, ctx.settings.slo.e2e_ms, min_replicas=mn,
                         max_replicas=mx, initial=min(mx, ctx.initial_replicas), spec=item.text)
         if param_choice(item, "canary", "off", ("on", "off")) == "on":
-            return CanaryGuard(ebb, ttft_gate(ctx.settings.slo.ttft_ms, PROFILES[prof].veto_margin))
+            return CanaryGuard(ebb, ttft_gate(ctx.settings.slo.ttft_ms, profile.veto_margin))
         return ebb
     raise ConfigError(f"unknown policy {item.name!r}; known: {', '.join(KNOWN_POLICIES)}")
