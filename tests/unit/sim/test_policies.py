@@ -177,9 +177,9 @@ def test_keda_without_a_sample_keeps_the_current_count() -> None:
 def test_ebb_takes_a_backlog_weight_and_refuses_a_negative_one() -> None:
     from ebb.decide.policy import EbbPolicy
 
-    p = build("ebb:profile=cautious,backlog_weight=0.5")
+    p = _build("ebb:profile=cautious,backlog_weight=0.5")
     assert isinstance(p, EbbPolicy) and p.profile.backlog_weight == 0.5 and p.profile.target_util == 0.85
-    plain = build("ebb")
+    plain = _build("ebb")
     assert isinstance(plain, EbbPolicy) and plain.profile.backlog_weight == 0.0
     with pytest.raises(ConfigError):
-        build("ebb:backlog_weight=-1")
+        _build("ebb:backlog_weight=-1")
