@@ -21,6 +21,7 @@ pure decision code included, may use it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any, Final
 
 __all__ = ["MAX_JSON_BYTES", "MAX_JSON_DEPTH", "UntrustedInput", "checked_int", "json_depth_ok", "loads_json"]
@@ -44,7 +45,7 @@ def json_depth_ok(value: Any, max_depth: int = MAX_JSON_DEPTH) -> bool:
     while stack:
         v, depth = stack.pop()
         if isinstance(v, dict):
-            children = v.values()
+            children: Iterable[Any] = v.values()
         elif isinstance(v, list):
             children = v
         else:

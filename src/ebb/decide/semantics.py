@@ -30,11 +30,17 @@ from dataclasses import dataclass
 
 from ebb.config.workloads import WorkloadClass
 
-__all__ = ["DEFAULT_MAX_STALENESS_S", "BREACH_SLOPE", "Candidate", "WorkloadSignals", "headroom",
+__all__ = ["DEFAULT_MAX_STALENESS_S", "BREACH_CAP_RATIO", "BREACH_SLOPE", "Candidate", "WorkloadSignals", "headroom",
            "rank_candidates", "recalibrate_weight", "target_weight", "veto"]
 
 #: Slope of the note's linear weight growth past the SLO: target = base · (1 + 0.2 · p/slo).
 BREACH_SLOPE = 0.2
+
+#: Latency past this multiple of the SLO counts as this multiple: the weight's growth stops at
+#: ``base · (1 + 0.2 · 10) = 3 · base``. A histogram whose observations all fall in its ``+Inf``
+#: bucket (an overload: every TTFT above the top bound, 60 s) reads as P99 = inf; that is a breach
+#: to surge on, not a number to compute with.
+BREACH_CAP_RATIO = 10.0
 
 #: Signals older than this veto scale-down. Two L1 windows (2 × 1 s): older data no longer
 #: describes the window the burst detector judged, and the note's 30–60 s metric lag is exactly
@@ -53,16 +59,17 @@ def target_weight(cls: WorkloadClass, latency_ms: float, latency_slo_ms: float) 
 
 def recalibrate_weight(cls: WorkloadClass, prev_weight: float, latency_p99_ms: float,
                        latency_slo_ms: float) -> float:
-    """One damped step: ``prev + (target − prev) / (1 + α)``; NaN latency keeps ``prev``."""
+    """One damped step: ``prev + (target − prev) / (1 + α)``; NaN latency keeps ``prev``; latency
+    above :data:`BREACH_CAP_RATIO` × SLO (``+inf`` included) counts as that multiple."""
     if not math.isfinite(prev_weight) or prev_weight < 0:
         raise ValueError(f"prev_weight must be finite and >= 0, got {prev_weight!r}")
     if not cls.alpha >= 0:
         raise ValueError(f"class {cls.name!r} has alpha {cls.alpha!r}; need alpha >= 0")
     if math.isnan(latency_p99_ms):
         return prev_weight
-    target = target_weight(cls, latency_p99_ms, latency_slo_ms)
-    if math.isinf(target):
-        raise ValueError(f"latency_p99_ms must be finite, got {latency_p99_ms!r}")
+    if latency_p99_ms < 0:
+        raise ValueError(f"latency_p99_ms must be >= 0, got {latency_p99_ms!r}")
+    target = target_weight(cls, min(latency_p99_ms, BREACH_CAP_RATIO * latency_slo_ms), latency_slo_ms)
     return prev_weight + (target - prev_weight) / (1.0 + cls.alpha)
 
 

@@ -13,12 +13,26 @@ Guarantees:
   than ``max_staleness_s`` (5 s), contributes no samples; the policy then vetoes scale-down
   (stale data). The controller also refuses, by itself, to execute a scale-down planned while data
   is stale — two independent locks. Scale-ups still go through: adding capacity is the safe side.
-* **Write-ahead, exactly once.** A decision is appended to the ledger *before* the actuator is
-  called (``mode=act``); the actuator is idempotent by decision id; the outcome is appended as a
-  second cycle ``<cycle>-outcome``. A controller restarted after a crash at any point finds its last
-  decision without an outcome and reconciles it: the fleet already at ``to`` → recorded as done;
-  still at ``from`` → applied now with the same id; anything else → recorded as superseded. A
-  decision the ledger refused (unreachable store, lost leadership) is never acted on.
+* **Fleet completeness.** A read whose samples cover fewer replicas than are ready
+  (``LiveSignals.replicas_seen``: a target vanished from Prometheus, a worker an agent cannot poll)
+  understates demand: it blocks every scale-down, like stale data, and is said in the cycle's note.
+* **Write-ahead, exactly once, never a blind replay.** A decision is appended to the ledger *before*
+  the actuator is called (``mode=act``); the actuator is idempotent by decision id; the outcome is
+  appended as a second cycle ``<cycle>-outcome``. A controller restarted after a crash at any point
+  finds its last decision without an outcome and re-checks it (:mod:`ebb.live.resume`): the fleet
+  already at ``to`` → recorded as done; at ``from`` → a young scale-up is applied with the same id,
+  clamped to ``[min_replicas, max_replicas]``; a scale-down, an old or a future-stamped decision is
+  recorded as "not resumed" and the policy re-decides on fresh data; anything else → superseded.
+  A decision the ledger refused (unreachable store, lost leadership) is never acted on.
+* **Replica bounds hold.** No decision, from the policy or the ledger, is applied below
+  ``min_replicas`` or above ``max_replicas`` (:class:`ControllerSettings`).
+* **Monotonic time.** The policy's time is the monotonic clock (:mod:`ebb.live.timeline`); Unix
+  stamps of samples and pods are mapped onto it by their age. A wall-clock step is logged, and the
+  source cursor and freshness reference are reset so neither a forward nor a backward step blinds
+  the loop or erases its peak memory.
+* **Never exits on a peer's answer.** Every error of a cycle — of the tree or, as a last resort,
+  any other — ends that cycle as ``error`` (logged with its traceback when unexpected), with no
+  action taken; the next cycle starts afresh.
 * **One actor.** With an elector, only the leader decides; followers keep the policy's windows warm
   (``observe``) so a take-over decides on full history. Every ledger write carries the leader's
   fencing token, so a deposed leader's write fails atomically (etcd backend).
@@ -49,6 +63,8 @@ from ebb.errors import EbbError, NotLeader, TransientError
 from ebb.gates.guard import L1_TTFT_QUERY
 from ebb.ledger.base import Ledger
 from ebb.live.policy_spec import LivePolicy
+from ebb.live.resume import ResumeLimits, resume_verdict
+from ebb.live.timeline import Tick, Timeline
 from ebb.model.decisions import JSON, CycleRecord, DecisionRecord
 from ebb.model.ids import CycleId, DecisionId, RunId
 from ebb.model.live import LiveSignals
@@ -92,12 +108,27 @@ class ControllerSettings:
     keep_outcomes: int | None = 3600
     """Cycle outcomes kept in memory for views and reports (an hour at 1 s); None keeps all (a
     bounded demo run). A long-running controller must not grow without bound."""
+    min_replicas: int = 1
+    """Floor for every applied decision, the policy's and a resumed one (the policy's own ``min``)."""
+    max_replicas: int = 1000
+    """Ceiling for every applied decision."""
+    resume_max_age_s: float = 60.0
+    """An unfinished scale-up older than this is not replayed after a restart (re-decided instead)."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("recommend", "act"):
             raise ValueError(f"mode must be 'recommend' or 'act', got {self.mode!r}")
         if not (self.interval_s > 0 and self.max_staleness_s > 0 and self.lookback_s > 0):
             raise ValueError(f"interval_s, max_staleness_s and lookback_s must be > 0: {self!r}")
+        if not 1 <= self.min_replicas <= self.max_replicas:
+            raise ValueError(f"need 1 <= min_replicas <= max_replicas: {self!r}")
+        if not self.resume_max_age_s > 0:
+            raise ValueError(f"resume_max_age_s must be > 0: {self!r}")
+
+    @property
+    def resume_limits(self) -> ResumeLimits:
+        return ResumeLimits(min_replicas=self.min_replicas, max_replicas=self.max_replicas,
+                            max_age_s=self.resume_max_age_s)
 
 
 @dataclass(frozen=True)
@@ -107,7 +138,7 @@ class CycleOutcome:
     n: int
     """Cycle number (0 for a follower's or a skipped cycle)."""
     t_s: float
-    """Seconds since the controller started."""
+    """Seconds since the controller started (monotonic)."""
     action: str
     """``hold``, ``scale_up``, ``scale_down``, ``veto``, ``follower`` or ``error``."""
     spec_replicas: int
@@ -125,9 +156,11 @@ def _empty_fine() -> FineSignals:
     return FineSignals()
 
 
-def _rebase(f: FineSignals, t0: float) -> FineSignals:
-    return FineSignals(t_s=f.t_s - t0, prefill_replicas=f.prefill_replicas, slot_replicas=f.slot_replicas,
-                       queued=f.queued, done_t_s=f.done_t_s - t0, done_ttft_ms=f.done_ttft_ms,
+def _rebase(f: FineSignals, tick: Tick) -> FineSignals:
+    """Unix sample stamps onto the policy's monotonic timeline (by age; vectorised)."""
+    offset = tick.wall_s - tick.t_s
+    return FineSignals(t_s=f.t_s - offset, prefill_replicas=f.prefill_replicas, slot_replicas=f.slot_replicas,
+                       queued=f.queued, done_t_s=f.done_t_s - offset, done_ttft_ms=f.done_ttft_ms,
                        done_e2e_ms=f.done_e2e_ms, done_weight=f.done_weight)
 
 
@@ -137,7 +170,7 @@ class Controller:
     def __init__(self, policy: LivePolicy, source: SignalSource, actuator: Actuator, ledger: Ledger,
                  settings: ControllerSettings, *, tracer: CycleTracer | None = None,
                  metrics: EbbMetrics | None = None, elector: Elector | None = None,
-                 clock: Callable[[], float] = time.time,
+                 clock: Callable[[], float] = time.time, monotonic: Callable[[], float] | None = None,
                  fault_point: Callable[[str], None] | None = None,
                  gate_probe: Callable[[str], float | None] | None = None) -> None:
         self.policy = policy
@@ -154,6 +187,9 @@ class Controller:
         self._fault = fault_point or (lambda where: None)
         """Called at ``before_plan``, ``after_ledger`` and ``after_actuation`` of every acting cycle:
         crash tests kill the process there (the crash-point matrix); a no-op otherwise."""
+        self._timeline = Timeline(clock, monotonic, interval_s=settings.interval_s,
+                                  max_gap_s=max(settings.lookback_s, 10 * settings.interval_s))
+        """Wall clock for stamps (sources, ledger), monotonic for the policy (a step moves neither)."""
         self.t0 = clock()
         self._cursor = self.t0 - settings.lookback_s
         self._newest: float | None = None
@@ -196,17 +232,16 @@ class Controller:
             return
         d = last.decisions[0]
         state = self.actuator.state()
-        if state.spec_replicas == d.to_replicas:
-            self._record_outcome(last, d, None, "found applied after restart", self._fence())
-        elif state.spec_replicas == d.from_replicas:
+        verdict = resume_verdict(d, state.spec_replicas, int(self._clock() * 1e9), self.settings.resume_limits)
+        if verdict.apply:
             self._fence()  # NotLeader when leadership lapsed meanwhile: the next leader reconciles it
-            victims = tuple(r.replica for r in state.replicas if r.name in set(d.victims))
-            res = self.actuator.apply(d.decision_id, ScaleRequest(d.to_replicas, victims))
-            self._record_outcome(last, d, res, "applied after restart", self._fence())
+            # Only scale-ups are replayed, and they name no victims.
+            res = self.actuator.apply(d.decision_id, ScaleRequest(verdict.to_replicas))
+            self._record_outcome(last, d, res, verdict.note, self._fence())
         else:
-            self._record_outcome(last, d, None, f"superseded: fleet at {state.spec_replicas} replicas, "
-                                                f"neither {d.from_replicas} nor {d.to_replicas}", self._fence())
-        log.info("reconciled decision %s left without an outcome", d.decision_id)
+            self._record_outcome(last, d, None, verdict.note, self._fence())
+        log.warning("decision %s (%s %d→%d) was left without an outcome: %s", d.decision_id, d.action,
+                    d.from_replicas, d.to_replicas, verdict.note)
 
     def _record_outcome(self, cycle: CycleRecord, d: DecisionRecord, res: ActuationResult | None, note: str,
                         fence: Any) -> None:
@@ -220,8 +255,18 @@ class Controller:
                                  snapshot=snap, fencing_token=self._token(fence)), fence)
 
     # -- one cycle ----------------------------------------------------------------------------
-    def _read(self, span: Any) -> tuple[LiveSignals, str]:
-        now = self._clock()
+    def _on_clock_step(self, tick: Tick) -> None:
+        """The wall clock stepped: samples are re-read from a fresh cursor, freshness re-measured."""
+        assert tick.step_s is not None
+        log.warning("wall clock stepped by %+.1f s: source cursor and data freshness reset "
+                    "(the policy's windows run on the monotonic clock and keep their history)", tick.step_s)
+        self._cursor = tick.wall_s - self.settings.lookback_s
+        self._newest = None
+
+    def _read(self, span: Any, tick: Tick) -> tuple[LiveSignals, str]:
+        now = tick.wall_s
+        if tick.step_s is not None:
+            self._on_clock_step(tick)
         since = max(self._cursor, now - self.settings.lookback_s)
         try:
             with span.layer("ebb.source") as s:
@@ -230,37 +275,61 @@ class Controller:
         except EbbError as exc:  # unreachable or malformed: no data this cycle (fail static)
             log.warning("source: %s — no data this cycle, scale-down blocked", exc)
             return LiveSignals(_empty_fine()), f"source: {exc}"
-        if sig.newest_sample_s is not None:
-            self._newest = max(self._newest or -math.inf, sig.newest_sample_s)
+        newest = sig.newest_sample_s
+        if newest is not None and newest > now + self.settings.max_staleness_s:
+            # From the future by more than the staleness bound: a clock we cannot trust.
+            log.warning("source: newest sample is %.1f s in the future — ignored, scale-down blocked", newest - now)
+            return LiveSignals(_empty_fine()), "samples from the future"
+        if newest is not None:
+            self._newest = max(self._newest or -math.inf, newest)
         if len(sig.fine.t_s):
-            self._cursor = max(self._cursor, float(np.max(sig.fine.t_s)))
-        stale = sig.newest_sample_s is None or now - sig.newest_sample_s > self.settings.max_staleness_s
+            self._cursor = max(self._cursor, min(float(np.max(sig.fine.t_s)), now))
+        stale = newest is None or now - newest > self.settings.max_staleness_s
         if stale:
-            return LiveSignals(_empty_fine(), newest_sample_s=sig.newest_sample_s), "stale data"
+            return LiveSignals(_empty_fine(), newest_sample_s=newest), "stale data"
         return sig, ""
 
-    def _observation(self, sig: LiveSignals, state: FleetState, now: float) -> Observation:
-        pods = tuple(PodView(replica=r.replica, created_s=r.created_s - self.t0,
-                             ready_s=None if r.ready_s is None else r.ready_s - self.t0, util_ratio=None,
+    def _completeness(self, sig: LiveSignals, state: FleetState, data_note: str) -> tuple[LiveSignals, str]:
+        """Samples over fewer replicas than are ready understate demand: no data for scale-down."""
+        seen = sig.replicas_seen
+        if data_note or seen is None or seen >= state.ready_replicas:
+            return sig, data_note
+        log.warning("source covers %d of %d ready replicas — scale-down blocked", seen, state.ready_replicas)
+        return LiveSignals(_empty_fine(), newest_sample_s=sig.newest_sample_s), \
+            f"incomplete fleet: {seen} of {state.ready_replicas} ready replicas reported"
+
+    def _observation(self, sig: LiveSignals, state: FleetState, tick: Tick) -> Observation:
+        pods = tuple(PodView(replica=r.replica, created_s=tick.policy_time(r.created_s),
+                             ready_s=None if r.ready_s is None else tick.policy_time(r.ready_s), util_ratio=None,
                              inflight=sig.inflight_by_replica.get(r.name), qps=None, zone=r.zone)
                      for r in state.replicas)
         inflight = sum(sig.inflight_by_replica.values()) if sig.inflight_by_replica else None
         if inflight is not None and sig.queued is not None:
             inflight += sig.queued
-        return Observation(t_s=now - self.t0, spec_replicas=state.spec_replicas,
+        return Observation(t_s=tick.t_s, spec_replicas=state.spec_replicas,
                            ready_replicas=state.ready_replicas, pods=pods, total_qps=sig.total_qps,
-                           total_inflight=inflight, queued=sig.queued, fine=_rebase(sig.fine, self.t0))
+                           total_inflight=inflight, queued=sig.queued, fine=_rebase(sig.fine, tick))
 
     def cycle(self) -> CycleOutcome:
-        """Run one cycle; never raises for source, ledger or actuator trouble (logged, counted)."""
+        """Run one cycle; never raises for source, ledger or actuator trouble (logged, counted), nor
+        for anything else a peer's answer can provoke (logged with its traceback, no action)."""
         start = time.perf_counter()
-        now = self._clock()
+        tick = self._timeline.tick()
+        try:
+            return self._cycle(tick, start)
+        except Exception as exc:  # last resort: a bug or an unforeseen answer must not crash-loop the fleet
+            log.exception("cycle failed unexpectedly (%s: %s); no action taken", type(exc).__name__, exc)
+            self._was_leader = False  # re-read the ledger before the next action
+            return self._finish(CycleOutcome(0, tick.t_s, "error", 0, 0, 0, None,
+                                             note=f"internal error: {type(exc).__name__}: {exc}"[:300]), start)
+
+    def _cycle(self, tick: Tick, start: float) -> CycleOutcome:
         leader = self.elector is None or self.elector.is_leader()
         if self.metrics is not None:
             self.metrics.set_leader(leader)
         if not leader:
             self._was_leader = False
-            return self._follow(now, start)
+            return self._follow(tick, start)
         try:
             if not self._was_leader or self._n is None:
                 self._resume()
@@ -268,18 +337,18 @@ class Controller:
         except EbbError as exc:
             log.error("cannot resume from the ledger (%s); not acting this cycle", exc)
             self._was_leader = False
-            return self._finish(CycleOutcome(0, now - self.t0, "error", 0, 0, 0, None, note=str(exc)), start)
+            return self._finish(CycleOutcome(0, tick.t_s, "error", 0, 0, 0, None, note=str(exc)), start)
         assert self._n is not None
         self._n += 1
         n = self._n
         cid = CycleId(f"{self.settings.run_id}-c{n}")
         with self.tracer.cycle(cid, self.settings.run_id, self.settings.target) as span:
             try:
-                out = self._decide_and_act(span, n, cid, now)
+                out = self._decide_and_act(span, n, cid, tick)
             except EbbError as exc:
                 span.record_error(exc)
                 log.error("cycle %s failed: %s", cid, exc)
-                out = CycleOutcome(n, now - self.t0, "error", 0, 0, 0, None, note=str(exc))
+                out = CycleOutcome(n, tick.t_s, "error", 0, 0, 0, None, note=str(exc))
             span.set(**{"ebb.decision.action": out.action, "ebb.replicas.from": out.spec_replicas,
                         "ebb.replicas.to": out.to_replicas,
                         "ebb.data.staleness_s": out.staleness_s})
@@ -291,27 +360,31 @@ class Controller:
             self.metrics.observe_cycle(out.action, time.perf_counter() - start, out.staleness_s)
         return out
 
-    def _follow(self, now: float, start: float) -> CycleOutcome:
+    def _follow(self, tick: Tick, start: float) -> CycleOutcome:
         """A follower keeps the policy's windows warm and never writes or acts."""
-        sig, note = self._read(_NoSpan())
+        now = tick.wall_s
+        sig, note = self._read(_NoSpan(), tick)
         try:
             state = self.actuator.state()
         except EbbError as exc:
-            return self._finish(CycleOutcome(0, now - self.t0, "follower", 0, 0, 0, None, note=str(exc)), start)
-        obs = self._observation(sig, state, now)
+            return self._finish(CycleOutcome(0, tick.t_s, "follower", 0, 0, 0, None, note=str(exc)), start)
+        sig, note = self._completeness(sig, state, note)
+        obs = self._observation(sig, state, tick)
         inner = self.policy.inner if hasattr(self.policy, "inner") else self.policy
         inner.observe(obs)
         self.policy.log.clear()  # a guard's notes while following are not decisions of ours
         stale = None if self._newest is None else now - self._newest
-        return self._finish(CycleOutcome(0, now - self.t0, "follower", state.spec_replicas, state.spec_replicas,
+        return self._finish(CycleOutcome(0, tick.t_s, "follower", state.spec_replicas, state.spec_replicas,
                                          state.ready_replicas, stale, note=note or "not the leader"), start)
 
-    def _decide_and_act(self, span: Any, n: int, cid: CycleId, now: float) -> CycleOutcome:
+    def _decide_and_act(self, span: Any, n: int, cid: CycleId, tick: Tick) -> CycleOutcome:
         s = self.settings
-        sig, data_note = self._read(span)
+        now = tick.wall_s
+        sig, data_note = self._read(span, tick)
         with span.layer("ebb.actuate.state"):
             state = self.actuator.state()
-        obs = self._observation(sig, state, now)
+        sig, data_note = self._completeness(sig, state, data_note)
+        obs = self._observation(sig, state, tick)
         stale = None if self._newest is None else now - self._newest
         if self.gate_probe is not None and getattr(self.policy, "active", False):
             obs = replace(obs, gate_values=self._measure_gates(span))
@@ -324,6 +397,11 @@ class Controller:
             ds.set(**{"ebb.policy": self.policy.spec, "ebb.log_entries": len(entries)})
         self._layer_spans(span, entries)
         want = replicas_of(answer)
+        if not s.min_replicas <= want <= s.max_replicas:
+            # Third lock: the bounds hold whatever the policy computed.
+            log.warning("policy asked for %d replicas; clamped to [%d, %d]", want, s.min_replicas, s.max_replicas)
+            want = min(s.max_replicas, max(s.min_replicas, want))
+            answer = ScaleRequest(want) if want != state.spec_replicas else want
         base = CycleOutcome(n, obs.t_s, "hold", state.spec_replicas, want, state.ready_replicas, stale,
                             note=data_note)
         if not entries and want == state.spec_replicas:
@@ -332,6 +410,10 @@ class Controller:
             "action": "scale_up" if want > state.spec_replicas else "scale_down", "from": state.spec_replicas,
             "to": want, "reasons": ["policy changed its target"]}
         action = str(e.get("action", "hold"))
+        if action in ("scale_up", "scale_down") and e.get("to") != want:  # clamped above
+            action = "hold" if want == state.spec_replicas else action
+            e = {**e, "action": action, "to": want,
+                 "reasons": [*e.get("reasons", ()), f"clamped to [{s.min_replicas}, {s.max_replicas}] replicas"]}
         blocked = ""
         if want < state.spec_replicas and (data_note or stale is None or stale > s.max_staleness_s):
             # Second lock: never scale down on data we cannot trust, whatever the policy said.

@@ -71,6 +71,10 @@ class LiveSignals:
     pod name) to requests running or waiting on it at the newest sample. ``newest_sample_s`` is the
     Unix time of the freshest sample behind these values (None: no data at all) — staleness is
     measured from it by the controller, never assumed by the source.
+
+    ``replicas_seen`` is the fewest distinct replicas behind any fine sample returned (None when
+    there is none): the controller's fleet-completeness check treats a read that covers fewer
+    replicas than are ready as no data (no scale-down), whatever the source.
     """
 
     fine: FineSignals
@@ -78,3 +82,4 @@ class LiveSignals:
     total_qps: float | None = None
     queued: float | None = None
     newest_sample_s: float | None = None
+    replicas_seen: int | None = None

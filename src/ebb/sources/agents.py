@@ -1,9 +1,10 @@
 """``AgentSource``: the controller's :class:`~ebb.sources.live.SignalSource` over node agents.
 
-Each ``read(since_s)`` asks every agent for ``GET /v1/buckets?since_ns=…`` (stdlib
-``urllib.request``: blocking, no event loop to own or close, and the controller calls it once per
-second from one thread; several agents are asked in parallel threads; ``timeout_s`` bounds each
-socket operation),
+Each ``read(since_s)`` asks every agent for ``GET /v1/buckets?since_ns=…`` (one bounded GET,
+:func:`ebb.sources.http_get.get`: blocking, no event loop to own or close, and the controller calls
+it once per second from one thread; several agents are asked in parallel threads; ``timeout_s``
+bounds the *whole* exchange, and at most ``max_bytes`` (16 MiB) are read; pages nested deeper than
+64 levels are refused; a bearer ``token`` and TLS files are sent when given),
 then merges the pages by bucket time into :class:`~ebb.model.live.LiveSignals`:
 
 * **Fine arrays** (``t_s`` = bucket end, Unix s): ``prefill_replicas`` and ``slot_replicas`` are sums
@@ -20,9 +21,12 @@ then merges the pages by bucket time into :class:`~ebb.model.live.LiveSignals`:
   workers'; a sketch from the same endpoint names as one already taken is skipped.
 * ``inflight_by_replica``: running + waiting per worker at its newest returned bucket;
   ``queued``: the routers' sum at the newest complete time; ``total_qps``: completions per second
-  over the returned span (``len × bucket``); ``newest_sample_s``: the newest returned bucket end.
+  over the returned span (``len × bucket``); ``newest_sample_s``: the newest returned bucket end;
+  ``replicas_seen``: the fewest workers behind any emitted fine sample (the controller compares it
+  with the ready replicas: fewer is no data for scale-down).
 
-Failures: an agent that does not answer, or answers 5xx, raises
+Failures: an agent that does not answer, answers 5xx, truncates its answer or overruns the
+deadline raises
 :class:`~ebb.errors.SourceUnavailable` naming its URL — by default even when others answered,
 because partial sums understate demand (the controller then fails static). With
 ``allow_partial=True`` the answering agents are merged and the silent ones are logged and listed
@@ -32,11 +36,8 @@ A wrong version or malformed page raises :class:`~ebb.errors.InputError` naming 
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -47,6 +48,8 @@ from ebb.agent.wire import Bucket, BucketPage, Sketch, decode_page
 from ebb.errors import InputError, SourceUnavailable
 from ebb.model.live import LiveSignals
 from ebb.model.observation import FineSignals
+from ebb.sources.http_get import HttpLimits, TlsOptions, check_url, get
+from ebb.untrusted import loads_json
 
 __all__ = ["AgentSource"]
 
@@ -65,13 +68,16 @@ class _Time:
 class AgentSource:
     """Reads and merges node agents' buckets; see the module docstring for the rules."""
 
-    def __init__(self, urls: Sequence[str], timeout_s: float = 0.5, *, allow_partial: bool = False) -> None:
+    def __init__(self, urls: Sequence[str], timeout_s: float = 0.5, *, allow_partial: bool = False,
+                 token: str | None = None, tls: TlsOptions | None = None,
+                 max_bytes: int = 16 * 1024 * 1024) -> None:
         if not urls:
             raise ValueError("AgentSource needs at least one agent URL")
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
-        self.urls = tuple(u.rstrip("/") for u in urls)
+        self.urls = tuple(check_url(u).rstrip("/") for u in urls)
         self.timeout_s = timeout_s
+        self._limits = HttpLimits(deadline_s=timeout_s, max_bytes=max_bytes, token=token, tls=tls)
         self.allow_partial = allow_partial
         self.last_failed: tuple[str, ...] = ()
         """Agents that did not answer the last read (only non-empty with ``allow_partial``)."""
@@ -80,21 +86,22 @@ class AgentSource:
     def _fetch(self, url: str, since_ns: int) -> BucketPage:
         target = f"{url}/v1/buckets?since_ns={since_ns}"
         try:
-            with urllib.request.urlopen(target, timeout=self.timeout_s) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            exc.close()
-            if exc.code >= 500:
-                raise SourceUnavailable(f"agent {url} answered HTTP {exc.code}; retrying next cycle") from exc
-            raise InputError(f"agent answered HTTP {exc.code} {exc.reason}", path=target,
-                             fix="check that the URL points at an `ebb agent`") from exc
-        except (urllib.error.URLError, OSError) as exc:
-            raise SourceUnavailable(f"agent {url} did not answer within {self.timeout_s:g} s: {exc} "
-                                    "(fix: check that `ebb agent` runs there and the URL is right)") from exc
+            reply = get(target, self._limits)
+        except SourceUnavailable as exc:
+            raise SourceUnavailable(f"agent {url}: {exc} (fix: check that `ebb agent` runs there and the URL "
+                                    "is right)") from exc
+        if reply.status >= 500:
+            raise SourceUnavailable(f"agent {url} answered HTTP {reply.status}; retrying next cycle")
+        if reply.status in (401, 403):
+            raise InputError(f"agent refused the request: HTTP {reply.status} {reply.reason}", path=target,
+                             fix="give the agent's bearer token (--agent-token-file, the agent's --token-file)")
+        if reply.status != 200:
+            raise InputError(f"agent answered HTTP {reply.status} {reply.reason}", path=target,
+                             fix="check that the URL points at an `ebb agent`")
         try:
-            obj = json.loads(raw)
+            obj = loads_json(reply.body)
         except ValueError as exc:
-            raise InputError(f"answer is not JSON: {exc}", path=target,
+            raise InputError(f"answer is not usable JSON: {str(exc)[:200]}", path=target,
                              fix="check that the URL points at an `ebb agent`") from exc
         return decode_page(obj, url)
 
@@ -155,6 +162,7 @@ def _merge(pages: list[BucketPage], since_s: float) -> LiveSignals:
     done: list[tuple[float, float, float, float]] = []
     inflight: dict[str, float] = {}
     last_queued: float | None = None
+    seen: int | None = None
     for ts in order:
         slot, t = times[ts], ts / 1e9
         workers = {n: w for b in slot.buckets for n, w in b.workers.items()}
@@ -167,6 +175,7 @@ def _merge(pages: list[BucketPage], since_s: float) -> LiveSignals:
             prefill.append(sum(w.prefill_busy_ratio or 0.0 for w in workers.values()))
             slots.append(sum(w.slot_ratio for w in workers.values()))
             queued.append(sum(r.queued for r in routers.values()))
+            seen = len(workers) if seen is None else min(seen, len(workers))
             if routers:
                 last_queued = queued[-1]
         ttft, e2e = _latency(slot.buckets)
@@ -183,7 +192,7 @@ def _merge(pages: list[BucketPage], since_s: float) -> LiveSignals:
         done_t_s=rows[:, 0].copy(), done_ttft_ms=rows[:, 1].copy(), done_e2e_ms=rows[:, 2].copy(),
         done_weight=rows[:, 3].copy())
     return LiveSignals(fine=fine, inflight_by_replica=inflight, total_qps=completions / span_s,
-                       queued=last_queued, newest_sample_s=order[-1] / 1e9)
+                       queued=last_queued, newest_sample_s=order[-1] / 1e9, replicas_seen=seen)
 
 
 def _latency(buckets: list[Bucket]) -> tuple[Sketch, Sketch]:

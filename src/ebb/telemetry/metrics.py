@@ -203,22 +203,24 @@ class EbbMetrics:
             self.telemetry_error("exposition")
             return b""
 
-    def serve(self, port: int = 0) -> str:
-        """Serve ``/metrics`` on 127.0.0.1:``port`` (0 = any free) from a daemon thread; returns the URL.
+    def serve(self, port: int = 0, bind: str = "127.0.0.1") -> str:
+        """Serve ``/metrics`` on ``bind``:``port`` (0 = any free) from a daemon thread; returns the URL.
 
+        ``bind`` defaults to loopback (a developer's machine); in a pod pass ``0.0.0.0`` (or the pod
+        IP) so the kubelet's probes and Prometheus' scrapes, which target the pod IP, reach it.
         Calling again returns the running server's URL. Like every method here it never raises: a
         port that cannot be bound is logged at ERROR, counted, and answered with ``""``.
         """
         with self._serve_lock:
             try:
                 if self._server is None:
-                    self._server, self._thread = start_http_server(port, addr="127.0.0.1",
-                                                                   registry=self.registry)
-                return f"http://127.0.0.1:{self._server.server_port}/metrics"
+                    self._server, self._thread = start_http_server(port, addr=bind, registry=self.registry)
+                host = "127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind
+                host = f"[{host}]" if ":" in host else host
+                return f"http://{host}:{self._server.server_port}/metrics"
             except Exception as exc:
                 self.telemetry_error("serve")
-                _log.error("cannot serve metrics on 127.0.0.1:%s (%s); pick a free port or 0",
-                           port, exc)
+                _log.error("cannot serve metrics on %s:%s (%s); pick a free port or 0", bind, port, exc)
                 return ""
 
     def stop(self) -> None:

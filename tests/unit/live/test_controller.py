@@ -166,37 +166,183 @@ def test_a_ledger_that_refuses_the_write_means_no_action() -> None:
     assert act.applied_ids == []
 
 
-@pytest.mark.parametrize(("fleet_at", "expect_note", "applies"), [
-    (4, "applied after restart", True),
-    (2, "found applied after restart", False),
-    (7, "superseded", False),
-])
-def test_a_restarted_controller_reconciles_a_decision_left_without_an_outcome(
-        fleet_at: int, expect_note: str, applies: bool) -> None:
-    clock = Clock()
-    ledger = MemoryLedger()
-    first = make(ScriptedPolicy(lambda o: 2), clock, ledger=ledger, mode="recommend")
+def _crashed_decision(ledger: MemoryLedger, clock: Clock, frm: int, to: int, age_s: float = 0.0) -> None:
+    """Leave an act-mode decision ``frm → to`` without an outcome, as a crash after the write does."""
+    first = make(ScriptedPolicy(lambda o: to), clock, ledger=ledger, mode="recommend",
+                 actuator=FakeActuator(frm, clock=clock))
     first.cycle()
-    # Turn the recorded recommendation into an un-actuated act-mode decision (a crash after the write).
     (cyc,) = ledger.cycles()
     d = cyc.decisions[0]
-    crashed = type(cyc)(cycle_id=CycleId("r1-c2"), run_id=cyc.run_id, ts_ns=cyc.ts_ns + 1, policy=cyc.policy,
-                        decisions=(type(d)(**{**d.__dict__, "decision_id": DecisionId("r1-2"),
+    ts = cyc.ts_ns + 1 - int(age_s * 1e9)
+    crashed = type(cyc)(cycle_id=CycleId("r1-c2"), run_id=cyc.run_id, ts_ns=ts, policy=cyc.policy,
+                        decisions=(type(d)(**{**d.__dict__, "decision_id": DecisionId("r1-2"), "ts_ns": ts,
                                               "cycle_id": CycleId("r1-c2"),
                                               "plan": {**d.plan, "mode": "act"}}),))
     ledger.append_cycle(crashed)
+
+
+@pytest.mark.parametrize(("frm", "to", "fleet_at", "expect_note", "applies", "final"), [
+    (4, 6, 4, "applied after restart", True, 6),
+    (4, 6, 6, "found applied after restart", False, 6),
+    (4, 6, 7, "superseded", False, 7),
+    (4, 2, 4, "not resumed: a scale-down is never replayed", False, 4),
+    (4, 2, 2, "found applied after restart", False, 2),
+])
+def test_a_restarted_controller_rechecks_a_decision_left_without_an_outcome(
+        frm: int, to: int, fleet_at: int, expect_note: str, applies: bool, final: int) -> None:
+    clock = Clock()
+    ledger = MemoryLedger()
+    _crashed_decision(ledger, clock, frm, to)
     act = FakeActuator(fleet_at, clock=clock)
     second = make(ScriptedPolicy(lambda o: o.spec_replicas), clock, ledger=ledger, actuator=act)
     second.cycle()
     outcome = ledger.get_cycle(CycleId("r1-c2-outcome"))
     assert outcome is not None and str(outcome.snapshot["note"]).startswith(expect_note)
     assert (act.applied_ids == [DecisionId("r1-2")]) is applies
-    assert act.state().spec_replicas == (2 if fleet_at in (4, 2) else 7)
+    assert act.state().spec_replicas == final
     # Numbering continues after the ledger's last cycle; a second restart does not re-apply.
     third = make(ScriptedPolicy(lambda o: o.spec_replicas), clock, ledger=ledger, actuator=act)
     third.cycle()
     assert act.applied_ids.count(DecisionId("r1-2")) == (1 if applies else 0)
 
+
+def test_a_resumed_stale_scale_down_removes_nothing_even_while_the_source_is_down() -> None:
+    # C2: a day-old (forged or honest) 4 → 0 decision, the agent unreachable at restart.
+    clock = Clock()
+    ledger = MemoryLedger()
+    _crashed_decision(ledger, clock, 4, 0, age_s=86_400)
+    down = fresh_signals(clock)
+    down.fail = SourceUnavailable("agent did not answer")
+    act = FakeActuator(4, clock=clock)
+    c = make(build_live_policy("ebb", slo_ttft_ms=2000.0, slo_e2e_ms=60000.0, initial=4), clock,
+             ledger=ledger, actuator=act, source=down)
+    for _ in range(5):
+        clock.t += 1.0
+        c.cycle()
+    assert act.applied_ids == [] and act.state().spec_replicas == 4
+    outcome = ledger.get_cycle(CycleId("r1-c2-outcome"))
+    assert outcome is not None and str(outcome.snapshot["note"]).startswith("not resumed")
+    assert outcome.snapshot.get("applied") is None
+
+
+@pytest.mark.parametrize(("age_s", "note"), [(600.0, "not resumed: recorded 600 s ago"),
+                                             (-3600.0, "not resumed: recorded -3600 s ago")])
+def test_an_old_or_future_stamped_scale_up_is_re_decided_not_replayed(age_s: float, note: str) -> None:
+    clock = Clock()
+    ledger = MemoryLedger()
+    _crashed_decision(ledger, clock, 4, 40, age_s=age_s)
+    act = FakeActuator(4, clock=clock)
+    make(ScriptedPolicy(lambda o: o.spec_replicas), clock, ledger=ledger, actuator=act).cycle()
+    outcome = ledger.get_cycle(CycleId("r1-c2-outcome"))
+    assert outcome is not None and str(outcome.snapshot["note"]).startswith(note)
+    assert act.applied_ids == []
+
+
+def test_a_replayed_scale_up_is_clamped_to_the_replica_ceiling() -> None:
+    clock = Clock()
+    ledger = MemoryLedger()
+    _crashed_decision(ledger, clock, 4, 10_000)
+    act = FakeActuator(4, clock=clock)
+    c = Controller(ScriptedPolicy(lambda o: o.spec_replicas), fresh_signals(clock), act, ledger,
+                   ControllerSettings(run_id="r1", mode="act", max_replicas=8), clock=clock)
+    c.cycle()
+    assert act.applied_ids == [DecisionId("r1-2")] and act.state().spec_replicas == 8
+
+
+def test_no_decision_is_applied_outside_the_replica_bounds() -> None:
+    clock = Clock()
+    act = FakeActuator(4, clock=clock)
+    c = Controller(ScriptedPolicy(lambda o: 0), fresh_signals(clock), act, MemoryLedger(),
+                   ControllerSettings(run_id="r1", mode="act", min_replicas=2), clock=clock)
+    out = c.cycle()
+    assert out.to_replicas == 2 and act.state().spec_replicas == 2
+    (d,) = c.ledger.decisions(RunId("r1"))
+    assert d.to_replicas == 2 and any("clamped" in r for r in d.reasons)
+
+
+def partial_fleet(clock: Clock, seen: int) -> FakeSignalSource:
+    def produce(since_s: float) -> LiveSignals:
+        full = fresh_signals(clock).read(since_s)
+        return LiveSignals(full.fine, total_qps=1.0, queued=0.0, newest_sample_s=clock.t, replicas_seen=seen)
+    return FakeSignalSource(produce)
+
+
+def test_a_read_covering_fewer_replicas_than_are_ready_blocks_scale_down_but_not_scale_up() -> None:
+    clock = Clock()
+    act = FakeActuator(4, clock=clock)
+    c = make(ScriptedPolicy(lambda o: 1), clock, actuator=act, source=partial_fleet(clock, 1))
+    out = c.cycle()
+    assert out.action == "veto" and act.state().spec_replicas == 4
+    assert "incomplete fleet: 1 of 4 ready replicas reported" in out.note
+    up = make(ScriptedPolicy(lambda o: 6), clock, actuator=act, source=partial_fleet(clock, 1))
+    assert up.cycle().action == "scale_up" and act.state().spec_replicas == 6
+
+
+def test_an_unexpected_exception_in_a_cycle_is_an_error_cycle_not_a_crash() -> None:
+    clock = Clock()
+
+    def explode(since_s: float) -> LiveSignals:
+        raise RecursionError("maximum recursion depth exceeded")
+    act = FakeActuator(4, clock=clock)
+    c = make(ScriptedPolicy(lambda o: 2), clock, actuator=act, source=FakeSignalSource(explode))
+    out = c.cycle()
+    assert out.action == "error" and "RecursionError" in out.note
+    assert act.state().spec_replicas == 4
+    c.source = fresh_signals(clock)
+    clock.t += 1.0
+    assert c.cycle().action == "scale_down", "the next cycle runs normally"
+
+
+class SteppingClock:
+    """A wall clock whose reading jumps by ``step_s`` once ``real`` passes ``at``."""
+
+    def __init__(self, at: float | None = None, step_s: float = 0.0) -> None:
+        self.real, self.at, self.step_s = 0.0, at, step_s
+
+    def __call__(self) -> float:
+        jump = self.step_s if self.at is not None and self.real >= self.at else 0.0
+        return 1.8e9 + self.real + jump
+
+
+def _run_steps(clock: SteppingClock, demand_at: Any, steps: int, start: int) -> list[tuple[int, str, int, int]]:
+    def produce(since_s: float) -> LiveSignals:
+        now = clock()
+        t = np.round(np.arange(now - 3.0, now + 1e-9, 0.1), 1)
+        t = t[t > since_s]
+        d = np.full(len(t), demand_at(clock.real))
+        z = np.zeros(len(t))
+        return LiveSignals(FineSignals(t_s=t, prefill_replicas=d * 0.5, slot_replicas=d, queued=z,
+                                       done_t_s=t.copy(), done_ttft_ms=z + 300.0,
+                                       done_e2e_ms=np.full(len(t), np.nan), done_weight=z + 5.0),
+                           total_qps=50.0, queued=0.0, newest_sample_s=float(t[-1]) if len(t) else None)
+    act = FakeActuator(start, clock=clock)
+    pol = build_live_policy("ebb", slo_ttft_ms=2000.0, slo_e2e_ms=60000.0, initial=start)
+    mono = {"t": 0.0}
+    ctl = Controller(pol, FakeSignalSource(produce), act, MemoryLedger(), ControllerSettings(mode="act"),
+                     clock=clock, monotonic=lambda: mono["t"])
+    events = []
+    for k in range(steps):
+        clock.real = mono["t"] = float(k)
+        out = ctl.cycle()
+        if out.action in ("scale_up", "scale_down") and out.acted:
+            events.append((k, out.action, out.spec_replicas, out.to_replicas))
+    return events
+
+
+def test_a_forward_wall_clock_step_does_not_erase_the_peak_memory() -> None:
+    # H5 "fwd": 400 s at demand 7 on 8 replicas, then demand 1; the wall clock jumps +700 s at 420 s.
+    hi_lo = (lambda t: 7.0 if t < 400 else 1.0)
+    stepped = _run_steps(SteppingClock(at=420, step_s=700.0), hi_lo, 600, 8)
+    assert [e for e in stepped if e[1] == "scale_down"] == [], "no scale-down within 10 minutes of the peak"
+    assert stepped == _run_steps(SteppingClock(), hi_lo, 600, 8)
+
+
+def test_a_backward_wall_clock_step_does_not_blind_the_controller() -> None:
+    # H5 "back": 400 s at demand 3 on 4 replicas, the wall clock jumps -3600 s at 400 s, then a surge to 12.
+    surge = (lambda t: 3.0 if t < 400 else 12.0)
+    stepped = _run_steps(SteppingClock(at=400, step_s=-3600.0), surge, 460, 4)
+    ups = [e for e in stepped if e[1] == "scale_up"]
+    assert ups and ups[0][0] <= 405 and max(e[3] for e in ups) >= 13
 
 def test_a_follower_observes_but_never_writes_or_acts() -> None:
     clock = Clock()
