@@ -38,7 +38,7 @@ from ebb.errors import InputError, MissingExtraError
 from ebb.ledger import open_ledger
 from ebb.live.controller import Controller, ControllerSettings, CycleOutcome
 from ebb.live.loadgen import LoadGenerator, LoadResults
-from ebb.live.policy_spec import build_live_policy
+from ebb.live.policy_spec import build_live_policy, replica_bounds
 from ebb.live.report import FleetSample, LiveRun, live_policy_run
 from ebb.live.router import Router
 from ebb.model.trace import RequestTrace
@@ -192,9 +192,10 @@ class LiveDemo:
             stack.callback(ledger.close)
             policy = build_live_policy(s.policy, slo_ttft_ms=s.slo_ttft_ms, slo_e2e_ms=s.slo_e2e_ms,
                                        initial=s.initial, max_replicas=s.max_replicas)
+            lo, hi = replica_bounds(policy)
             self.controller = Controller(policy, source, self.actuator, ledger,
                                          ControllerSettings(run_id=s.run_id, target="local/serving", mode="act",
-                                                            keep_outcomes=None),
+                                                            keep_outcomes=None, min_replicas=lo, max_replicas=hi),
                                          tracer=self.tracer, metrics=EbbMetrics())
             self.loadgen = LoadGenerator(router_url, trace, time_scale=s.time_scale, rate_scale=s.rate_scale)
             t0 = time.time()

@@ -21,7 +21,7 @@ from ebb.gates.metrics_gate import GateSpec
 from ebb.model.observation import Pipeline
 from ebb.sim.specs import check_keys, param_choice, param_float, param_int, parse_policies
 
-__all__ = ["LivePolicy", "build_live_policy"]
+__all__ = ["LivePolicy", "build_live_policy", "replica_bounds"]
 
 LivePolicy = EbbPolicy | CanaryGuard
 
@@ -72,3 +72,10 @@ def build_live_policy(spec: str, *, slo_ttft_ms: float, slo_e2e_ms: float, initi
     if param_choice(item, "canary", "off", ("on", "off")) == "on":
         return CanaryGuard(policy, ttft_gate(slo_ttft_ms, prof.veto_margin))
     return policy
+
+
+def replica_bounds(policy: LivePolicy) -> tuple[int, int]:
+    """``(min, max)`` replicas of a live policy (the guard's are its inner policy's): the controller
+    holds every applied decision, a resumed one included, inside them."""
+    inner = policy.inner if isinstance(policy, CanaryGuard) else policy
+    return inner.min_replicas, inner.max_replicas

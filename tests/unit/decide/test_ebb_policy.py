@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -428,3 +429,14 @@ def test_answers_stay_within_bounds_and_scale_downs_respect_the_disruption_budge
             assert len(ready_victims) <= max(1, math.floor(obs.ready_replicas * prof.max_unavailable))
             assert len(answer.victims) == obs.spec_replicas - n
         fleet.apply(float(k), answer)
+
+
+def test_a_ttft_p99_of_infinity_is_a_breach_to_surge_on_not_a_crash() -> None:
+    # C1: every TTFT in the histogram's +Inf bucket (an overload) reads as P99 = inf.
+    pol = policy(quick())
+    pods = [pod(i) for i in range(4)]
+    answer = pol.decide(observe(1.0, pods, fine(1.0, 2.0, ttft_ms=math.inf)))
+    answer = pol.decide(observe(2.0, pods, fine(2.0, 2.0, ttft_ms=math.inf)))
+    assert replicas_of(answer) > 4, "past the SLO: the fleet grows"
+    assert pol.log[-1]["action"] == "scale_up" and pol.log[-1]["reasons"] == ["surge"]
+    assert 0.65 < pol._weight <= 0.65 * 3, "the class weight grows, capped at 3x its base"

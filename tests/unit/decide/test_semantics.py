@@ -61,8 +61,8 @@ def test_unknown_latency_keeps_the_previous_weight() -> None:
 
 
 @pytest.mark.parametrize(("prev", "p99", "slo"), [(-0.1, 1.0, 1.0), (math.inf, 1.0, 1.0),
-                                                   (0.5, 1.0, 0.0), (0.5, math.inf, 1.0)],
-                         ids=["negative-weight", "infinite-weight", "zero-slo", "infinite-latency"])
+                                                   (0.5, 1.0, 0.0), (0.5, -1.0, 1.0)],
+                         ids=["negative-weight", "infinite-weight", "zero-slo", "negative-latency"])
 def test_bad_arguments_raise_value_error_quoting_the_value(prev: float, p99: float,
                                                            slo: float) -> None:
     with pytest.raises(ValueError):
@@ -173,3 +173,10 @@ def test_unknown_headroom_ranks_after_known_headroom_of_equal_weight() -> None:
 def test_a_workload_of_an_unknown_class_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown class 'order-fulfilment'"):
         rank_candidates([TRAIN], [signals()], {})
+
+
+def test_an_infinite_p99_counts_as_ten_times_the_slo_in_the_weight() -> None:
+    capped = recalibrate_weight(ORDER, 0.65, 10 * 800.0, 800.0)
+    assert recalibrate_weight(ORDER, 0.65, math.inf, 800.0) == capped
+    assert recalibrate_weight(ORDER, 0.65, 1e300, 800.0) == capped
+    assert math.isfinite(capped) and capped > 0.65

@@ -18,7 +18,8 @@ from ebb.gates.metrics_gate import gate_spec_from_mapping, load_gates
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 K8S_VERSION = "1.30"
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                  "ValidatingAdmissionPolicyBinding"}
 
 
 def render(root: Path = DEPLOY) -> list[dict[str, Any]]:
