@@ -230,6 +230,128 @@ def test_a_reopened_ledger_still_holds_every_cycle(backend: Backend) -> None:
     assert again.get_decision(DecisionId("c3-d2")) == cs[3].decisions[2]
 
 
+# -- malformed rows: a bad row hides only itself ----------------------------------------------------
+#
+# The memory backend stores validated records and cannot hold a malformed row; SQLite and etcd can (a
+# damaged file, a forged or hand-edited key), so these run on those two. Each helper damages one
+# stored row the way an outsider could.
+
+
+def _damage_cycle(backend: Backend, cid: str) -> None:
+    """Make the stored cycle ``cid`` undecodable (SQLite: a decision row's action; etcd: the value)."""
+    if backend.name == "sqlite":
+        led = backend.ledger
+        assert isinstance(led, SqliteLedger)
+        with sqlite3.connect(led.path) as conn:
+            conn.execute("PRAGMA ignore_check_constraints=ON")
+            conn.execute("UPDATE decisions SET action = 'explode' WHERE cycle_id = ?", (cid,))
+        conn.close()
+    else:
+        led = backend.ledger
+        assert isinstance(led, EtcdLedger)
+        _etcd_put(led, led._cycle_key(cid), b"not json")
+
+
+def _damage_decision(backend: Backend, did: str) -> None:
+    """Make the stored decision ``did`` undecodable (SQLite: a negative replica count; etcd: the value)."""
+    if backend.name == "sqlite":
+        led = backend.ledger
+        assert isinstance(led, SqliteLedger)
+        with sqlite3.connect(led.path) as conn:
+            conn.execute("UPDATE decisions SET to_replicas = -3 WHERE decision_id = ?", (did,))
+        conn.close()
+    else:
+        led = backend.ledger
+        assert isinstance(led, EtcdLedger)
+        _etcd_put(led, led._decision_key(did), b'{"decision_id": 5}')
+
+
+def _etcd_put(led: EtcdLedger, key: bytes, value: bytes) -> None:
+    import base64
+
+    led._gw.post("/kv/put", {"key": base64.b64encode(key).decode(), "value": base64.b64encode(value).decode()},
+                 "test put")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "etcd"], indirect=True)
+def test_a_malformed_cycle_is_skipped_by_listings_and_named_in_skipped_and_the_log(
+    backend: Backend, caplog: pytest.LogCaptureFixture,
+) -> None:
+    led = backend.ledger
+    for k in range(3):
+        led.append_cycle(cycle(f"c{k}", ts_ns=k * 10))
+    _damage_cycle(backend, "c1")
+    with caplog.at_level("WARNING", logger="ebb.ledger"):
+        got = led.cycles()
+    assert [c.cycle_id for c in got] == ["c0", "c2"]
+    assert len(led.skipped) == 1 and led.skipped[0].kind == "cycle" and "c1" in led.skipped[0].key
+    assert "c1" in led.skipped[0].error and "fix:" in led.skipped[0].error
+    warnings = [r for r in caplog.records if r.name == "ebb.ledger" and r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "c1" in warnings[0].getMessage()
+    assert [c.cycle_id for c in led.cycles(run_id=RunId("r1"))] == ["c0", "c2"]
+    assert len(led.skipped) == 1
+    assert led.cycles(run_id=RunId("other")) == [] and led.skipped == ()  # reset by every call
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "etcd"], indirect=True)
+def test_reading_a_malformed_cycle_by_id_raises_input_error_naming_the_ledger_and_the_row(backend: Backend) -> None:
+    led = backend.ledger
+    led.append_cycle(cycle("c1"))
+    _damage_cycle(backend, "c1")
+    with pytest.raises(InputError, match="c1") as info:
+        led.get_cycle(CycleId("c1"))
+    where = str(getattr(led, "path", "")) if backend.name == "sqlite" else led.endpoint  # type: ignore[attr-defined]
+    assert where in str(info.value) and "fix:" in str(info.value)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "etcd"], indirect=True)
+def test_a_malformed_row_is_never_overwritten_by_an_append_under_its_id(backend: Backend) -> None:
+    led = backend.ledger
+    led.append_cycle(cycle("c1"))
+    _damage_cycle(backend, "c1")
+    with pytest.raises(InputError):
+        led.append_cycle(cycle("c1"))
+    with pytest.raises(InputError):  # still the damaged row, not a repaired one
+        led.get_cycle(CycleId("c1"))
+    assert led.append_cycle(cycle("c2", ts_ns=5)) is True and [c.cycle_id for c in led.cycles()] == ["c2"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "etcd"], indirect=True)
+def test_a_malformed_decision_is_skipped_by_decisions_and_raises_from_get_decision(backend: Backend) -> None:
+    led = backend.ledger
+    led.append_cycle(cycle("c1", n=3))
+    _damage_decision(backend, "c1-d1")
+    assert [d.decision_id for d in led.decisions()] == ["c1-d0", "c1-d2"]
+    assert [(r.kind, "c1-d1" in r.key) for r in led.skipped] == [("decision", True)]
+    with pytest.raises(InputError, match="c1-d1"):
+        led.get_decision(DecisionId("c1-d1"))
+    assert led.get_decision(DecisionId("c1-d0")) == cycle("c1", n=3).decisions[0]
+
+
+def test_the_memory_ledger_never_skips_anything() -> None:
+    led = MemoryLedger()
+    led.append_cycle(cycle("c1"))
+    assert len(led.cycles()) == 1 and led.skipped == () and len(led.decisions()) == 3 and led.skipped == ()
+
+
+def test_etcd_skips_a_record_stored_under_another_records_key_and_a_cycle_listed_under_another_run(
+    etcd_endpoint: str,
+) -> None:
+    pytest.importorskip("etcd3gw")
+    with EtcdLedger(etcd_endpoint, prefix=f"test/{uuid.uuid4().hex}") as led:
+        led.append_cycle(cycle("a", "r1"))
+        led.append_cycle(cycle("b", "r2"))
+        _etcd_put(led, led._cycle_key("forged"), cycle("a", "r1").to_json().encode())  # a copy under another key
+        _etcd_put(led, led._run_prefix("r1") + b"b", b"b")  # r1's index names r2's cycle
+        _etcd_put(led, led._run_prefix("r1") + b"gone", b"gone")  # names a cycle that is not stored
+        assert sorted(c.cycle_id for c in led.cycles()) == ["a", "b"]
+        assert [r.key.rsplit("/", 1)[-1] for r in led.skipped] == ["forged"]
+        assert [c.cycle_id for c in led.cycles(RunId("r1"))] == ["a"]
+        assert sorted(r.key.rsplit("/", 1)[-1] for r in led.skipped) == ["b", "gone"]
+        with pytest.raises(InputError, match="forged"):
+            led.get_cycle(CycleId("forged"))
+
+
 # -- fencing: a deposed leader cannot write ----------------------------------------------------------
 
 
@@ -396,7 +518,7 @@ def test_a_cycle_refuses_decisions_of_another_cycle_or_duplicate_decision_ids() 
         CycleRecord(CycleId("c1"), RunId("r1"), 0, "p", (decision("d1", "other"),))
     with pytest.raises(ValueError, match="twice"):
         CycleRecord(CycleId("c1"), RunId("r1"), 0, "p", (decision("d1"), decision("d1")))
-    with pytest.raises(ValueError, match="missing field 'policy'"):
+    with pytest.raises(InputError, match="missing field cycle.policy"):
         CycleRecord.from_json('{"cycle_id": "c1", "run_id": "r1", "ts_ns": 0, "decisions": [], "snapshot": {}}')
 
 

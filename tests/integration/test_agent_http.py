@@ -253,3 +253,316 @@ def test_gpu_and_host_samples_travel_in_buckets_and_metrics(servers: Servers) ->
     assert next(b["gpu"] for b in buckets if b["gpu"]) == {"gpu0/gpm_sm_util_pct": 17.5, "gpu0/util_gpu_pct": 42.0}
     assert 'ebb_agent_gpu{series="gpu0/util_gpu_pct"} 42.0' in metrics
     assert 'ebb_agent_host{series="mem_used_pct"}' in metrics
+
+
+# -- issue 12: hostile peers, readers and attackers ----------------------------------------------
+def scrape(agent: Agent, headers: dict[str, str] | None = None) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The agent's /metrics as {(sample name, sorted labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    req = urllib.request.Request(f"{agent.url}/metrics", headers=headers or {})
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        text = resp.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): float(s.value)
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def until(cond: Callable[[], bool], what: str, within_s: float = DEADLINE_S) -> None:
+    deadline = time.monotonic() + within_s
+    while not cond():
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {within_s} s: {what}")
+        time.sleep(0.05)
+
+
+class Poisoned(FakeStats):
+    """A worker whose answers ``poison_at`` (poll numbers) are replaced by ``poison(now)``."""
+
+    def __init__(self, poison: Callable[[float], web.Response], poison_at: set[int]) -> None:
+        super().__init__("worker", "w0", busy_share=0.2, running=2)
+        self.poison, self.poison_at, self.polls = poison, poison_at, 0
+
+    async def stats(self, request: web.Request) -> web.Response:
+        self.polls += 1
+        if self.polls in self.poison_at:
+            return self.poison(time.time())
+        return await super().stats(request)
+
+
+def _stats_body(now: float, rows: list[list[float]]) -> dict[str, Any]:
+    return {"version": 1, "kind": "worker", "name": "w0", "now_s": now, "seq": 10**6, "ready": True,
+            "completed_total": 1, "completions": rows, "max_batch": 8, "running": 2, "waiting": 1,
+            "prefill_busy_s_total": 1.0}
+
+
+POISONS: dict[str, Callable[[float], web.Response]] = {
+    # agent_poison.py tinf / deep: the tick loop used to die silently on either
+    "tinf": lambda now: web.json_response(_stats_body(now, [[10**6, 1e303, 10.0, 20.0]])),
+    "deep": lambda now: web.Response(text="[" * 100_000 + "]" * 100_000, content_type="application/json"),
+    "huge-int": lambda now: web.Response(text=json.dumps(_stats_body(now, [])).replace('"now_s": ', '"now_s": 1' + "0" * 400 + ", \"x\": "),
+                                         content_type="application/json"),
+    "oversize": lambda now: web.Response(body=b" " * (5 * 1024 * 1024), content_type="application/json"),
+    "gzip": lambda now: web.Response(body=b"\x1f\x8b" + b"\x00" * 64, headers={"Content-Encoding": "gzip"}),
+    "redirect": lambda now: web.Response(status=302, headers={"Location": "file:///etc/passwd"}),
+    "not-json": lambda now: web.Response(text="<html>", content_type="text/html"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(POISONS))
+def test_a_poisoned_answer_is_one_poll_error_and_the_loop_keeps_polling(servers: Servers, kind: str) -> None:
+    w0 = Poisoned(POISONS[kind], {5, 6})
+    url = servers.serve(w0.app())
+    with Agent([url], name="poisoned") as agent:
+        until(lambda: w0.polls > 6, "the poisoned answers were served")
+        polled = w0.polls
+        until(lambda: w0.polls >= polled + 20, "20 more polls after the poison")
+        with urllib.request.urlopen(f"{agent.url}/healthz", timeout=5) as resp:
+            assert json.loads(resp.read())["ok"] is True
+        with urllib.request.urlopen(f"{agent.url}/v1/buckets", timeout=5) as resp:
+            page = json.loads(resp.read())
+        m = scrape(agent)
+    assert page["buckets"] and page["buckets"][-1]["workers"]["w0"]["running"] == 2.0
+    errors = m.get(("ebb_agent_poll_errors_total", (("endpoint", url),)), 0.0)
+    dropped = m.get(("ebb_agent_dropped_completions_total", (("reason", "bad_row"),)), 0.0)
+    if kind == "tinf":  # a bad row, not a bad answer: the rest of it is used
+        assert dropped == 2 and errors == 0
+    else:
+        assert errors == 2
+    assert m[("ebb_agent_tick_errors_total", ())] == 0
+
+
+def test_far_future_completions_are_dropped_and_counted_not_kept(servers: Servers) -> None:
+    # agent_poison.py tfuture: pending_completions grew by 1,000 per poll
+    class Future(FakeStats):
+        async def stats(self, request: web.Request) -> web.Response:
+            now = time.time()
+            with self.lock:
+                self.done += [[len(self.done) + 1, now + 3600.0, 10.0, 20.0] for _ in range(200)]
+                for i, row in enumerate(self.done):
+                    row[0] = i + 1
+            return await super().stats(request)
+
+    w0 = Future("worker", "w0", busy_share=0.1)
+    with Agent([servers.serve(w0.app())]) as agent:
+        until(lambda: agent.aggregator.implausible["future"] >= 2000, "2,000 future rows dropped")
+        m = scrape(agent)
+    assert m[("ebb_agent_dropped_completions_total", (("reason", "future"),))] >= 2000
+    assert sum(len(v) for v in agent.aggregator._pending.values()) == 0
+
+
+def test_an_error_while_closing_a_bucket_is_logged_and_counted_and_the_loop_goes_on(
+        servers: Servers, caplog: pytest.LogCaptureFixture) -> None:
+    w0 = FakeStats("worker", "w0", busy_share=0.1)
+    agent = Agent([servers.serve(w0.app())])
+    close = agent.aggregator.close
+    calls = {"n": 0}
+
+    def flaky(end_ns: int) -> Any:
+        calls["n"] += 1
+        if calls["n"] in (3, 4):
+            raise RuntimeError("a bug no rule foresaw")
+        return close(end_ns)
+
+    agent.aggregator.close = flaky  # type: ignore[method-assign]
+    with caplog.at_level("ERROR", logger="ebb.agent.server"), agent:
+        until(lambda: calls["n"] > 25, "25 buckets despite two failures")
+        m = scrape(agent)
+        with urllib.request.urlopen(f"{agent.url}/healthz", timeout=5) as resp:
+            assert json.loads(resp.read())["ok"] is True
+    assert m[("ebb_agent_tick_errors_total", ())] == 2
+    lines = [r for r in caplog.records if "polling goes on" in r.getMessage()]
+    assert len(lines) == 1  # the second failure, 100 ms later, is held back by the rate limit
+
+
+def test_discovery_refuses_bad_urls_caps_the_rest_and_prunes_series_of_workers_that_left(servers: Servers) -> None:
+    # discovery_ssrf.py (file:, gopher:, admin paths, 2,000 endpoints) and agent_rss.sh (series never pruned)
+    w0 = FakeStats("worker", "w0", busy_share=0.1, running=1)
+    rt = FakeStats("router", "router")
+    u0, ur = servers.serve(w0.app()), servers.serve(rt.app())
+    dead = [f"http://127.0.0.1:{free_port()}/p{i}" for i in range(5)]
+    rt.workers = ([{"url": u0}, {"url": "file:///etc/passwd"}, {"url": "gopher://127.0.0.1:1/x"},
+                   {"url": f"{u0}/internal/admin/delete?confirm=yes"}] + [{"url": d} for d in dead])
+    with Agent(endpoints_from=ur, discover_s=0.1, max_endpoints=5) as agent:
+        polled = {ur, u0, *dead[:3]}
+        until(lambda: set(agent.aggregator.endpoints) == polled, "router, w0 and 3 dead workers polled")
+        until(lambda: all(scrape(agent).get(("ebb_agent_poll_errors_total", (("endpoint", d),)), 0) >= 1
+                          for d in dead[:3]), "the dead workers' errors counted")
+        m = scrape(agent)
+        assert m[("ebb_agent_refused_endpoints", (("reason", "invalid"),))] == 3
+        assert m[("ebb_agent_refused_endpoints", (("reason", "over_cap"),))] == 2
+        rt.workers = [{"url": u0}]
+        until(lambda: set(agent.aggregator.endpoints) == {ur, u0}, "the dead workers dropped")
+        series = [k for k in scrape(agent) if k[0] == "ebb_agent_poll_errors_total"]
+    assert all(dict(labels)["endpoint"] not in dead for _, labels in series)
+
+
+def test_two_endpoints_reporting_one_name_both_count_in_the_fleet_demand(servers: Servers) -> None:
+    # name_collision.py: demand read 0.0 instead of 1.0
+    busy = FakeStats("worker", "w0", busy_share=0.5, running=8)
+    idle = FakeStats("worker", "w0", busy_share=0.0, running=0)
+    urls = [servers.serve(busy.app()), servers.serve(idle.app())]
+    with Agent(urls) as agent:
+        source = AgentSource([agent.url], timeout_s=2.0)
+        t0 = time.time()
+        sig = wait_for(lambda: source.read(t0), lambda s: len(s.fine.t_s) >= 3)
+    np.testing.assert_allclose(sig.fine.slot_replicas, 1.0, rtol=1e-9)
+    np.testing.assert_allclose(sig.fine.prefill_replicas, 0.5, rtol=1e-2)
+    assert set(sig.inflight_by_replica) == {f"w0@{u}" for u in urls}
+
+
+def _get(url: str, headers: dict[str, str] | None = None, context: Any = None) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=5, context=context) as resp:
+            return int(resp.status), resp.read()
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return int(exc.code), exc.read()
+
+
+def test_data_endpoints_need_the_bearer_token_and_healthz_stays_open(servers: Servers) -> None:
+    w0 = FakeStats("worker", "w0", busy_share=0.1)
+    u = servers.serve(w0.app())
+    good = {"Authorization": "Bearer s3cret-token"}
+    with Agent([u], token="s3cret-token") as agent:
+        assert _get(f"{agent.url}/v1/buckets")[0] == 401
+        assert _get(f"{agent.url}/v1/buckets", {"Authorization": "Bearer s3cret-tokeN"})[0] == 401
+        assert _get(f"{agent.url}/v1/buckets", {"Authorization": "Basic s3cret-token"})[0] == 401
+        status, body = _get(f"{agent.url}/v1/buckets", good)
+        assert status == 200 and json.loads(body)["version"] == 1
+        assert _get(f"{agent.url}/healthz")[0] == 200
+        assert _get(f"{agent.url}/metrics")[0] == 200  # open by default, for Prometheus
+        assert scrape(agent)[("ebb_agent_refused_requests_total", (("reason", "unauthorized"),))] == 3
+    with Agent([u], token="s3cret-token", protect_metrics=True) as agent:
+        assert _get(f"{agent.url}/metrics")[0] == 401 and _get(f"{agent.url}/metrics", good)[0] == 200
+        assert _get(f"{agent.url}/healthz")[0] == 200
+
+
+def test_since_ns_outside_int64_is_a_400(servers: Servers) -> None:
+    with Agent([servers.serve(FakeStats("worker", "w0").app())]) as agent:
+        for bad in ("-1", "9" * 20, "1e3", "%00", "0x10"):
+            assert _get(f"{agent.url}/v1/buckets?since_ns={bad}")[0] == 400, bad
+        assert _get(f"{agent.url}/v1/buckets?since_ns={2**63 - 1}")[0] == 200
+
+
+def test_a_page_over_the_size_cap_holds_the_oldest_buckets_and_the_next_read_continues(servers: Servers) -> None:
+    from ebb.agent.server import ServerLimits
+
+    w0 = FakeStats("worker", "w0", busy_share=0.1)
+    with Agent([servers.serve(w0.app())], limits=ServerLimits(max_page_bytes=3000)) as agent:
+        until(lambda: len(agent.aggregator.since(0)) >= 30, "30 buckets")
+        raw = _get(f"{agent.url}/v1/buckets?since_ns=0")[1]
+        first = json.loads(raw)
+        assert len(raw) <= 3000 and len(first["buckets"]) >= 2
+        assert first["newest_ns"] > first["buckets"][-1]["ts_ns"]
+        assert first["buckets"][0]["ts_ns"] == agent.aggregator.since(0)[0].ts_ns  # the oldest, not the newest
+        nxt = json.loads(_get(f"{agent.url}/v1/buckets?since_ns={first['buckets'][-1]['ts_ns']}")[1])
+    assert nxt["buckets"][0]["ts_ns"] == first["buckets"][-1]["ts_ns"] + 100_000_000
+
+
+def test_slowloris_sockets_are_closed_after_the_header_timeout_and_probes_still_answer(servers: Servers) -> None:
+    import socket
+
+    from ebb.agent.server import ServerLimits
+
+    with Agent([servers.serve(FakeStats("worker", "w0").app())], limits=ServerLimits(header_timeout_s=1.0)) as agent:
+        port = int(agent.url.rsplit(":", 1)[1])
+        socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(20)]
+        try:
+            for s in socks:
+                s.sendall(b"GET /v1/buckets HTTP/1.1\r\nHost: x\r\n")
+            t0 = time.monotonic()
+            open_ = set(range(len(socks)))
+            while open_ and time.monotonic() - t0 < 8:
+                for i in list(open_):
+                    try:
+                        socks[i].sendall(b"X-a: b\r\n")  # one header line at a time, never the blank line
+                    except OSError:
+                        open_.discard(i)
+                time.sleep(0.2)
+            assert not open_, f"{len(open_)} slowloris sockets still open after 8 s"
+            assert time.monotonic() - t0 < 4.0
+            assert _get(f"{agent.url}/healthz")[0] == 200
+        finally:
+            for s in socks:
+                s.close()
+
+
+def test_connections_past_the_caps_get_503_and_are_closed(servers: Servers) -> None:
+    import socket
+
+    from ebb.agent.server import ServerLimits
+
+    limits = ServerLimits(max_connections=6, max_connections_per_peer=4, header_timeout_s=30.0)
+    with Agent([servers.serve(FakeStats("worker", "w0").app())], limits=limits) as agent:
+        port = int(agent.url.rsplit(":", 1)[1])
+
+        def connect(src: str) -> socket.socket:
+            s = socket.socket()
+            s.bind((src, 0))
+            s.settimeout(5)
+            s.connect(("127.0.0.1", port))
+            return s
+
+        held = [connect("127.0.0.1") for _ in range(4)]
+        time.sleep(0.2)
+        extra = connect("127.0.0.1")
+        assert extra.recv(100).startswith(b"HTTP/1.1 503") and extra.recv(4096).endswith(b"second\n")
+        held += [connect("127.0.0.2") for _ in range(2)]  # another peer: room until the total cap
+        time.sleep(0.2)
+        third = connect("127.0.0.3")
+        assert third.recv(100).startswith(b"HTTP/1.1 503")
+        for s in (*held, extra, third):
+            s.close()
+        until(lambda: _get(f"{agent.url}/healthz")[0] == 200, "served again once the sockets closed")
+        m = scrape(agent)
+    assert m[("ebb_agent_refused_connections_total", (("reason", "peer_cap"),))] == 1
+    assert m[("ebb_agent_refused_connections_total", (("reason", "total_cap"),))] >= 1
+
+
+def _pki(tmp: Any) -> dict[str, str]:
+    """A throwaway CA, a server certificate for 127.0.0.1 and a client certificate (openssl CLI)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make test certificates")
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=tmp, check=True, capture_output=True, timeout=60)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
+        "-subj", "/CN=ebb-test-ca")
+    (tmp / "ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    for who, subj in (("srv", "/CN=127.0.0.1"), ("cli", "/CN=ebb-controller")):
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{who}.key", "-out", f"{who}.csr", "-subj", subj)
+        run("x509", "-req", "-in", f"{who}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{who}.crt", "-days", "1", *(["-extfile", "ext"] if who == "srv" else []))
+    return {k: str(tmp / k) for k in ("ca.crt", "srv.crt", "srv.key", "cli.crt", "cli.key")}
+
+
+def test_tls_and_mutual_tls_serve_https_only(servers: Servers, tmp_path: Any) -> None:
+    import ssl
+
+    from ebb.agent.server import server_tls_context
+    from ebb.errors import ConfigError
+
+    pki = _pki(tmp_path)
+    u = servers.serve(FakeStats("worker", "w0").app())
+    trust = ssl.create_default_context(cafile=pki["ca.crt"])
+    with Agent([u], ssl_context=server_tls_context(pki["srv.crt"], pki["srv.key"])) as agent:
+        assert agent.url.startswith("https://127.0.0.1:")
+        assert _get(f"{agent.url}/healthz", context=trust)[0] == 200
+        with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+            _get(agent.url.replace("https://", "http://") + "/healthz")
+    mtls = server_tls_context(pki["srv.crt"], pki["srv.key"], client_ca=pki["ca.crt"])
+    with Agent([u], ssl_context=mtls) as agent:
+        with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
+            _get(f"{agent.url}/healthz", context=trust)  # no client certificate
+        mine = ssl.create_default_context(cafile=pki["ca.crt"])
+        mine.load_cert_chain(pki["cli.crt"], pki["cli.key"])
+        assert _get(f"{agent.url}/v1/buckets", context=mine)[0] == 200
+    with pytest.raises(ConfigError, match="--tls-cert"):
+        server_tls_context(str(tmp_path / "missing.crt"), pki["srv.key"])
+    with pytest.raises(ConfigError, match="--tls-client-ca"):
+        server_tls_context(pki["srv.crt"], pki["srv.key"], client_ca=pki["srv.key"])

@@ -5,23 +5,36 @@ One scenario (about 30-40 s): values the exporter sets reach the source; the exp
 exporter also stops, then restarted over its old TSDB — the lookback delta now serves the dead
 worker's last values as if current, and the source must still see them as stale; the exporter
 comes back and data flows again.
+
+Then scope and fleet completeness (red-team M1, H4; about 40-60 s on one server): a rogue target in
+another job exports a fake worker and 10 ms TTFTs — the default selector reads neither, an
+unscoped source reads both; one of three worker targets disappears — ``replicas_seen`` drops to 2
+of 3 ready, and a real Controller with the Ebb policy makes no scale-down while it is missing
+(a control controller, whose source claims the whole fleet was seen, does scale down on the same
+data).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
+from ebb.actuate.base import FakeActuator
 from ebb.errors import SourceUnavailable
+from ebb.ledger.memory import MemoryLedger
+from ebb.live.controller import Controller, ControllerSettings
+from ebb.live.policy_spec import build_live_policy
 from ebb.model import live as names
 from ebb.model.live import LiveSignals
 from ebb.sources.prometheus import PrometheusClient, PrometheusSource
@@ -36,8 +49,13 @@ MAX_AGE_S = 3.0
 class FleetExporter:
     """Serves the worker and router metrics with values the test sets; restartable on its port."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, router: bool = True, auto_ttft: tuple[float, int] | None = None) -> None:
+        """``router``: also serve the router's queue and TTFT histogram (one exporter per fleet does);
+        ``auto_ttft`` = (seconds, n): observe n TTFTs of that latency at every scrape."""
         self.port = free_port()
+        self.router = router
+        self.auto_ttft = auto_ttft
+        self.answered = 0.0
         self._lock = threading.Lock()
         self.workers: dict[str, dict[str, float]] = {}
         self.queued = 0.0
@@ -82,7 +100,16 @@ class FleetExporter:
                 busy.add_metric([name], self._busy[name])
             yield from gauges.values()
             yield busy
+            if not self.router:
+                return
+            if self.auto_ttft is not None:
+                seconds, n = self.auto_ttft
+                i = next((i for i, b in enumerate(names.LATENCY_BUCKETS_S) if seconds <= b),
+                         len(names.LATENCY_BUCKETS_S))
+                self.ttft_counts[i] += n
+                self.answered += n
             yield GaugeMetricFamily(names.ROUTER_QUEUED, "test", value=self.queued)
+            yield CounterMetricFamily(names.ROUTER_REQUESTS, "test", value=self.answered)
             cum = np.cumsum(self.ttft_counts)
             bounds = [f"{b:g}" for b in names.LATENCY_BUCKETS_S] + ["+Inf"]
             yield HistogramMetricFamily(names.ROUTER_TTFT, "test", buckets=list(zip(bounds, cum.tolist())),
@@ -220,3 +247,137 @@ def test_the_source_follows_the_exporter_and_never_passes_stale_data_as_fresh(
     # 5. Exporter back: data flows again through the restarted server.
     exporter.start()
     poll(lambda: _settled(src, 1.25, 0.5, 0.0, dead_since), 30, "data flowing after Prometheus restarted")
+
+
+# -- scope and fleet completeness (red-team M1 and H4) ----------------------------------------
+# One exporter per target, as in a real fleet: a router, three workers (job "ebb", file-SD, so a
+# target can be removed while Prometheus runs) and a rogue pod in another job that exports a fake
+# worker and fast TTFTs — any pod Prometheus scrapes can.
+FLEET = ("w0", "w1", "w2")
+RUNNING, MAX_BATCH = 7.0, 8.0  # 3 workers at 7/8 = 2.625 replicas of demand: 3 needed at 90 %
+
+
+@dataclass
+class ScrapedFleet:
+    prometheus: LocalPrometheus
+    router: FleetExporter
+    workers: dict[str, FleetExporter]
+    rogue: FleetExporter
+    targets: Path
+
+    def serve(self, names_: tuple[str, ...]) -> None:
+        """Prometheus scrapes the router and these workers (file-SD, re-read every second)."""
+        write_targets(self.targets, [f"127.0.0.1:{self.router.port}"]
+                      + [f"127.0.0.1:{self.workers[w].port}" for w in names_])
+
+
+@pytest.fixture(scope="module")
+def fleet(prometheus_binary_path: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScrapedFleet]:
+    tmp = tmp_path_factory.mktemp("scoped")
+    router = FleetExporter(auto_ttft=(0.3, 10))
+    workers = {w: FleetExporter(router=False) for w in FLEET}
+    for w, exp in workers.items():
+        exp.set_worker(w, running=RUNNING, waiting=0, max_batch=MAX_BATCH, prefill_share=0.3)
+    rogue = FleetExporter(auto_ttft=(0.01, 1000))
+    rogue.set_worker("evil", running=8, waiting=0, max_batch=8, prefill_share=0.0)
+    started: list[FleetExporter] = []
+    try:
+        for exp in (router, *workers.values(), rogue):
+            exp.start()
+            started.append(exp)
+        targets, rogue_targets = tmp / "targets.json", tmp / "rogue.json"
+        write_targets(rogue_targets, [f"127.0.0.1:{rogue.port}"])
+        scrape = [{"job_name": job, "file_sd_configs": [{"files": [str(path.resolve())], "refresh_interval": "1s"}]}
+                  for job, path in (("ebb", targets), ("rogue", rogue_targets))]
+        write_targets(targets, [])
+        with local_prometheus(prometheus_binary_path, tmp, scrape_configs=scrape, scrape_interval_s=SCRAPE_S,
+                              log_path=tmp / "prometheus.log") as prom:
+            f = ScrapedFleet(prom, router, workers, rogue, targets)
+            f.serve(FLEET)
+            yield f
+    finally:
+        for exp in started:
+            exp.stop()
+
+
+def _source_for(f: ScrapedFleet, **kw: Any) -> PrometheusSource:
+    return PrometheusSource(PrometheusClient(f.prometheus.url), scrape_interval_s=SCRAPE_S,
+                            max_sample_age_s=MAX_AGE_S, **kw)
+
+
+def _fleet_read(src: PrometheusSource, replicas: int, slot: float) -> LiveSignals | None:
+    """The read once its newest steps cover ``replicas`` replicas at ``slot`` demand, with TTFT rows."""
+    sig = src.read(time.time() - 4)
+    f = sig.fine
+    if sig.replicas_seen != replicas or len(f.t_s) == 0 or not math.isclose(f.slot_replicas[-1], slot):
+        return None
+    return sig if np.any(np.isfinite(f.done_ttft_ms)) else None
+
+
+def test_a_target_outside_the_selector_changes_neither_demand_nor_ttft(
+        fleet: ScrapedFleet, caplog: pytest.LogCaptureFixture) -> None:
+    full = len(FLEET) * RUNNING / MAX_BATCH
+    scoped = _source_for(fleet)  # the default selector: job=~"ebb|ebb-.+"
+    sig = poll(lambda: _fleet_read(scoped, 3, full), 30, "3 workers at 2.625 through the default selector")
+    assert set(sig.inflight_by_replica) == set(FLEET)
+    ttft = sig.fine.done_ttft_ms[np.isfinite(sig.fine.done_ttft_ms)]
+    assert set(ttft.tolist()) == {500.0}  # the router's 0.3 s, at its bucket's bound; no 25 ms row
+
+    # The rogue really is scraped: an unscoped source (asked for explicitly, and warned about)
+    # counts its fake worker and lets its 10 ms answers mask the router's TTFT.
+    with caplog.at_level(logging.WARNING, logger="ebb.sources.prometheus"):
+        unscoped = _source_for(fleet, selector="")
+    assert "unscoped" in caplog.text
+    sig = poll(lambda: _fleet_read(unscoped, 4, full + 1.0), 20, "the rogue's fake worker when unscoped")
+    assert "evil" in sig.inflight_by_replica
+    assert 25.0 in sig.fine.done_ttft_ms.tolist()
+
+
+class ClaimsComplete:
+    """A source that says every ready replica is behind its data (what the source did before H4)."""
+
+    def __init__(self, inner: PrometheusSource, ready: int) -> None:
+        self.inner, self.ready = inner, ready
+
+    def read(self, since_s: float) -> LiveSignals:
+        sig = self.inner.read(since_s)
+        return replace(sig, replicas_seen=None if sig.replicas_seen is None else self.ready)
+
+
+def test_a_vanished_worker_target_blocks_scale_down_while_it_is_missing(fleet: ScrapedFleet) -> None:
+    src = _source_for(fleet)
+    full, partial = len(FLEET) * RUNNING / MAX_BATCH, 2 * RUNNING / MAX_BATCH
+    poll(lambda: _fleet_read(src, 3, full), 30, "the whole fleet")
+
+    fleet.serve(FLEET[:2])  # w2's target disappears (Prometheus writes staleness markers)
+    sig = poll(lambda: _fleet_read(src, 2, partial), 20, "the fleet without w2")
+    assert set(sig.inflight_by_replica) == {"w0", "w1"}
+    assert sig.replicas_seen is not None and sig.replicas_seen < len(FLEET)  # fewer seen than ready
+
+    # Two controllers on the same data: `checked` reads the source as it is; `control` reads it through
+    # a wrapper that claims the whole fleet was seen. 1.75 replicas of demand on 3 makes the policy
+    # want 3 -> 2, so the control scales down; the checked controller must not while w2 is missing.
+    def controller(source: Any, run_id: str) -> Controller:
+        policy = build_live_policy("ebb:hold_s=4,warmup_s=2,cooldown_s=1,down_interval_s=1", slo_ttft_ms=2000.0,
+                                   slo_e2e_ms=60000.0, initial=len(FLEET))
+        return Controller(policy, source, FakeActuator(len(FLEET)), MemoryLedger(),
+                          ControllerSettings(run_id=run_id, mode="act", interval_s=1.0, max_staleness_s=5.0))
+
+    checked = controller(src, "checked")
+    control = controller(ClaimsComplete(src, len(FLEET)), "control")
+    deadline = time.monotonic() + 25
+    cycles = 0
+    while time.monotonic() < deadline and (cycles < 12 or control.actuator.state().spec_replicas == len(FLEET)):
+        tick = time.monotonic()
+        out = checked.cycle()
+        control.cycle()
+        cycles += 1
+        assert out.action != "scale_down", f"scaled down with w2's target missing: {out}"
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+    assert control.actuator.state().spec_replicas < len(FLEET), "the control never wanted a scale-down"
+    assert checked.actuator.state().spec_replicas == len(FLEET)
+    assert not any(d.action == "scale_down" for d in checked.ledger.decisions())
+    assert cycles >= 12
+
+    fleet.serve(FLEET)  # back: the read covers the whole fleet again
+    poll(lambda: _fleet_read(src, 3, full), 20, "the whole fleet after w2 came back")

@@ -16,9 +16,21 @@ Guarantees:
   bucket ending at ``E``; one fetched after its bucket was closed (endpoint slow or down) goes to the
   next bucket closed and is counted in ``late``. Each completion ``seq`` is taken once; a ``seq``
   going backwards means the process restarted and its cursor restarts.
+* **Implausible times are dropped, not kept.** Relative to the agent's clock (``now_ns`` given to
+  :meth:`~BucketAggregator.poll_ok`; else the last closed bucket end), a completion more than
+  :data:`FUTURE_BUCKETS` buckets (0.5 s) ahead, or older than the kept window (``keep`` buckets,
+  60 s), is dropped and counted in ``implausible["future"]`` / ``implausible["too_old"]``; past
+  :data:`MAX_PENDING_ROWS` completions waiting for their bucket, new ones are dropped and counted in
+  ``implausible["pending_cap"]``.
+* **Endpoints are keyed by URL.** The reported name is a label: two endpoints reporting the same
+  name (two pods started with one ``--name``, or a rogue one) are both kept, each under
+  ``NAME@URL``, and listed in :attr:`~BucketAggregator.collisions` — one never hides the other.
+  Names are 1-253 characters without ``@`` or control characters, so a label cannot be forged.
 * **Client view first.** When any polled endpoint is a router, latency sketches hold the router's
   completions only (queue time included); otherwise the workers'.
-* Memory is bounded: the last ``keep`` buckets (default 600 = 60 s at 100 ms).
+* Memory is bounded: the last ``keep`` buckets (default 600 = 60 s at 100 ms), at most
+  :data:`MAX_PENDING_ROWS` (100,000) completions waiting for their bucket, and
+  :data:`MAX_COMPLETIONS_PER_ANSWER` rows taken from one answer.
 """
 
 from __future__ import annotations
@@ -27,16 +39,35 @@ import bisect
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
-from ebb.agent.wire import Bucket, RouterGauges, Sketch, WorkerGauges
+from ebb.agent.wire import Bucket, RouterGauges, Sketch, WorkerGauges, brief
 from ebb.errors import InputError
 from ebb.model.live import STATS_VERSION
 from ebb.model.samples import SampleBatch
+from ebb.untrusted import INT64_MAX, UntrustedInput, loads_json
 
-__all__ = ["BucketAggregator", "StatsPoll", "parse_stats"]
+__all__ = ["FUTURE_BUCKETS", "MAX_COMPLETIONS_PER_ANSWER", "MAX_PENDING_ROWS", "MAX_NAME_CHARS", "MAX_STATS_BYTES",
+           "BucketAggregator", "StatsPoll", "decode_stats", "parse_stats"]
 
 _FIX = "run the worker/router from the same Ebb release as the agent"
+
+MAX_STATS_BYTES: Final = 4 * 1024 * 1024
+"""Largest ``/stats`` answer read (4 MiB): a full 10,000-row completion ring is about 0.7 MiB."""
+MAX_COMPLETIONS_PER_ANSWER: Final = 10_000
+"""Completion rows taken from one answer: the size of a worker's ring (``ebb.live.stats.RING_SIZE``),
+so an honest answer is never cut; the rest of a longer one count as ``bad_rows``."""
+MAX_NAME_CHARS: Final = 253
+"""Longest endpoint name accepted (a DNS name / pod name is at most 253 characters)."""
+MAX_UNIX_S: Final = 9.2e9
+"""Latest completion time representable in int64 Unix ns (year 2261); later rows are malformed."""
+FUTURE_BUCKETS: Final = 5
+"""A completion more than this many buckets (0.5 s at 100 ms) after the agent's clock is dropped:
+an honest worker reports a completion after it happened, and hosts under NTP agree within
+milliseconds; a larger lead is a wrong clock or a hostile answer."""
+MAX_PENDING_ROWS: Final = 100_000
+"""Completions waiting for their bucket to close, all endpoints together (about 10 MB). Honest rows
+wait at most 0.6 s, so this is 160,000 completions/s of headroom."""
 
 
 @dataclass(frozen=True)
@@ -64,49 +95,95 @@ class StatsPoll:
 
 def _num(d: dict[str, Any], key: str, url: str) -> float:
     v = d.get(key)
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-        raise InputError(f"/stats field {key!r}: expected a finite number >= 0, got {v!r}", path=url,
+    x = _finite(v)
+    if x is None or x < 0:
+        raise InputError(f"/stats field {key!r}: expected a finite number >= 0, got {brief(v)}", path=url,
                          fix=_FIX)
-    return float(v)
+    return x
+
+
+def _finite(v: object) -> float | None:
+    """``v`` as a finite float, None when it is not a number or not finite (incl. ints past 1.8e308)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    try:
+        x = float(v)
+    except OverflowError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _good_name(name: str) -> bool:
+    # '@' is reserved for the NAME@URL labels of colliding names (see the module docstring)
+    return 0 < len(name) <= MAX_NAME_CHARS and name.isprintable() and "@" not in name
+
+
+def _row(row: object) -> tuple[int, float, float, float] | None:
+    if not isinstance(row, list) or len(row) != 4:
+        return None
+    seq = row[0]
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= INT64_MAX:
+        return None
+    t_s, ttft, e2e = (_finite(x) for x in row[1:])
+    if t_s is None or ttft is None or e2e is None or min(t_s, ttft, e2e) < 0 or t_s > MAX_UNIX_S:
+        return None
+    return seq, t_s, ttft, e2e
 
 
 def parse_stats(obj: object, url: str) -> StatsPoll:
     """Validate a parsed ``/stats`` JSON value; InputError names ``url`` and the field.
 
-    A single malformed completion row is dropped (counted in ``bad_rows``), not fatal."""
+    A single malformed completion row is dropped (counted in ``bad_rows``), not fatal; so are the
+    rows past the first :data:`MAX_COMPLETIONS_PER_ANSWER`. Every quoted value is cut short, so a
+    hostile answer cannot make the message itself fail or grow."""
     if not isinstance(obj, dict):
         raise InputError(f"/stats answer is a {type(obj).__name__}, expected an object", path=url, fix=_FIX)
-    if obj.get("version") != STATS_VERSION:
-        raise InputError(f"/stats field 'version': {obj.get('version')!r} is not the supported "
+    version = obj.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version != STATS_VERSION:
+        raise InputError(f"/stats field 'version': {brief(version)} is not the supported "
                          f"{STATS_VERSION}", path=url, fix=_FIX)
     kind, name = obj.get("kind"), obj.get("name")
-    if kind not in ("worker", "router") or not isinstance(name, str) or not name:
-        raise InputError(f"/stats fields 'kind'/'name': got {kind!r}/{name!r}, expected "
-                         "'worker'|'router' and a non-empty name", path=url, fix=_FIX)
+    if kind not in ("worker", "router") or not isinstance(name, str) or not _good_name(name):
+        raise InputError(f"/stats fields 'kind'/'name': got {brief(kind)}/{brief(name)}, expected "
+                         f"'worker'|'router' and a name of 1-{MAX_NAME_CHARS} printable characters "
+                         "without '@'", path=url, fix=_FIX)
     seq, ready = obj.get("seq"), obj.get("ready")
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0 or not isinstance(ready, bool):
-        raise InputError(f"/stats fields 'seq'/'ready': got {seq!r}/{ready!r}", path=url, fix=_FIX)
+    if (isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= INT64_MAX
+            or not isinstance(ready, bool)):
+        raise InputError(f"/stats fields 'seq'/'ready': got {brief(seq)}/{brief(ready)}, expected an "
+                         "integer in [0, 2^63-1] and true/false", path=url, fix=_FIX)
     rows = obj.get("completions", [])
     if not isinstance(rows, list):
         raise InputError("/stats field 'completions' is not a list", path=url, fix=_FIX)
-    good: list[tuple[int, float, float, float]] = []
-    for row in rows:
-        if (isinstance(row, list) and len(row) == 4 and all(isinstance(x, int | float) and not isinstance(
-                x, bool) and math.isfinite(x) and x >= 0 for x in row) and isinstance(row[0], int)):
-            good.append((row[0], float(row[1]), float(row[2]), float(row[3])))
+    good = [r for r in map(_row, rows[:MAX_COMPLETIONS_PER_ANSWER]) if r is not None]
     dropped = obj.get("dropped", 0)
+    dropped_n = dropped if isinstance(dropped, int) and not isinstance(dropped, bool) and 0 < dropped <= INT64_MAX else 0
     common: dict[str, Any] = dict(
         kind=kind, name=name, now_s=_num(obj, "now_s", url), seq=seq, ready=ready,
         completed_total=_num(obj, "completed_total", url), completions=tuple(good),
-        dropped=int(dropped) if isinstance(dropped, int) and dropped > 0 else 0, bad_rows=len(rows) - len(good))
+        dropped=dropped_n, bad_rows=len(rows) - len(good))
     if kind == "router":
         return StatsPoll(**common, queued=_num(obj, "queued", url), inflight=_num(obj, "inflight", url))
     mb = obj.get("max_batch")
-    if isinstance(mb, bool) or not isinstance(mb, int) or mb < 1:
-        raise InputError(f"/stats field 'max_batch': expected an integer >= 1, got {mb!r}", path=url, fix=_FIX)
+    if isinstance(mb, bool) or not isinstance(mb, int) or not 1 <= mb <= INT64_MAX:
+        raise InputError(f"/stats field 'max_batch': expected an integer >= 1, got {brief(mb)}", path=url,
+                         fix=_FIX)
     return StatsPoll(**common, max_batch=mb, running=_num(obj, "running", url),
                      waiting=_num(obj, "waiting", url),
                      prefill_busy_s_total=_num(obj, "prefill_busy_s_total", url))
+
+
+def decode_stats(raw: bytes | str, url: str) -> StatsPoll:
+    """:func:`parse_stats` of ``/stats`` text: parsed with :func:`ebb.untrusted.loads_json` (64 levels
+    of nesting, :data:`MAX_STATS_BYTES` of text at most); InputError naming ``url`` for every bad
+    text — nothing else escapes."""
+    try:
+        obj = loads_json(raw, max_bytes=MAX_STATS_BYTES)
+    except UntrustedInput as exc:
+        raise InputError(f"/stats answer refused: {exc}", path=url, fix=_FIX) from exc
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise InputError(f"/stats answer is not JSON: {str(exc)[:200]}", path=url, fix=_FIX) from exc
+    return parse_stats(obj, url)
 
 
 def _clamp01(x: float) -> float:
@@ -134,12 +211,19 @@ class BucketAggregator:
         self._pending: dict[str, dict[int, list[tuple[float, float]]]] = {"worker": {}, "router": {}}
         self._samples: dict[str, dict[str, tuple[int, float]]] = {"gpu": {}, "host": {}}
         self._buckets: deque[Bucket] = deque(maxlen=keep)
+        self._keep_ns = keep * self.bucket_ns
+        self._n_pending = 0
         self._closed_ns: int | None = None
         self.late = 0
         """Completions fetched after their bucket was closed (placed in the next one)."""
         self.dropped = 0
         """Completions the endpoints reported as dropped from their own buffers."""
         self.bad_rows = 0
+        """Completion rows refused by :func:`parse_stats` (malformed, or past the per-answer cap)."""
+        self.implausible: dict[str, int] = {"future": 0, "too_old": 0, "pending_cap": 0}
+        """Completions dropped for their time (see the module docstring), by reason."""
+        self.collisions: tuple[str, ...] = ()
+        """Names reported by more than one endpoint at the last close (each kept as NAME@URL)."""
 
     def cursor(self, endpoint: str) -> int:
         """The ``since`` seq to ask ``endpoint`` for."""
@@ -151,14 +235,16 @@ class BucketAggregator:
         self._eps.setdefault(endpoint, _Endpoint())
 
     def forget(self, endpoint: str) -> None:
-        """Stop expecting ``endpoint`` (a worker removed from the fleet)."""
+        """Stop expecting ``endpoint`` (a worker removed from the fleet); its completions already
+        fetched still land in their buckets."""
         self._eps.pop(endpoint, None)
 
     @property
     def endpoints(self) -> tuple[str, ...]:
         return tuple(self._eps)
 
-    def poll_ok(self, endpoint: str, poll: StatsPoll) -> None:
+    def poll_ok(self, endpoint: str, poll: StatsPoll, now_ns: int | None = None) -> None:
+        """Record one answer of ``endpoint``; ``now_ns`` is the agent's clock (Unix ns) when it came."""
         ep = self._eps.setdefault(endpoint, _Endpoint())
         last = ep.current or ep.prev
         # a new process behind the URL: its counters and seqs start again, nothing to difference
@@ -172,11 +258,23 @@ class BucketAggregator:
         self.dropped += poll.dropped
         self.bad_rows += poll.bad_rows
         pend = self._pending[poll.kind]
+        ref = now_ns if now_ns is not None else self._closed_ns
         for seq, t_s, ttft, e2e in poll.completions:
             if seq <= ep.cursor:
                 continue
             # whole microseconds first: t_s * 1e9 in float would put edge times on either side
-            end = -(-round(t_s * 1e6) * 1000 // self.bucket_ns) * self.bucket_ns
+            t_ns = round(t_s * 1e6) * 1000
+            if ref is not None and t_ns > ref + FUTURE_BUCKETS * self.bucket_ns:
+                self.implausible["future"] += 1
+                continue
+            if ref is not None and t_ns <= ref - self._keep_ns:
+                self.implausible["too_old"] += 1
+                continue
+            if self._n_pending >= MAX_PENDING_ROWS:
+                self.implausible["pending_cap"] += 1
+                continue
+            end = -(-t_ns // self.bucket_ns) * self.bucket_ns
+            self._n_pending += 1
             if self._closed_ns is not None and end <= self._closed_ns:
                 self.late += 1
                 end = self._closed_ns + self.bucket_ns
@@ -202,24 +300,25 @@ class BucketAggregator:
         workers: dict[str, WorkerGauges] = {}
         routers: dict[str, RouterGauges] = {}
         missing: list[str] = []
+        label = self._labels()
         for url, ep in self._eps.items():
             p = ep.current
             if p is None:
                 missing.append(url)
                 continue
             if p.kind == "router":
-                routers[p.name] = RouterGauges(p.queued or 0.0, p.inflight or 0.0)
+                routers[label[url]] = RouterGauges(p.queued or 0.0, p.inflight or 0.0)
             else:
-                workers[p.name] = self._worker(ep, p)
+                workers[label[url]] = self._worker(ep, p)
             ep.prev, ep.current = p, None
         use = "router" if any(ep.kind == "router" for ep in self._eps.values()) else "worker"
-        names = sorted({ep.prev.name for ep in self._eps.values()
-                        if ep.kind == use and ep.prev is not None})
+        names = sorted({label[url] for url, ep in self._eps.items() if ep.kind == use and ep.prev is not None})
         ttft: list[float] = []
         e2e: list[float] = []
         for kind, pend in self._pending.items():
             for end in [e for e in pend if e <= end_ns]:
                 rows = pend.pop(end)
+                self._n_pending -= len(rows)
                 if kind == use:
                     ttft += [r[0] for r in rows]
                     e2e += [r[1] for r in rows]
@@ -232,6 +331,23 @@ class BucketAggregator:
         self._closed_ns = end_ns
         self._buckets.append(bucket)
         return bucket
+
+    def _labels(self) -> dict[str, str]:
+        """Wire key of every endpoint with an answer: its name, or NAME@URL when names collide."""
+        claims: dict[tuple[str, str], list[str]] = {}
+        for url, ep in self._eps.items():
+            p = ep.current or ep.prev
+            if p is not None:
+                claims.setdefault((p.kind, p.name), []).append(url)
+        out: dict[str, str] = {}
+        shared: set[str] = set()
+        for (_, name), urls in claims.items():
+            if len(urls) > 1:
+                shared.add(name)
+            for u in urls:
+                out[u] = name if len(urls) == 1 else f"{name}@{u}"
+        self.collisions = tuple(sorted(shared))
+        return out
 
     def _worker(self, ep: _Endpoint, p: StatsPoll) -> WorkerGauges:
         share = None

@@ -6,21 +6,55 @@ daemon thread and returns the agent's URL; ``stop()`` ends both and closes every
 Endpoints:
 
 * ``GET /v1/buckets?since_ns=N`` → a :mod:`ebb.agent.wire` page of the kept buckets (last 600 =
-  60 s by default) ending after ``N`` (Unix ns; default 0 = all). 400 on a malformed ``since_ns``.
+  60 s by default) ending after ``N`` (Unix ns in [0, 2^63-1]; default 0 = all), oldest first, at
+  most ``limits.max_page_bytes`` (8 MiB) of them: a longer page holds the oldest buckets that fit
+  (the reader's next ``since_ns`` continues it; ``newest_ns`` always names the agent's newest).
+  400 on a malformed ``since_ns``; 503 (``Retry-After: 1``) while ``limits.page_handlers`` (4)
+  pages are being written.
 * ``GET /metrics`` → Prometheus text from a private registry: ``ebb_agent_buckets_total``,
   ``ebb_agent_poll_errors_total{endpoint}``, ``ebb_agent_last_poll_age_seconds``,
-  ``ebb_agent_late_completions_total``, ``ebb_agent_skipped_buckets_total``, and the latest
-  ``ebb_agent_gpu{series}`` / ``ebb_agent_host{series}`` sampler values.
-* ``GET /healthz`` → 200 while the poll loop has ticked within the last 5 s, else 503.
+  ``ebb_agent_late_completions_total``, ``ebb_agent_skipped_buckets_total``,
+  ``ebb_agent_dropped_completions_total{reason}``, ``ebb_agent_tick_errors_total``,
+  ``ebb_agent_refused_endpoints{reason}``, ``ebb_agent_name_collisions``,
+  ``ebb_agent_refused_requests_total{reason}``, ``ebb_agent_refused_connections_total{reason}``,
+  and the latest ``ebb_agent_gpu{series}`` / ``ebb_agent_host{series}`` sampler values.
+* ``GET /healthz`` → 200 while the poll loop has closed a bucket within the last 5 s, else 503.
 
-Timing guarantees: bucket ends are multiples of ``bucket_ms`` in Unix time, so buckets of agents on
+Security of the server (every number is a :class:`ServerLimits` default):
+
+* **Authentication.** With a ``token``, ``/v1/buckets`` (and ``/metrics`` with
+  ``protect_metrics``) answer 401 unless the request carries ``Authorization: Bearer <token>``
+  (compared in constant time); ``/healthz`` stays open for probes. Without a token every endpoint
+  is open — for a developer run on 127.0.0.1 (the default ``bind``).
+* **TLS.** With an ``ssl_context`` (:func:`server_tls_context`: a certificate and key, and a client
+  CA for mutual TLS) the agent serves https only; a TLS handshake must finish within 5 s.
+* **Connections.** At most 256 open connections, 64 from one peer address; past either, a new
+  connection gets ``503`` and is closed at once (counted by reason). A connection whose request
+  head (request line and headers, at most 32 headers of 8,190 bytes each) is not complete within
+  5 s of connecting or of its previous answer is closed (slowloris), and a page not written within
+  10 s (a reader that does not read) is cut.
+* **The poller is not starved by readers.** Each bucket is encoded once, when it closes, so a page
+  costs a join of ready bytes; pages are written at most 4 at a time.
+
+Polling guarantees: bucket ends are multiples of ``bucket_ms`` in Unix time, so buckets of agents on
 different nodes line up for merging. At each end ``E`` every endpoint is polled once, concurrently,
-with a timeout of 0.9 × ``bucket_ms``; then bucket ``E`` is closed. An endpoint that errors or times
-out is counted and left out of that bucket (listed in ``missing``) — never filled in. A loop that
-falls more than a bucket behind (an overloaded host) skips the buckets it missed rather than
-back-filling them, counted in ``ebb_agent_skipped_buckets_total``. With ``endpoints_from`` the
-router's ``GET /workers`` is read every ``discover_s`` (1 s): listed workers are added, unlisted ones
-dropped (draining ones stay until they leave the list); the router itself is polled as an endpoint.
+with a timeout of 0.9 × ``bucket_ms``; then bucket ``E`` is closed. An answer is read up to
+:data:`~ebb.agent.buckets.MAX_STATS_BYTES` (4 MiB; no compression, no redirects) and parsed with the
+64-level depth cap. An endpoint that errors, times out or answers anything malformed — or whose
+answer trips an error no rule foresaw — is counted in ``ebb_agent_poll_errors_total`` and left out of
+that bucket (listed in ``missing``), never filled in; its failures are logged at most once per 10 s.
+**The loop never stops on a peer's answer:** an error while closing a bucket is logged (rate
+limited) and counted in ``ebb_agent_tick_errors_total``, and the next bucket is polled as usual. A
+loop that falls more than a bucket behind (an overloaded host) skips the buckets it missed rather
+than back-filling them, counted in ``ebb_agent_skipped_buckets_total``.
+
+Discovery: with ``endpoints_from`` the router's ``GET /workers`` is read every ``discover_s``
+(1 s): listed workers are added, unlisted ones dropped together with their metric series (draining
+ones stay until they leave the list); the router itself is polled as an endpoint. Each listed URL
+must pass :func:`~ebb.agent.discovery.check_endpoint` (http(s), a host, a port if written, no user
+info, query or fragment) and the polled set is capped at ``max_endpoints`` (256); the refused
+ones are logged (at most once per 10 s) and counted in ``ebb_agent_refused_endpoints{reason}``.
+Endpoints are keyed by URL: two reporting one name are both kept (see :mod:`ebb.agent.buckets`).
 GPU/host samplers (:class:`~ebb.sources.base.MetricSource`, blocking) run in worker threads, one
 read per bucket at most; the agent does not close them (their owner does).
 """
@@ -28,27 +62,154 @@ read per bucket at most; the agent does not close them (their owner does).
 from __future__ import annotations
 
 import asyncio
+import bisect
+import hmac
 import logging
 import math
 import socket
+import ssl
 import threading
 import time
-import urllib.parse
-from collections.abc import Sequence
+from collections import Counter as Tally
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
 
 import aiohttp
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
-from ebb.agent.buckets import BucketAggregator, parse_stats
-from ebb.agent.wire import BucketPage, encode_page
-from ebb.errors import ConfigError, EbbError
+from ebb.agent.buckets import MAX_STATS_BYTES, BucketAggregator, decode_stats
+from ebb.agent.discovery import MAX_ENDPOINTS, MAX_WORKERS_BYTES, check_endpoint, parse_workers, plan
+from ebb.agent.wire import encode_bucket_json, page_json
+from ebb.errors import ConfigError, EbbError, InputError, SourceUnavailable
 from ebb.sources.base import MetricSource
+from ebb.untrusted import INT64_MAX
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "ClientErrorLogFilter", "ServerLimits", "quiet_client_errors", "server_tls_context"]
 
 log = logging.getLogger(__name__)
-_HEALTHY_TICK_S = 5.0
+_HEALTHY_TICK_S: Final = 5.0
+_LOG_EVERY_S: Final = 10.0
+"""At most one log line per subject (an endpoint, a peer, a kind of drop) per this many seconds, and
+at most 20 endpoint-failure lines in all."""
+_POLL_HEADERS: Final = {"Accept": "application/json", "Accept-Encoding": "identity"}
+_CHUNK: Final = 64 * 1024
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """Bounds of the agent's HTTP server. Every field: unit, default, why."""
+
+    max_connections: int = 256
+    """Open connections at most: a node's readers are a controller or two and a Prometheus."""
+    max_connections_per_peer: int = 64
+    """Open connections from one peer address: one pod cannot take every slot."""
+    header_timeout_s: float = 5.0
+    """Seconds to send a complete request head, from connecting or the previous answer (also the
+    keep-alive idle limit): an honest client sends its head in one packet."""
+    max_line_bytes: int = 8190
+    """Longest request line / header line (aiohttp's default; our URLs are < 100 bytes)."""
+    max_headers: int = 32
+    """Headers per request (a controller sends 4, Prometheus 6)."""
+    page_handlers: int = 4
+    """Pages written at once; more get 503 so readers cannot queue without bound."""
+    max_page_bytes: int = 8 * 1024 * 1024
+    """Largest page (8 MiB, half the controller's 16 MiB read cap)."""
+    write_timeout_s: float = 10.0
+    """Seconds to write one page to its reader."""
+    tls_handshake_timeout_s: float = 5.0
+    """Seconds for a TLS handshake (asyncio's default is 60)."""
+
+    def __post_init__(self) -> None:
+        ints = (self.max_connections, self.max_connections_per_peer, self.max_line_bytes, self.max_headers,
+                self.page_handlers, self.max_page_bytes)
+        floats = (self.header_timeout_s, self.write_timeout_s, self.tls_handshake_timeout_s)
+        if min(ints) < 1 or not all(x > 0 for x in floats):
+            raise ValueError(f"every server limit must be > 0: {self!r}")
+
+
+def server_tls_context(cert_file: str, key_file: str, client_ca: str | None = None) -> ssl.SSLContext:
+    """A TLS 1.2+ server context for the agent; with ``client_ca``, clients must present a
+    certificate it signed (mutual TLS). ConfigError naming the file that cannot be used."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"cannot load the agent's TLS certificate {cert_file!r} / key {key_file!r}: {exc} "
+                          "(fix: pass readable PEM files to --tls-cert and --tls-key)") from exc
+    if client_ca is not None:
+        try:
+            ctx.load_verify_locations(cafile=client_ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"cannot load the client CA {client_ca!r}: {exc} "
+                              "(fix: pass a readable PEM bundle to --tls-client-ca)") from exc
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
+class _Limiter:
+    """At most ``burst`` lines per key per ``every_s``; counts the lines held back meanwhile."""
+
+    def __init__(self, every_s: float = _LOG_EVERY_S, burst: int = 1) -> None:
+        self.every_s, self.burst = every_s, burst
+        self._window: dict[str, tuple[float, int]] = {}
+        self._held: Tally[str] = Tally()
+
+    def allow(self, key: str) -> int | None:
+        """None to stay silent; else the number of lines held back since the last one."""
+        now = time.monotonic()
+        start, used = self._window.get(key, (-math.inf, 0))
+        if now - start >= self.every_s:
+            start, used = now, 0
+        if used >= self.burst:
+            self._held[key] += 1
+            return None
+        self._window[key] = (start, used + 1)
+        return self._held.pop(key, 0)
+
+    def forget(self, key: str) -> None:
+        self._window.pop(key, None)
+        self._held.pop(key, None)
+
+
+class ClientErrorLogFilter(logging.Filter):
+    """For aiohttp's server logger: a request the HTTP parser refused (line too long, bad header …)
+    is the client's fault, so it becomes one WARNING line without a traceback, at most one per 10 s
+    (the count held back rides on the next). Every other record passes unchanged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._limit = _Limiter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, HttpProcessingError):
+            return True
+        held = self._limit.allow("parse")
+        if held is None:
+            return False
+        record.msg = f"{record.getMessage()}: refused a malformed request ({type(exc).__name__}: " \
+                     f"{str(exc.message)[:120]}){_held(held)}"
+        record.args = ()
+        record.exc_info, record.exc_text = None, None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def quiet_client_errors(logger_name: str) -> logging.Logger:
+    """The logger ``logger_name`` with one :class:`ClientErrorLogFilter` attached (idempotent)."""
+    logger = logging.getLogger(logger_name)
+    if not any(isinstance(f, ClientErrorLogFilter) for f in logger.filters):
+        logger.addFilter(ClientErrorLogFilter())
+    return logger
+
+
+def _held(n: int) -> str:
+    return f" ({n} similar line(s) held back in the last {_LOG_EVERY_S:g} s)" if n else ""
 
 
 class _Metrics:
@@ -64,37 +225,179 @@ class _Metrics:
                             "closed (placed in the next bucket).", registry=r)
         self.skipped = Counter("ebb_agent_skipped_buckets", "Bucket ends the loop was too late for.",
                                registry=r)
+        self.dropped = Counter("ebb_agent_dropped_completions", "Completion rows dropped: bad_row "
+                               "(malformed), future / too_old (implausible time), pending_cap.",
+                               ["reason"], registry=r)
+        self.tick_errors = Counter("ebb_agent_tick_errors", "Buckets whose closing raised (logged; the "
+                                   "loop goes on).", registry=r)
+        self.refused_endpoints = Gauge("ebb_agent_refused_endpoints", "Endpoints the last /workers "
+                                       "answer listed but the agent refused: invalid, over_cap.",
+                                       ["reason"], registry=r)
+        self.collisions = Gauge("ebb_agent_name_collisions", "Names reported by more than one endpoint.",
+                                registry=r)
+        self.refused_requests = Counter("ebb_agent_refused_requests", "Requests refused: unauthorized "
+                                        "(401), busy (503).", ["reason"], registry=r)
+        self.refused_connections = Counter("ebb_agent_refused_connections", "Connections refused at "
+                                           "accept: total_cap, peer_cap.", ["reason"], registry=r)
         self.gpu = Gauge("ebb_agent_gpu", "Latest NVML sample per series (unit in the name).", ["series"],
                          registry=r)
         self.host = Gauge("ebb_agent_host", "Latest host sample per series (unit in the name).", ["series"],
                           registry=r)
 
 
+# -- connection gate ---------------------------------------------------------------------------
+class _Gate:
+    """Counts open connections (total and per peer address) for :class:`_Gated` protocols."""
+
+    def __init__(self, limits: ServerLimits, metrics: _Metrics) -> None:
+        self.limits, self.metrics = limits, metrics
+        self.open = 0
+        self.by_peer: Tally[str] = Tally()
+        self._log = _Limiter()
+
+    def admit(self, peer: str) -> bool:
+        reason = ("total_cap" if self.open >= self.limits.max_connections else
+                  "peer_cap" if self.by_peer[peer] >= self.limits.max_connections_per_peer else None)
+        if reason is None:
+            self.open += 1
+            self.by_peer[peer] += 1
+            return True
+        self.metrics.refused_connections.labels(reason=reason).inc()
+        if (held := self._log.allow(reason)) is not None:
+            log.warning("refused a connection from %s: %d open, %d from that peer (caps %d / %d)%s", peer,
+                        self.open, self.by_peer[peer], self.limits.max_connections,
+                        self.limits.max_connections_per_peer, _held(held))
+        return False
+
+    def release(self, peer: str) -> None:
+        self.open -= 1
+        self.by_peer[peer] -= 1
+        if self.by_peer[peer] <= 0:
+            del self.by_peer[peer]
+
+
+_REFUSAL: Final = (b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: text/plain\r\n"
+                   b"Content-Length: 40\r\nRetry-After: 1\r\n\r\ntoo many connections; retry in a second\n")
+
+
+class _Gated(asyncio.Protocol):
+    """Admits a connection through the gate, then hands every event to aiohttp's handler."""
+
+    def __init__(self, gate: _Gate, make: Callable[[], asyncio.Protocol]) -> None:
+        self._gate, self._make = gate, make
+        self._inner: asyncio.Protocol | None = None
+        self._peer: str | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peername = transport.get_extra_info("peername")
+        peer = str(peername[0]) if isinstance(peername, tuple) and peername else "?"
+        if not self._gate.admit(peer):
+            if isinstance(transport, asyncio.WriteTransport):
+                transport.write(_REFUSAL)
+            transport.close()
+            return
+        self._peer = peer
+        self._inner = self._make()
+        self._inner.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._peer is not None:
+            self._gate.release(self._peer)
+            self._peer = None
+        if self._inner is not None:
+            self._inner.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._inner is not None:
+            self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received() if self._inner is not None else None
+
+    def pause_writing(self) -> None:
+        if self._inner is not None:
+            self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._inner is not None:
+            self._inner.resume_writing()
+
+
+class _GatedSite(web.BaseSite):
+    """A TCP site whose connections pass a :class:`_Gate` and whose TLS handshakes are time-boxed."""
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int, gate: _Gate,
+                 ssl_context: ssl.SSLContext | None, handshake_s: float) -> None:
+        super().__init__(runner, ssl_context=ssl_context)
+        self._host, self._port, self._gate, self._handshake_s = host, port, gate, handshake_s
+
+    @property
+    def name(self) -> str:
+        return f"{'https' if self._ssl_context else 'http'}://{self._host}:{self._port}"
+
+    async def start(self) -> None:
+        await super().start()
+        server = self._runner.server
+        assert server is not None
+        gate = self._gate
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: _Gated(gate, server), self._host, self._port, ssl=self._ssl_context,
+            ssl_handshake_timeout=self._handshake_s if self._ssl_context else None, backlog=128)
+
+
+# -- the agent -----------------------------------------------------------------------------------
 class Agent:
-    """One node's agent; see the module docstring for endpoints and guarantees."""
+    """One node's agent; see the module docstring for endpoints and guarantees.
+
+    ``token`` (None: no authentication), ``protect_metrics``, ``ssl_context``, ``limits`` and
+    ``max_endpoints`` default to an open developer server on 127.0.0.1 with the documented limits.
+    """
 
     def __init__(self, endpoints: Sequence[str] = (), *, port: int = 0, bucket_ms: int = 100,
                  nvml: MetricSource | None = None, host: MetricSource | None = None,
                  name: str | None = None, endpoints_from: str | None = None, bind: str = "127.0.0.1",
-                 keep: int = 600, discover_s: float = 1.0) -> None:
+                 keep: int = 600, discover_s: float = 1.0, token: str | None = None,
+                 protect_metrics: bool = False, ssl_context: ssl.SSLContext | None = None,
+                 limits: ServerLimits = ServerLimits(), max_endpoints: int = MAX_ENDPOINTS) -> None:
         if not endpoints and endpoints_from is None:
             raise ValueError("Agent needs endpoints or endpoints_from (a router URL)")
-        for url in [*endpoints, *([endpoints_from] if endpoints_from else [])]:
-            parts = urllib.parse.urlsplit(url)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ConfigError(f"endpoint {url!r} is not an http(s) URL "
-                                  "(fix: e.g. --endpoint http://127.0.0.1:8000)")
+        try:
+            static = list(dict.fromkeys(check_endpoint(u) for u in endpoints))
+            source = check_endpoint(endpoints_from) if endpoints_from is not None else None
+        except InputError as exc:
+            raise ConfigError(f"endpoint refused: {exc}") from exc
+        fixed = static + ([source] if source and source not in static else [])
+        if max_endpoints < 1 or len(fixed) > max_endpoints:
+            raise ConfigError(f"{len(fixed)} endpoint(s) given but the agent polls at most {max_endpoints} "
+                              "(fix: split them over several agents, or raise --max-endpoints)")
+        if token is not None and not _token_ok(token):
+            raise ConfigError("the agent's token must be 1-4096 visible ASCII characters without spaces "
+                              "(fix: write the token alone, on one line, into the --token-file)")
         self.name = name or f"agent-{socket.gethostname()}"
         self.bucket_ms = bucket_ms
-        self._static = [u.rstrip("/") for u in endpoints]
-        self._from = endpoints_from.rstrip("/") if endpoints_from else None
+        self._static = static
+        self._from = source
+        self._src = f"{source}/workers" if source else None
+        self._fixed = fixed
         self._port, self._bind, self._discover_s = port, bind, discover_s
+        self._token = token.encode() if token is not None else None
+        self._protect_metrics = protect_metrics
+        self._ssl = ssl_context
+        self.limits = limits
+        self.max_endpoints = max_endpoints
         self._samplers = {g: s for g, s in (("gpu", nvml), ("host", host)) if s is not None}
         self.aggregator = BucketAggregator(bucket_ms=bucket_ms, keep=keep)
-        for u in self._static + ([self._from] if self._from else []):
+        for u in fixed:
             self.aggregator.add(u)
+        self._encoded: deque[tuple[int, bytes]] = deque(maxlen=keep)
         self.metrics = _Metrics()
         self.metrics.last_poll_age.set_function(self._poll_age)
+        self._gate = _Gate(limits, self.metrics)
+        self._writing = 0
+        self._log = _Limiter()
+        self._fail_log = _Limiter(burst=20)  # all endpoints together: a fleet going down is 20 lines
+        self._drops_seen = {"bad_row": 0, **dict.fromkeys(self.aggregator.implausible, 0)}
+        self._collisions: tuple[str, ...] = ()
         self._last_ok_s: float | None = None
         self._last_tick_s = time.monotonic()
         self._failing: set[str] = set()
@@ -105,9 +408,15 @@ class Agent:
         self._error: BaseException | None = None
         self.url = ""
 
+    def attach_samplers(self, *, nvml: MetricSource | None = None, host: MetricSource | None = None) -> None:
+        """Add GPU / host samplers after construction (before :meth:`start`)."""
+        if self._thread is not None:
+            raise RuntimeError("attach samplers before start()")
+        self._samplers |= {g: s for g, s in (("gpu", nvml), ("host", host)) if s is not None}
+
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, timeout_s: float = 10.0) -> str:
-        """Start serving; returns ``http://HOST:PORT``. Raises what prevented the start."""
+        """Start serving; returns ``http(s)://HOST:PORT``. Raises what prevented the start."""
         if self._thread is not None:
             return self.url
         self._thread = threading.Thread(target=self._run, name=f"ebb-agent-{self.name}", daemon=True)
@@ -119,7 +428,8 @@ class Agent:
             self._thread = None
             if isinstance(self._error, OSError):
                 raise ConfigError(f"agent cannot listen on {self._bind}:{self._port}: {self._error} "
-                                  "(fix: pick a free --port, or 0 for any)") from self._error
+                                  "(fix: pick a free --port, or 0 for any, and an address of this host "
+                                  "for --bind)") from self._error
             raise self._error
         return self.url
 
@@ -150,21 +460,30 @@ class Agent:
             self._ready.set()
 
     async def _main(self) -> None:
+        self._last_tick_s = time.monotonic()  # healthz counts from the start, not from construction
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         app = web.Application()
         app.router.add_get("/v1/buckets", self._buckets)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
-        runner = web.AppRunner(app, access_log=None)
+        lim = self.limits
+        # keepalive_timeout doubles as the request-head deadline: aiohttp arms it at connect and
+        # after each answer, and closes a connection whose next request is still incomplete then
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=lim.header_timeout_s,
+                               max_line_size=lim.max_line_bytes, max_field_size=lim.max_line_bytes,
+                               max_headers=lim.max_headers, shutdown_timeout=1.0,
+                               logger=quiet_client_errors("ebb.agent.http"))
         await runner.setup()
         try:
-            site = web.TCPSite(runner, self._bind, self._port)
+            site = _GatedSite(runner, self._bind, self._port, self._gate, self._ssl, lim.tls_handshake_timeout_s)
             await site.start()
             port = runner.addresses[0][1]
-            self.url = f"http://{self._bind}:{port}"
+            host = f"[{self._bind}]" if ":" in self._bind else self._bind
+            self.url = f"{'https' if self._ssl else 'http'}://{host}:{port}"
             timeout = aiohttp.ClientTimeout(total=0.9 * self.bucket_ms / 1000)
-            async with aiohttp.ClientSession(timeout=timeout) as session:
+            connector = aiohttp.TCPConnector(limit=self.max_endpoints + 2)
+            async with aiohttp.ClientSession(timeout=timeout, connector=connector, auto_decompress=False) as session:
                 tasks = [asyncio.create_task(self._tick_loop(session))]
                 tasks += [asyncio.create_task(self._sample_loop(g, s)) for g, s in self._samplers.items()]
                 if self._from:
@@ -186,91 +505,209 @@ class Agent:
         end = self._next_end(time.time_ns())
         while True:
             await asyncio.sleep(max(0.0, (end - time.time_ns()) / 1e9))
-            self._last_tick_s = time.monotonic()
-            urls = self.aggregator.endpoints
-            await asyncio.gather(*(self._poll(session, u) for u in urls))
-            late_before = self.aggregator.late
-            self.aggregator.close(end)
-            self.metrics.buckets.inc()
-            self.metrics.late.inc(self.aggregator.late - late_before)
+            try:
+                await self._tick(session, end)
+            except Exception as exc:  # the loop must outlive any one bucket's trouble
+                self.metrics.tick_errors.inc()
+                if (held := self._log.allow("tick")) is not None:
+                    log.error("closing the bucket ending at %d failed (%s: %s); polling goes on%s", end,
+                              type(exc).__name__, str(exc)[:300], _held(held), exc_info=exc)
+            else:
+                self._last_tick_s = time.monotonic()
             nxt = self._next_end(time.time_ns())
             if nxt > end + self.aggregator.bucket_ns:
                 self.metrics.skipped.inc((nxt - end) // self.aggregator.bucket_ns - 1)
             end = max(nxt, end + self.aggregator.bucket_ns)
 
+    async def _tick(self, session: aiohttp.ClientSession, end: int) -> None:
+        agg = self.aggregator
+        await asyncio.gather(*(self._poll(session, u) for u in agg.endpoints))
+        late_before = agg.late
+        bucket = agg.close(end)
+        self.metrics.buckets.inc()
+        self.metrics.late.inc(agg.late - late_before)
+        self._encoded.append((bucket.ts_ns, encode_bucket_json(bucket)))
+        self._report_drops()
+        if agg.collisions != self._collisions:
+            self._collisions = agg.collisions
+            self.metrics.collisions.set(len(agg.collisions))
+            if agg.collisions:
+                log.warning("name(s) %s are reported by more than one endpoint; each is kept as NAME@URL "
+                            "(fix: give every worker its own --name)", ", ".join(agg.collisions)[:500])
+
+    def _report_drops(self) -> None:
+        now = {"bad_row": self.aggregator.bad_rows, **self.aggregator.implausible}
+        new = {k: v - self._drops_seen[k] for k, v in now.items() if v > self._drops_seen[k]}
+        for reason, n in new.items():
+            self.metrics.dropped.labels(reason=reason).inc(n)
+        self._drops_seen = now
+        if new and (held := self._log.allow("drops")) is not None:
+            log.warning("dropped completion rows: %s (bad_row: malformed; future: over %d ms ahead of this "
+                        "agent's clock; too_old: older than the kept window)%s",
+                        ", ".join(f"{k}={v}" for k, v in sorted(new.items())),
+                        5 * self.bucket_ms, _held(held))
+
     async def _poll(self, session: aiohttp.ClientSession, url: str) -> None:
         try:
-            async with session.get(f"{url}/stats", params={"since": str(self.aggregator.cursor(url))}) as resp:
-                resp.raise_for_status()
-                body = await resp.json(content_type=None)
-            poll = parse_stats(body, url)
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, EbbError) as exc:
+            params = {"since": str(self.aggregator.cursor(url))}
+            async with session.get(f"{url}/stats", params=params, headers=_POLL_HEADERS,
+                                   allow_redirects=False) as resp:
+                raw = await _read_capped(resp, MAX_STATS_BYTES, f"{url}/stats")
+            poll = decode_stats(raw, url)
+            if url not in self.aggregator.endpoints:
+                return  # removed by discovery while in flight
+            self.aggregator.poll_ok(url, poll, time.time_ns())
+        except (aiohttp.ClientError, asyncio.TimeoutError, EbbError) as exc:
             self._failed(url, exc)
             return
-        if url not in self.aggregator.endpoints:
-            return  # removed by discovery while in flight
-        self.aggregator.poll_ok(url, poll)
+        except Exception as exc:  # an answer no rule foresaw: count it, keep polling
+            self._failed(url, exc, unexpected=True)
+            return
         self._last_ok_s = time.monotonic()
         if url in self._failing:
             self._failing.discard(url)
-            log.info("endpoint %s answers again", url)
+            if (held := self._log.allow(url)) is not None:
+                log.info("endpoint %s answers again%s", url, _held(held))
 
-    def _failed(self, url: str, exc: BaseException) -> None:
+    def _failed(self, url: str, exc: BaseException, *, unexpected: bool = False) -> None:
+        if url != self._src and url not in self.aggregator.endpoints:
+            return  # dropped by discovery while in flight: no series to bring back
         self.metrics.poll_errors.labels(endpoint=url).inc()
-        self.aggregator.poll_failed(url)
-        if url not in self._failing:  # log state changes, not every 100 ms failure
-            self._failing.add(url)
-            log.warning("endpoint %s failed (%s: %s); left out of buckets until it answers",
-                        url, type(exc).__name__, exc)
+        if url != self._src:
+            self.aggregator.poll_failed(url)
+        first = url not in self._failing
+        self._failing.add(url)
+        # log a change of state, and a persisting failure at most every 10 s per endpoint
+        if (first or unexpected) and (held := self._log.allow(url)) is not None:
+            if (others := self._fail_log.allow("all")) is not None:
+                log.warning("endpoint %s failed (%s: %s); left out of buckets until it answers%s%s", url,
+                            type(exc).__name__, str(exc)[:300], _held(held),
+                            f" ({others} failure line(s) of other endpoints held back)" if others else "",
+                            exc_info=exc if unexpected else None)
 
     async def _discover_loop(self, session: aiohttp.ClientSession) -> None:
-        assert self._from is not None
-        src = f"{self._from}/workers"
+        src = self._src
+        assert src is not None
         while True:
             try:
-                async with session.get(src) as resp:
-                    resp.raise_for_status()
-                    listed = await resp.json(content_type=None)
-                urls = {str(w["url"]).rstrip("/") for w in listed}
-            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, TypeError, KeyError) as exc:
+                await self._discover(session, src)
+            except (aiohttp.ClientError, asyncio.TimeoutError, EbbError) as exc:
                 self._failed(src, exc)
-            else:
-                self._failing.discard(src)
-                want = urls | {self._from, *self._static}
-                for u in set(self.aggregator.endpoints) - want:
-                    self.aggregator.forget(u)
-                    log.info("endpoint %s left %s; no longer polled", u, src)
-                for u in want - set(self.aggregator.endpoints):
-                    self.aggregator.add(u)
+            except Exception as exc:  # keep the current endpoints and try again
+                self._failed(src, exc, unexpected=True)
             await asyncio.sleep(self._discover_s)
+
+    async def _discover(self, session: aiohttp.ClientSession, src: str) -> None:
+        async with session.get(src, headers=_POLL_HEADERS, allow_redirects=False) as resp:
+            raw = await _read_capped(resp, MAX_WORKERS_BYTES, src)
+        listed = parse_workers(raw, src)
+        if src in self._failing:
+            self._failing.discard(src)
+            log.info("%s answers again", src)
+        agg = self.aggregator
+        want, over = plan(self._fixed, agg.endpoints, listed.urls, self.max_endpoints)
+        keep = set(want)
+        for u in [u for u in agg.endpoints if u not in keep]:
+            self._forget(u)
+            log.info("endpoint %s left %s; no longer polled", u, src)
+        for u in want:
+            agg.add(u)
+        self.metrics.refused_endpoints.labels(reason="invalid").set(len(listed.refused))
+        self.metrics.refused_endpoints.labels(reason="over_cap").set(len(over))
+        if (listed.refused or over) and (held := self._log.allow("discovery")) is not None:
+            log.warning("%s listed %d endpoint(s) the agent refused: %d invalid (first: %s), %d over the cap "
+                        "of %d polled endpoints (first: %s)%s", src, len(listed.refused) + len(over),
+                        len(listed.refused), listed.refused[0] if listed.refused else "-", len(over),
+                        self.max_endpoints, over[0] if over else "-", _held(held))
+
+    def _forget(self, url: str) -> None:
+        """Stop polling ``url`` and drop its per-endpoint state and metric series."""
+        self.aggregator.forget(url)
+        self._failing.discard(url)
+        self._log.forget(url)
+        try:
+            self.metrics.poll_errors.remove(url)
+        except KeyError:  # it never failed: no series to remove
+            pass
 
     async def _sample_loop(self, group: str, sampler: MetricSource) -> None:
         gauge = self.metrics.gpu if group == "gpu" else self.metrics.host
         while True:
             try:
                 batch = await asyncio.to_thread(sampler.read)
-            except EbbError as exc:
-                log.warning("%s sampler failed: %s", group, exc)
-            else:
                 self.aggregator.sampled(group, batch)
                 for k, v in zip(batch.series_idx.tolist(), batch.value.tolist(), strict=True):
                     gauge.labels(series=batch.series[k]).set(v)
+            except Exception as exc:  # a sampler's trouble must not end its loop
+                if (held := self._log.allow(f"sampler:{group}")) is not None:
+                    log.warning("%s sampler failed: %s%s", group, exc, _held(held),
+                                exc_info=None if isinstance(exc, EbbError) else exc)
             await asyncio.sleep(max(0.0, (self._next_end(time.time_ns()) - time.time_ns()) / 1e9))
 
     def _poll_age(self) -> float:
         return math.nan if self._last_ok_s is None else time.monotonic() - self._last_ok_s
 
     # -- HTTP --------------------------------------------------------------------------------
-    async def _buckets(self, request: web.Request) -> web.Response:
+    def _denied(self, request: web.Request) -> web.Response | None:
+        """None when ``request`` may read data; else the 401 to send."""
+        if self._token is None:
+            return None
+        scheme, _, cred = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(cred.strip().encode("utf-8", "replace"), self._token):
+            return None
+        self.metrics.refused_requests.labels(reason="unauthorized").inc()
+        peer = request.remote or "?"
+        if (held := self._log.allow(f"auth:{peer}")) is not None:
+            log.warning("refused %s %s from %s: %s bearer token%s", request.method, request.path, peer,
+                        "wrong" if scheme else "no", _held(held))
+        return web.Response(status=401, text="send Authorization: Bearer <the agent's token>\n",
+                            headers={"WWW-Authenticate": 'Bearer realm="ebb-agent"'})
+
+    async def _buckets(self, request: web.Request) -> web.StreamResponse:
+        if (denied := self._denied(request)) is not None:
+            return denied
         raw = request.query.get("since_ns", "0")
+        since = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 19 else -1
+        if not 0 <= since <= INT64_MAX:
+            raise web.HTTPBadRequest(text=f"since_ns must be an integer in [0, 2^63-1] (Unix ns), got {raw[:40]!r}")
+        if self._writing >= self.limits.page_handlers:
+            self.metrics.refused_requests.labels(reason="busy").inc()
+            return web.Response(status=503, text="agent busy writing pages; retry in a second\n",
+                                headers={"Retry-After": "1"})
+        body = self._page(since)
+        self._writing += 1
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        resp.content_length = len(body)
         try:
-            since = int(raw)
-        except ValueError:
-            raise web.HTTPBadRequest(text=f"since_ns must be an integer (Unix ns), got {raw!r}") from None
-        page = BucketPage(self.name, self.bucket_ms, self.aggregator.newest_ns, self.aggregator.since(since))
-        return web.json_response(encode_page(page))
+            async with asyncio.timeout(self.limits.write_timeout_s):
+                await resp.prepare(request)
+                await resp.write(body)
+                await resp.write_eof()
+        except TimeoutError:
+            if request.transport is not None:
+                request.transport.abort()  # a reader that does not read keeps no slot
+            if (held := self._log.allow("slow-reader")) is not None:
+                log.warning("cut a page to %s: not written within %g s%s", request.remote,
+                            self.limits.write_timeout_s, _held(held))
+        finally:
+            self._writing -= 1
+        return resp
+
+    def _page(self, since: int) -> bytes:
+        items = list(self._encoded)
+        i = bisect.bisect_right([ts for ts, _ in items], since)
+        parts: list[bytes] = []
+        size = 200  # the envelope
+        for _, b in items[i:]:
+            size += len(b) + 1
+            if size > self.limits.max_page_bytes and parts:
+                break  # the oldest buckets that fit: the reader's next since_ns continues from there
+            parts.append(b)
+        return page_json(self.name, self.bucket_ms, self.aggregator.newest_ns, parts)
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        if self._protect_metrics and (denied := self._denied(request)) is not None:
+            return denied
         return web.Response(body=generate_latest(self.metrics.registry),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
 
@@ -279,3 +716,23 @@ class Agent:
         ok = age < _HEALTHY_TICK_S
         return web.json_response({"ok": ok, "agent": self.name, "last_tick_age_s": round(age, 3),
                                   "endpoints": len(self.aggregator.endpoints)}, status=200 if ok else 503)
+
+
+def _token_ok(token: str) -> bool:
+    return 0 < len(token) <= 4096 and all(33 <= ord(c) <= 126 for c in token)
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, cap: int, what: str) -> bytes:
+    """The body of a 200 answer, at most ``cap`` bytes; SourceUnavailable / InputError otherwise."""
+    if resp.status != 200:
+        raise SourceUnavailable(f"{what} answered HTTP {resp.status}")
+    if resp.content_length is not None and resp.content_length > cap:
+        raise InputError(f"answer of {resp.content_length:,} bytes is over the {cap:,}-byte limit", path=what,
+                         fix="check that the URL points at an Ebb worker or router")
+    buf = bytearray()
+    async for chunk in resp.content.iter_chunked(_CHUNK):
+        buf += chunk
+        if len(buf) > cap:
+            raise InputError(f"answer is over the {cap:,}-byte limit; the rest was not read", path=what,
+                             fix="check that the URL points at an Ebb worker or router")
+    return bytes(buf)

@@ -13,17 +13,26 @@ Guarantees:
 * ``decode_page(json.loads(json.dumps(encode_page(p))), url) == p`` for every valid page (floats
   travel as their ``repr``, which JSON reads back exactly; property-tested).
 * Decoding is strict: a version other than :data:`BUCKETS_VERSION`, an unknown or missing field, a
-  non-finite or negative number, a ratio outside [0, 1], a sketch with another ``α`` or a key outside
-  the L1 mapping's range, or bucket times out of order raise :class:`~ebb.errors.InputError` whose
-  message names the URL and the field path (``buckets[3].workers.w0.slot_ratio``).
+  non-finite or negative number, a ratio outside [0, 1], an integer outside the int64 range, a
+  sketch with another ``α``, a key outside the L1 mapping's range or not written canonically
+  (``"07"``, ``" 7"``), or bucket times out of order raise :class:`~ebb.errors.InputError` whose
+  message names the URL and the field path (``buckets[3].workers.w0.slot_ratio``). Nothing else
+  escapes :func:`decode_page` or :func:`decode_page_json`, whatever the value (fuzz-tested: deep
+  nesting, huge integers, NaN, wrong types); quoted values are cut to 80 characters.
+* :func:`decode_page_json` parses the text with :func:`ebb.untrusted.loads_json` first (at most 64
+  levels of nesting and :data:`MAX_PAGE_BYTES` of text).
+* :func:`encode_bucket_json` + :func:`page_json` build the same JSON as ``json.dumps(encode_page(p))``
+  from buckets encoded once each (a closed bucket never changes), so serving a page costs a join.
 * Sketches merge exactly (counts add), so a merged sketch answers quantiles within ``α`` of the
   rank-selected sample of the union, like :class:`~ebb.window.sketch.ColumnarSketch`.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
@@ -33,16 +42,42 @@ import numpy.typing as npt
 
 from ebb.errors import InputError
 from ebb.model.live import BUCKETS_VERSION
+from ebb.untrusted import INT64_MAX, UntrustedInput, loads_json
 from ebb.window.mapping import LogMapping
 
-__all__ = ["SKETCH_ALPHA", "Bucket", "BucketPage", "RouterGauges", "Sketch", "WorkerGauges",
-           "decode_page", "encode_page"]
+__all__ = ["MAX_PAGE_BYTES", "SKETCH_ALPHA", "Bucket", "BucketPage", "RouterGauges", "Sketch", "WorkerGauges",
+           "brief", "decode_page", "decode_page_json", "encode_bucket_json", "encode_page", "page_json"]
+
+MAX_PAGE_BYTES: Final = 16 * 1024 * 1024
+"""Largest page text :func:`decode_page_json` parses (16 MiB, the controller's read cap). An agent
+serves at most half of it in one page (``ebb.agent.server.ServerLimits.max_page_bytes``)."""
 
 SKETCH_ALPHA: Final = 0.01
 """Relative accuracy of every latency sketch on the wire; agents and sources must agree on it."""
 
 FloatArray = npt.NDArray[np.float64]
 _FIX = "run agents and controller from the same Ebb release"
+_QUOTE = 80
+_KEY = re.compile(r"-?[0-9]{1,12}")
+
+
+def _key(k: str) -> str:
+    """A mapping key as it appears in a field path, cut to 40 characters."""
+    return k if len(k) <= 40 else k[:37] + "..."
+
+
+def brief(v: object, limit: int = _QUOTE) -> str:
+    """A short, always-computable description of an untrusted value for an error message.
+
+    Containers are described by type and size (their ``repr`` can recurse without bound), huge
+    integers by bit length (``repr`` refuses past 4,300 digits), everything else is the ``repr`` cut
+    to ``limit`` characters."""
+    if isinstance(v, dict | list | tuple):
+        return f"a {type(v).__name__} of {len(v)}"
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 64:
+        return f"a {v.bit_length()}-bit integer"
+    text = repr(v) if isinstance(v, str | int | float | bool | None) else f"a {type(v).__name__}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @lru_cache(maxsize=4)
@@ -209,7 +244,8 @@ class _Reader:
             raise self.fail(where, f"expected an object, got {type(v).__name__}")
         unknown = sorted(set(v) - set(fields))
         if unknown:
-            raise self.fail(where, f"unknown field(s) {', '.join(map(repr, unknown))}")
+            more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+            raise self.fail(where, f"unknown field(s) {', '.join(brief(k, 40) for k in unknown[:5])}{more}")
         absent = [f for f in fields if f not in v]
         if absent:
             raise self.fail(where, f"missing field(s) {', '.join(map(repr, absent))}")
@@ -222,51 +258,57 @@ class _Reader:
 
     def num(self, v: object, where: str, hi: float = math.inf) -> float:
         if isinstance(v, bool) or not isinstance(v, int | float):
-            raise self.fail(where, f"expected a number, got {v!r}")
-        x = float(v)
+            raise self.fail(where, f"expected a number, got {brief(v)}")
+        try:
+            x = float(v)
+        except OverflowError:  # an integer past 1.8e308
+            raise self.fail(where, f"{brief(v)} is not a finite number in [0, {hi:g}]") from None
         if not math.isfinite(x) or x < 0.0 or x > hi:
-            raise self.fail(where, f"{v!r} is not a finite number in [0, {hi:g}]")
+            raise self.fail(where, f"{brief(v)} is not a finite number in [0, {hi:g}]")
         return x
 
     def int_(self, v: object, where: str, lo: int = 0) -> int:
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise self.fail(where, f"expected an integer >= {lo}, got {v!r}")
+        # int64 at most: bucket times and counts become floats and numpy int64 downstream
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= INT64_MAX:
+            raise self.fail(where, f"expected an integer in [{lo}, 2^63-1], got {brief(v)}")
         return v
 
     def str_(self, v: object, where: str) -> str:
         if not isinstance(v, str):
-            raise self.fail(where, f"expected a string, got {v!r}")
+            raise self.fail(where, f"expected a string, got {brief(v)}")
         return v
 
     def strs(self, v: object, where: str) -> tuple[str, ...]:
         if not isinstance(v, list):
-            raise self.fail(where, f"expected a list of strings, got {v!r}")
+            raise self.fail(where, f"expected a list of strings, got {brief(v)}")
         return tuple(self.str_(s, f"{where}[{i}]") for i, s in enumerate(v))
 
     def values(self, v: object, where: str) -> dict[str, float]:
-        return {k: self.num(x, f"{where}.{k}") for k, x in self.mapping(v, where).items()}
+        return {k: self.num(x, f"{where}.{_key(k)}") for k, x in self.mapping(v, where).items()}
 
     def sketch(self, v: object, where: str) -> Sketch:
         d = self.obj(v, where, ("alpha", "zero", "bins"))
-        if d["alpha"] != SKETCH_ALPHA:
-            raise self.fail(f"{where}.alpha", f"{d['alpha']!r} differs from this reader's {SKETCH_ALPHA}")
+        alpha = d["alpha"]
+        if isinstance(alpha, bool) or not isinstance(alpha, float | int) or alpha != SKETCH_ALPHA:
+            raise self.fail(f"{where}.alpha", f"{brief(alpha)} differs from this reader's {SKETCH_ALPHA}")
         m = _mapping(SKETCH_ALPHA)
-        bins: list[tuple[int, int]] = []
+        bins: dict[int, int] = {}
         for k, c in self.mapping(d["bins"], f"{where}.bins").items():
-            try:
-                key = int(k)
-            except ValueError:
-                raise self.fail(f"{where}.bins", f"key {k!r} is not an integer") from None
+            # canonical decimal only: int() also reads " 7", "+7", "0_7" and "07", which would let
+            # two keys name one bin
+            key = int(k) if _KEY.fullmatch(k) else None
+            if key is None or str(key) != k:
+                raise self.fail(f"{where}.bins", f"key {brief(k, 40)} is not a canonical integer")
             if not m.key_min <= key <= m.key_max:
                 raise self.fail(f"{where}.bins", f"key {key} outside [{m.key_min}, {m.key_max}]")
-            bins.append((key, self.int_(c, f"{where}.bins.{k}", lo=1)))
-        return Sketch(SKETCH_ALPHA, self.int_(d["zero"], f"{where}.zero"), tuple(sorted(bins)))
+            bins[key] = self.int_(c, f"{where}.bins.{key}", lo=1)
+        return Sketch(SKETCH_ALPHA, self.int_(d["zero"], f"{where}.zero"), tuple(sorted(bins.items())))
 
     def worker(self, v: object, where: str) -> WorkerGauges:
         d = self.obj(v, where, ("running", "waiting", "max_batch", "ready", "slot_ratio",
                                 "prefill_busy_ratio"))
         if not isinstance(d["ready"], bool):
-            raise self.fail(f"{where}.ready", f"expected true/false, got {d['ready']!r}")
+            raise self.fail(f"{where}.ready", f"expected true/false, got {brief(d['ready'])}")
         pb = d["prefill_busy_ratio"]
         return WorkerGauges(
             self.num(d["running"], f"{where}.running"), self.num(d["waiting"], f"{where}.waiting"),
@@ -279,15 +321,15 @@ class _Reader:
                                 "ttft_ms", "e2e_ms", "missing", "gpu", "host"))
         src = self.str_(d["latency_from"], f"{where}.latency_from")
         if src not in ("", "router", "workers"):
-            raise self.fail(f"{where}.latency_from", f"{src!r} is not one of '', 'router', 'workers'")
+            raise self.fail(f"{where}.latency_from", f"{brief(src)} is not one of '', 'router', 'workers'")
         routers = {}
         for n, r in self.mapping(d["routers"], f"{where}.routers").items():
-            rd = self.obj(r, f"{where}.routers.{n}", ("queued", "inflight"))
-            routers[n] = RouterGauges(self.num(rd["queued"], f"{where}.routers.{n}.queued"),
-                                      self.num(rd["inflight"], f"{where}.routers.{n}.inflight"))
+            at = f"{where}.routers.{_key(n)}"
+            rd = self.obj(r, at, ("queued", "inflight"))
+            routers[n] = RouterGauges(self.num(rd["queued"], f"{at}.queued"), self.num(rd["inflight"], f"{at}.inflight"))
         return Bucket(
             ts_ns=self.int_(d["ts_ns"], f"{where}.ts_ns"),
-            workers={n: self.worker(w, f"{where}.workers.{n}")
+            workers={n: self.worker(w, f"{where}.workers.{_key(n)}")
                      for n, w in self.mapping(d["workers"], f"{where}.workers").items()},
             routers=routers, latency_from=src,
             latency_names=self.strs(d["latency_names"], f"{where}.latency_names"),
@@ -300,8 +342,10 @@ class _Reader:
 def decode_page(obj: object, url: str) -> BucketPage:
     """Validate a parsed ``/v1/buckets`` JSON value from ``url``; InputError names URL and field."""
     r = _Reader(url)
-    if isinstance(obj, dict) and obj.get("version") != BUCKETS_VERSION:
-        raise r.fail("version", f"{obj.get('version')!r} is not the supported {BUCKETS_VERSION}")
+    if isinstance(obj, dict):
+        version = obj.get("version")
+        if isinstance(version, bool) or not isinstance(version, int) or version != BUCKETS_VERSION:
+            raise r.fail("version", f"{brief(version)} is not the supported {BUCKETS_VERSION}")
     d = r.obj(obj, "(page)", ("version", "agent", "bucket_ms", "newest_ns", "buckets"))
     if not isinstance(d["buckets"], list):
         raise r.fail("buckets", f"expected a list, got {type(d['buckets']).__name__}")
@@ -312,3 +356,27 @@ def decode_page(obj: object, url: str) -> BucketPage:
     newest = d["newest_ns"]
     return BucketPage(r.str_(d["agent"], "agent"), r.int_(d["bucket_ms"], "bucket_ms", lo=1),
                       None if newest is None else r.int_(newest, "newest_ns"), buckets)
+
+
+def decode_page_json(raw: bytes | str, url: str) -> BucketPage:
+    """:func:`decode_page` of JSON text, parsed with the depth (64) and size (:data:`MAX_PAGE_BYTES`)
+    caps of :func:`ebb.untrusted.loads_json`; InputError naming ``url`` for every bad text."""
+    try:
+        obj = loads_json(raw, max_bytes=MAX_PAGE_BYTES)
+    except UntrustedInput as exc:
+        raise InputError(f"answer refused: {exc}", path=url, fix=_FIX) from exc
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise InputError(f"answer is not JSON: {str(exc)[:200]}", path=url, fix=_FIX) from exc
+    return decode_page(obj, url)
+
+
+def encode_bucket_json(bucket: Bucket) -> bytes:
+    """One bucket as compact JSON bytes (the element :func:`page_json` joins)."""
+    return json.dumps(_enc_bucket(bucket), separators=(",", ":"), allow_nan=False).encode()
+
+
+def page_json(agent: str, bucket_ms: int, newest_ns: int | None, buckets: Sequence[bytes]) -> bytes:
+    """The page JSON around already-encoded buckets; equal after parsing to ``encode_page``'s."""
+    head = json.dumps({"version": BUCKETS_VERSION, "agent": agent, "bucket_ms": bucket_ms,
+                       "newest_ns": newest_ns}, separators=(",", ":"))
+    return b"".join((head[:-1].encode(), b',"buckets":[', b",".join(buckets), b"]}"))

@@ -2,7 +2,18 @@
 
 ``ebb agent --endpoint http://127.0.0.1:8001 --endpoint http://127.0.0.1:8000 --port 9100`` polls
 the listed workers/router; ``--endpoints-from http://127.0.0.1:8000`` polls that router and the
-workers its ``GET /workers`` lists (re-read every second). The agent's URL is printed on start.
+workers its ``GET /workers`` lists (re-read every second, at most ``--max-endpoints`` = 256). The
+agent's URL is printed on start. Every URL must be http(s) with a host, a non-empty non-zero port
+if one is written, and no user info, query or fragment: anything else exits 2 with one line.
+
+Serving: ``--bind`` (default 127.0.0.1, a developer run; a DaemonSet passes 0.0.0.0 so probes and
+scrapes on the pod IP reach it) and ``--port``. With a token — read from ``--token-file PATH`` (a
+mounted Secret; surrounding whitespace stripped) or else the ``EBB_AGENT_TOKEN`` environment
+variable — ``/v1/buckets`` answers 401 unless the request carries ``Authorization: Bearer <token>``;
+``--protect-metrics`` puts ``/metrics`` behind it too; ``/healthz`` stays open for probes. Without a
+token on an address other than loopback a warning says the data is open to anyone who can connect.
+``--tls-cert``/``--tls-key`` serve https; ``--tls-client-ca`` also requires client certificates
+signed by that CA (mutual TLS). ``--max-connections`` caps open connections (256).
 
 NVML: ``--nvml`` requires it (exit 2 with the install command when ``nvidia-ml-py`` is missing or no
 driver answers), ``--no-nvml`` skips it, and by default it is used when available. GPM metrics are
@@ -12,18 +23,26 @@ network and disk rates.
 
 from __future__ import annotations
 
+import ipaddress
+import os
 import signal
 import threading
+from pathlib import Path
 from types import FrameType
 
 import typer
 
-from ebb.agent.server import Agent
+from ebb.agent.discovery import MAX_ENDPOINTS
+from ebb.agent.server import Agent, ServerLimits, server_tls_context
 from ebb.cli.app import app
 from ebb.errors import ConfigError, MissingExtraError, SourceUnavailable
 from ebb.sources.base import MetricSource
 
-__all__ = ["agent_command", "open_nvml"]
+__all__ = ["TOKEN_ENV", "agent_command", "open_nvml", "read_token"]
+
+TOKEN_ENV = "EBB_AGENT_TOKEN"
+"""Environment variable holding the agent's bearer token when no ``--token-file`` is given."""
+_MAX_TOKEN_FILE_BYTES = 64 * 1024
 
 
 def open_nvml(required: bool | None) -> MetricSource | None:
@@ -41,13 +60,56 @@ def open_nvml(required: bool | None) -> MetricSource | None:
         return None
 
 
+def read_token(token_file: Path | None, environ: dict[str, str] | None = None) -> str | None:
+    """The bearer token: the file's content (stripped) when given, else ``$EBB_AGENT_TOKEN``, else None.
+
+    ConfigError (one line, with the fix) for a file that cannot be read, is larger than 64 KiB or
+    holds no token; an empty ``EBB_AGENT_TOKEN`` counts as unset."""
+    if token_file is not None:
+        try:
+            with token_file.open("rb") as fh:
+                raw = fh.read(_MAX_TOKEN_FILE_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(f"cannot read --token-file {str(token_file)!r}: {exc.strerror or exc} "
+                              "(fix: mount the Secret there, or point --token-file at a readable file)") from exc
+        if len(raw) > _MAX_TOKEN_FILE_BYTES:
+            raise ConfigError(f"--token-file {str(token_file)!r} is larger than 64 KiB "
+                              "(fix: the file must hold the token alone)")
+        token = raw.decode("utf-8", "replace").strip()
+        if not token:
+            raise ConfigError(f"--token-file {str(token_file)!r} is empty (fix: write the token into it)")
+        return token
+    value = (os.environ if environ is None else environ).get(TOKEN_ENV, "").strip()
+    return value or None
+
+
+def _loopback(bind: str) -> bool:
+    if bind == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bind).is_loopback
+    except ValueError:
+        return False
+
+
 @app.command("agent")
 def agent_command(
     endpoint: list[str] = typer.Option([], "--endpoint", help="A worker or router URL to poll (repeatable)."),
     endpoints_from: str | None = typer.Option(
         None, "--endpoints-from", help="Router URL: poll it and the workers its GET /workers lists."),
     port: int = typer.Option(0, "--port", help="Port to serve on (0: any free port)."),
-    bind: str = typer.Option("127.0.0.1", "--bind", help="Address to listen on (0.0.0.0 for all)."),
+    bind: str = typer.Option("127.0.0.1", "--bind", help="Address to listen on (default 127.0.0.1: this "
+                             "host only; 0.0.0.0 for all IPv4 addresses, as a DaemonSet needs)."),
+    token_file: Path | None = typer.Option(None, "--token-file", help="File holding the bearer token that "
+                                           f"readers must send (default: ${TOKEN_ENV}; none: no auth)."),
+    protect_metrics: bool = typer.Option(False, "--protect-metrics", help="Require the token on /metrics too."),
+    tls_cert: Path | None = typer.Option(None, "--tls-cert", help="PEM certificate: serve https."),
+    tls_key: Path | None = typer.Option(None, "--tls-key", help="PEM private key of --tls-cert."),
+    tls_client_ca: Path | None = typer.Option(None, "--tls-client-ca", help="PEM CA bundle: require client "
+                                              "certificates it signed (mutual TLS)."),
+    max_endpoints: int = typer.Option(MAX_ENDPOINTS, "--max-endpoints", help="Endpoints polled at most."),
+    max_connections: int = typer.Option(ServerLimits.max_connections, "--max-connections",
+                                        help="Open connections served at most."),
     nvml: bool | None = typer.Option(None, "--nvml/--no-nvml", help="Sample the GPUs through NVML "
                                      "(default: when available)."),
     host_metrics: bool = typer.Option(False, "--host-metrics", help="Sample host CPU/memory/net/disk."),
@@ -59,20 +121,36 @@ def agent_command(
         raise ConfigError("ebb agent needs --endpoint URL (repeatable) or --endpoints-from ROUTER_URL")
     if bucket_ms < 1 or not 0 <= port < 65536:
         raise ConfigError(f"--bucket-ms must be >= 1 and --port in [0, 65535], got {bucket_ms}, {port}")
+    if max_endpoints < 1 or max_connections < 1:
+        raise ConfigError(f"--max-endpoints and --max-connections must be >= 1, got {max_endpoints}, "
+                          f"{max_connections}")
+    if (tls_cert is None) != (tls_key is None) or (tls_client_ca is not None and tls_cert is None):
+        raise ConfigError("TLS needs both --tls-cert and --tls-key (and --tls-client-ca only with them)")
+    token = read_token(token_file)
+    tls = (server_tls_context(str(tls_cert), str(tls_key), str(tls_client_ca) if tls_client_ca else None)
+           if tls_cert is not None and tls_key is not None else None)
+    limits = ServerLimits(max_connections=max_connections,
+                          max_connections_per_peer=min(ServerLimits.max_connections_per_peer, max_connections))
+    # built before NVML is opened, so a bad URL or token exits 2 without touching the GPUs
+    agent = Agent(endpoint, port=port, bucket_ms=bucket_ms, name=name, endpoints_from=endpoints_from, bind=bind,
+                  token=token, protect_metrics=protect_metrics, ssl_context=tls, limits=limits,
+                  max_endpoints=max_endpoints)
+    if token is None and not _loopback(bind):
+        typer.echo(f"warning: serving /v1/buckets on {bind} without a token: anyone who can connect reads the "
+                   f"fleet's data (fix: --token-file PATH or ${TOKEN_ENV})", err=True)
     gpu = open_nvml(nvml)
     host = None
     if host_metrics:
         from ebb.sources.host import HostSampler
 
         host = HostSampler(per_core=False)
+    agent.attach_samplers(nvml=gpu, host=host)
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
     previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    agent = Agent(endpoint, port=port, bucket_ms=bucket_ms, nvml=gpu, host=host, name=name,
-                  endpoints_from=endpoints_from, bind=bind)
     try:
         url = agent.start()
         typer.echo(url)

@@ -5,8 +5,14 @@ the policy saw (a table), the weights, the vetoes, the chosen victims, the plan,
 parents (``caused_by``) and children (later decisions of the same run caused by this one).
 ``--json`` prints the same as one JSON object. ``ebb explain --list [--run RUN]`` lists recent decisions.
 
-The ledger is only read; a missing ledger file is an error, never silently created.
-Exit codes: 0 found, 2 unknown decision id (the message lists the nearest ids) or unusable ledger.
+The ledger is only read, and opened read-only (an SQLite ledger on a read-only mount or in a
+directory this user cannot write opens too); a missing ledger file is an error, never silently
+created. Malformed rows are never fatal to a listing: the good rows are shown and one
+``warning: skipped N malformed rows ...`` line (naming the first) goes to stderr. The decision asked
+for being malformed is an error. etcd ledgers take ``--etcd-ca/--etcd-cert/--etcd-key/--etcd-user/
+--etcd-password-file`` (see ``ebb.cli.ledger_options``).
+Exit codes: 0 found, 2 unknown or malformed decision id (the message lists the nearest ids) or
+unusable ledger — one line, never a traceback.
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ from typing import Annotated, Any
 import typer
 
 from ebb.cli.app import app
-from ebb.errors import EbbError
-from ebb.ledger import DEFAULT_PATH, Ledger, open_ledger
+from ebb.cli.ledger_options import (EtcdCaOpt, EtcdCertOpt, EtcdKeyOpt, EtcdPasswordFileOpt, EtcdUserOpt, etcd_auth,
+                                    quiet_row_warnings, skipped_warning)
+from ebb.errors import EbbError, InputError
+from ebb.ledger import DEFAULT_PATH, Ledger, MalformedRow, open_ledger
 from ebb.model.decisions import CycleRecord, DecisionRecord
 from ebb.model.ids import CycleId, DecisionId, RunId
 
@@ -73,10 +81,21 @@ def _table(rows: list[tuple[str, str]], header: tuple[str, str]) -> list[str]:
     return out
 
 
-def _causal(ledger: Ledger, d: DecisionRecord) -> tuple[list[tuple[DecisionId, DecisionRecord | None]],
-                                                       list[DecisionRecord]]:
-    parents = [(p, ledger.get_decision(p)) for p in d.caused_by]
+def _parent(ledger: Ledger, pid: DecisionId, skipped: list[MalformedRow]) -> DecisionRecord | None:
+    """A parent decision; None when it is not in the ledger, or is malformed there (then it is also
+    added to ``skipped``, so the warning line names it: a parent is context, not the answer)."""
+    try:
+        return ledger.get_decision(pid)
+    except InputError as exc:
+        skipped.append(MalformedRow("decision", pid, str(exc)))
+        return None
+
+
+def _causal(ledger: Ledger, d: DecisionRecord, skipped: list[MalformedRow]
+            ) -> tuple[list[tuple[DecisionId, DecisionRecord | None]], list[DecisionRecord]]:
+    parents = [(p, _parent(ledger, p, skipped)) for p in d.caused_by]
     children = [c for c in ledger.decisions(run_id=d.run_id) if d.decision_id in c.caused_by]
+    skipped += ledger.skipped
     return parents, children
 
 
@@ -138,8 +157,10 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def _list(ledger: Ledger, where: str, run: str | None, limit: int, as_json: bool) -> None:
+def _list(ledger: Ledger, where: str, run: str | None, limit: int, as_json: bool,
+          skipped: list[MalformedRow]) -> None:
     found = ledger.decisions(run_id=RunId(run) if run is not None else None)
+    skipped += ledger.skipped
     recent = found[max(0, len(found) - limit):]
     if as_json:
         typer.echo(json.dumps([d.to_dict() for d in recent], ensure_ascii=False))
@@ -166,32 +187,52 @@ def explain_command(
     list_: Annotated[bool, typer.Option("--list", help="List recent decisions instead.")] = False,
     run: Annotated[str | None, typer.Option("--run", help="With --list: only this run.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="With --list: how many recent decisions.")] = 20,
+    etcd_ca: EtcdCaOpt = None,
+    etcd_cert: EtcdCertOpt = None,
+    etcd_key: EtcdKeyOpt = None,
+    etcd_user: EtcdUserOpt = None,
+    etcd_password_file: EtcdPasswordFileOpt = None,
 ) -> None:
     """Explain one decision from the ledger: when, what, why (signals, weights, vetoes) and what it caused."""
     if not list_ and decision_id is None:
         raise _fail("give a DECISION_ID, or --list to see recent decisions")
-    try:
-        led = open_ledger(ledger, create=False)
-    except EbbError as exc:
-        raise _fail(str(exc)) from exc
-    try:
-        if list_:
-            _list(led, ledger, run, limit, as_json)
-            return
-        assert decision_id is not None
-        d = led.get_decision(DecisionId(decision_id))
-        if d is None:
-            near = nearest_ids(decision_id, [x.decision_id for x in led.decisions()])
-            hint = f" Nearest ids: {', '.join(near)}." if near else ""
-            raise _fail(f"no decision {decision_id!r} in ledger {ledger}.{hint} "
-                        f"List decisions with: ebb explain --list --ledger {ledger}")
-        cycle = led.get_cycle(CycleId(d.cycle_id))
-        parents, children = _causal(led, d)
-        if as_json:
-            typer.echo(json.dumps(explain_json(d, cycle, parents, children), ensure_ascii=False, indent=2))
-        else:
-            typer.echo(explain_text(d, cycle, parents, children))
-    except EbbError as exc:
-        raise _fail(str(exc)) from exc
-    finally:
-        led.close()
+    skipped: list[MalformedRow] = []
+    with quiet_row_warnings():
+        try:
+            auth = etcd_auth(etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file)
+            led = open_ledger(ledger, create=False, read_only=True, etcd_auth=auth)
+        except EbbError as exc:
+            raise _fail(str(exc)) from exc
+        try:
+            if list_:
+                _list(led, ledger, run, limit, as_json, skipped)
+                _warn(ledger, skipped)
+                return
+            assert decision_id is not None
+            d = led.get_decision(DecisionId(decision_id))
+            if d is None:
+                near = nearest_ids(decision_id, [x.decision_id for x in led.decisions()])
+                hint = f" Nearest ids: {', '.join(near)}." if near else ""
+                raise _fail(f"no decision {decision_id!r} in ledger {ledger}.{hint} "
+                            f"List decisions with: ebb explain --list --ledger {ledger}")
+            try:
+                cycle = led.get_cycle(CycleId(d.cycle_id))
+            except InputError as exc:  # the cycle row is context: explain the decision, name the bad row
+                skipped.append(MalformedRow("cycle", d.cycle_id, str(exc)))
+                cycle = None
+            parents, children = _causal(led, d, skipped)
+            if as_json:
+                typer.echo(json.dumps(explain_json(d, cycle, parents, children), ensure_ascii=False, indent=2))
+            else:
+                typer.echo(explain_text(d, cycle, parents, children))
+            _warn(ledger, skipped)
+        except EbbError as exc:
+            raise _fail(str(exc)) from exc
+        finally:
+            led.close()
+
+
+def _warn(where: str, skipped: list[MalformedRow]) -> None:
+    warning = skipped_warning(where, skipped)
+    if warning is not None:
+        typer.echo(warning, err=True)

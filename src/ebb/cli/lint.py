@@ -3,7 +3,9 @@
 ``--format human|json|sarif``; ``--explain ID`` prints a rule's documentation; ``--config`` points at an
 ``.ebb-lint.yaml`` (default: the one in the current folder, if any) whose ``disable:`` lists rule ids.
 Inline ``# ebb: ignore[ID]`` on a finding's line suppresses it.
-Exit codes: 0 clean, 1 findings, 2 usage or parse error (after linting every other file).
+Exit codes: 0 clean, 1 findings, 2 usage or parse error (after linting every other file). Every
+error is one line naming the file (and line) and the fix; a hostile file (billion laughs, deep
+nesting) is a parse error within milliseconds, never a hang or a traceback (see :mod:`ebb.lint.core`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import typer
 from rich.console import Console
 
 from ebb.cli.app import app
+from ebb.errors import ConfigError
 from ebb.lint import ALL_RULES, CONFIG_NAME, lint_paths, load_disabled, rule_by_id
 from ebb.lint.output import dumps, render_human, to_json, to_sarif
 
@@ -30,7 +33,7 @@ def lint(
     config: Annotated[Path | None, typer.Option("--config", help=f"Config file (default ./{CONFIG_NAME}).")] = None,
 ) -> None:
     """Lint configs for cost and stability pitfalls."""
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)  # soft_wrap: every error stays on one line
     if explain is not None:
         rule = rule_by_id(explain)
         if rule is None:
@@ -55,7 +58,7 @@ def lint(
         raise typer.Exit(2)
     try:
         disabled = load_disabled(cfg)
-    except ValueError as exc:
+    except ConfigError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from exc
     result = lint_paths(paths, ALL_RULES, disabled)

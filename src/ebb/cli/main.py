@@ -34,8 +34,12 @@ def main() -> None:
         app()
     except EbbError as exc:
         from rich.console import Console
+        from rich.markup import escape
 
-        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+        # One line whatever the terminal width (a CI log, a pipe): no wrapping, the text never
+        # read as markup (an error quoting "[/path]" would otherwise crash the error printer).
+        console = Console(stderr=True, soft_wrap=True)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         sys.exit(2)
 
 

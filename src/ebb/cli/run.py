@@ -18,22 +18,70 @@ from rich.live import Live
 from rich.table import Table
 
 from ebb.cli.app import app
+from ebb.cli.ledger_options import EtcdCaOpt, EtcdCertOpt, EtcdKeyOpt, EtcdPasswordFileOpt, EtcdUserOpt, etcd_auth
 from ebb.errors import ConfigError
 
 _console = Console()
 
 
-def _source(kind: str, agents: list[str], prometheus: str | None) -> Any:
+def _secret(path: Path | None, env: str, flag: str) -> str | None:
+    """A token from a file (a mounted Secret; surrounding whitespace dropped) or ``$env``; None without."""
+    if path is None:
+        return os.environ.get(env) or None
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{flag} {path}: cannot read the token: {exc} (fix: point it at the mounted "
+                          "Secret's file)") from exc
+    if not token or any(c.isspace() for c in token):
+        raise ConfigError(f"{flag} {path}: the file must hold one token with no spaces (fix: write only the token)")
+    return token
+
+
+def _tls(ca: Path | None, cert: Path | None, key: Path | None, prefix: str) -> Any:
+    """TLS files for a client, checked now; None when none is given."""
+    if ca is None and cert is None and key is None:
+        return None
+    if (cert is None) != (key is None):
+        raise ConfigError(f"--{prefix}-cert and --{prefix}-key go together (fix: give both, or neither)")
+    for p in (ca, cert, key):
+        if p is not None and not p.is_file():
+            raise ConfigError(f"--{prefix}-*: {p} is not a readable file (fix: check the path)")
+    from ebb.sources.http_get import TlsOptions
+    opts = TlsOptions(ca_file=str(ca) if ca else None, cert_file=str(cert) if cert else None,
+                      key_file=str(key) if key else None)
+    opts.context()  # InputError naming the file now, not at the first cycle
+    return opts
+
+
+def _prometheus_client(url: str | None, token_file: Path | None, ca: Path | None, cert: Path | None,
+                       key: Path | None) -> Any:
+    """The client the --prometheus-* flags describe (None without a URL); ConfigError for unusable ones."""
+    if not url:
+        if token_file or ca or cert or key:
+            raise ConfigError("--prometheus-token-file/-ca/-cert/-key need --prometheus-url (fix: add it)")
+        return None
+    from ebb.sources.prometheus import PrometheusClient
+    tls = _tls(ca, cert, key, "prometheus")
+    token = None if token_file else _secret(None, "EBB_PROMETHEUS_TOKEN", "--prometheus-token-file")
+    # A token file is re-read when it changes (a rotated Kubernetes token), not only now.
+    return PrometheusClient(url, token=token, token_file=token_file, tls=tls)
+
+
+def _source(kind: str, agents: list[str], prometheus: str | None, *, agent_token: str | None = None,
+            agent_tls: Any = None, prometheus_client: Any = None, prometheus_selector: str | None = None,
+            replica_label: str = "worker") -> Any:
     if kind == "agents":
         if not agents:
             raise ConfigError("--source agents needs at least one --agent URL (an `ebb agent` endpoint)")
         from ebb.sources.agents import AgentSource
-        return AgentSource(agents)
+        return AgentSource(agents, token=agent_token, tls=agent_tls)
     if kind == "prometheus":
         if not prometheus:
             raise ConfigError("--source prometheus needs --prometheus URL (e.g. http://127.0.0.1:9090)")
-        from ebb.sources.prometheus import PrometheusClient, PrometheusSource
-        return PrometheusSource(PrometheusClient(prometheus))
+        from ebb.sources.prometheus import DEFAULT_SELECTOR, PrometheusClient, PrometheusSource
+        return PrometheusSource(prometheus_client or PrometheusClient(prometheus), replica_label=replica_label,
+                                selector=DEFAULT_SELECTOR if prometheus_selector is None else prometheus_selector)
     raise ConfigError(f"--source must be agents or prometheus, got {kind!r}")
 
 
@@ -44,6 +92,20 @@ def run_cmd(
     agent: Annotated[list[str], typer.Option("--agent", help="Agent URL (repeatable).")] = [],  # noqa: B006
     prometheus: Annotated[str | None, typer.Option("--prometheus-url", "--prometheus",
                                                    help="Prometheus base URL (source and PromQL gates).")] = None,
+    prometheus_selector: Annotated[str | None, typer.Option(
+        help='Label matchers added to every source query, e.g. job="ebb",namespace="serving" '
+             '(default job=~"ebb|ebb-.+"; "" = unscoped, logged as a warning).')] = None,
+    prometheus_replica_label: Annotated[str, typer.Option(
+        help="Label naming a replica in Prometheus (worker; in Kubernetes a label the scrape sets, e.g. pod).")]
+    = "worker",
+    prometheus_token_file: Annotated[Path | None, typer.Option(
+        help="File holding Prometheus' bearer token, re-read when it changes (default: $EBB_PROMETHEUS_TOKEN).")]
+    = None,
+    prometheus_ca: Annotated[Path | None, typer.Option(help="CA bundle that signs Prometheus' TLS certificate.")]
+    = None,
+    prometheus_cert: Annotated[Path | None, typer.Option(help="Client certificate for a Prometheus with mTLS.")]
+    = None,
+    prometheus_key: Annotated[Path | None, typer.Option(help="Key of --prometheus-cert.")] = None,
     actuator: Annotated[str, typer.Option(help="local (worker processes on this machine) or kubernetes.")] = "local",
     namespace: Annotated[str, typer.Option(help="Kubernetes namespace of the scaled Deployment.")] = "default",
     deployment: Annotated[str | None, typer.Option(help="Kubernetes Deployment to scale.")] = None,
@@ -58,6 +120,11 @@ def run_cmd(
     = False,
     candidate_id: Annotated[str | None, typer.Option(envvar="EBB_INSTANCE",
                                                      help="This controller's id in the election.")] = None,
+    etcd_ca: EtcdCaOpt = None,
+    etcd_cert: EtcdCertOpt = None,
+    etcd_key: EtcdKeyOpt = None,
+    etcd_user: EtcdUserOpt = None,
+    etcd_password_file: EtcdPasswordFileOpt = None,
     workloads: Annotated[Path | None, typer.Option(help="L2 workload classes YAML (weights, α, SLO, floor).")]
     = None,
     workload_class: Annotated[str | None, typer.Option(help="Class of the scaled workload (default: the first).")]
@@ -70,7 +137,15 @@ def run_cmd(
     interval_s: Annotated[float, typer.Option(help="Cycle period (s).")] = 1.0,
     max_staleness_s: Annotated[float, typer.Option(help="Older data counts as missing (s).")] = 5.0,
     run_id: Annotated[str | None, typer.Option(help="Ledger run id (default live-<target>).")] = None,
+    agent_token_file: Annotated[Path | None, typer.Option(
+        help="File holding the agents' bearer token (a mounted Secret; default: $EBB_AGENT_TOKEN).")] = None,
+    agent_ca: Annotated[Path | None, typer.Option(help="CA bundle that signs the agents' TLS certificates.")] = None,
+    agent_cert: Annotated[Path | None, typer.Option(help="Client certificate for agents that require mTLS.")] = None,
+    agent_key: Annotated[Path | None, typer.Option(help="Key of --agent-cert.")] = None,
     metrics_port: Annotated[int | None, typer.Option(help="Serve Ebb's own /metrics on this port.")] = None,
+    metrics_bind: Annotated[str, typer.Option(
+        help="Address /metrics listens on: 127.0.0.1 here, 0.0.0.0 in a pod (probes and scrapes use the pod IP).")]
+    = "127.0.0.1",
     otlp: Annotated[str | None, typer.Option(help="Send traces to this OTLP/HTTP endpoint (extra otel).")] = None,
     cycles: Annotated[int | None, typer.Option(help="Stop after this many cycles (default: run until SIGTERM).")]
     = None,
@@ -78,9 +153,9 @@ def run_cmd(
 ) -> None:
     """Run the controller on the wall clock: the simulator's decision code against live signals."""
     from ebb.ledger import open_ledger
-    from ebb.ledger.location import parse_location
+    from ebb.ledger.location import check_auth_fits, parse_location
     from ebb.live.controller import Controller, ControllerSettings
-    from ebb.live.policy_spec import build_live_policy
+    from ebb.live.policy_spec import build_live_policy, replica_bounds
     from ebb.telemetry.logs import configure_logging
     from ebb.telemetry.metrics import EbbMetrics
     from ebb.telemetry.tracing import CycleTracer, configure_otlp, local_provider
@@ -97,18 +172,27 @@ def run_cmd(
     if elect and loc.kind != "etcd":
         raise ConfigError("--elect needs an etcd ledger (--ledger etcd://HOST:PORT/PREFIX): the fencing "
                           "token is checked by the ledger's own transactions")
-    src = _source(source, agent, prometheus)
+    ledger_auth = etcd_auth(etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file)
+    check_auth_fits(loc, ledger_auth)
+    if metrics_port is not None and not 0 <= metrics_port <= 65535:
+        raise ConfigError(f"--metrics-port must be in 0-65535, got {metrics_port}")
+    prom_client = _prometheus_client(prometheus, prometheus_token_file, prometheus_ca, prometheus_cert,
+                                     prometheus_key)
+    src = _source(source, agent, prometheus, agent_token=_secret(agent_token_file, "EBB_AGENT_TOKEN",
+                                                                  "--agent-token-file"),
+                  agent_tls=_tls(agent_ca, agent_cert, agent_key, "agent"), prometheus_client=prom_client,
+                  prometheus_selector=prometheus_selector, replica_label=prometheus_replica_label)
     pol = build_live_policy(policy, slo_ttft_ms=slo_ttft_ms, slo_e2e_ms=slo_e2e_ms, initial=workers,
                             interval_s=interval_s, max_staleness_s=max_staleness_s,
                             workload=_workload(workloads, workload_class), gates=_gates(gates))
+    pol_min, pol_max = replica_bounds(pol)
     probe = None
     if getattr(pol, "gates", ()) and prometheus:
         from ebb.live.gate_probe import prometheus_gate_probe
-        from ebb.sources.prometheus import PrometheusClient
-        probe = prometheus_gate_probe(PrometheusClient(prometheus))
+        probe = prometheus_gate_probe(prom_client)
     settings = ControllerSettings(run_id=run_id or f"live-{target.replace('/', '-')}", target=target,
                                   mode=mode, interval_s=interval_s,  # type: ignore[arg-type]
-                                  max_staleness_s=max_staleness_s)
+                                  max_staleness_s=max_staleness_s, min_replicas=pol_min, max_replicas=pol_max)
 
     handler = configure_logging(json=log_json, stream=sys.stderr)
     closers: list[Any] = [lambda: logging.getLogger().removeHandler(handler)]
@@ -128,14 +212,14 @@ def run_cmd(
         if elect:
             from ebb.ledger.election import LeaderElector
             elector = LeaderElector(loc.target, f"{loc.prefix or 'ebb'}/leader/{target}",
-                                    candidate_id or f"{socket.gethostname()}-{os.getpid()}")
+                                    candidate_id or f"{socket.gethostname()}-{os.getpid()}", auth=ledger_auth)
             elector.start()
             closers.append(elector.close)
-        store = open_ledger(ledger)
+        store = open_ledger(ledger, writer=True, etcd_auth=ledger_auth)  # SQLite: one controller per file
         closers.append(store.close)
         metrics = EbbMetrics()
         if metrics_port is not None:
-            _console.print(f"metrics: {metrics.serve(metrics_port)}")
+            _console.print(f"metrics: {metrics.serve(metrics_port, bind=metrics_bind)}")
             closers.append(metrics.stop)
         tracer = CycleTracer(configure_otlp(otlp) if otlp else local_provider())
         ctl = Controller(pol, src, act, store, settings, tracer=tracer, metrics=metrics, elector=elector,

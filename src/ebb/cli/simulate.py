@@ -16,7 +16,9 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ebb.cli.app import app
+from ebb.cli.ledger_options import EtcdCaOpt, EtcdCertOpt, EtcdKeyOpt, EtcdPasswordFileOpt, EtcdUserOpt, etcd_auth
 from ebb.errors import InputError
+from ebb.ledger.location import EtcdAuth, check_auth_fits, parse_location
 from ebb.model.trace import CountSeries
 from ebb.sim.compare import FIDELITIES, Comparison, compare
 from ebb.sim.policies import KNOWN_POLICIES
@@ -45,14 +47,14 @@ def _table(cmp: Comparison) -> Table:
     return t
 
 
-def _record(where: str, cmp: Comparison, console: Console) -> None:
+def _record(where: str, cmp: Comparison, console: Console, etcd: EtcdAuth | None = None) -> None:
     """Append every policy's decisions to the ledger, one transaction per cycle."""
     from ebb.decide.ratelimit import TokenBucket
     from ebb.ledger import open_ledger
     from ebb.sim.decision_log import run_cycles
 
     run_id = "r" + hashlib.sha1(f"{time.time_ns()}{cmp.workload_name}".encode()).hexdigest()[:5]
-    book = open_ledger(where)
+    book = open_ledger(where, etcd_auth=etcd)
     try:
         n = 0
         first: dict[str, str] = {}
@@ -111,12 +113,20 @@ def simulate(
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the scorecards as JSON here")] = None,
     ledger: Annotated[str, typer.Option(help="Record every decision here (SQLite path or etcd://HOST:PORT); "
                                         "'' to skip. Explain one with: ebb explain ID")] = "ebb-ledger.sqlite",
+    etcd_ca: EtcdCaOpt = None,
+    etcd_cert: EtcdCertOpt = None,
+    etcd_key: EtcdKeyOpt = None,
+    etcd_user: EtcdUserOpt = None,
+    etcd_password_file: EtcdPasswordFileOpt = None,
     report: Annotated[Path | None, typer.Option(help="Write the self-contained HTML report here")] = None,
     quiet: Annotated[bool, typer.Option(help="No progress output")] = False,
 ) -> None:
     """Replay a trace through HPA, KEDA, static and oracle policies; print cost and SLO side by side."""
     # Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
     console = Console() if sys.stdout.isatty() else Console(width=150)
+    ledger_auth = etcd_auth(etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file)
+    if ledger:
+        check_auth_fits(parse_location(ledger), ledger_auth)
     items = parse_policies(policy, KNOWN_POLICIES)
     tr = open_trace(trace, fmt, time_col=time_col, count_col=count_col, tokens_in_col=tokens_in_col,
                     tokens_out_col=tokens_out_col)
@@ -139,15 +149,23 @@ def simulate(
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=console, disable=quiet, transient=True) as progress:
         task = progress.add_task("preparing workload", total=None)
-        cmp = compare(tr, items, settings, fidelity=fid, load_scale=load_scale, peak_replicas=peak_replicas,
-                      fluid_bin_s=None if fluid_bin_ms is None else fluid_bin_ms / 1000.0,
-                      on_step=lambda msg: progress.update(task, description=msg))
+        try:
+            cmp = compare(tr, items, settings, fidelity=fid, load_scale=load_scale, peak_replicas=peak_replicas,
+                          fluid_bin_s=None if fluid_bin_ms is None else fluid_bin_ms / 1000.0,
+                          on_step=lambda msg: progress.update(task, description=msg))
+        except MemoryError as exc:
+            # The request cap (ebb.model.trace_ops.MAX_REQUESTS) refuses oversized expansions before
+            # allocating; this is the backstop for what it cannot foresee (a trace spanning years,
+            # a machine with little memory). numpy raises it before the allocation, so we can report.
+            raise InputError(f"not enough memory to simulate this trace ({tr.requests:,} requests over "
+                             f"{tr.duration_s:,.0f} s): {' '.join(str(exc).split())}", path=str(tr.source or trace),
+                             fix="use --fidelity fluid, a smaller --load-scale, or a shorter trace") from exc
     console.print(_table(cmp))
     o = cmp.oracle
     console.print(f"oracle: headroom x{o.headroom:.3f}, smoothing {o.smoothing_s} s, "
                   f"{o.tried} candidate schedules simulated in the final search")
     if ledger:
-        _record(ledger, cmp, console)
+        _record(ledger, cmp, console, ledger_auth)
     if json_out is not None:
         data = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.scorecard.as_dict().items()}
                 for r in cmp.runs]

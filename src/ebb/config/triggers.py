@@ -15,14 +15,12 @@ naming the file, the key path (``any[1].op``) and the fix. Evaluation lives in
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
 
-from ebb.config.yamlio import config_error, load_mapping
-from ebb.errors import ConfigError
+from ebb.config.yamlio import config_error, describe, finite_number, load_mapping, read_config_text
 
 __all__ = ["DEFAULT_TRIGGERS_YAML", "OPS", "Rule", "Trigger", "default_triggers", "load_triggers",
            "parse_triggers"]
@@ -76,27 +74,28 @@ _fail = config_error
 
 
 def _number(source: str, key: str, v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
-        raise _fail(source, key, f"expected a finite number, got {v!r}", "write a plain number")
-    return float(v)
+    x = finite_number(v)
+    if x is None:
+        raise _fail(source, key, f"expected a finite number, got {describe(v)}", "write a plain number")
+    return x
 
 
 def _rule(source: str, where: str, raw: Any) -> Rule:
     if not isinstance(raw, dict):
-        raise _fail(source, where, f"expected a mapping, got {raw!r}",
+        raise _fail(source, where, f"expected a mapping, got {describe(raw)}",
                     "write {signal: ..., op: ..., threshold: ...}")
-    unknown = sorted(set(raw) - set(_RULE_KEYS))
+    unknown = sorted(set(raw) - set(_RULE_KEYS), key=str)
     if unknown:
-        raise _fail(source, f"{where}.{unknown[0]}", "unknown key",
+        raise _fail(source, f"{where}.{str(unknown[0])[:60]}", "unknown key",
                     f"use only {', '.join(_RULE_KEYS)}")
     for req in ("signal", "op", "threshold"):
         if req not in raw:
             raise _fail(source, f"{where}.{req}", "missing", f"add {req}: ...")
     if not isinstance(raw["signal"], str) or not raw["signal"]:
-        raise _fail(source, f"{where}.signal", f"expected a series name, got {raw['signal']!r}",
+        raise _fail(source, f"{where}.signal", f"expected a series name, got {describe(raw['signal'])}",
                     "e.g. signal: gpm_sm_util_pct")
     if raw["op"] not in OPS:
-        raise _fail(source, f"{where}.op", f"unknown operator {raw['op']!r}",
+        raise _fail(source, f"{where}.op", f"unknown operator {describe(raw['op'])}",
                     f"use one of {', '.join(OPS)} (quote it in YAML)")
     sustain = _number(source, f"{where}.sustain_s", raw.get("sustain_s", 0.0))
     if sustain < 0:
@@ -112,9 +111,9 @@ def _rule(source: str, where: str, raw: Any) -> Rule:
 def parse_triggers(text: str, source: str = "<string>") -> Trigger:
     """Parse one trigger from YAML text; ``source`` names the file in errors."""
     doc = load_mapping(text, source, "write name: ... and all: [...] or any: [...]")
-    unknown = sorted(set(doc) - {"name", "all", "any"})
+    unknown = sorted(set(doc) - {"name", "all", "any"}, key=str)
     if unknown:
-        raise _fail(source, unknown[0], "unknown key", "use only name, all, any")
+        raise _fail(source, str(unknown[0])[:60], "unknown key", "use only name, all, any")
     combos = [k for k in ("all", "any") if k in doc]
     if len(combos) != 1:
         raise _fail(source, "all/any", f"need exactly one of all/any, got {combos or 'none'}",
@@ -126,18 +125,14 @@ def parse_triggers(text: str, source: str = "<string>") -> Trigger:
     rules = tuple(_rule(source, f"{combine}[{i}]", r) for i, r in enumerate(raw_rules))
     name = doc.get("name", Path(source).stem)
     if not isinstance(name, str):
-        raise _fail(source, "name", f"expected text, got {name!r}", "quote the name")
+        raise _fail(source, "name", f"expected text, got {describe(name)}", "quote the name")
     return Trigger(name=name, combine="all" if combine == "all" else "any", rules=rules)
 
 
 def load_triggers(path: str | Path) -> Trigger:
     """Read and parse a trigger file; ConfigError names the file when it cannot be read."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read trigger file: {exc.strerror} (fix: check the path)") from exc
-    return parse_triggers(text, str(p))
+    return parse_triggers(read_config_text(p, "trigger file"), str(p))
 
 
 def default_triggers() -> Trigger:

@@ -21,14 +21,12 @@ The rules that use these classes live in :mod:`ebb.decide.semantics` (pure).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 
-from ebb.config.yamlio import config_error, load_mapping
-from ebb.errors import ConfigError
+from ebb.config.yamlio import config_error, describe, finite_number, load_mapping, read_config_text
 
 __all__ = ["DEFAULT_WORKLOADS_YAML", "WorkloadClass", "default_workload_classes",
            "load_workload_classes", "parse_workload_classes"]
@@ -123,12 +121,16 @@ _RANGES: dict[str, tuple[float, bool, float | None, str]] = {
 
 _fail = config_error
 
+MAX_MIN_REPLICAS = 100_000
+"""Largest ``min_replicas`` accepted: 100 times the Ebb policy's default ``max_replicas`` (1,000),
+so only a typo or a hostile file is refused, and the value always fits numpy's int64."""
+
 
 def _number(source: str, key: str, v: Any, spec: tuple[float, bool, float | None, str]) -> float:
     lo, lo_incl, hi, fix = spec
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
-        raise _fail(source, key, f"expected a finite number, got {v!r}", fix)
-    x = float(v)
+    x = finite_number(v)
+    if x is None:
+        raise _fail(source, key, f"expected a finite number, got {describe(v)}", fix)
     if (x < lo if lo_incl else x <= lo) or (hi is not None and x > hi):
         raise _fail(source, key, f"{x:g} out of range", fix)
     return x
@@ -136,28 +138,32 @@ def _number(source: str, key: str, v: Any, spec: tuple[float, bool, float | None
 
 def _class(source: str, where: str, raw: Any) -> WorkloadClass:
     if not isinstance(raw, dict):
-        raise _fail(source, where, f"expected a mapping, got {raw!r}",
+        raise _fail(source, where, f"expected a mapping, got {describe(raw)}",
                     "write {name: ..., base_weight: ..., alpha: ...}")
     unknown = sorted(set(raw) - set(_KEYS), key=str)
     if unknown:
-        raise _fail(source, f"{where}.{unknown[0]}", "unknown key", f"use only {', '.join(_KEYS)}")
+        raise _fail(source, f"{where}.{str(unknown[0])[:60]}", "unknown key", f"use only {', '.join(_KEYS)}")
     for req in _REQUIRED:
         if req not in raw:
             raise _fail(source, f"{where}.{req}", "missing", f"add {req}: ...")
+        if raw[req] is None:  # `alpha:` with nothing after it
+            raise _fail(source, f"{where}.{req}", "has no value", f"write a value after {req}:")
     name = raw["name"]
     if not isinstance(name, str) or not name:
-        raise _fail(source, f"{where}.name", f"expected a non-empty name, got {name!r}",
+        raise _fail(source, f"{where}.name", f"expected a non-empty name, got {describe(name)}",
                     "e.g. name: order-fulfilment")
     values: dict[str, float | None] = {}
     for key, spec in _RANGES.items():
         v = raw.get(key)
         values[key] = None if v is None else _number(source, f"{where}.{key}", v, spec)
     min_rep = raw.get("min_replicas", 1)
-    if isinstance(min_rep, bool) or not isinstance(min_rep, int) or min_rep < 0:
-        raise _fail(source, f"{where}.min_replicas", f"expected an integer >= 0, got {min_rep!r}",
+    if isinstance(min_rep, bool) or not isinstance(min_rep, int) or not 0 <= min_rep <= MAX_MIN_REPLICAS:
+        raise _fail(source, f"{where}.min_replicas",
+                    f"expected an integer >= 0 and <= {MAX_MIN_REPLICAS:,}, got {describe(min_rep)}",
                     "e.g. min_replicas: 2")
     base, alpha, margin = values["base_weight"], values["alpha"], values["veto_margin"]
-    assert base is not None and alpha is not None  # required keys, checked above
+    if base is None or alpha is None:  # unreachable: required and non-null, checked above
+        raise _fail(source, where, "base_weight and alpha are required", "add base_weight: and alpha:")
     return WorkloadClass(
         name=name, base_weight=base, alpha=alpha,
         p99_latency_ms=values["p99_latency_ms"], p95_latency_ms=values["p95_latency_ms"],
@@ -172,7 +178,7 @@ def parse_workload_classes(text: str, source: str = "<string>") -> tuple[Workloa
     doc = load_mapping(text, source, "write classes: [...]")
     unknown = sorted(set(doc) - {"classes"}, key=str)
     if unknown:
-        raise _fail(source, str(unknown[0]), "unknown key", "use only classes")
+        raise _fail(source, str(unknown[0])[:60], "unknown key", "use only classes")
     raw = doc.get("classes")
     if not isinstance(raw, list) or not raw:
         raise _fail(source, "classes", "expected a non-empty list of classes",
@@ -201,13 +207,7 @@ def load_workload_classes(path_or_text: str | Path) -> tuple[WorkloadClass, ...]
     if isinstance(path_or_text, str) and not _looks_like_path(path_or_text):
         return parse_workload_classes(path_or_text, "<string>")
     p = Path(path_or_text)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(
-            f"{p}: cannot read workload class file: {exc.strerror} (fix: check the path)"
-        ) from exc
-    return parse_workload_classes(text, str(p))
+    return parse_workload_classes(read_config_text(p, "workload class file"), str(p))
 
 
 def default_workload_classes() -> tuple[WorkloadClass, ...]:

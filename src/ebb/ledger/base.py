@@ -30,23 +30,84 @@ Guarantees every backend gives (checked by ``tests/contract/test_ledger_contract
   - **memory**: as SQLite, and while :attr:`MemoryLedger.current_token` is set (tests simulate an
     election with it) ``fence.token`` must equal it.
   - ``fence=None`` checks nothing (one controller, simulations), as before.
+* **Malformed rows.** A stored row that does not decode to a valid record (damaged file, forged or
+  hand-edited etcd key, bad JSON, a field of the wrong type or out of range, an unknown action, a
+  cycle whose decision rows are missing or damaged, a record stored under another record's key) is
+  never returned and never crashes a reader:
+
+  - ``get_cycle(id)`` / ``get_decision(id)`` on such a row raise :class:`~ebb.errors.InputError`
+    naming the ledger location, the row (cycle/decision id or etcd key), what is wrong and the fix.
+  - ``cycles()`` and ``decisions()`` skip it, log one WARNING per skipped row on the ``ebb.ledger``
+    logger (naming the row, as above), and return every other row; so one bad row hides only itself
+    (a cycle is skipped whole when its own row or any of its decision rows is malformed;
+    ``decisions()`` skips only the malformed decision rows).
+  - :attr:`Ledger.skipped` then lists what the **most recent** ``cycles()`` / ``decisions()`` call
+    on this object skipped (``()`` when nothing; reset by every such call). A caller that must not
+    act on a partial view — the controller resuming a run — checks it right after the call::
+
+        mine = ledger.cycles(run_id)
+        if ledger.skipped:              # some of this run's rows could not be read
+            ...                         # fail static: do not resume / do not act
+
+    After ``cycles(run_id)`` every skipped row is one of that run's (SQLite: its ``run_id`` column;
+    etcd: the run's index entries), so ``skipped`` says exactly whether the run's history is whole.
+  - The memory backend stores validated records, so it never holds a malformed row (``skipped`` is
+    always ``()``); the contract suite checks the rule on SQLite and a real etcd.
+  - Appending over a malformed row (same cycle id) raises ``InputError``: it is never overwritten.
 * **Errors.** Unreachable or busy stores raise :class:`~ebb.errors.TransientError`
-  (etcd: :class:`~ebb.errors.SourceUnavailable` naming the endpoint); a file that is not a ledger
-  raises :class:`~ebb.errors.InputError` naming the path.
+  (etcd: :class:`~ebb.errors.SourceUnavailable` naming the endpoint; SQLite: also a full disk or a
+  disk I/O error, with nothing written); a file that is not a ledger raises
+  :class:`~ebb.errors.InputError` naming the path. TLS or authentication failures (etcd) and a
+  second writer on one SQLite ledger (:class:`~ebb.ledger.sqlite.SqliteLedger` ``exclusive=True``)
+  raise :class:`~ebb.errors.ConfigError` naming the flag to fix: retrying cannot help.
 """
 
 from __future__ import annotations
 
+import logging
 import math
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
 
-from ebb.errors import LedgerConflict, NotLeader
+from ebb.errors import InputError, LedgerConflict, NotLeader
 from ebb.model.decisions import CycleRecord, DecisionRecord
 from ebb.model.ids import CycleId, DecisionId, RunId
 
-__all__ = ["Fence", "Ledger", "check_fence_token", "check_same_cycle", "cycle_order", "decision_order",
-           "decision_taken", "keep_last", "not_leader"]
+__all__ = ["Fence", "Ledger", "MalformedRow", "RowSkips", "check_fence_token", "check_same_cycle", "cycle_order",
+           "decision_order", "decision_taken", "keep_last", "not_leader"]
+
+log = logging.getLogger("ebb.ledger")
+
+RowKind = Literal["cycle", "decision", "review item"]
+
+
+@dataclass(frozen=True)
+class MalformedRow:
+    """A stored row a reader skipped because it does not decode (see "Malformed rows" above).
+
+    ``kind`` is what the row should hold; ``key`` the row's id (SQLite) or etcd key, as text;
+    ``error`` the :class:`~ebb.errors.InputError` text: the ledger location, the row, what is wrong
+    and the fix.
+    """
+
+    kind: RowKind
+    key: str
+    error: str
+
+
+@dataclass
+class RowSkips:
+    """Collects the malformed rows one listing call skips, logging each (one WARNING per row)."""
+
+    rows: list[MalformedRow] = field(default_factory=list)
+
+    def skip(self, kind: RowKind, key: str, exc: InputError) -> None:
+        """Record (and log) that the row ``key`` was skipped because of ``exc``."""
+        log.warning("skipping malformed ledger row: %s", exc)
+        self.rows.append(MalformedRow(kind, key, str(exc)))
+
+    def result(self) -> tuple[MalformedRow, ...]:
+        return tuple(self.rows)
 
 
 @dataclass(frozen=True)
@@ -95,11 +156,24 @@ class Ledger(Protocol):
         ...
 
     def cycles(self, run_id: RunId | None = None, limit: int | None = None) -> list[CycleRecord]:
-        """Cycles ordered by ``(ts_ns, cycle_id)``, optionally of one run; ``limit`` keeps the most recent."""
+        """Cycles ordered by ``(ts_ns, cycle_id)``, optionally of one run; ``limit`` keeps the most recent.
+
+        Malformed rows are skipped (logged, listed in :attr:`skipped`); with ``limit`` they still
+        count against it where the store applies the limit before decoding (SQLite), so fewer than
+        ``limit`` cycles may come back.
+        """
         ...
 
     def decisions(self, run_id: RunId | None = None, target: str | None = None) -> list[DecisionRecord]:
-        """Decisions ordered by ``(ts_ns, decision_id)``, optionally filtered by run and target."""
+        """Decisions ordered by ``(ts_ns, decision_id)``, optionally filtered by run and target.
+
+        Malformed rows are skipped (logged, listed in :attr:`skipped`).
+        """
+        ...
+
+    @property
+    def skipped(self) -> tuple[MalformedRow, ...]:
+        """The rows the most recent ``cycles()`` / ``decisions()`` call on this object skipped."""
         ...
 
     def close(self) -> None:

@@ -63,9 +63,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from ebb.errors import ConfigError, EbbError, TransientError
+from ebb.errors import ConfigError, EbbError, PermanentError, TransientError
 from ebb.ledger.base import Fence
 from ebb.ledger.etcd import EtcdGateway, _b64
+from ebb.ledger.location import EtcdAuth
 
 __all__ = ["CLOCK_DRIFT_RATIO", "ElectionStore", "EtcdElectionStore", "Fence", "LeaderElector"]
 
@@ -108,10 +109,11 @@ class ElectionStore(Protocol):
 
 
 class EtcdElectionStore:
-    """:class:`ElectionStore` over etcd's JSON gateway; ``timeout_s`` bounds each request."""
+    """:class:`ElectionStore` over etcd's JSON gateway; ``timeout_s`` bounds each request; ``auth`` as for
+    :class:`~ebb.ledger.etcd.EtcdLedger` (TLS files, user and password)."""
 
-    def __init__(self, endpoint: str, *, timeout_s: float) -> None:
-        self._gw = EtcdGateway(endpoint, timeout_s=timeout_s, owner="EtcdElectionStore")
+    def __init__(self, endpoint: str, *, timeout_s: float, auth: EtcdAuth | None = None) -> None:
+        self._gw = EtcdGateway(endpoint, timeout_s=timeout_s, owner="EtcdElectionStore", auth=auth)
         self.endpoint = self._gw.endpoint
 
     def _post(self, path: str, payload: dict[str, Any], op: str, *, gone_ok: bool = False) -> dict[str, Any]:
@@ -171,14 +173,15 @@ class LeaderElector:
     before the earliest possible lease expiry leadership ends locally; ``poll_every_s`` (default
     ``min(0.25, ttl_s / 10)``) is how often followers look at the key; ``timeout_s`` (default
     ``renew_every_s``) bounds each request. ``before_renew`` runs in the keep-alive thread before each
-    renewal (tests block it to play a stalled process). ``store`` replaces etcd (unit tests).
+    renewal (tests block it to play a stalled process). ``store`` replaces etcd (unit tests); ``auth``
+    holds the etcd TLS files and user (:class:`~ebb.ledger.location.EtcdAuth`).
     """
 
     def __init__(self, endpoint: str, election_key: str, candidate_id: str, *, ttl_s: int = 5,
                  renew_every_s: float | None = None, clock: Callable[[], float] = time.monotonic,
                  safety_margin_s: float | None = None, poll_every_s: float | None = None,
                  timeout_s: float | None = None, before_renew: Callable[[], None] | None = None,
-                 store: ElectionStore | None = None) -> None:
+                 store: ElectionStore | None = None, auth: EtcdAuth | None = None) -> None:
         if not isinstance(election_key, str) or not election_key:
             raise ConfigError(f"election key must be a non-empty string, got {election_key!r}")
         if not isinstance(candidate_id, str) or not candidate_id:
@@ -205,7 +208,7 @@ class LeaderElector:
         self._clock = clock
         self._before_renew = before_renew
         self._store: ElectionStore = store if store is not None else EtcdElectionStore(
-            endpoint, timeout_s=self.renew_every_s if timeout_s is None else timeout_s)
+            endpoint, timeout_s=self.renew_every_s if timeout_s is None else timeout_s, auth=auth)
         self.endpoint = self._store.endpoint
         self._cond = threading.Condition()
         self._term: _Term | None = None
@@ -213,6 +216,7 @@ class LeaderElector:
         self._want = False
         self._closed = False
         self._outage = False
+        self._refused: str | None = None  # the last permanent error logged by the thread (logged once)
         self._thread: threading.Thread | None = None
 
     # -- queries --------------------------------------------------------------------------------------
@@ -351,6 +355,13 @@ class LeaderElector:
                     return
             try:
                 pause = self.step()
+                self._refused = None
+            except PermanentError as exc:  # TLS or auth refused: say it once, keep trying slowly
+                if str(exc) != self._refused:
+                    self._refused = str(exc)
+                    log.error("%s: etcd refused the election (%s); retrying every %.2f s",
+                              self.candidate_id, exc, max(self.poll_every_s, 1.0))
+                pause = max(self.poll_every_s, 1.0)
             except Exception:  # the thread must outlive any surprise; leadership lapses meanwhile
                 with self._cond:
                     if self._closed:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 
-from ebb.ledger.base import (Fence, check_fence_token, check_same_cycle, cycle_order, decision_order,
+from ebb.ledger.base import (Fence, MalformedRow, check_fence_token, check_same_cycle, cycle_order, decision_order,
                              decision_taken, keep_last, not_leader)
 from ebb.model.decisions import CycleRecord, DecisionRecord
 from ebb.model.ids import CycleId, DecisionId, RunId
@@ -90,6 +90,11 @@ class MemoryLedger:
             out = [d for d in self._decisions.values()
                    if (run_id is None or d.run_id == run_id) and (target is None or d.target == target)]
         return sorted(out, key=decision_order)
+
+    @property
+    def skipped(self) -> tuple[MalformedRow, ...]:
+        """Always ``()``: this store holds validated records only, so no row can be malformed."""
+        return ()
 
     def close(self) -> None:
         with self._lock:

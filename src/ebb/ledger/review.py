@@ -17,24 +17,38 @@ between the two; setting a replica count is itself idempotent). If the budget (d
 SPEC §3.5) runs out before the last step, or the actuator raises, the unfinished roots are enqueued.
 
 The log does not change the :class:`~ebb.ledger.base.Ledger` protocol; it only shares its storage.
+
+**Malformed items.** A stored review item that does not decode (bad JSON, a field of the wrong type,
+an unknown status, a negative retry count, an item stored under another item's key) is never
+returned: :meth:`~CompensationLog.show` and the updates raise :class:`~ebb.errors.InputError` naming
+the row and the fix; :meth:`~CompensationLog.list` skips it with one WARNING per row on the
+``ebb.ledger`` logger and lists it in ``skipped`` (the rows the most recent ``list`` call skipped).
+``read_only=True`` (``ebb review list/show``) opens an SQLite log without writing anything, as
+:class:`~ebb.ledger.sqlite.SqliteLedger` does; a ledger that never queued an item reads as empty.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, cast, runtime_checkable
+from urllib.parse import unquote_to_bytes
 
-from ebb.errors import ConfigError, PermanentError, TransientError
+from ebb.errors import ConfigError, InputError, PermanentError, TransientError
 from ebb.gates.rollback import CompensationStep, EventGraph, plan_compensation
-from ebb.ledger.etcd import _READ_BATCH, DEFAULT_PREFIX, EtcdGateway, _b64, _prefix_end, _q, _unb64
-from ebb.ledger.location import parse_location
-from ebb.ledger.sqlite import DEFAULT_PATH, SqliteLedger, SqliteStore
+from ebb.ledger.base import MalformedRow, RowSkips
+from ebb.ledger.base import log as ledger_log
+from ebb.ledger.etcd import _READ_BATCH, DEFAULT_PREFIX, EtcdGateway, _b64, _key_text, _prefix_end, _q, _unb64
+from ebb.ledger.etcd import ROW_FIX as ETCD_ROW_FIX
+from ebb.ledger.location import EtcdAuth, check_auth_fits, parse_location
+from ebb.ledger.sqlite import DEFAULT_PATH, NotUtf8, SqliteLedger, SqliteStore
+from ebb.ledger.sqlite import ROW_FIX as SQLITE_ROW_FIX
+from ebb.untrusted import checked_int, loads_json
 
 __all__ = [
     "ReviewStatus", "ReviewItem", "ReviewItemNotFound", "CompensationLog", "MemoryCompensationLog",
@@ -69,12 +83,68 @@ class ReviewItem:
                           sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
-    def from_json(cls, raw: str | bytes) -> ReviewItem:
-        d = json.loads(raw)
-        status = d["status"]
-        if status not in ("pending", "resolved"):
-            raise ValueError(f"review item status must be pending or resolved, got {status!r}")
-        return cls(str(d["event_id"]), str(d["reason"]), float(d["ts"]), status, str(d["note"]), int(d["retries"]))
+    def from_dict(cls, data: object, *, where: str | None = None, fix: str | None = None) -> ReviewItem:
+        """The item in ``data`` (a parsed JSON object or a row's columns by name); any bad value raises
+        :class:`~ebb.errors.InputError` naming ``where`` (the row), the field and ``fix``."""
+        try:
+            return _decode_item(data)
+        except ValueError as exc:
+            ident = data.get("event_id") if isinstance(data, dict) else None
+            name = f" {ident!r:.60}" if isinstance(ident, str) and ident else ""
+            raise InputError(f"malformed review item{name}: {exc}", path=where,
+                             fix=fix or SQLITE_ROW_FIX) from exc
+
+    @classmethod
+    def from_json(cls, raw: str | bytes, *, where: str | None = None, fix: str | None = None) -> ReviewItem:
+        """Parse :meth:`to_json` output; any bad text raises :class:`~ebb.errors.InputError` (see
+        :meth:`from_dict`)."""
+        try:
+            data = loads_json(raw)
+        except (ValueError, RecursionError) as exc:
+            raise InputError(f"malformed review item: not valid JSON ({exc}): {raw[:60]!r}", path=where,
+                             fix=fix or SQLITE_ROW_FIX) from exc
+        return cls.from_dict(data, where=where, fix=fix)
+
+
+_STATUSES: Final = ("pending", "resolved")
+
+
+def _decode_item(data: object) -> ReviewItem:
+    """ValueError naming the first bad field of a review item."""
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+
+    def get(key: str) -> Any:
+        if key not in data:
+            raise ValueError(f"missing field {key!r}")
+        return data[key]
+
+    def text(key: str, *, empty: bool = True) -> str:
+        value = get(key)
+        if not isinstance(value, str) or (not empty and not value):
+            what = "text that is not UTF-8" if isinstance(value, NotUtf8) else f"{type(value).__name__} {value!r:.40}"
+            raise ValueError(f"{key} must be a {'non-empty ' if not empty else ''}string, got {what}")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{key} holds text that is not valid Unicode") from None
+        return value
+
+    event_id, reason, note = text("event_id", empty=False), text("reason"), text("note")
+    ts = get("ts")
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)):
+        raise ValueError(f"ts must be a number of seconds, got {type(ts).__name__} {ts!r:.40}")
+    try:
+        ts_s = float(ts)
+    except OverflowError:
+        raise ValueError("ts is an integer past the float range") from None
+    if not math.isfinite(ts_s):
+        raise ValueError(f"ts must be finite, got {ts!r}")
+    status = get("status")
+    if status not in _STATUSES:
+        raise ValueError(f"status must be pending or resolved, got {status!r:.40}")
+    retries = checked_int(get("retries"), "retries", lo=0)
+    return ReviewItem(event_id, reason, ts_s, cast(ReviewStatus, status), note, retries)
 
 
 ReviewItems = list[ReviewItem]  # alias: the log classes have a method named ``list``
@@ -97,7 +167,13 @@ class CompensationLog(Protocol):
         ...
 
     def list(self, status: ReviewStatus | None = None) -> ReviewItems:
-        """Items ordered by ``(ts, event_id)``, optionally of one status."""
+        """Items ordered by ``(ts, event_id)``, optionally of one status; malformed items are skipped
+        (logged, in :attr:`skipped`)."""
+        ...
+
+    @property
+    def skipped(self) -> tuple[MalformedRow, ...]:
+        """The items the most recent :meth:`list` call skipped because they are malformed."""
         ...
 
     def show(self, item_id: str) -> ReviewItem | None:
@@ -177,6 +253,11 @@ class MemoryCompensationLog:
     def retry(self, item_id: str) -> ReviewItem:
         return self._update(item_id, status="pending", retries=1)
 
+    @property
+    def skipped(self) -> tuple[MalformedRow, ...]:
+        """Always ``()``: items are built in-process, never decoded."""
+        return ()
+
     def close(self) -> None:
         pass
 
@@ -206,47 +287,62 @@ class SqliteCompensationLog(SqliteStore):
     Opening first opens the file as a :class:`~ebb.ledger.sqlite.SqliteLedger` (which creates or
     validates the ledger schema), so a non-ledger file is refused with :class:`~ebb.errors.InputError`.
     Same durability as the ledger: WAL, ``synchronous=FULL``, one transaction per call.
+    ``read_only=True`` writes nothing (implies ``create=False``; the log's tables are not created, and
+    a ledger without them reads as an empty queue; updates raise :class:`~ebb.errors.InputError`).
     """
 
     _USE = "an ebb compensation log"
     _FIX = "point --ledger at a ledger file"
 
     def __init__(self, path: str | os.PathLike[str] = DEFAULT_PATH, *, create: bool = True,
-                 busy_timeout_s: float = 5.0) -> None:
+                 busy_timeout_s: float = 5.0, read_only: bool = False) -> None:
         self.path = os.fspath(path)
         if self.path == ":memory:":
             raise ConfigError("SqliteCompensationLog needs a file path (use MemoryCompensationLog in memory)")
-        SqliteLedger(self.path, create=create, busy_timeout_s=busy_timeout_s).close()
+        SqliteLedger(self.path, create=create, busy_timeout_s=busy_timeout_s, read_only=read_only).close()
         self._lock = threading.RLock()
-        self._closed = False
+        self._skipped: tuple[MalformedRow, ...] = ()
+        self._open(read_only=read_only, exclusive=False, busy_timeout_s=busy_timeout_s)
         try:
-            self._conn = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None,
-                                         check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise self._wrap(exc, "open") from exc
-        try:
-            with self._errors("open"):
-                self._conn.execute("PRAGMA journal_mode=WAL").fetchone()
-                self._conn.execute("PRAGMA synchronous=FULL")
-            with self._txn("open") as conn:
-                for stmt in _SQL_SCHEMA.split(";"):
-                    if stmt.strip():
-                        conn.execute(stmt)
-                conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('review_schema_version', ?)",
-                             (str(REVIEW_SCHEMA_VERSION),))
+            with self._txn("open", write=not read_only) as conn:
+                if read_only:
+                    self._has_queue = "review_queue" in self._tables(conn)
+                    self._has_done = "compensation_done" in self._tables(conn)
+                else:
+                    for stmt in _SQL_SCHEMA.split(";"):
+                        if stmt.strip():
+                            conn.execute(stmt)
+                    conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('review_schema_version', ?)",
+                                 (str(REVIEW_SCHEMA_VERSION),))
+                    self._has_queue = self._has_done = True
         except BaseException:
             self._conn.close()
             raise
 
+    @property
+    def skipped(self) -> tuple[MalformedRow, ...]:
+        return self._skipped
 
-    @staticmethod
-    def _item(row: Sequence[Any]) -> ReviewItem:
-        return ReviewItem(row[0], row[1], float(row[2]), row[3], row[4], int(row[5]))
+    _ITEM_COLS: Final = ("event_id", "reason", "ts", "status", "note", "retries")
+
+    def _item(self, row: Sequence[Any]) -> ReviewItem:
+        """The item in one ``review_queue`` row (``rowid`` first); InputError naming the row."""
+        ident = row[1] if len(row) > 1 else None
+        name = f"row {ident!r:.60}" if isinstance(ident, str) and ident else f"rowid {row[0] if row else None!r}"
+        where = f"{self.path} (review_queue {name})"
+        if len(row) != 1 + len(self._ITEM_COLS):
+            raise InputError(f"malformed review item: {len(row)} columns, expected {1 + len(self._ITEM_COLS)}",
+                             path=where, fix=SQLITE_ROW_FIX)
+        return ReviewItem.from_dict(dict(zip(self._ITEM_COLS, row[1:])), where=where, fix=SQLITE_ROW_FIX)
+
+    _SELECT: Final = "SELECT rowid, event_id, reason, ts, status, note, retries FROM review_queue"
 
     def done_ids(self, among: Iterable[str] | None = None) -> set[str]:
         with self._txn("done_ids", write=False) as conn:
+            if not self._has_done:
+                return set()
             if among is None:
-                return {r[0] for r in conn.execute("SELECT event_id FROM compensation_done")}
+                return {r[0] for r in conn.execute("SELECT event_id FROM compensation_done") if isinstance(r[0], str)}
             wanted = sorted(set(among))
             found: set[str] = set()
             for i in range(0, len(wanted), 500):
@@ -267,25 +363,38 @@ class SqliteCompensationLog(SqliteStore):
             conn.execute("INSERT INTO review_queue VALUES (?, ?, ?, 'pending', '', 0) "
                          "ON CONFLICT(event_id) DO UPDATE SET reason=excluded.reason, ts=excluded.ts, "
                          "status='pending'", (event_id, reason, ts))
-            row = conn.execute("SELECT * FROM review_queue WHERE event_id = ?", (event_id,)).fetchone()
+            row = conn.execute(f"{self._SELECT} WHERE event_id = ?", (event_id,)).fetchone()
         return self._item(row)
 
     def list(self, status: ReviewStatus | None = None) -> ReviewItems:
         where, args = ("WHERE status = ?", [status]) if status is not None else ("", [])
         with self._txn("list", write=False) as conn:
-            rows = conn.execute(f"SELECT * FROM review_queue {where} ORDER BY ts, event_id", args).fetchall()
-        return [self._item(r) for r in rows]
+            rows = (conn.execute(f"{self._SELECT} {where} ORDER BY ts, event_id", args).fetchall()
+                    if self._has_queue else [])
+        skips = RowSkips()
+        out: list[ReviewItem] = []
+        for r in rows:
+            try:
+                out.append(self._item(r))
+            except InputError as exc:
+                skips.skip("review item", r[1] if isinstance(r[1], str) else f"rowid {r[0]}", exc)
+        self._skipped = skips.result()
+        return out
 
     def show(self, item_id: str) -> ReviewItem | None:
         with self._txn("show", write=False) as conn:
-            row = conn.execute("SELECT * FROM review_queue WHERE event_id = ?", (item_id,)).fetchone()
+            row = (conn.execute(f"{self._SELECT} WHERE event_id = ?", (item_id,)).fetchone()
+                   if self._has_queue else None)
         return None if row is None else self._item(row)
 
     def _set(self, item_id: str, sql: str, args: Sequence[Any], op: str) -> ReviewItem:
         with self._txn(op) as conn:
-            if conn.execute(f"UPDATE review_queue SET {sql} WHERE event_id = ?", (*args, item_id)).rowcount != 1:
+            old = conn.execute(f"{self._SELECT} WHERE event_id = ?", (item_id,)).fetchone()
+            if old is None:
                 raise _not_found(item_id)
-            row = conn.execute("SELECT * FROM review_queue WHERE event_id = ?", (item_id,)).fetchone()
+            self._item(old)  # a malformed item is reported, never updated
+            conn.execute(f"UPDATE review_queue SET {sql} WHERE event_id = ?", (*args, item_id))
+            row = conn.execute(f"{self._SELECT} WHERE event_id = ?", (item_id,)).fetchone()
         return self._item(row)
 
     def resolve(self, item_id: str, note: str = "") -> ReviewItem:
@@ -313,30 +422,73 @@ class EtcdCompensationLog:
     Errors as :class:`~ebb.ledger.etcd.EtcdLedger`: no answer → :class:`~ebb.errors.SourceUnavailable`.
     """
 
-    def __init__(self, endpoint: str, *, prefix: str = DEFAULT_PREFIX, timeout_s: float = 5.0) -> None:
+    def __init__(self, endpoint: str, *, prefix: str = DEFAULT_PREFIX, timeout_s: float = 5.0,
+                 auth: EtcdAuth | None = None) -> None:
         clean = prefix.strip("/")
         if not clean:
             raise ConfigError(f"etcd key prefix must be non-empty, got {prefix!r}")
-        self._gw = EtcdGateway(endpoint, timeout_s=timeout_s, owner="EtcdCompensationLog")
+        self._gw = EtcdGateway(endpoint, timeout_s=timeout_s, owner="EtcdCompensationLog", auth=auth)
         self.endpoint = self._gw.endpoint
         self.prefix = clean
         root = f"/{clean}/".encode()
         self._done_root = root + b"compensation/done/"
         self._review_root = root + b"review/"
+        self._skipped: tuple[MalformedRow, ...] = ()
+
+    @property
+    def skipped(self) -> tuple[MalformedRow, ...]:
+        return self._skipped
+
+    def _decode(self, kv: object, fallback: bytes) -> tuple[ReviewItem, int]:
+        """(item, mod_revision) of one gateway kv; InputError naming the key when it is malformed."""
+        if not isinstance(kv, dict):
+            raise InputError("malformed review item: not a key-value object", path=f"etcd {self.endpoint}",
+                             fix=ETCD_ROW_FIX)
+        try:
+            key = _unb64(kv.get("key", ""))
+        except ValueError:
+            key = fallback
+        where = f"etcd {self.endpoint} key {_key_text(key)}"
+        try:
+            raw = _unb64(kv.get("value", ""))
+        except ValueError as exc:
+            raise InputError(f"malformed review item: its value is not base64 ({exc})", path=where,
+                             fix=ETCD_ROW_FIX) from exc
+        item = ReviewItem.from_json(raw, where=where, fix=ETCD_ROW_FIX)
+        if key != self._key(item.event_id):
+            raise InputError(f"malformed review item: it holds item {item.event_id!r}, stored under another key",
+                             path=where, fix=ETCD_ROW_FIX)
+        try:
+            rev = int(kv.get("mod_revision", 0))
+        except (TypeError, ValueError):
+            rev = 0
+        return item, rev
 
     def _post(self, path: str, payload: dict[str, Any], op: str) -> dict[str, Any]:
         return self._gw.post(path, payload, op)
 
-    def _range(self, key: bytes, op: str, *, prefix: bool = False) -> list[dict[str, Any]]:
+    def _range(self, key: bytes, op: str, *, prefix: bool = False, keys_only: bool = False) -> list[Any]:
         payload: dict[str, Any] = {"key": _b64(key)}
         if prefix:
             payload["range_end"] = _b64(_prefix_end(key))
-        return list(self._post("/kv/range", payload, op).get("kvs", []))
+        if keys_only:
+            payload["keys_only"] = True
+        kvs = self._post("/kv/range", payload, op).get("kvs", [])
+        return list(kvs) if isinstance(kvs, list) else []
 
     def done_ids(self, among: Iterable[str] | None = None) -> set[str]:
-        if among is None:
-            kvs = self._range(self._done_root, "done_ids", prefix=True)
-            return {json.loads(_unb64(kv.get("value", "")))["event_id"] for kv in kvs}
+        if among is None:  # the key names the event (percent-encoded): no value needs decoding
+            kvs = self._range(self._done_root, "done_ids", prefix=True, keys_only=True)
+            out: set[str] = set()
+            for kv in kvs:
+                try:
+                    key = _unb64(kv.get("key", "") if isinstance(kv, dict) else "")
+                    if key.startswith(self._done_root):
+                        out.add(unquote_to_bytes(key[len(self._done_root):]).decode("utf-8"))
+                except ValueError:  # not base64 / not UTF-8: no event id can be read from it
+                    ledger_log.warning("etcd %s: a compensation-done key that names no event id; ignored",
+                                       self.endpoint)
+            return out
         wanted = sorted(set(among))
         found: set[str] = set()
         for i in range(0, len(wanted), _READ_BATCH):  # one read-only Txn per batch (etcd --max-txn-ops)
@@ -366,7 +518,7 @@ class EtcdCompensationLog:
         kvs = self._range(self._key(item_id), op)
         if not kvs:
             return None, 0
-        return ReviewItem.from_json(_unb64(kvs[0].get("value", ""))), int(kvs[0].get("mod_revision", 0))
+        return self._decode(kvs[0], self._key(item_id))
 
     def _cas(self, item_id: str, change: Callable[[ReviewItem | None], ReviewItem], op: str) -> ReviewItem:
         key = self._key(item_id)
@@ -389,7 +541,15 @@ class EtcdCompensationLog:
 
     def list(self, status: ReviewStatus | None = None) -> ReviewItems:
         kvs = self._range(self._review_root, "list", prefix=True)
-        return _sorted_items((ReviewItem.from_json(_unb64(kv.get("value", ""))) for kv in kvs), status)
+        skips = RowSkips()
+        items: list[ReviewItem] = []
+        for kv in kvs:
+            try:
+                items.append(self._decode(kv, self._review_root)[0])
+            except InputError as exc:
+                skips.skip("review item", exc.path or self._review_root.decode(), exc)
+        self._skipped = skips.result()
+        return _sorted_items(items, status)
 
     def show(self, item_id: str) -> ReviewItem | None:
         return self._get(item_id, "show")[0]
@@ -421,14 +581,17 @@ class EtcdCompensationLog:
         return f"EtcdCompensationLog({self.endpoint!r}, prefix={self.prefix!r})"
 
 
-def open_compensation_log(where: str | os.PathLike[str], *, create: bool = True) -> CompensationLog:
-    """Open the log next to a ledger; same locations as :func:`ebb.ledger.open_ledger`."""
+def open_compensation_log(where: str | os.PathLike[str], *, create: bool = True, read_only: bool = False,
+                          etcd_auth: EtcdAuth | None = None) -> CompensationLog:
+    """Open the log next to a ledger; same locations and options as :func:`ebb.ledger.open_ledger`
+    (``read_only`` applies to SQLite; ``etcd_auth`` to etcd)."""
     loc = parse_location(where)
+    check_auth_fits(loc, etcd_auth)
     if loc.kind == "etcd":
-        return EtcdCompensationLog(loc.target, prefix=loc.prefix or DEFAULT_PREFIX)
+        return EtcdCompensationLog(loc.target, prefix=loc.prefix or DEFAULT_PREFIX, auth=etcd_auth)
     if loc.kind == "memory":
         return MemoryCompensationLog()
-    return SqliteCompensationLog(loc.target, create=create)
+    return SqliteCompensationLog(loc.target, create=create, read_only=read_only)
 
 
 @dataclass(frozen=True, slots=True)

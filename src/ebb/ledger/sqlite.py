@@ -18,9 +18,33 @@ Guarantees (on top of :mod:`ebb.ledger.base`):
   ``BEGIN IMMEDIATE`` transaction and raises :class:`~ebb.errors.NotLeader` when ``fence.token`` is
   lower: once a newer leader has appended a cycle, an older one cannot, and the check cannot race
   another writer because the write lock is held.
-* **Errors.** ``database is locked``/``busy`` (after ``busy_timeout_s``) → :class:`~ebb.errors.TransientError`;
-  a corrupt or non-database file, or a path that cannot be opened → :class:`~ebb.errors.InputError`.
-  The ``sqlite3`` exception is chained as ``__cause__``.
+* **One writer** (``exclusive=True``, what a controller opens). The ledger takes an exclusive
+  ``flock`` on the sidecar file ``<path>.lock`` (created next to the ledger, holding the owner's pid
+  and host; never deleted) before it touches the database, and holds it until :meth:`close`. A second
+  exclusive opener — another controller on the same file, in this process or any other on this
+  host — is refused at once with :class:`~ebb.errors.ConfigError` ("another controller holds this
+  ledger (pid N on HOST)…; use --elect with an etcd ledger for HA"). The kernel drops the lock when
+  its process dies (SIGKILL included), so a restarted controller takes it over at once. Readers and
+  non-exclusive writers (``ebb explain``, ``ebb review``, simulations) never look at the lock.
+* **Read-only opening** (``read_only=True``, what ``ebb explain`` and ``ebb review list/show`` use).
+  The file is opened with SQLite's ``mode=ro`` (``PRAGMA query_only`` too): the database file is
+  never written and the schema is checked but never created (a missing or empty file is an
+  :class:`~ebb.errors.InputError`); in a writable directory SQLite may still create the ``-wal`` and
+  ``-shm`` side files every WAL reader uses. Where the directory is not writable (a read-only mount,
+  a ``chmod a-w`` copy) and no non-empty ``-wal`` file holds recent commits, the file is opened
+  ``immutable=1``, which needs no side files; such a reader does not see writes made after it opened
+  (there cannot be a writer in such a directory).
+* **Malformed rows** (see :mod:`ebb.ledger.base`): every column of every row read is type-checked
+  (text that is not UTF-8, numbers in a text column, JSON columns that are not JSON or nest deeper
+  than 64 levels, counts outside ``[0, 2**63 - 1]``), and a cycle row must have exactly
+  ``n_decisions`` decision rows. The error names the file and the row (id, or rowid when the id
+  itself is unreadable).
+* **Errors.** ``database is locked``/``busy`` (after ``busy_timeout_s``), a full disk
+  (``SQLITE_FULL``) and disk I/O errors (``SQLITE_IOERR``) → :class:`~ebb.errors.TransientError`,
+  with nothing written (the transaction is rolled back); a corrupt or non-database file, a file of
+  another application, a damaged schema, a read-only file opened for writing, or a path that cannot
+  be opened → :class:`~ebb.errors.InputError` naming the path and a fix for that case. The
+  ``sqlite3`` exception is chained as ``__cause__``.
 
 Schema (version 1)::
 
@@ -37,23 +61,32 @@ Schema (version 1)::
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
+import socket
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final
+from urllib.parse import quote
 
-from ebb.errors import InputError, TransientError
-from ebb.ledger.base import Fence, check_fence_token, check_same_cycle, decision_taken, keep_last, not_leader
+from ebb.errors import ConfigError, InputError, TransientError
+from ebb.ledger.base import (Fence, MalformedRow, RowSkips, check_fence_token, check_same_cycle, decision_taken,
+                             keep_last, not_leader)
 from ebb.model.decisions import CycleRecord, DecisionRecord
 from ebb.model.ids import CycleId, DecisionId, RunId
+from ebb.untrusted import checked_int, loads_json
 
-__all__ = ["SqliteLedger", "SCHEMA_VERSION", "DEFAULT_PATH"]
+__all__ = ["SqliteLedger", "SCHEMA_VERSION", "DEFAULT_PATH", "WriterLock", "decision_from_row", "cycle_from_rows",
+           "ROW_FIX"]
 
 SCHEMA_VERSION: Final = 1
 DEFAULT_PATH: Final = "ebb-ledger.sqlite"
+ROW_FIX: Final = ("ebb never rewrites a recorded row: restore the file from a backup, or delete this row in a copy "
+                  "with sqlite3 (the other rows stay readable)")
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -91,40 +124,228 @@ CREATE INDEX IF NOT EXISTS decisions_by_run ON decisions(run_id, ts_ns);
 CREATE INDEX IF NOT EXISTS decisions_by_target ON decisions(target, ts_ns);
 CREATE UNIQUE INDEX IF NOT EXISTS decisions_by_cycle ON decisions(cycle_id, position);
 """
+_LEDGER_TABLES: Final = frozenset({"meta", "cycles", "decisions"})
 
 _DECISION_COLS: Final = (
     "decision_id, cycle_id, position, run_id, ts_ns, target, action, from_replicas, to_replicas, "
     "reasons, signals, weights, vetoes, victims, plan, caused_by"
 )
+_CYCLE_COLS: Final = "cycle_id, run_id, ts_ns, policy, fencing_token, n_decisions, snapshot"
 _JSON_FIELDS: Final = ("reasons", "signals", "weights", "vetoes", "victims", "plan", "caused_by")
+_DECISION_ROW: Final = ("rowid", "decision_id", "cycle_id", "position", "run_id", "ts_ns", "target", "action",
+                        "from_replicas", "to_replicas", *_JSON_FIELDS)
+_CYCLE_ROW: Final = ("rowid", "cycle_id", "run_id", "ts_ns", "policy", "fencing_token", "n_decisions", "snapshot")
+_TEXT_COLS: Final = frozenset({"decision_id", "cycle_id", "run_id", "target", "action", "policy", "snapshot",
+                               *_JSON_FIELDS})
+_INT64_MAX: Final = 2**63 - 1
+
+# SQLite primary result codes (``sqlite3.Error.sqlite_errorcode & 0xFF``).
+_SQLITE_PERM, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY = 3, 5, 6, 8
+_SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 10, 11, 13, 14, 26
 
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
 
 
-class SqliteStore:
-    """Shared plumbing of Ebb's SQLite stores: error mapping and one-transaction-per-call.
+class NotUtf8(bytes):
+    """A TEXT value whose bytes are not UTF-8 (returned by the connections' ``text_factory`` instead of
+    failing the whole query, so only the row holding it is malformed)."""
 
-    Subclasses set ``path``, ``_conn``, ``_lock`` and ``_closed``, and name what the file is used
-    as (``_USE``) and the fix for a wrong file (``_FIX``). A locked or busy database becomes
-    :class:`~ebb.errors.TransientError` (retry in 0.5 s); any other SQLite error becomes
-    :class:`~ebb.errors.InputError` naming the path, with the cause chained.
+
+def _text(raw: bytes) -> str | NotUtf8:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return NotUtf8(raw)
+
+
+def _brief(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _row_name(table: str, ident: object, rowid: object, cycle_id: object = None) -> str:
+    name = f"{table} row {_brief(ident)}" if isinstance(ident, str) and ident else f"{table} rowid {rowid!r}"
+    if isinstance(cycle_id, str) and cycle_id:
+        name += f" of cycle {_brief(cycle_id)}"
+    return name
+
+
+def _columns(kind: str, row: Sequence[Any], names: Sequence[str], path: str, where: str) -> dict[str, Any]:
+    """``row`` as a dict by column name; InputError for a wrong shape or undecodable text."""
+    if len(row) != len(names):
+        raise InputError(f"malformed {kind}: {len(row)} columns, expected {len(names)}", path=where, fix=ROW_FIX)
+    out = dict(zip(names, row))
+    for name in names:
+        value = out[name]
+        if name in _TEXT_COLS and not isinstance(value, str):
+            what = "text that is not UTF-8" if isinstance(value, NotUtf8) else type(value).__name__
+            raise InputError(f"malformed {kind}: column {name} holds {what} ({_brief(value)}), not text",
+                             path=where, fix=ROW_FIX)
+    return out
+
+
+def _json_column(kind: str, name: str, text: str, where: str) -> Any:
+    try:
+        return loads_json(text)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"malformed {kind}: column {name} is not valid JSON ({exc}): {text[:60]!r}",
+                         path=where, fix=ROW_FIX) from exc
+
+
+def decision_from_row(row: Sequence[Any], *, path: str) -> DecisionRecord:
+    """The decision in one ``decisions`` row (``rowid`` first, then the table's columns in order).
+
+    Any malformed value raises :class:`~ebb.errors.InputError` naming ``path`` and the row.
+    """
+    rowid = row[0] if len(row) else None
+    ident = row[1] if len(row) > 1 else None
+    where = f"{path} ({_row_name('decisions', ident, rowid, row[2] if len(row) > 2 else None)})"
+    cols = _columns("decision", row, _DECISION_ROW, path, where)
+    data: dict[str, Any] = {k: cols[k] for k in ("decision_id", "cycle_id", "run_id", "ts_ns", "target", "action",
+                                                 "from_replicas", "to_replicas")}
+    for name in _JSON_FIELDS:
+        data[name] = _json_column("decision", name, cols[name], where)
+    try:
+        checked_int(cols["position"], "decision.position", lo=0, hi=_INT64_MAX)
+    except ValueError as exc:
+        raise InputError(f"malformed decision: {exc}", path=where, fix=ROW_FIX) from exc
+    return DecisionRecord.from_dict(data, where=where, fix=ROW_FIX)
+
+
+def cycle_from_rows(row: Sequence[Any], decision_rows: Sequence[Sequence[Any]], *, path: str) -> CycleRecord:
+    """The cycle in one ``cycles`` row (``rowid`` first) with its ``decisions`` rows (by position).
+
+    Any malformed value — in the cycle row or in one of its decision rows — raises
+    :class:`~ebb.errors.InputError` naming ``path`` and that row; so does a decision count that
+    differs from the row's ``n_decisions`` (decision rows lost or added by hand).
+    """
+    rowid = row[0] if len(row) else None
+    where = f"{path} ({_row_name('cycles', row[1] if len(row) > 1 else None, rowid)})"
+    cols = _columns("cycle", row, _CYCLE_ROW, path, where)
+    decisions = [decision_from_row(r, path=path) for r in decision_rows]
+    try:
+        n = checked_int(cols["n_decisions"], "cycle.n_decisions", lo=0, hi=_INT64_MAX)
+    except ValueError as exc:
+        raise InputError(f"malformed cycle: {exc}", path=where, fix=ROW_FIX) from exc
+    if n != len(decisions):
+        raise InputError(f"malformed cycle: the cycle row says {n} decisions but {len(decisions)} decision rows "
+                         "are stored", path=where, fix=ROW_FIX)
+    data = {k: cols[k] for k in ("cycle_id", "run_id", "ts_ns", "policy", "fencing_token")}
+    data["snapshot"] = _json_column("cycle", "snapshot", cols["snapshot"], where)
+    return CycleRecord.from_dict(data, where=where, fix=ROW_FIX, decisions=decisions)
+
+
+def _dir_writable(path: str) -> bool:
+    return os.access(os.path.dirname(os.path.abspath(path)) or ".", os.W_OK)
+
+
+def _nonempty(path: str) -> bool:
+    try:
+        return os.path.getsize(path) > 0
+    except OSError:
+        return False
+
+
+class WriterLock:
+    """An exclusive ``flock`` on ``<ledger>.lock``, held until :meth:`release` or the process dies.
+
+    :class:`~ebb.errors.ConfigError` when another holder has it (the message names its pid and host,
+    as written in the file); :class:`~ebb.errors.InputError` when the lock file cannot be created
+    (:class:`~ebb.errors.TransientError` when the disk is full).
+    """
+
+    def __init__(self, ledger_path: str) -> None:
+        self.path = f"{ledger_path}.lock"
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise TransientError(f"cannot create the ledger's writer lock {self.path}: the disk is full "
+                                     "(fix: free space on that filesystem)", retry_after_s=5.0) from exc
+            raise InputError(f"cannot create the writer lock {self.path}: {exc.strerror or exc}", path=ledger_path,
+                             fix="a controller needs the ledger's directory writable") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = self._holder(fd)
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise ConfigError(
+                    f"another controller holds this ledger ({holder}): {ledger_path} (lock {self.path}); two "
+                    "controllers on one SQLite ledger would both act (fix: stop the other controller, or use "
+                    "--elect with an etcd ledger for HA)") from exc
+            raise InputError(f"cannot lock {self.path}: {exc.strerror or exc}", path=ledger_path,
+                             fix="put the ledger on a local filesystem that supports flock") from exc
+        self._fd: int | None = fd
+        try:  # who holds it, for the message above; the lock itself does not depend on it
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        except OSError:
+            pass
+
+    @staticmethod
+    def _holder(fd: int) -> str:
+        try:
+            text = os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
+        except OSError:
+            text = ""
+        return text if text.startswith("pid ") else "pid unknown"
+
+    def release(self) -> None:
+        """Drop the lock (the file stays); releasing twice is allowed."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+class SqliteStore:
+    """Shared plumbing of Ebb's SQLite stores: opening, error mapping and one-transaction-per-call.
+
+    Subclasses set ``path`` and ``_lock`` and call :meth:`_open`, and name what the file is used as
+    (``_USE``) and the fix for a wrong file (``_FIX``). A locked or busy database, a full disk and a
+    disk I/O error become :class:`~ebb.errors.TransientError`; any other SQLite error becomes
+    :class:`~ebb.errors.InputError` naming the path and a fix for its kind, with the cause chained.
     """
 
     _USE: str = "an ebb ledger"
     _FIX: str = "point --ledger at a ledger file, or move this file away and start a new ledger"
     path: str
+    read_only: bool = False
+    immutable: bool = False
     _conn: sqlite3.Connection
     _lock: threading.RLock
     _closed: bool
+    _writer_lock: WriterLock | None = None
 
     def _wrap(self, exc: sqlite3.Error, op: str) -> Exception:
         msg = str(exc)
         low = msg.lower()
-        if "locked" in low or "busy" in low:
+        code = getattr(exc, "sqlite_errorcode", None)
+        primary = code & 0xFF if isinstance(code, int) else None
+        if primary in (_SQLITE_BUSY, _SQLITE_LOCKED) or "locked" in low or "busy" in low:
             return TransientError(f"ledger {self.path!r} is locked by another writer during {op}: {msg}",
                                   retry_after_s=0.5)
+        folder = os.path.dirname(os.path.abspath(self.path))
+        if primary == _SQLITE_FULL:
+            return TransientError(f"{self.path}: the disk holding the ledger is full ({op}: {msg}); nothing was written "
+                                  f"(fix: free space on the filesystem holding {folder})", retry_after_s=5.0)
+        if primary == _SQLITE_IOERR:
+            return TransientError(f"{self.path}: disk I/O error on the ledger ({op}: {msg}); nothing was written "
+                                  f"(the disk holding {folder} may be full or failing)", retry_after_s=5.0)
+        if primary == _SQLITE_READONLY:
+            return InputError(f"cannot write {self._USE} ({op}): {msg}", path=self.path,
+                              fix="a controller needs the file and its directory writable; `ebb explain` and "
+                                  "`ebb review list/show` read a read-only ledger as it is")
+        if primary in (_SQLITE_CANTOPEN, _SQLITE_PERM):
+            return InputError(f"cannot open {self._USE} ({op}): {msg}", path=self.path,
+                              fix="check that the file and its directory exist and are readable "
+                                  "(and writable, for a controller)")
+        if primary in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+            return InputError(f"not {self._USE}, or a damaged one ({op}): {msg}", path=self.path,
+                              fix="restore it from a backup, or move this file away (keep it) and start a new "
+                                  "ledger")
         return InputError(f"cannot use as {self._USE} ({op}): {msg}", path=self.path, fix=self._FIX)
 
     @contextmanager
@@ -133,6 +354,68 @@ class SqliteStore:
             yield
         except sqlite3.Error as exc:
             raise self._wrap(exc, op) from exc
+
+    def _open(self, *, read_only: bool, exclusive: bool, busy_timeout_s: float) -> None:
+        """Lock (``exclusive``), connect and set the pragmas; ``self._conn`` is set on return."""
+        self.read_only = read_only
+        self._closed = False
+        if exclusive and self.path != ":memory:":
+            self._writer_lock = WriterLock(self.path)
+        try:
+            self._conn = self._connect(read_only, busy_timeout_s)
+            try:
+                with self._errors("open"):
+                    if read_only:
+                        self._conn.execute("PRAGMA query_only=ON")
+                    else:
+                        self._conn.execute("PRAGMA foreign_keys=ON")
+                        self._conn.execute("PRAGMA journal_mode=WAL").fetchone()
+                        self._conn.execute("PRAGMA synchronous=FULL")
+            except BaseException:
+                self._conn.close()
+                raise
+        except BaseException:
+            self._release_writer()
+            raise
+
+    def _connect(self, read_only: bool, busy_timeout_s: float) -> sqlite3.Connection:
+        if not read_only:
+            try:
+                conn = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None,
+                                       check_same_thread=False)
+            except sqlite3.Error as exc:
+                raise self._wrap(exc, "open") from exc
+            conn.text_factory = _text
+            return conn
+        uri = f"file:{quote(os.path.abspath(self.path))}?mode=ro"
+        try:
+            return self._probe(uri, busy_timeout_s)
+        except sqlite3.Error as exc:
+            # A WAL file in a directory nobody can write: SQLite cannot make the -shm it wants. With no
+            # -wal holding commits, the main file is the whole ledger: open it immutable.
+            if _dir_writable(self.path) or _nonempty(f"{self.path}-wal"):
+                raise self._wrap(exc, "open") from exc
+        try:
+            conn = self._probe(uri + "&immutable=1", busy_timeout_s)
+        except sqlite3.Error as exc:
+            raise self._wrap(exc, "open") from exc
+        self.immutable = True
+        return conn
+
+    @staticmethod
+    def _probe(uri: str, busy_timeout_s: float) -> sqlite3.Connection:
+        conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+        conn.text_factory = _text
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _tables(self, conn: sqlite3.Connection) -> set[str]:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                if isinstance(r[0], str)}
 
     @contextmanager
     def _txn(self, op: str, *, write: bool = True) -> Iterator[sqlite3.Connection]:
@@ -143,17 +426,28 @@ class SqliteStore:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 yield conn
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                # Also after a failed COMMIT (disk full): never leave the transaction open.
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
                 raise
-            conn.execute("COMMIT")
+
+    def _release_writer(self) -> None:
+        lock, self._writer_lock = self._writer_lock, None
+        if lock is not None:
+            lock.release()
 
     def close(self) -> None:
-        """Close the connection; closing twice is allowed."""
+        """Close the connection (and drop the writer lock); closing twice is allowed."""
         with self._lock:
             if not self._closed:
                 self._closed = True
                 self._conn.close()
+                self._release_writer()
 
 
 class SqliteLedger(SqliteStore):
@@ -161,48 +455,58 @@ class SqliteLedger(SqliteStore):
 
     ``busy_timeout_s`` is how long a writer waits for another writer's lock before
     :class:`~ebb.errors.TransientError`. One object may be shared by threads (calls are serialised).
+    ``read_only=True`` opens without writing anything (implies ``create=False``; appends fail with
+    :class:`~ebb.errors.InputError`); ``exclusive=True`` is the one-controller lock (module docstring).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
-                 busy_timeout_s: float = 5.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True, busy_timeout_s: float = 5.0,
+                 read_only: bool = False, exclusive: bool = False) -> None:
         self.path = os.fspath(path)
         self._lock = threading.RLock()
-        if not create and self.path != ":memory:" and not os.path.exists(self.path):
+        self._skipped: tuple[MalformedRow, ...] = ()
+        if read_only and exclusive:
+            raise ConfigError("a ledger opened read_only cannot be the exclusive writer")
+        if read_only and self.path == ":memory:":
+            raise ConfigError("an in-memory SQLite ledger cannot be opened read-only")
+        if (read_only or not create) and self.path != ":memory:" and not os.path.exists(self.path):
             raise InputError("no ledger file here", path=self.path,
                              fix="pass --ledger with the path a controller or simulation wrote")
+        self._open(read_only=read_only, exclusive=exclusive, busy_timeout_s=busy_timeout_s)
         try:
-            self._conn = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None,
-                                         check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise self._wrap(exc, "open") from exc
-        self._closed = False
-        try:
-            with self._errors("open"):
-                self._conn.execute("PRAGMA foreign_keys=ON")
-                self._conn.execute("PRAGMA journal_mode=WAL").fetchone()
-                self._conn.execute("PRAGMA synchronous=FULL")
-                self._init_schema()
+            self._init_schema()
         except BaseException:
             self._conn.close()
+            self._release_writer()
             raise
 
-    # -- errors ---------------------------------------------------------------------------------------
-
+    @property
+    def skipped(self) -> tuple[MalformedRow, ...]:
+        return self._skipped
 
     def _init_schema(self) -> None:
-        with self._txn("open", write=True) as conn:
-            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        with self._txn("open", write=not self.read_only) as conn:
+            names = self._tables(conn)
+            if not names and self.read_only:
+                raise InputError("an empty SQLite file: no ebb ledger was written to it", path=self.path,
+                                 fix="pass --ledger with the path a controller or simulation wrote")
             if names and "meta" not in names:
                 raise InputError(f"SQLite file without an ebb ledger 'meta' table (tables: {sorted(names)})",
                                  path=self.path, fix="point --ledger at a ledger file")
-            for stmt in _SCHEMA.split(";"):
-                if stmt.strip():
-                    conn.execute(stmt)
+            missing = sorted(_LEDGER_TABLES - names) if names else []
+            if missing:
+                raise InputError(f"ledger file without its {', '.join(missing)} table(s) (tables: {sorted(names)})",
+                                 path=self.path, fix="restore it from a backup; ebb does not re-create the tables "
+                                                     "of a ledger that had them")
+            if not self.read_only:
+                for stmt in _SCHEMA.split(";"):
+                    if stmt.strip():
+                        conn.execute(stmt)
             row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is None:
+            if row is None and not self.read_only:
                 conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif row[0] != str(SCHEMA_VERSION):
-                raise InputError(f"ledger schema version {row[0]} is not the supported {SCHEMA_VERSION}",
+            elif row is None or row[0] != str(SCHEMA_VERSION):
+                found = "missing" if row is None else _brief(row[0])
+                raise InputError(f"ledger schema version {found} is not the supported {SCHEMA_VERSION}",
                                  path=self.path, fix="open it with the ebb version that wrote it")
 
     # -- writes ---------------------------------------------------------------------------------------
@@ -248,34 +552,19 @@ class SqliteLedger(SqliteStore):
 
     # -- reads ----------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _decision(row: Sequence[Any]) -> DecisionRecord:
-        (decision_id, cycle_id, _position, run_id, ts_ns, target, action, from_r, to_r, *js) = row
-        data: dict[str, Any] = dict(zip(_JSON_FIELDS, (json.loads(j) for j in js)))
-        data.update(decision_id=decision_id, cycle_id=cycle_id, run_id=run_id, ts_ns=ts_ns, target=target,
-                    action=action, from_replicas=from_r, to_replicas=to_r)
-        return DecisionRecord.from_dict(data)
-
-    @staticmethod
-    def _cycle(row: Sequence[Any], decisions: Sequence[DecisionRecord]) -> CycleRecord:
-        cycle_id, run_id, ts_ns, policy, fencing_token, _n, snapshot = row
-        return CycleRecord(cycle_id=CycleId(cycle_id), run_id=RunId(run_id), ts_ns=ts_ns, policy=policy,
-                           decisions=tuple(decisions), snapshot=json.loads(snapshot),
-                           fencing_token=fencing_token)
-
     def _load_cycle(self, conn: sqlite3.Connection, cycle_id: str) -> CycleRecord | None:
-        row = conn.execute("SELECT * FROM cycles WHERE cycle_id = ?", (cycle_id,)).fetchone()
+        row = conn.execute(f"SELECT rowid, {_CYCLE_COLS} FROM cycles WHERE cycle_id = ?", (cycle_id,)).fetchone()
         if row is None:
             return None
-        decs = conn.execute(f"SELECT {_DECISION_COLS} FROM decisions WHERE cycle_id = ? ORDER BY position",
+        decs = conn.execute(f"SELECT rowid, {_DECISION_COLS} FROM decisions WHERE cycle_id = ? ORDER BY position",
                             (cycle_id,)).fetchall()
-        return self._cycle(row, [self._decision(r) for r in decs])
+        return cycle_from_rows(row, decs, path=self.path)
 
     def get_decision(self, decision_id: DecisionId) -> DecisionRecord | None:
         with self._txn("get_decision", write=False) as conn:
-            row = conn.execute(f"SELECT {_DECISION_COLS} FROM decisions WHERE decision_id = ?",
+            row = conn.execute(f"SELECT rowid, {_DECISION_COLS} FROM decisions WHERE decision_id = ?",
                                (decision_id,)).fetchone()
-        return None if row is None else self._decision(row)
+        return None if row is None else decision_from_row(row, path=self.path)
 
     def get_cycle(self, cycle_id: CycleId) -> CycleRecord | None:
         with self._txn("get_cycle", write=False) as conn:
@@ -284,18 +573,28 @@ class SqliteLedger(SqliteStore):
     def cycles(self, run_id: RunId | None = None, limit: int | None = None) -> list[CycleRecord]:
         keep_last([], limit)  # validates limit
         where, args = ("WHERE run_id = ?", [run_id]) if run_id is not None else ("", [])
-        sel = f"SELECT cycle_id FROM cycles {where} ORDER BY ts_ns DESC, cycle_id DESC"
+        # By rowid, so a row whose cycle_id was damaged (NULL, a blob) is still read, and reported.
+        sel = f"SELECT rowid FROM cycles {where} ORDER BY ts_ns DESC, cycle_id DESC"
         if limit is not None:
             sel += f" LIMIT {int(limit)}"
         with self._txn("cycles", write=False) as conn:
-            rows = conn.execute(f"SELECT * FROM cycles WHERE cycle_id IN ({sel}) ORDER BY ts_ns, cycle_id",
-                                args).fetchall()
-            decs = conn.execute(f"SELECT {_DECISION_COLS} FROM decisions WHERE cycle_id IN ({sel}) "
+            rows = conn.execute(f"SELECT rowid, {_CYCLE_COLS} FROM cycles WHERE rowid IN ({sel}) "
+                                "ORDER BY ts_ns, cycle_id", args).fetchall()
+            decs = conn.execute(f"SELECT rowid, {_DECISION_COLS} FROM decisions WHERE cycle_id IN "
+                                f"(SELECT cycle_id FROM cycles WHERE rowid IN ({sel})) "
                                 "ORDER BY cycle_id, position", args).fetchall()
-        by_cycle: dict[str, list[DecisionRecord]] = {}
+        by_cycle: dict[object, list[Sequence[Any]]] = {}
         for r in decs:
-            by_cycle.setdefault(r[1], []).append(self._decision(r))
-        return [self._cycle(r, by_cycle.get(r[0], [])) for r in rows]
+            by_cycle.setdefault(r[2], []).append(r)
+        skips = RowSkips()
+        out: list[CycleRecord] = []
+        for r in rows:
+            try:
+                out.append(cycle_from_rows(r, by_cycle.get(r[1], []), path=self.path))
+            except InputError as exc:
+                skips.skip("cycle", r[1] if isinstance(r[1], str) else f"rowid {r[0]}", exc)
+        self._skipped = skips.result()
+        return out
 
     def decisions(self, run_id: RunId | None = None, target: str | None = None) -> list[DecisionRecord]:
         conds: list[str] = []
@@ -308,9 +607,17 @@ class SqliteLedger(SqliteStore):
             args.append(target)
         where = f"WHERE {' AND '.join(conds)}" if conds else ""
         with self._txn("decisions", write=False) as conn:
-            rows = conn.execute(f"SELECT {_DECISION_COLS} FROM decisions {where} ORDER BY ts_ns, decision_id",
-                                args).fetchall()
-        return [self._decision(r) for r in rows]
+            rows = conn.execute(f"SELECT rowid, {_DECISION_COLS} FROM decisions {where} "
+                                "ORDER BY ts_ns, decision_id", args).fetchall()
+        skips = RowSkips()
+        out: list[DecisionRecord] = []
+        for r in rows:
+            try:
+                out.append(decision_from_row(r, path=self.path))
+            except InputError as exc:
+                skips.skip("decision", r[1] if isinstance(r[1], str) else f"rowid {r[0]}", exc)
+        self._skipped = skips.result()
+        return out
 
     def __enter__(self) -> SqliteLedger:
         return self

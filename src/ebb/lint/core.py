@@ -4,6 +4,19 @@ Readers never execute anything: Kubernetes/Prometheus YAML is composed (``yaml.c
 mapping key keeps its line; JSON is scanned by a small parser that records the line of every key;
 Python is parsed with :mod:`ast`. A file that cannot be parsed yields a parse error (file and line)
 and the run continues with the other files.
+
+Bounds (the files linted are not trusted; a hostile one costs a parse error, never a crash or a hang):
+
+* YAML goes through :class:`ebb.config.yamlio.BoundedSafeLoader`: at most 64 levels and 1,000,000
+  nodes per document after alias expansion (a billion-laughs file is refused in milliseconds);
+  integers past int64 and malformed tagged scalars stay their source text.
+* JSON goes through :func:`ebb.untrusted.loads_json` (64 levels, 64 MiB) and every integer must fit
+  in int64.
+* Python that :mod:`ast` cannot parse (syntax errors, NUL bytes, nesting past the parser's own
+  limits, which raise ``RecursionError``/``MemoryError``) is a parse error; the rules walk the tree
+  without recursion.
+* :func:`read_file` and :func:`lint_paths` never raise for a bad file; :func:`load_disabled` raises
+  one single-line :class:`~ebb.errors.ConfigError` naming the config file and the fix.
 """
 
 from __future__ import annotations
@@ -11,12 +24,20 @@ from __future__ import annotations
 import ast
 import json
 import re
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
+
+from ebb.config.yamlio import (
+    MAX_YAML_DEPTH, MAX_YAML_NODES, BoundedSafeLoader, YamlLimitError, compose_all, describe, load_yaml,
+    read_config_text, yaml_problem,
+)
+from ebb.errors import ConfigError
+from ebb.untrusted import MAX_JSON_BYTES, MAX_JSON_DEPTH, UntrustedInput, checked_int, loads_json
 
 __all__ = [
     "Finding", "ParseError", "Document", "Workspace", "Rule", "LintResult", "Path_",
@@ -156,30 +177,33 @@ def discover(paths: Sequence[Path]) -> list[Path]:
 
 
 # ------------------------------------------------------------------------------------------- YAML
-def _scalar(node: yaml.ScalarNode) -> Any:
-    """The Python value of a scalar as ``yaml.safe_load`` would build it; unknown tags stay strings."""
+def _scalar(node: yaml.ScalarNode, builder: BoundedSafeLoader) -> Any:
+    """The Python value of a scalar as ``yaml.safe_load`` would build it; unknown tags, malformed
+    tagged scalars and integers past int64 stay their source text."""
     try:
-        return yaml.SafeLoader("").construct_object(node, deep=True)
+        return builder.construct_object(node, deep=True)
     except yaml.YAMLError:
         return node.value
 
 
-def _convert(node: yaml.Node, path: Path_, lines: dict[Path_, int]) -> Any:
+def _convert(node: yaml.Node, path: Path_, lines: dict[Path_, int], builder: BoundedSafeLoader) -> Any:
+    # Recursion depth = YAML nesting, at most MAX_YAML_DEPTH (64) levels: the loader refused deeper.
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for k, v in node.value:
             key = str(k.value) if isinstance(k, yaml.ScalarNode) else str(k.start_mark.line)
             lines[path + (key,)] = k.start_mark.line + 1
-            out[key] = _convert(v, path + (key,), lines)
+            out[key] = _convert(v, path + (key,), lines, builder)
         return out
     if isinstance(node, yaml.SequenceNode):
         items = []
         for i, item in enumerate(node.value):
             lines[path + (i,)] = item.start_mark.line + 1
-            items.append(_convert(item, path + (i,), lines))
+            items.append(_convert(item, path + (i,), lines, builder))
         return items
-    assert isinstance(node, yaml.ScalarNode)
-    return _scalar(node)
+    if not isinstance(node, yaml.ScalarNode):  # pragma: no cover - PyYAML has only these three node kinds
+        raise TypeError(f"unexpected YAML node {type(node).__name__}")
+    return _scalar(node, builder)
 
 
 def _yaml_kind(data: Any) -> str:
@@ -196,11 +220,10 @@ def _yaml_kind(data: Any) -> str:
 
 def _read_yaml(path: str, text: str, ws: Workspace) -> list[Document]:
     docs: list[Document] = []
-    for node in yaml.compose_all(text, Loader=yaml.SafeLoader):
-        if node is None:
-            continue
+    builder = BoundedSafeLoader("")  # one scalar constructor per file; it caches aliased scalars
+    for node in compose_all(text):
         lines: dict[Path_, int] = {}
-        data = _convert(node, (), lines)
+        data = _convert(node, (), lines, builder)
         docs.append(Document(path, _yaml_kind(data), data, lines, text, ws, start_line=node.start_mark.line + 1))
     return docs
 
@@ -261,12 +284,31 @@ class _JsonScan:
                     return pos + 1
                 pos += 1
                 i += 1
-        _, end = self.decoder.raw_decode(self.text, pos)
+        scalar, end = self.decoder.raw_decode(self.text, pos)
+        if isinstance(scalar, int) and not isinstance(scalar, bool):
+            try:
+                checked_int(scalar, "integer")
+            except UntrustedInput as exc:
+                raise _JsonLimit(str(exc), self.line(pos), "write integers within int64") from exc
         return int(end)
 
 
+class _JsonLimit(ValueError):
+    """A JSON value past a bound (depth, size, integer range), with the line to blame when known."""
+
+    def __init__(self, message: str, line: int, fix: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.fix = fix
+
+
 def _read_json(path: str, text: str, ws: Workspace) -> list[Document]:
-    data = json.loads(text)
+    try:
+        data = loads_json(text)
+    except UntrustedInput as exc:
+        raise _JsonLimit(str(exc), 1, f"flatten the nesting (at most {MAX_JSON_DEPTH} levels) "
+                         f"or split the file (at most {MAX_JSON_BYTES >> 20} MiB)") from exc
+    # Recursion depth of the scan = JSON nesting, at most MAX_JSON_DEPTH (64): loads_json checked.
     scan = _JsonScan(text)
     scan.value(0, ())
     kind = "deepspeed" if isinstance(data, dict) and _DS_KEYS & set(data) else "json"
@@ -274,36 +316,68 @@ def _read_json(path: str, text: str, ws: Workspace) -> list[Document]:
 
 
 def _read_python(path: str, text: str, ws: Workspace) -> list[Document]:
-    tree = ast.parse(text, filename=path)
+    # The compiler warns about the linted code (invalid escapes, `1in`): not ours to print, and
+    # under ``-W error`` such a warning would turn into a SyntaxError for a file Python accepts.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tree = ast.parse(text, filename=path)
     return [Document(path, "python", None, {}, text, ws, tree=tree)]
 
 
+_LIMIT_FIX = (f"flatten the nesting (at most {MAX_YAML_DEPTH} levels) or drop repeated aliases "
+              f"(at most {MAX_YAML_NODES:,} nodes after expansion)")
+_PY_NESTING_FIX = "split the expression into smaller statements"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _python_file(name: str, text: str, ws: Workspace) -> tuple[list[Document], ParseError | None]:
+    try:
+        return _read_python(name, text, ws), None
+    except SyntaxError as exc:  # also NUL bytes (a SyntaxError since Python 3.11.4)
+        return [], ParseError(name, exc.lineno or 1, _one_line(f"invalid Python: {exc.msg}"))
+    except (RecursionError, MemoryError):  # the parser's own nesting guards
+        return [], ParseError(name, 1, f"Python source nested too deeply for the parser (fix: {_PY_NESTING_FIX})")
+    except ValueError as exc:  # NUL bytes before Python 3.11.4
+        return [], ParseError(name, 1, _one_line(f"invalid Python: {exc}"))
+
+
+def _yaml_file(name: str, text: str, ws: Workspace) -> tuple[list[Document], ParseError | None]:
+    try:
+        return _read_yaml(name, text, ws), None
+    except YamlLimitError as exc:
+        line, what = yaml_problem(exc)
+        return [], ParseError(name, line or 1, f"YAML refused: {what} (fix: {_LIMIT_FIX})")
+    except yaml.YAMLError as exc:
+        line, what = yaml_problem(exc)
+        return [], ParseError(name, line or 1, f"invalid YAML: {what}")
+
+
 def read_file(path: Path, ws: Workspace) -> tuple[list[Document], ParseError | None]:
-    """Parse one file into documents; a parse failure is returned, never raised."""
+    """Parse one file into documents; a parse failure is returned (one line, with its line number),
+    never raised."""
     name = str(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        return [], ParseError(name, 1, f"cannot read: {exc}")
+        return [], ParseError(name, 1, _one_line(f"cannot read: {exc}"))
     suffix = path.suffix.lower()
-    try:
-        if suffix in PY_SUFFIXES:
-            return _read_python(name, text, ws), None
-        if suffix in JSON_SUFFIXES:
-            try:
-                return _read_json(name, text, ws), None
-            except json.JSONDecodeError as exc:
-                if suffix == ".json":
-                    return [], ParseError(name, exc.lineno, f"invalid JSON: {exc.msg}")
-                # ``.conf`` files are sometimes YAML/HOCON-like; fall through to YAML.
-        return _read_yaml(name, text, ws), None
-    except SyntaxError as exc:
-        return [], ParseError(name, exc.lineno or 1, f"invalid Python: {exc.msg}")
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        return [], ParseError(name, (mark.line + 1) if mark else 1, f"invalid YAML: {exc.problem or exc}")
-    except yaml.YAMLError as exc:
-        return [], ParseError(name, 1, f"invalid YAML: {exc}")
+    if suffix in PY_SUFFIXES:
+        return _python_file(name, text, ws)
+    if suffix in JSON_SUFFIXES:
+        try:
+            return _read_json(name, text, ws), None
+        except _JsonLimit as exc:
+            return [], ParseError(name, exc.line, f"JSON refused: {exc} (fix: {exc.fix})")
+        except json.JSONDecodeError as exc:
+            if suffix == ".json":
+                return [], ParseError(name, exc.lineno, f"invalid JSON: {exc.msg}")
+            # ``.conf`` files are sometimes YAML/HOCON-like; fall through to YAML.
+        except ValueError as exc:  # e.g. an integer literal over 4,300 digits (Python's own cap)
+            return [], ParseError(name, 1, _one_line(f"invalid JSON: {exc}"))
+    return _yaml_file(name, text, ws)
 
 
 # ------------------------------------------------------------------------------------ suppression
@@ -316,14 +390,25 @@ def suppressed(source_lines: list[str], finding: Finding) -> bool:
 
 
 def load_disabled(config: Path | None) -> set[str]:
-    """Rule ids listed under ``disable:`` in ``.ebb-lint.yaml`` (empty when there is no file)."""
+    """Rule ids listed under ``disable:`` in ``.ebb-lint.yaml`` (empty when there is no file).
+
+    An unreadable file, broken or over-limit YAML, or a ``disable`` that is not a list of rule ids
+    raises one single-line :class:`ConfigError` naming the file and the fix.
+    """
     if config is None or not config.is_file():
         return set()
-    data = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
-    ids = data.get("disable", []) if isinstance(data, dict) else []
-    if not isinstance(ids, list):
-        raise ValueError(f"{config}: 'disable' must be a list of rule ids")
-    return {str(i) for i in ids}
+    fix = "write disable: [EBB101, EBB203] (a list of rule ids)"
+    data = load_yaml(read_config_text(config, "the lint config"), str(config))
+    if data is None:
+        return set()
+    if not isinstance(data, dict):
+        raise ConfigError(f"{config}: expected a mapping, got {type(data).__name__} (fix: {fix})")
+    ids = data.get("disable", [])
+    if ids is None:
+        return set()
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise ConfigError(f"{config}: disable: expected a list of rule ids, got {describe(ids)} (fix: {fix})")
+    return set(ids)
 
 
 def _iter_findings(rules: Sequence[Rule], docs: Sequence[Document]) -> Iterator[Finding]:

@@ -9,7 +9,10 @@
   configs in the same folder. Unset values use upstream defaults: metric resolution 60 s, KEDA
   polling 30 s, Prometheus scrape 60 s.
 * Durations parse as Go/Prometheus text (``1m30s`` = 90 s); anything else counts as unset.
-  Label selectors follow upstream semantics (an empty selector matches everything).
+  Label selectors follow upstream semantics (an empty selector matches everything; a malformed
+  one matches nothing).
+* Every rule reads values of any shape: a field of the wrong type (a list where a mapping belongs,
+  a mapping as ``kind``) is treated as unset, never raised on — a linted file is not trusted.
 
 The rule instances, with their texts, are registered in :mod:`ebb.lint.rules`.
 """
@@ -49,6 +52,18 @@ def parse_duration_s(text: str) -> float | None:
 
 
 # ---------------------------------------------------------------------------------- Kubernetes
+def _items(value: Any) -> list[Any]:
+    """``value`` if it is a list, else no items (a scalar or mapping where a list belongs is unset)."""
+    return value if isinstance(value, list) else []
+
+
+def _words(value: Any) -> list[str]:
+    """Command-line words of a container's ``command``/``args``: a list's items, or a string split."""
+    if isinstance(value, list):
+        return [str(a) for a in value]
+    return value.split() if isinstance(value, str) else []
+
+
 def _is_hpa(doc: Document) -> bool:
     return doc.get("kind") == "HorizontalPodAutoscaler" and str(doc.get("apiVersion")).startswith("autoscaling/")
 
@@ -88,13 +103,7 @@ def controller_settings(docs: list[Document]) -> ControllerSettings:
         for _, value in _walk(doc.data):
             if not isinstance(value, dict):
                 continue
-            raw = [value.get("command"), value.get("args")]
-            args: list[str] = []
-            for r in raw:
-                if isinstance(r, list):
-                    args.extend(str(a) for a in r)
-                elif isinstance(r, str):
-                    args.extend(r.split())
+            args = _words(value.get("command")) + _words(value.get("args"))
             if not any(a.rsplit("/", 1)[-1] == "kube-controller-manager" for a in args):
                 continue
             sync, down = _flag(args, _SYNC_FLAG), _flag(args, _DOWN_FLAG)
@@ -133,7 +142,7 @@ class HpaResourceOnly(_Base):
             return
         if not isinstance(metrics, list):
             return
-        types = {m.get("type") for m in metrics if isinstance(m, dict)}
+        types = {str(m.get("type")) for m in metrics if isinstance(m, dict)}  # str(): a type may be unhashable
         if types and types <= {"Resource", "ContainerResource"}:
             yield self.finding(document, ("spec", "metrics"),
                                "HPA scales on CPU/memory averages only (no latency, Pods, Object or External "
@@ -174,13 +183,16 @@ class HpaScaleDownStabilization(_Base):
 
 
 def _walk(data: Any, path: Path_ = ()) -> Iterator[tuple[Path_, Any]]:
-    yield path, data
-    if isinstance(data, dict):
-        for k, v in data.items():
-            yield from _walk(v, path + (k,))
-    elif isinstance(data, list):
-        for i, v in enumerate(data):
-            yield from _walk(v, path + (i,))
+    """Every (path, value) of ``data`` in document order (pre-order), with an explicit stack: one
+    step per node whatever the depth (``yield from`` recursion costs one frame per level per node)."""
+    stack: list[tuple[Path_, Any]] = [(path, data)]
+    while stack:
+        here, value = stack.pop()
+        yield here, value
+        if isinstance(value, dict):
+            stack.extend((here + (k,), v) for k, v in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((here + (i,), value[i]) for i in range(len(value) - 1, -1, -1))
 
 
 class AffinityAllNamespaces(_Base):
@@ -198,23 +210,32 @@ _WORKLOADS = {"Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job"}
 
 def _pod_labels(doc: Document) -> tuple[dict[str, Any], Path_] | None:
     kind = doc.get("kind")
+    tsc: Path_
     if kind == "Pod":
-        return doc.get("metadata", "labels") or {}, ("spec", "topologySpreadConstraints")
-    if kind in _WORKLOADS:
-        return doc.get("spec", "template", "metadata", "labels") or {}, ("spec", "template", "spec",
-                                                                          "topologySpreadConstraints")
-    return None
+        labels, tsc = doc.get("metadata", "labels"), ("spec", "topologySpreadConstraints")
+    elif isinstance(kind, str) and kind in _WORKLOADS:
+        labels, tsc = doc.get("spec", "template", "metadata", "labels"), ("spec", "template", "spec",
+                                                                           "topologySpreadConstraints")
+    else:
+        return None
+    return (labels if isinstance(labels, dict) else {}), tsc
 
 
 def selector_matches(selector: Any, labels: dict[str, Any]) -> bool:
     """Kubernetes label-selector semantics (matchLabels and matchExpressions); empty matches all."""
     if not isinstance(selector, dict):
         return False
-    for k, v in (selector.get("matchLabels") or {}).items():
+    match_labels = selector.get("matchLabels") or {}
+    expressions = selector.get("matchExpressions") or []
+    if not isinstance(match_labels, dict) or not isinstance(expressions, list):
+        return False  # malformed: the API server would reject it, so it selects nothing
+    for k, v in match_labels.items():
         if str(labels.get(k)) != str(v) or k not in labels:
             return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), [str(v) for v in expr.get("values") or []]
+    for expr in expressions:
+        if not isinstance(expr, dict) or not isinstance(expr.get("key"), str):
+            return False
+        key, op, values = expr["key"], expr.get("operator"), [str(v) for v in _items(expr.get("values"))]
         present = key in labels
         if op == "In" and not (present and str(labels[key]) in values):
             return False
@@ -274,7 +295,7 @@ class MetricPipelineMismatch(_Base):
         for path, value in _walk(document.data):
             if not (isinstance(value, dict) and "metrics-server" in str(value.get("image", ""))):
                 continue
-            flags = [str(a) for a in (value.get("args") or []) + (value.get("command") or [])]
+            flags = _words(value.get("args")) + _words(value.get("command"))
             if not any(a.startswith("--metric-resolution") for a in flags) and METRIC_RESOLUTION_S > cs.sync_s:
                 yield self.finding(document, path + ("image",),
                                    f"metrics-server without --metric-resolution uses the {METRIC_RESOLUTION_S:g} s "
@@ -295,7 +316,7 @@ class MetricPipelineMismatch(_Base):
         scrape = (parse_duration_s(raw) if isinstance(raw, str) else None) or PROM_SCRAPE_S
         polling = document.get("spec", "pollingInterval")
         poll_s = float(polling) if isinstance(polling, (int, float)) and not isinstance(polling, bool) else KEDA_POLLING_S
-        for i, trig in enumerate(document.get("spec", "triggers") or []):
+        for i, trig in enumerate(_items(document.get("spec", "triggers"))):
             if not (isinstance(trig, dict) and trig.get("type") == "prometheus") or poll_s <= 0:
                 continue
             if poll_s >= scrape:
@@ -323,13 +344,13 @@ class MetricPipelineMismatch(_Base):
         # Prometheus: a scrape interval longer than the HPA sync period, when the same folder
         # holds an HPA reading a non-resource (adapter/custom) metric.
         uses_custom = any(_is_hpa(d) and any(isinstance(m, dict) and m.get("type") in ("Pods", "Object", "External")
-                                             for m in (d.get("spec", "metrics") or []))
+                                             for m in _items(d.get("spec", "metrics")))
                           for d in self._same_folder(document))
         if not uses_custom:
             return
         cs = controller_settings(document.workspace.documents)
         candidates: list[tuple[Path_, Any]] = [(("global", "scrape_interval"), document.get("global", "scrape_interval"))]
-        for i, job in enumerate(document.get("scrape_configs") or []):
+        for i, job in enumerate(_items(document.get("scrape_configs"))):
             if isinstance(job, dict):
                 candidates.append((("scrape_configs", i, "scrape_interval"), job.get("scrape_interval")))
         for path, value in candidates:

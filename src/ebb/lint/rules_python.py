@@ -109,6 +109,7 @@ class EagerInferenceLoop(_Base):
 
     _graphs = {"torch.compile", "torch.cuda.graph", "torch.cuda.graphs", "torch.cuda.CUDAGraph",
                "torch.cuda.make_graphed_callables"}
+    _graph_attrs = {name.rsplit(".", 1)[-1] for name in _graphs}
     _graph_imports = {("torch", "compile"), ("torch.cuda", "graph"), ("torch.cuda", "graphs"),
                       ("torch.cuda", "CUDAGraph"), ("torch.cuda", "make_graphed_callables"),
                       ("torch.cuda.graphs", "CUDAGraph"), ("torch.cuda.graphs", "graph"),
@@ -120,7 +121,9 @@ class EagerInferenceLoop(_Base):
 
     def _uses_graphs_or_compile(self, tree: ast.Module) -> bool:
         for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and _dotted(node) in self._graphs:
+            # Only chains that end in a graph/compile name are spelled out: _dotted walks the whole
+            # chain, so calling it on every link of a long a.b.c... would be quadratic.
+            if isinstance(node, ast.Attribute) and node.attr in self._graph_attrs and _dotted(node) in self._graphs:
                 return True
             if isinstance(node, ast.ImportFrom) and node.module is not None:
                 if any((node.module, a.name) in self._graph_imports for a in node.names):
@@ -174,7 +177,11 @@ class EagerInferenceLoop(_Base):
         models = self._model_names(tree)
         hits: list[tuple[ast.stmt, str, bool]] = []
 
-        def visit(node: ast.AST, no_grad: bool) -> None:
+        # Pre-order walk with an explicit stack (no recursion: the tree is as deep as the parser
+        # allows, about 1,000 levels), carrying whether a no_grad/inference_mode scope encloses it.
+        stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+        while stack:
+            node, no_grad = stack.pop()
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 no_grad = no_grad or any(self._is_no_grad(d) for d in node.decorator_list)
             elif isinstance(node, (ast.With, ast.AsyncWith)):
@@ -183,10 +190,7 @@ class EagerInferenceLoop(_Base):
                 call = self._loop_call(node, models, no_grad)
                 if call is not None:
                     hits.append((node, call, no_grad))
-            for child in ast.iter_child_nodes(node):
-                visit(child, no_grad)
-
-        visit(tree, False)
+            stack.extend((child, no_grad) for child in reversed(list(ast.iter_child_nodes(node))))
         # report the innermost qualifying loop only: the outer loop repeats the hot one
         hit_nodes = {id(n) for n, _, _ in hits}
         for loop, call, no_grad in hits:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 import time
 from collections import deque
@@ -217,10 +218,24 @@ class Controller:
             self.ledger.append_cycle(cycle, fence=fence)
 
     def _resume(self) -> None:
-        """Continue the cycle numbering and reconcile a decision left without an outcome."""
+        """Continue the cycle numbering and reconcile a decision left without an outcome.
+
+        Malformed rows of this run (the ledger skips and lists them) are left in place and named in
+        an ERROR; numbering continues past any cycle number their keys still show, so no id is
+        reused. Skipping loses nothing that matters for safety: a skipped unfinished decision is
+        not replayed, and a scale-down never is anyway — every action is decided on fresh data.
+        """
         mine = [c for c in self.ledger.cycles(RunId(self.settings.run_id)) if not c.cycle_id.endswith("-outcome")]
+        bad = tuple(self.ledger.skipped)
         nums = [int(c.cycle_id.rsplit("-c", 1)[1]) for c in mine
                 if c.cycle_id.rsplit("-c", 1)[-1].isdigit()]
+        for row in bad:
+            found = re.findall(r"-c(\d{1,18})(?!\d)", row.key)
+            nums.extend(int(x) for x in found)
+        if bad:
+            log.error("ledger: %d malformed row(s) of run %s skipped on resume (left as they are; fix or remove "
+                      "them with the store's own tools): %s", len(bad), self.settings.run_id,
+                      "; ".join(r.error for r in bad[:3])[:1000])
         self._n = max(nums, default=0)
         acts = [c for c in mine for d in c.decisions
                 if d.action in ("scale_up", "scale_down") and d.plan.get("mode") == "act"]

@@ -188,7 +188,7 @@ class LiveDemo:
             stack.callback(agent.stop)
             source, kind = self._source(stack, work, agent_url, router_url)
             ledger_path = work / "ledger.sqlite"
-            ledger = open_ledger(str(ledger_path))
+            ledger = open_ledger(str(ledger_path), writer=True)
             stack.callback(ledger.close)
             policy = build_live_policy(s.policy, slo_ttft_ms=s.slo_ttft_ms, slo_e2e_ms=s.slo_e2e_ms,
                                        initial=s.initial, max_replicas=s.max_replicas)

@@ -2,8 +2,16 @@
 
 A gate's ``query`` is PromQL evaluated as an instant query; the measurement is the value of its
 single series (Argo Rollouts' ``result``). No series, several series or a NaN → no data (the gate
-counts it inconclusive — never a pass); an unreachable server raises
-:class:`~ebb.errors.SourceUnavailable` (the controller counts it as no data too, and logs it).
+counts it inconclusive — never a pass); ±inf is a measurement, passed on as is (the gate's
+condition judges it). An unreachable server raises :class:`~ebb.errors.SourceUnavailable`, a
+rejected query, token or answer :class:`~ebb.errors.InputError` (the controller counts either as
+no data, and logs it).
+
+The probe uses the ``client`` it is given, so it shares the signal source's bearer token, TLS
+options, total deadline and size cap (by default 2 s and 16 MiB) and its 64-level JSON depth cap
+(:class:`~ebb.sources.prometheus.PrometheusClient`). The query is sent as the gates file writes
+it: the source's ``--prometheus-selector`` is *not* added (a gate is arbitrary PromQL, which Ebb
+does not rewrite), so scope each gate's own series selectors there.
 """
 
 from __future__ import annotations

@@ -19,6 +19,10 @@ Guarantees:
   feed ``/stats`` completions and the :data:`~ebb.model.live.ROUTER_TTFT` / ``ROUTER_E2E``
   histograms. ``/stats`` ``ready`` means "at least one routable worker"; ``prefill_busy_s_total``
   is always 0 (the router does not prefill).
+* **Hostile input is a 4xx, never a 500.** A ``/v1/generate`` body over 1 MiB gets 413 unread; a
+  body that is not the documented JSON — nested past 64 levels, huge numbers, wrong types — gets
+  400 naming the problem (:func:`~ebb.live.stats.parse_generate`). A worker's answer is read up to
+  1 MiB and parsed with the same caps; a malformed one counts as a worker error (retried once).
 """
 
 from __future__ import annotations
@@ -38,14 +42,28 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from ebb.live.stats import BadRequest, CompletionRing, parse_generate, parse_since, stats_envelope
+from ebb.agent.server import quiet_client_errors
+from ebb.live.stats import MAX_BODY_BYTES, BadRequest, CompletionRing, parse_generate, parse_since, stats_envelope
 from ebb.model import live as names
+from ebb.untrusted import loads_json
 
 __all__ = ["Router"]
 
 T = TypeVar("T")
 COOLDOWN_S: Final = 1.0
 """How long a worker that refused a connection is skipped."""
+MAX_TTFT_MS: Final = 1e9
+"""Largest ``ttft_ms`` taken from a worker's answer (11.6 days); more is a malformed answer."""
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
+    """A worker's whole answer, at most ``cap`` bytes (ValueError past it: a malformed answer)."""
+    buf = bytearray()
+    async for chunk in resp.content.iter_chunked(64 * 1024):
+        buf += chunk
+        if len(buf) > cap:
+            raise ValueError(f"answer larger than {cap:,} bytes")
+    return bytes(buf)
 
 
 class _QueueTimeout(Exception):
@@ -155,10 +173,11 @@ class Router:
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0),
             timeout=aiohttp.ClientTimeout(total=self._request_timeout_s, sock_connect=10.0))
-        app = web.Application()
+        app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.add_routes([web.post("/v1/generate", self._generate), web.get("/stats", self._stats),
                         web.get("/metrics", self._metrics), web.get("/workers", self._workers_view)])
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0,
+                                     logger=quiet_client_errors("ebb.live.router.http"))
         await self._runner.setup()
         await web.TCPSite(self._runner, self.host, self.port).start()
         port = self._runner.addresses[0][1]
@@ -340,12 +359,15 @@ class Router:
         assert self._session is not None
         try:
             async with self._session.post(w.url + "/v1/generate", json=payload) as resp:
+                raw = await _read_capped(resp, MAX_BODY_BYTES)
                 if resp.status == 200:
-                    answer = await resp.json()
-                    if isinstance(answer, dict) and isinstance(answer.get("ttft_ms"), (int, float)):
+                    # the worker's answer is untrusted too: bounded, depth-capped, type-checked
+                    answer = loads_json(raw, max_bytes=MAX_BODY_BYTES)
+                    ttft = answer.get("ttft_ms") if isinstance(answer, dict) else None
+                    if isinstance(ttft, int | float) and not isinstance(ttft, bool) and 0 <= ttft <= MAX_TTFT_MS:
                         return answer, ""
-                    return None, f"malformed answer from {w.url}: {answer!r:.200}"
-                return None, f"{resp.status} from {w.url}: {(await resp.text()).strip():.200}"
+                    return None, f"malformed answer from {w.url}: {raw[:200]!r}"
+                return None, f"{resp.status} from {w.url}: {raw[:200].decode('utf-8', 'replace').strip()}"
         except aiohttp.ClientConnectionError as exc:
             w.skip_until = time.monotonic() + COOLDOWN_S
             return None, f"cannot reach {w.url}: {exc}"

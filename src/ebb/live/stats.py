@@ -7,13 +7,15 @@ Guarantees:
   keeps the newest 10,000; a reader whose cursor fell further behind is told how many it missed
   (``dropped``) instead of silently receiving a gap.
 * :func:`parse_generate` accepts exactly ``{"input_tokens": int ≥ 1, "output_tokens": int ≥ 1}``
-  (extra keys ignored; booleans and floats refused) and raises :class:`BadRequest` with a message
-  naming the field and the fix otherwise.
+  (extra keys ignored; booleans and floats refused) of at most :data:`MAX_BODY_BYTES` (1 MiB) and
+  64 levels of nesting (:func:`ebb.untrusted.loads_json`), and raises :class:`BadRequest` with a
+  message naming the field and the fix otherwise — whatever the bytes (fuzz-tested), nothing else.
+* :func:`parse_since` accepts a decimal integer in [0, 2^63-1] and raises :class:`BadRequest`
+  otherwise.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -21,9 +23,15 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ebb.model.live import STATS_VERSION
+from ebb.untrusted import INT64_MAX, UntrustedInput, loads_json
 
-__all__ = ["RING_SIZE", "BadRequest", "CompletionRing", "GenerateRequest", "parse_generate",
+__all__ = ["MAX_BODY_BYTES", "RING_SIZE", "BadRequest", "CompletionRing", "GenerateRequest", "parse_generate",
            "parse_since", "stats_envelope"]
+
+MAX_BODY_BYTES: Final = 1024 * 1024
+"""Largest request body the router and workers read (1 MiB, aiohttp's default made explicit; a
+``/v1/generate`` body is ~50 bytes, so this only bounds memory per request).
+The servers refuse larger ones with 413 before reading them (aiohttp's ``client_max_size``)."""
 
 RING_SIZE: Final = 10_000
 """Completions kept for ``/stats`` readers (≈ 100 s at 100 requests/s)."""
@@ -47,8 +55,10 @@ class GenerateRequest:
 def parse_generate(raw: bytes) -> GenerateRequest:
     """Validate a ``/v1/generate`` body; :class:`BadRequest` names the offending field."""
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        body = loads_json(raw, max_bytes=MAX_BODY_BYTES)
+    except UntrustedInput as exc:
+        raise BadRequest(f'body refused: {exc}; send {{"input_tokens": 512, "output_tokens": 128}}') from exc
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer past 4,300 digits
         raise BadRequest('body is not JSON; send {"input_tokens": 512, "output_tokens": 128}') from exc
     if not isinstance(body, dict):
         raise BadRequest(f"body must be a JSON object, got {type(body).__name__}; "
@@ -58,7 +68,7 @@ def parse_generate(raw: bytes) -> GenerateRequest:
         v = body.get(key)
         # bool is an int subclass; "true tokens" is always a client bug.
         if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_TOKENS:
-            raise BadRequest(f"{key} must be an integer in [1, {MAX_TOKENS}], got {v!r}")
+            raise BadRequest(f"{key} must be an integer in [1, {MAX_TOKENS}], got {v!r:.80}")
         values.append(v)
     return GenerateRequest(values[0], values[1])
 
@@ -66,13 +76,9 @@ def parse_generate(raw: bytes) -> GenerateRequest:
 def parse_since(query: Mapping[str, str]) -> int:
     """The ``since`` cursor of ``/stats`` (default 0: everything still in the ring)."""
     raw = query.get("since", "0")
-    try:
-        since = int(raw)
-    except ValueError as exc:
-        raise BadRequest(f"since must be a non-negative integer (the last seq you saw), got {raw!r}") from exc
-    if since < 0:
-        raise BadRequest(f"since must be a non-negative integer (the last seq you saw), got {raw!r}")
-    return since
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 19 and int(raw) <= INT64_MAX):
+        raise BadRequest(f"since must be an integer in [0, 2^63-1] (the last seq you saw), got {raw[:40]!r}")
+    return int(raw)
 
 
 class CompletionRing:

@@ -41,7 +41,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from ebb.live.stats import BadRequest, CompletionRing, GenerateRequest, parse_generate, parse_since, stats_envelope
+from ebb.live.stats import (
+    MAX_BODY_BYTES, BadRequest, CompletionRing, GenerateRequest, parse_generate, parse_since, stats_envelope,
+)
 from ebb.model import live as names
 from ebb.sim.latency import H200_DEFAULT, LatencyModel
 
@@ -156,7 +158,7 @@ class WorkerServer:
         self.handling = 0
         self.registry = CollectorRegistry()
         self.registry.register(self)
-        self.app = web.Application()
+        self.app = web.Application(client_max_size=MAX_BODY_BYTES)
         self.app.add_routes([web.post("/v1/generate", self.generate), web.get("/healthz", self.healthz),
                              web.get("/stats", self.stats), web.get("/metrics", self.metrics)])
 

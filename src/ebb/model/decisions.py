@@ -9,6 +9,13 @@ Guarantees:
 * A cycle's decisions carry the cycle's ``cycle_id`` and ``run_id`` and have distinct ids.
 * ``Record.from_json(record.to_json()) == record`` for every valid record; ``to_json`` is canonical
   (sorted keys, no whitespace), so equal records serialise to equal text.
+* **Decoding stored rows never crashes.** ``from_json`` / ``from_dict`` read text Ebb may not have
+  written (a damaged or forged ledger row): whatever the input, they return a valid record or raise
+  :class:`~ebb.errors.InputError` — never another exception. JSON is parsed by
+  :func:`ebb.untrusted.loads_json` (at most 64 levels deep, 64 MiB); integers are range-checked by
+  :func:`ebb.untrusted.checked_int` (ids and counts in ``[0, 2**63 - 1]``); ``action`` must be one of
+  :data:`ACTIONS`; every string must be encodable as UTF-8 (no lone surrogates). The error names the
+  row (``where``, given by the ledger: its location and the row's key), what is wrong, and the fix.
 
 Units live in field names: ``ts_ns`` is nanoseconds since the Unix epoch; signal names carry
 their own unit (``p99_ttft_ms``, ``util``).
@@ -23,7 +30,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias, cast, get_args
 
+from ebb.errors import InputError
 from ebb.model.ids import CycleId, DecisionId, RunId
+from ebb.untrusted import checked_int, loads_json
 
 __all__ = [
     "JSON",
@@ -31,6 +40,7 @@ __all__ = [
     "ACTIONS",
     "DecisionRecord",
     "CycleRecord",
+    "ROW_FIX",
 ]
 
 JSON: TypeAlias = "None | bool | int | float | str | list[JSON] | dict[str, JSON]"
@@ -47,6 +57,10 @@ def _check_id(name: str, value: object) -> None:
 
 _INT64_MAX: Final = 2**63 - 1
 
+ROW_FIX: Final = ("ebb never rewrites a recorded row: restore the ledger from a backup, or remove this one row "
+                  "(the others stay readable)")
+"""Default fix of a malformed stored row; each ledger passes a more specific one."""
+
 
 def _check_nonneg_int(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT64_MAX:
@@ -55,10 +69,10 @@ def _check_nonneg_int(name: str, value: object) -> None:
 
 def _str_tuple(name: str, value: object) -> tuple[str, ...]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise ValueError(f"{name} must be a sequence of strings, got {value!r}")
-    for item in value:
+        raise ValueError(f"{name} must be a sequence of strings, got {_brief(value)}")
+    for i, item in enumerate(value):
         if not isinstance(item, str):
-            raise ValueError(f"{name} must hold strings only, got {item!r} in {value!r}")
+            raise ValueError(f"{name} must hold strings only, got {_brief(item)} at [{i}]")
     return tuple(value)
 
 
@@ -69,9 +83,16 @@ def _float_map(name: str, value: object) -> Mapping[str, float]:
     for k, v in value.items():
         if not isinstance(k, str):
             raise ValueError(f"{name} keys must be strings, got {k!r}")
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"{name}[{k!r}] must be a finite number, got {v!r:.60}")
+        try:
+            f = float(v)
+        except OverflowError:  # an int past the float range
+            raise ValueError(f"{name}[{k!r}] must be a finite number, got an integer of "
+                             f"{int(v).bit_length()} bits") from None
+        if not math.isfinite(f):
             raise ValueError(f"{name}[{k!r}] must be a finite number, got {v!r}")
-        out[k] = float(v)
+        out[k] = f
     return MappingProxyType(out)
 
 
@@ -110,21 +131,102 @@ def _plain(value: object) -> JSON:
     return cast(JSON, value)
 
 
-def _loads_object(kind: str, text: str | bytes) -> dict[str, Any]:
+def _loads_object(kind: str, text: object) -> dict[str, Any]:
+    """The JSON object in ``text`` (depth- and size-capped); ValueError quoting its start otherwise."""
+    if not isinstance(text, (str, bytes)):
+        raise ValueError(f"expected JSON text for a {kind}, got {type(text).__name__}")
     try:
-        data = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{kind}: not valid JSON ({exc}): {text[:80]!r}") from exc
+        data = loads_json(text)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"not valid JSON ({exc}): {text[:80]!r}") from exc
     if not isinstance(data, dict):
-        raise ValueError(f"{kind}: expected a JSON object, got {data!r}")
+        raise ValueError(f"expected a JSON object for a {kind}, got {type(data).__name__} {_brief(data)}")
     return data
+
+
+def _brief(value: object) -> str:
+    """``repr`` cut to 80 characters (hostile values can be huge)."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # ints past Python's str-conversion limit, deep values
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _field(kind: str, data: Mapping[str, Any], key: str) -> Any:
     try:
         return data[key]
     except KeyError:
-        raise ValueError(f"{kind}: missing field {key!r} in {sorted(data)!r}") from None
+        raise ValueError(f"missing field {kind}.{key} (fields: {_brief(sorted(str(k) for k in data))})") from None
+
+
+def _count(kind: str, data: Mapping[str, Any], key: str) -> int:
+    """An integer field in ``[0, 2**63 - 1]`` (whole floats such as ``3.0`` are taken as ints)."""
+    return checked_int(_field(kind, data, key), f"{kind}.{key}", lo=0, hi=_INT64_MAX)
+
+
+def _text_field(kind: str, data: Mapping[str, Any], key: str) -> str:
+    value = _field(kind, data, key)
+    if not isinstance(value, str):
+        raise ValueError(f"{kind}.{key} must be a string, got {type(value).__name__} {_brief(value)}")
+    return value
+
+
+def _list_field(kind: str, data: Mapping[str, Any], key: str) -> list[Any]:
+    value = _field(kind, data, key)
+    if not isinstance(value, list):
+        raise ValueError(f"{kind}.{key} must be a JSON list, got {type(value).__name__} {_brief(value)}")
+    return value
+
+
+def _object_field(kind: str, data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = _field(kind, data, key)
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{kind}.{key} must be a JSON object, got {type(value).__name__} {_brief(value)}")
+    return value
+
+
+def _row_id(data: object, key: str) -> str:
+    """The row's own id for the error message, when it has a readable one."""
+    if isinstance(data, Mapping):
+        value = data.get(key)
+        if isinstance(value, str) and value:
+            return f" {_brief(value)}"
+    return ""
+
+
+def _malformed(kind: str, ident: str, exc: BaseException, where: str | None, fix: str | None) -> InputError:
+    return InputError(f"malformed {kind}{ident}: {exc}", path=where, fix=fix or ROW_FIX)
+
+
+def _unicode_ok(*values: object) -> None:
+    """ValueError unless every string in ``values`` (walked through lists, tuples and mappings, keys
+    included) is valid Unicode: JSON's ``\\ud800`` escapes decode to lone surrogates, which no UTF-8
+    writer (SQLite, etcd, a terminal) accepts. ASCII strings cost one C-level check each."""
+    stack: list[object] = list(values)
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if not v.isascii():
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise ValueError(f"holds text that is not valid Unicode ({exc.reason}): {v[:40]!r}") from None
+        elif isinstance(v, Mapping):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+
+
+def _encodable(record: DecisionRecord | CycleRecord) -> None:
+    """ValueError unless every string of ``record`` is valid Unicode (a cycle's decisions are checked
+    when they are decoded, so only the cycle's own fields are walked here)."""
+    if isinstance(record, DecisionRecord):
+        _unicode_ok(record.decision_id, record.cycle_id, record.run_id, record.target, record.reasons,
+                    record.signals, record.weights, record.vetoes, record.victims, record.plan, record.caused_by)
+    else:
+        _unicode_ok(record.cycle_id, record.run_id, record.policy, record.snapshot)
 
 
 def _dumps(obj: JSON) -> str:
@@ -200,31 +302,53 @@ class DecisionRecord:
         return _dumps(self.to_dict())
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> DecisionRecord:
-        """Inverse of :meth:`to_dict`; ValueError names a missing or invalid field."""
-        k = "DecisionRecord"
-        return cls(
-            decision_id=DecisionId(_field(k, data, "decision_id")),
-            cycle_id=CycleId(_field(k, data, "cycle_id")),
-            run_id=RunId(_field(k, data, "run_id")),
-            ts_ns=_field(k, data, "ts_ns"),
-            target=_field(k, data, "target"),
-            action=_field(k, data, "action"),
-            from_replicas=_field(k, data, "from_replicas"),
-            to_replicas=_field(k, data, "to_replicas"),
-            reasons=_field(k, data, "reasons"),
-            signals=_field(k, data, "signals"),
-            weights=_field(k, data, "weights"),
-            vetoes=_field(k, data, "vetoes"),
-            victims=_field(k, data, "victims"),
-            plan=_field(k, data, "plan"),
-            caused_by=_field(k, data, "caused_by"),
+    def _decode(cls, data: object) -> DecisionRecord:
+        """The record in ``data`` (a parsed JSON object); ValueError naming the bad field."""
+        k = "decision"
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a decision must be a JSON object, got {type(data).__name__} {_brief(data)}")
+        action = _text_field(k, data, "action")
+        if action not in ACTIONS:
+            raise ValueError(f"{k}.action must be one of {', '.join(ACTIONS)}, got {_brief(action)}")
+        record = cls(
+            decision_id=DecisionId(_text_field(k, data, "decision_id")),
+            cycle_id=CycleId(_text_field(k, data, "cycle_id")),
+            run_id=RunId(_text_field(k, data, "run_id")),
+            ts_ns=_count(k, data, "ts_ns"),
+            target=_text_field(k, data, "target"),
+            action=cast(Action, action),
+            from_replicas=_count(k, data, "from_replicas"),
+            to_replicas=_count(k, data, "to_replicas"),
+            reasons=tuple(_list_field(k, data, "reasons")),
+            signals=_object_field(k, data, "signals"),
+            weights=_object_field(k, data, "weights"),
+            vetoes=tuple(_list_field(k, data, "vetoes")),
+            victims=tuple(_list_field(k, data, "victims")),
+            plan=_object_field(k, data, "plan"),
+            caused_by=tuple(_list_field(k, data, "caused_by")),
         )
+        _encodable(record)
+        return record
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> DecisionRecord:
-        """Parse :meth:`to_json` output; ValueError quotes what is wrong."""
-        return cls.from_dict(_loads_object("DecisionRecord", text))
+    def from_dict(cls, data: Mapping[str, Any], *, where: str | None = None,
+                  fix: str | None = None) -> DecisionRecord:
+        """Inverse of :meth:`to_dict`. Any bad input raises :class:`~ebb.errors.InputError` naming
+        ``where`` (the row: ledger location and key), the field, and ``fix`` (default :data:`ROW_FIX`)."""
+        try:
+            return cls._decode(data)
+        except (ValueError, RecursionError) as exc:
+            raise _malformed("decision", _row_id(data, "decision_id"), exc, where, fix) from exc
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, where: str | None = None, fix: str | None = None) -> DecisionRecord:
+        """Parse :meth:`to_json` output; any bad text raises :class:`~ebb.errors.InputError` (see
+        :meth:`from_dict`)."""
+        try:
+            data = _loads_object("decision", text)
+        except ValueError as exc:
+            raise _malformed("decision", "", exc, where, fix) from exc
+        return cls.from_dict(data, where=where, fix=fix)
 
 
 @dataclass(frozen=True)
@@ -285,26 +409,51 @@ class CycleRecord:
         return _dumps(self.to_dict())
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CycleRecord:
-        """Inverse of :meth:`to_dict`; ValueError names a missing or invalid field."""
-        k = "CycleRecord"
-        raw = _field(k, data, "decisions")
-        if not isinstance(raw, list):
-            raise ValueError(f"{k}: decisions must be a list, got {raw!r}")
-        for d in raw:
-            if not isinstance(d, Mapping):
-                raise ValueError(f"{k}: each decision must be an object, got {d!r}")
-        return cls(
-            cycle_id=CycleId(_field(k, data, "cycle_id")),
-            run_id=RunId(_field(k, data, "run_id")),
-            ts_ns=_field(k, data, "ts_ns"),
-            policy=_field(k, data, "policy"),
-            decisions=tuple(DecisionRecord.from_dict(d) for d in raw),
-            snapshot=_field(k, data, "snapshot"),
-            fencing_token=data.get("fencing_token", 0),
+    def _decode(cls, data: object, decisions: Sequence[DecisionRecord] | None = None) -> CycleRecord:
+        """The record in ``data``; ``decisions`` replaces ``data["decisions"]`` when given (the SQLite
+        path decodes them from their own rows). ValueError naming the bad field."""
+        k = "cycle"
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a cycle must be a JSON object, got {type(data).__name__} {_brief(data)}")
+        if decisions is None:
+            decoded: list[DecisionRecord] = []
+            for i, d in enumerate(_list_field(k, data, "decisions")):
+                try:
+                    decoded.append(DecisionRecord._decode(d))
+                except (ValueError, RecursionError) as exc:
+                    raise ValueError(f"decisions[{i}]{_row_id(d, 'decision_id')}: {exc}") from exc
+            decisions = decoded
+        token = data.get("fencing_token", 0)
+        record = cls(
+            cycle_id=CycleId(_text_field(k, data, "cycle_id")),
+            run_id=RunId(_text_field(k, data, "run_id")),
+            ts_ns=_count(k, data, "ts_ns"),
+            policy=_text_field(k, data, "policy"),
+            decisions=tuple(decisions),
+            snapshot=_object_field(k, data, "snapshot"),
+            fencing_token=checked_int(token, f"{k}.fencing_token", lo=0, hi=_INT64_MAX),
         )
+        _encodable(record)
+        return record
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> CycleRecord:
-        """Parse :meth:`to_json` output; ValueError quotes what is wrong."""
-        return cls.from_dict(_loads_object("CycleRecord", text))
+    def from_dict(cls, data: Mapping[str, Any], *, where: str | None = None, fix: str | None = None,
+                  decisions: Sequence[DecisionRecord] | None = None) -> CycleRecord:
+        """Inverse of :meth:`to_dict`. Any bad input raises :class:`~ebb.errors.InputError` naming
+        ``where``, the field (``decisions[i]`` for a bad decision) and ``fix`` (default :data:`ROW_FIX`).
+        ``decisions``, when given, are the cycle's already decoded decisions (``data`` then needs no
+        ``decisions`` field)."""
+        try:
+            return cls._decode(data, decisions)
+        except (ValueError, RecursionError) as exc:
+            raise _malformed("cycle", _row_id(data, "cycle_id"), exc, where, fix) from exc
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, where: str | None = None, fix: str | None = None) -> CycleRecord:
+        """Parse :meth:`to_json` output; any bad text raises :class:`~ebb.errors.InputError` (see
+        :meth:`from_dict`)."""
+        try:
+            data = _loads_object("cycle", text)
+        except ValueError as exc:
+            raise _malformed("cycle", "", exc, where, fix) from exc
+        return cls.from_dict(data, where=where, fix=fix)

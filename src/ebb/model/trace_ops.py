@@ -9,6 +9,11 @@ Guarantees (every function):
 * Vectorised: no Python loop runs per request or per bin.
 * Bad arguments (negative scale factors, reversed windows, non-finite values) raise
   :class:`ValueError` quoting the value received.
+* Bounded: :func:`counts_to_requests` and :func:`scale_requests` never build more than
+  :data:`MAX_REQUESTS` (50,000,000) requests, and :func:`scale_counts` never makes a bin count
+  reach :data:`MAX_BIN_COUNT` (10**18). The size is computed from the counts (in float64, so a sum
+  past int64 cannot wrap) *before* anything is allocated; past a bound they raise one
+  :class:`~ebb.errors.InputError` naming the trace's source file, the size it would have and the fix.
 """
 
 from __future__ import annotations
@@ -16,15 +21,18 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import overload
+from typing import Final, overload
 
 import numpy as np
 
+from ebb.errors import InputError
 from ebb.model.trace import CountSeries, FloatArray, IntArray, RequestTrace
 
 __all__ = [
     "AZURE_CONV_2023_TOKENS",
     "DEFAULT_TOKENS",
+    "MAX_BIN_COUNT",
+    "MAX_REQUESTS",
     "TokenDistribution",
     "counts_to_requests",
     "scale_counts",
@@ -90,6 +98,34 @@ DEFAULT_TOKENS = AZURE_CONV_2023_TOKENS
 """Token sizes given to requests synthesised from a count series, unless the caller picks others."""
 
 
+MAX_REQUESTS: Final = 50_000_000
+"""Most requests one request-level trace may hold after expanding counts or scaling the load.
+
+Why 50 M: a request-level replay peaks at about 230 bytes per request (arrival, tokens, the
+engine's per-request state and results; measured as the RSS difference between 250 k- and
+1 M-request replays of one policy plus the oracle), so the cap is about 11 GiB and over an hour of
+replay on one core — the most a workstation gives one simulation. What is past it, e.g. the
+6 * 10**10 requests of a counts file with 10**9 per second, used to fail in numpy after trying to
+allocate hundreds of GiB. A bigger load is what ``--fidelity fluid`` is for: it simulates counts per
+bin without materialising requests, in memory that grows with the duration, not the request count."""
+
+_BYTES_PER_REQUEST: Final = 230
+
+MAX_BIN_COUNT: Final = 10**18
+"""Largest request count one bin may reach after scaling: the count reader's own bound, far below
+int64's 9.2e18 so that sums over bins stay exact."""
+
+_FLUID_FIX = ("use --fidelity fluid (it simulates counts without expanding them), or a --load-scale "
+              f"that keeps it under {MAX_REQUESTS:,} requests")
+
+
+def _refuse_size(source: str, what: str, requests: float) -> None:
+    if requests > MAX_REQUESTS:
+        raise InputError(f"{what} gives {requests:,.0f} requests, more than the {MAX_REQUESTS:,} a "
+                         f"request-level simulation holds (about {requests * _BYTES_PER_REQUEST / 2**30:,.0f} GiB)",
+                         path=source or None, fix=_FLUID_FIX)
+
+
 def _check_seed(seed: int) -> None:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
@@ -102,12 +138,17 @@ def counts_to_requests(series: CountSeries, *, seed: int, tokens: TokenDistribut
     process conditioned on having ``c`` events there. Guarantee: ``floor(arrival_s / bin_s)``
     reproduces every bin's count exactly (float rounding at bin edges is corrected). Token sizes
     are drawn from ``tokens``.
+
+    Raises :class:`~ebb.errors.InputError` (before allocating) when the counts sum to more than
+    :data:`MAX_REQUESTS`.
     """
     _check_seed(seed)
-    rng = np.random.default_rng(seed)
     counts = np.asarray(series.counts, dtype=np.int64)
     if np.any(counts < 0):
         raise ValueError(f"CountSeries.counts must be non-negative, got min {int(counts.min())}")
+    _refuse_size(series.source or str(series.name), "expanding this count series to requests",
+                 float(np.sum(counts, dtype=np.float64)))
+    rng = np.random.default_rng(seed)
     bin_idx = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
     arrival: FloatArray = (bin_idx + rng.random(len(bin_idx))) * series.bin_s
     # (i + u) * bin_s can round onto the next bin's edge (u close to 1) or, for non-integer bin_s,
@@ -145,11 +186,16 @@ def scale_requests(trace: RequestTrace, k: float, *, seed: int, jitter_s: float 
     times; every *additional* copied request (extra full copies and the thinned copy when
     ``k >= 1``) gets an independent uniform jitter in ``[0, jitter_s)`` so copies are not
     simultaneous. Tokens travel with their request. The result is sorted (stably) by arrival.
+
+    Raises :class:`~ebb.errors.InputError` (before allocating) when ``k * requests`` is more than
+    :data:`MAX_REQUESTS`.
     """
     _check_seed(seed)
     whole, frac = _split_scale(k)
     if not (math.isfinite(jitter_s) and jitter_s >= 0):
         raise ValueError(f"jitter_s must be finite and >= 0, got {jitter_s!r}")
+    _refuse_size(trace.source or str(trace.name), f"scaling the load x{k:g}",
+                 k * trace.requests)
     rng = np.random.default_rng(seed)
     n = trace.requests
     # Source index of every output request: full copies first, then the survivors of thinning.
@@ -172,11 +218,19 @@ def scale_counts(series: CountSeries, k: float, *, seed: int) -> CountSeries:
 
     This is the count-level twin of :func:`scale_requests` (full copies plus one thinned copy), so
     the expectation is ``k * c`` and ``k`` = integer scales exactly, with no randomness.
+
+    Raises :class:`~ebb.errors.InputError` when a scaled bin could reach :data:`MAX_BIN_COUNT`
+    (int64 arithmetic would overflow soon after).
     """
     _check_seed(seed)
     whole, frac = _split_scale(k)
-    rng = np.random.default_rng(seed)
     counts = np.asarray(series.counts, dtype=np.int64)
+    peak = float(counts.max()) * math.ceil(k) if len(counts) else 0.0
+    if peak >= MAX_BIN_COUNT:
+        raise InputError(f"scaling the load x{k:g} makes a bin count of {peak:.3g} requests, past the "
+                         f"{MAX_BIN_COUNT:.0e} limit", path=series.source or str(series.name),
+                         fix="use a smaller --load-scale (or --peak-replicas)")
+    rng = np.random.default_rng(seed)
     scaled = counts * whole
     if frac > 0:
         scaled = scaled + rng.binomial(counts, frac).astype(np.int64)

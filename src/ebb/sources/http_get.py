@@ -20,12 +20,13 @@ Guarantees, whatever the peer does:
 
 from __future__ import annotations
 
+import functools
 import http.client
 import socket
 import ssl
 import threading
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from ebb.errors import InputError, SourceUnavailable
@@ -45,8 +46,16 @@ class TlsOptions:
     """PEM client certificate for mutual TLS (with ``key_file``)."""
     key_file: str | None = None
 
+    @functools.cached_property
+    def _context(self) -> ssl.SSLContext:
+        return self._load()
+
     def context(self) -> ssl.SSLContext:
-        """An ``ssl`` context that verifies the server; InputError naming a file that cannot be used."""
+        """An ``ssl`` context that verifies the server (built once per options object); InputError
+        naming a file that cannot be used."""
+        return self._context
+
+    def _load(self) -> ssl.SSLContext:
         try:
             ctx = ssl.create_default_context(cafile=self.ca_file)
             if self.cert_file is not None:
@@ -65,13 +74,15 @@ class HttpLimits:
     """Whole exchange, connect to last byte (s)."""
     max_bytes: int = 16 * 1024 * 1024
     """Largest body read (bytes): a 1-hour agent page is ~4 MiB, a Prometheus range read < 1 MiB."""
-    token: str | None = None
-    """Bearer token sent as ``Authorization``; None sends none."""
+    token: str | None = field(default=None, repr=False)
+    """Bearer token sent as ``Authorization``; None sends none. Never in a repr or a message."""
     tls: TlsOptions | None = None
 
     def __post_init__(self) -> None:
         if not (self.deadline_s > 0 and self.max_bytes > 0):
             raise ValueError(f"deadline_s and max_bytes must be > 0: {self!r}")
+        if self.token is not None and (not self.token or any(not 33 <= ord(c) <= 126 for c in self.token)):
+            raise ValueError("token must be non-empty visible ASCII (no spaces, control or non-ASCII characters)")
 
 
 @dataclass(frozen=True)
@@ -141,7 +152,7 @@ def _split(url: str) -> tuple[urllib.parse.SplitResult, int | None]:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputError(f"not an http(s) URL: {url[:200]!r}", fix=fix)
-    if "@" in parts.netloc or parts.fragment:
+    if "@" in parts.netloc or "#" in url:
         raise InputError(f"URL with user info or a fragment: {_safe(url)!r}", fix=fix)
     try:
         port = parts.port
@@ -197,6 +208,8 @@ def _safe(url: str) -> str:
     """The URL without user info (never log a password)."""
     p = urllib.parse.urlsplit(url)
     host = p.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
     if p.port:
         host += f":{p.port}"
     return urllib.parse.urlunsplit((p.scheme, host, p.path, p.query, ""))

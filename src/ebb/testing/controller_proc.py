@@ -175,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         closing.callback(api.close)
         # A fake API server needs no client-side throttling; the default 5 qps would stretch cycles.
         actuator = KubernetesActuator(args.namespace, args.deployment, api_client=api, qps=1000.0, burst=1000)
-        ledger = open_ledger(args.ledger)
+        ledger = open_ledger(args.ledger, writer=True)
         closing.callback(ledger.close)
         elector = None
         if args.elect:

@@ -7,7 +7,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ebb.agent.buckets import BucketAggregator, StatsPoll, parse_stats
+from ebb.agent.buckets import (
+    FUTURE_BUCKETS, MAX_COMPLETIONS_PER_ANSWER, MAX_STATS_BYTES, BucketAggregator, StatsPoll, decode_stats, parse_stats,
+)
 from ebb.errors import InputError
 from ebb.model.samples import SampleBatch
 
@@ -169,3 +171,124 @@ def test_a_single_bad_completion_row_is_dropped_and_counted() -> None:
     stats = base_stats() | {"completions": [[1, T0, 10.0, 20.0], [2, T0, float("nan"), 1.0], "x"]}
     poll = parse_stats(stats, W0)
     assert len(poll.completions) == 1 and poll.bad_rows == 2
+
+
+# -- hostile /stats answers (issue 12: H2, M2, M9) ---------------------------------------------
+def test_a_completion_time_past_int64_ns_is_a_bad_row_not_an_overflow_in_the_aggregator() -> None:
+    # agent_poison.py tinf: t_s = 1e303 is finite and >= 0, and used to overflow round(t_s * 1e6)
+    stats = base_stats() | {"completions": [[1, 1e303, 10.0, 20.0], [2, T0, 10.0, 20.0]], "seq": 2}
+    poll = parse_stats(stats, W0)
+    assert [r[0] for r in poll.completions] == [2] and poll.bad_rows == 1
+    agg = BucketAggregator()
+    agg.poll_ok(W0, poll)
+    assert agg.close(end(0)).ttft_ms.count == 1 and agg.bad_rows == 1
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("now_s", 10**400), ("running", 10**400), ("seq", 2**63), ("max_batch", 2**64),
+    ("completed_total", 10**5000), ("name", "x" * 254), ("name", "w0@http://10.0.0.1:8000"),
+    ("name", "w\n0"), ("version", True), ("version", 1.0), ("ready", 1),
+], ids=lambda v: v if isinstance(v, str) and len(v) < 30 else type(v).__name__)
+def test_huge_numbers_and_forged_names_are_input_errors_not_overflows(key: str, value: object) -> None:
+    with pytest.raises(InputError, match=key if key != "version" else "version") as err:
+        parse_stats(base_stats() | {key: value}, W0)
+    assert len(str(err.value)) < 600  # a 5,000-digit integer is described, not printed
+
+
+def test_rows_with_huge_integers_or_wrong_shapes_are_dropped_and_counted() -> None:
+    rows: list[Any] = [[1, T0, 10.0, 20.0], [2, T0, 10**400, 1.0], [2**64, T0, 1.0, 1.0], [3, T0, 1.0],
+                       [True, T0, 1.0, 1.0], [4.0, T0, 1.0, 1.0], {"seq": 5}, None]
+    poll = parse_stats(base_stats() | {"completions": rows}, W0)
+    assert [r[0] for r in poll.completions] == [1] and poll.bad_rows == len(rows) - 1
+
+
+def test_rows_past_the_per_answer_cap_are_not_taken() -> None:
+    rows = [[i, T0, 1.0, 2.0] for i in range(1, MAX_COMPLETIONS_PER_ANSWER + 101)]
+    poll = parse_stats(base_stats() | {"completions": rows, "seq": len(rows)}, W0)
+    assert len(poll.completions) == MAX_COMPLETIONS_PER_ANSWER and poll.bad_rows == 100
+
+
+@pytest.mark.parametrize("raw", [b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
+                                 b"not json", b"\xff\xfe", b"", b"[]", b"1e999"],
+                         ids=["deep-arrays", "deep-objects", "not-json", "not-utf8", "empty", "a-list", "inf"])
+def test_decode_stats_turns_any_bad_text_into_an_input_error_naming_the_url(raw: bytes) -> None:
+    # agent_poison.py deep: 100,000 nested arrays raised RecursionError out of the poll
+    with pytest.raises(InputError) as err:
+        decode_stats(raw, W0)
+    assert W0 in str(err.value)
+
+
+def test_decode_stats_refuses_text_over_the_size_cap_before_parsing() -> None:
+    with pytest.raises(InputError, match="limit"):
+        decode_stats(b" " * (MAX_STATS_BYTES + 1), W0)
+
+
+def test_far_future_and_too_old_completions_are_dropped_by_the_agents_clock() -> None:
+    # agent_poison.py tfuture: 1,000 rows at t_s = 1e12 + ... per poll grew pending without bound
+    agg = BucketAggregator(keep=600)
+    now_ns = end(0)
+    bucket_s = 0.1
+    rows = [[1, T0 + 0.05, 1.0, 2.0],                          # in the next bucket: kept
+            [2, T0 + FUTURE_BUCKETS * bucket_s - 0.001, 1.0, 2.0],  # just inside the lead
+            [3, T0 + FUTURE_BUCKETS * bucket_s + 0.01, 1.0, 2.0],   # too far ahead
+            [4, T0 + 3600.0, 1.0, 2.0],                        # an hour ahead
+            [5, T0 - 59.0, 1.0, 2.0],                          # inside the 60 s window: late, kept
+            [6, T0 - 61.0, 1.0, 2.0]]                          # older than the kept window
+    agg.poll_ok(W0, worker(T0, 0.0, seq=6, done=rows), now_ns)
+    assert agg.implausible == {"future": 2, "too_old": 1, "pending_cap": 0}
+    kept = sum(agg.close(end(k)).ttft_ms.count for k in range(0, 8))
+    assert kept == 3
+
+
+def test_without_a_clock_the_last_closed_bucket_is_the_reference() -> None:
+    agg = BucketAggregator()
+    agg.close(end(0))
+    agg.poll_ok(W0, worker(T0, 0.0, seq=2, done=[[1, T0 + 1e6, 1.0, 2.0], [2, T0 + 0.05, 1.0, 2.0]]))
+    assert agg.implausible["future"] == 1 and agg.close(end(1)).ttft_ms.count == 1
+
+
+def test_pending_completions_are_capped_and_the_overflow_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ebb.agent.buckets as buckets
+
+    monkeypatch.setattr(buckets, "MAX_PENDING_ROWS", 5)
+    agg = BucketAggregator()
+    rows = [[i, T0 + 0.2, 1.0, 2.0] for i in range(1, 9)]
+    agg.poll_ok(W0, worker(T0, 0.0, seq=8, done=rows), end(0))
+    assert agg.implausible["pending_cap"] == 3
+    assert sum(agg.close(end(k)).ttft_ms.count for k in range(3)) == 5
+    # closing released the slots: the next answer is taken again
+    agg.poll_ok(W0, worker(T0 + 0.3, 0.0, seq=9, done=[[9, T0 + 0.25, 1.0, 2.0]]), end(2))
+    assert agg.close(end(3)).ttft_ms.count == 1 and agg.implausible["pending_cap"] == 3
+
+
+def test_two_endpoints_reporting_one_name_are_both_kept_under_their_urls() -> None:
+    # name_collision.py: a saturated w0 and an idle process also calling itself w0 read as demand 0
+    a, b = "http://10.0.0.1:8000", "http://10.0.0.2:8000"
+    agg = BucketAggregator()
+    for k in range(3):
+        agg.poll_ok(a, worker(T0 + k * 0.1, 0.09 * k, running=8, waiting=0))
+        agg.poll_ok(b, worker(T0 + k * 0.1, 0.0, running=0, waiting=0))
+        bucket = agg.close(end(k))
+    assert set(bucket.workers) == {f"w0@{a}", f"w0@{b}"}
+    assert sum(w.slot_ratio for w in bucket.workers.values()) == pytest.approx(1.0)
+    assert sum(w.prefill_busy_ratio or 0.0 for w in bucket.workers.values()) == pytest.approx(0.9, rel=1e-4)
+    assert agg.collisions == ("w0",) and set(bucket.latency_names) == {f"w0@{a}", f"w0@{b}"}
+
+
+def test_a_collision_ends_when_one_endpoint_goes_and_the_name_comes_back() -> None:
+    a, b = "http://10.0.0.1:8000", "http://10.0.0.2:8000"
+    agg = BucketAggregator()
+    agg.poll_ok(a, worker(T0, 0.0))
+    agg.poll_ok(b, worker(T0, 0.0))
+    assert set(agg.close(end(0)).workers) == {f"w0@{a}", f"w0@{b}"}
+    agg.forget(b)
+    agg.poll_ok(a, worker(T0 + 0.1, 0.0))
+    assert set(agg.close(end(1)).workers) == {"w0"} and agg.collisions == ()
+
+
+def test_a_worker_and_a_router_may_share_a_name() -> None:
+    agg = BucketAggregator()
+    agg.poll_ok(W0, worker(T0, 0.0, name="router"))
+    agg.poll_ok(R, router(T0))
+    b = agg.close(end(0))
+    assert set(b.workers) == {"router"} and set(b.routers) == {"router"} and agg.collisions == ()

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ebb.agent.wire import (
-    Bucket, BucketPage, RouterGauges, Sketch, WorkerGauges, decode_page, encode_page,
+    Bucket, BucketPage, RouterGauges, Sketch, WorkerGauges, decode_page, decode_page_json, encode_bucket_json,
+    encode_page, page_json,
 )
 from ebb.errors import InputError
 from ebb.window.sketch import ColumnarSketch
@@ -125,3 +126,62 @@ def test_sketch_of_rejects_negative_and_non_finite_latencies() -> None:
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="finite and >= 0"):
             Sketch.of([1.0, bad])
+
+
+# -- hostile pages (issue 12: H1, M6 for the controller's reader) --------------------------------
+def _set(path: list[Any], value: object) -> Any:
+    def mutate(p: dict[str, Any]) -> None:
+        node: Any = p
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = value
+    return mutate
+
+
+@pytest.mark.parametrize(("mutate", "field"), [
+    (_set(["buckets", 0, "workers", "w0", "running"], 10**400), "buckets[0].workers.w0.running"),
+    (_set(["buckets", 0, "ts_ns", ], 2**63), "buckets[0].ts_ns"),
+    (_set(["newest_ns"], 10**5000), "newest_ns"),
+    (_set(["buckets", 0, "ttft_ms", "zero"], 2**70), "buckets[0].ttft_ms.zero"),
+    (_set(["buckets", 0, "ttft_ms", "bins", "5"], 2**64), "buckets[0].ttft_ms.bins.5"),
+    (_set(["buckets", 0, "ttft_ms", "bins", "0007"], 1), "buckets[0].ttft_ms.bins"),
+    (_set(["buckets", 0, "ttft_ms", "bins", " 7"], 1), "buckets[0].ttft_ms.bins"),
+    (_set(["buckets", 0, "ttft_ms", "bins", "9" * 5000], 1), "buckets[0].ttft_ms.bins"),
+    (_set(["buckets", 0, "ttft_ms", "alpha"], [0.01]), "buckets[0].ttft_ms.alpha"),
+    (_set(["buckets", 0, "gpu", "util"], [[[[1]]]]), "buckets[0].gpu.util"),
+    (_set(["buckets", 0, "latency_names"], "w0"), "buckets[0].latency_names"),
+    (_set(["version"], True), "version"),
+    (_set(["bucket_ms"], 2**64), "bucket_ms"),
+], ids=lambda v: v if isinstance(v, str) else "mutation")
+def test_huge_integers_odd_keys_and_wrong_types_are_input_errors(mutate: Any, field: str) -> None:
+    page = good_page()
+    mutate(page)
+    with pytest.raises(InputError) as err:
+        decode_page(page, URL)
+    assert URL in str(err.value) and field in str(err.value) and len(str(err.value)) < 600
+
+
+def test_a_deeply_nested_value_inside_a_field_is_described_not_repr_ed() -> None:
+    deep: Any = 0
+    for _ in range(100_000):  # repr() of this raises RecursionError
+        deep = [deep]
+    page = good_page()
+    page["buckets"][0]["gpu"]["util"] = deep
+    with pytest.raises(InputError, match="a list of 1"):
+        decode_page(page, URL)
+
+
+@pytest.mark.parametrize("raw", [b"[" * 100_000 + b"]" * 100_000, b"{", b"\xff", b"null", b"NaN"],
+                         ids=["deep", "truncated", "not-utf8", "null", "nan"])
+def test_decode_page_json_turns_any_bad_text_into_an_input_error(raw: bytes) -> None:
+    with pytest.raises(InputError) as err:
+        decode_page_json(raw, URL)
+    assert URL in str(err.value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(page=pages())
+def test_pages_joined_from_pre_encoded_buckets_decode_to_the_same_page(page: BucketPage) -> None:
+    raw = page_json(page.agent, page.bucket_ms, page.newest_ns, [encode_bucket_json(b) for b in page.buckets])
+    assert json.loads(raw) == json.loads(json.dumps(encode_page(page)))
+    assert decode_page_json(raw, URL) == page

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from ebb.cli.explain import format_ts, nearest_ids
@@ -12,6 +15,7 @@ from ebb.cli.main import app
 from ebb.ledger import SqliteLedger
 from ebb.model.decisions import CycleRecord, DecisionRecord
 from ebb.model.ids import CycleId, DecisionId, RunId
+from ebb.testing.mounts import MountUnavailable, read_only_copy
 
 runner = CliRunner()
 T0 = 1_714_564_800_000_000_000  # 2024-05-01T12:00:00Z
@@ -112,3 +116,63 @@ def test_nearest_ids_prefers_prefix_matches_then_the_longest_shared_prefix() -> 
     assert nearest_ids("abx", known) == ["abc-1", "abc-2", "abd-1"]
     assert nearest_ids("q", known) == []
     assert format_ts(1_500_000_000) == "1970-01-01T00:00:01.500000000Z"
+
+
+# -- hostile and read-only ledgers (issue 12: M5, L3) ---------------------------------------------------
+
+
+def _damage(path: Path, sql: str) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA ignore_check_constraints=ON")
+    conn.execute(sql)
+    conn.commit()
+    conn.close()
+
+
+def test_list_on_a_ledger_with_a_malformed_row_shows_the_rest_and_one_warning_line(tmp_path: Path) -> None:
+    """sqlite_corrupt.py: before, `negative_to` made `ebb explain --list` exit 1 with a traceback."""
+    path = _ledger(tmp_path)
+    _damage(path, "UPDATE decisions SET to_replicas = -3 WHERE decision_id = 'dec-002'")
+    r = runner.invoke(app, ["explain", "--list", "--ledger", str(path)])
+    assert r.exit_code == 0, r.output
+    assert "dec-001" in r.stdout and "dec-101" in r.stdout and "dec-002" not in r.stdout
+    warning = r.stderr.strip().splitlines()
+    assert len(warning) == 1 and warning[0].startswith("warning: skipped 1 malformed row")
+    assert "dec-002" in warning[0] and "to_replicas = -3" in warning[0] and "Traceback" not in r.output
+
+
+def test_explaining_the_malformed_decision_itself_exits_2_with_one_line(tmp_path: Path) -> None:
+    path = _ledger(tmp_path)
+    _damage(path, "UPDATE decisions SET action = 'explode' WHERE decision_id = 'dec-002'")
+    r = runner.invoke(app, ["explain", "dec-002", "--ledger", str(path)])
+    assert r.exit_code == 2 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "dec-002" in lines[0] and "explode" in lines[0] and str(path) in lines[0]
+
+
+def test_a_decision_whose_cycle_row_is_malformed_is_still_explained_with_a_warning(tmp_path: Path) -> None:
+    path = _ledger(tmp_path)
+    _damage(path, "UPDATE cycles SET snapshot = '[]' WHERE cycle_id = 'cyc-1'")
+    r = runner.invoke(app, ["explain", "dec-001", "--ledger", str(path)])
+    assert r.exit_code == 0 and "decision dec-001" in r.stdout and "scale_down  4 → 3" in r.stdout
+    assert r.stderr.count("\n") == 1 and "cyc-1" in r.stderr and "snapshot must be a JSON object" in r.stderr
+
+
+@pytest.fixture
+def read_only_ledger(tmp_path: Path) -> Iterator[Path]:
+    (tmp_path / "src").mkdir()
+    path = _ledger(tmp_path / "src")
+    try:
+        with read_only_copy([path], tmp_path / "ro") as folder:
+            yield folder / path.name
+    except MountUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def test_explain_reads_a_ledger_on_a_read_only_filesystem(read_only_ledger: Path) -> None:
+    """Recipe R: before, `unable to open database file`, exit 2."""
+    listed = runner.invoke(app, ["explain", "--list", "--ledger", str(read_only_ledger)])
+    assert listed.exit_code == 0, listed.output
+    assert "4 most recent of 4 decisions" in listed.stdout
+    one = runner.invoke(app, ["explain", "dec-101", "--ledger", str(read_only_ledger)])
+    assert one.exit_code == 0 and "canary passed" in one.stdout

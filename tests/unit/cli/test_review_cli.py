@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from ebb.cli.main import app
 from ebb.ledger.review import SqliteCompensationLog
+from ebb.testing.mounts import MountUnavailable, read_only_copy
 
 runner = CliRunner()
 T0 = 1_714_564_800.0  # 2024-05-01T12:00:00Z
@@ -75,3 +78,55 @@ def test_an_empty_queue_says_so(tmp_path: Path) -> None:
     SqliteCompensationLog(path).close()
     res = runner.invoke(app, ["review", "list", "--ledger", str(path)])
     assert res.exit_code == 0 and "no pending review items" in res.output
+
+
+# -- hostile and read-only ledgers (issue 12: M5, L3) ---------------------------------------------------
+
+
+def _damage(path: Path, sql: str) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA ignore_check_constraints=ON")
+    conn.execute(sql)
+    conn.commit()
+    conn.close()
+
+
+def test_list_with_a_malformed_item_lists_the_others_and_warns_in_one_line(tmp_path: Path) -> None:
+    path = _queue(tmp_path)
+    _damage(path, "UPDATE review_queue SET status = 'exploded' WHERE event_id = 'ev-chat-1'")
+    res = runner.invoke(app, ["review", "list", "--all", "--ledger", str(path)])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.startswith("ev-embed-2\tpending") and "ev-chat-1" not in res.stdout
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warning: skipped 1 malformed row") and "exploded" in lines[0]
+
+
+@pytest.mark.parametrize("cmd", ["show", "retry", "resolve"])
+def test_show_retry_or_resolve_of_a_malformed_item_exit_2_with_one_line(tmp_path: Path, cmd: str) -> None:
+    path = _queue(tmp_path)
+    _damage(path, "UPDATE review_queue SET retries = -4 WHERE event_id = 'ev-chat-1'")
+    res = runner.invoke(app, ["review", cmd, "ev-chat-1", "--ledger", str(path)])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "ev-chat-1" in lines[0] and "retries = -4" in lines[0]
+
+
+def test_list_and_show_read_a_ledger_on_a_read_only_filesystem(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    path = _queue(tmp_path / "src")
+    try:
+        with read_only_copy([path], tmp_path / "ro") as folder:
+            ro = str(folder / path.name)
+            listed = runner.invoke(app, ["review", "list", "--ledger", ro])
+            assert listed.exit_code == 0 and "ev-chat-1\tpending" in listed.stdout, listed.output
+            shown = runner.invoke(app, ["review", "show", "ev-embed-2", "--ledger", ro])
+            assert shown.exit_code == 0 and "boom" in shown.stdout
+            refused = runner.invoke(app, ["review", "resolve", "ev-embed-2", "--ledger", ro])
+            assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1
+    except MountUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def test_etcd_flags_on_a_sqlite_ledger_exit_2(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["review", "list", "--ledger", str(_queue(tmp_path)), "--etcd-ca", "ca.pem"])
+    assert res.exit_code == 2 and "etcd ledgers only" in res.stderr

@@ -63,3 +63,46 @@ def test_bad_config_is_refused_before_any_worker_starts(tmp_path: Path) -> None:
 def test_the_agent_refuses_an_endpoint_that_is_not_a_url() -> None:
     res = runner.invoke(app, ["agent", "--endpoint", "notaurl", "--no-nvml"])
     assert res.exit_code != 0 and "not an http(s) URL" in str(res.exception)
+
+
+def test_bad_agent_credentials_are_refused_before_anything_starts(tmp_path: Path) -> None:
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    spaced = tmp_path / "spaced"
+    spaced.write_text("two words\n")
+    cert = tmp_path / "cert.pem"
+    cert.write_text("not a certificate")
+    for extra in (["--agent-token-file", str(empty)], ["--agent-token-file", str(spaced)],
+                  ["--agent-token-file", str(tmp_path / "missing")], ["--agent-cert", str(cert)],
+                  ["--agent-ca", str(cert)], ["--metrics-port", "70000"], ["--agent", "http://127.0.0.1:"]):
+        res = runner.invoke(app, ["run", "--source", "agents", "--agent", "http://127.0.0.1:1", *extra])
+        assert res.exit_code != 0, extra
+        assert "router:" not in res.output, f"{extra}: the fleet started before the config was checked"
+
+
+def test_metrics_listen_on_the_bind_address_given(tmp_path: Path) -> None:
+    """H3: in a pod, probes and scrapes reach /metrics on the pod IP, so it must not be loopback only."""
+    import time
+    import urllib.request
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ebb.cli.main", "run", "--source", "agents", "--agent", f"http://127.0.0.1:{free_port()}",
+         "--actuator", "local", "--workers", "1", "--speed", "20", "--ledger", str(tmp_path / "l.sqlite"),
+         "--metrics-port", str(port), "--metrics-bind", "0.0.0.0", "--cycles", "40", "--interval-s", "0.25"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # 127.0.0.2 is another address of this host: a server bound to 127.0.0.1 alone is not there.
+        host = "127.0.0.2"
+        body = b""
+        for _ in range(80):
+            try:
+                with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=1.0) as resp:
+                    body = resp.read()
+                break
+            except OSError:
+                time.sleep(0.25)
+        assert b"ebb_cycles_total" in body, f"/metrics not reachable on {host}:{port}"
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)

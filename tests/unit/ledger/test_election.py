@@ -299,3 +299,29 @@ def test_an_unreachable_etcd_is_source_unavailable_naming_the_endpoint_and_never
             e.start(background=False)
             assert e.step() > 0
             assert not e.is_leader()
+
+
+def test_a_refused_election_is_logged_once_without_a_traceback_and_retried_slowly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A TLS or auth failure (ConfigError from the store) is permanent: one ERROR line naming it, no
+    traceback per poll, and the thread keeps going (it leads once etcd accepts it)."""
+    etcd = FakeEtcd(Clock())
+    calls: list[float] = []
+
+    def refused(key: str) -> None:
+        calls.append(time.monotonic())
+        raise ConfigError("etcd at https://x: TLS verification of the server failed (fix: --etcd-ca FILE)")
+
+    etcd.read = refused  # type: ignore[assignment, method-assign]
+    e = LeaderElector("http://unused:2379", KEY, "a", ttl_s=3, store=etcd, poll_every_s=0.01)
+    with caplog.at_level("DEBUG", logger="ebb.ledger.election"):
+        e.start()
+        deadline = time.monotonic() + 5
+        while len(calls) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        e.close()
+    assert len(calls) >= 2 and calls[1] - calls[0] >= 0.9  # retried, at most once a second
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "--etcd-ca" in errors[0].getMessage() and errors[0].exc_info is None
+    assert not e.is_leader()

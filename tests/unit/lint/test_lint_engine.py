@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from ebb.errors import ConfigError
 from ebb.lint import ALL_RULES, Finding, lint_paths, load_disabled
 from ebb.lint.core import Workspace, discover, read_file, suppressed
 
@@ -52,7 +53,7 @@ def test_the_config_file_disables_rules(tmp_path: Path) -> None:
     assert load_disabled(tmp_path / "absent.yaml") == set()
     assert lint_paths([DATA / "EBB101"], ALL_RULES, load_disabled(cfg)).findings == []
     cfg.write_text("disable: EBB101\n")
-    with pytest.raises(ValueError, match="list"):
+    with pytest.raises(ConfigError, match="list"):
         load_disabled(cfg)
 
 

@@ -434,3 +434,31 @@ def test_an_unreachable_ledger_stops_acting_says_so_and_resumes_when_back() -> N
     out = c.cycle()
     assert out.acted and act.state().spec_replicas == 3
     assert [d.decision_id for d in ledger.decisions()] == [out.decision_id]
+
+
+def test_a_malformed_ledger_row_is_skipped_on_resume_and_its_cycle_number_never_reused(
+        tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
+    # M5: a row the decoder refuses (here: an unknown action written straight into the SQLite file).
+    import sqlite3
+
+    from ebb.ledger.sqlite import SqliteLedger
+
+    path = tmp_path / "ledger.sqlite"
+    clock = Clock()
+    first = SqliteLedger(path)
+    make(ScriptedPolicy(lambda o: o.spec_replicas + 1), clock, ledger=first).cycle()
+    make(ScriptedPolicy(lambda o: o.spec_replicas + 1), clock, ledger=first, actuator=FakeActuator(5, clock=clock)).cycle()
+    first.close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE decisions SET action = 'nuke' WHERE decision_id = 'r1-2'")
+    db.close()
+    store = SqliteLedger(path)
+    try:
+        act = FakeActuator(6, clock=clock)
+        c = make(ScriptedPolicy(lambda o: 7), clock, ledger=store, actuator=act)
+        out = c.cycle()
+        assert out.action == "scale_up" and out.decision_id == DecisionId("r1-3"), "numbering goes past the bad row"
+        assert act.state().spec_replicas == 7
+        assert any("malformed row" in r.getMessage() and r.levelname == "ERROR" for r in caplog.records)
+    finally:
+        store.close()

@@ -36,10 +36,12 @@ class FakeWorkers:
         self.seen: list[tuple[str, int]] = []
         self.gates: dict[str, asyncio.Event] = {}
 
-    def add(self, name: str, *, gated: bool = False, hold_s: float = 0.0, status: int = 200) -> str:
-        return asyncio.run_coroutine_threadsafe(self._add(name, gated, hold_s, status), self.loop).result(10)
+    def add(self, name: str, *, gated: bool = False, hold_s: float = 0.0, status: int = 200,
+            answer: bytes | None = None) -> str:
+        """``answer``: raw bytes sent instead of the JSON answer (a broken or hostile worker)."""
+        return asyncio.run_coroutine_threadsafe(self._add(name, gated, hold_s, status, answer), self.loop).result(10)
 
-    async def _add(self, name: str, gated: bool, hold_s: float, status: int) -> str:
+    async def _add(self, name: str, gated: bool, hold_s: float, status: int, answer: bytes | None) -> str:
         gate = self.gates[name] = asyncio.Event()
         if not gated:
             gate.set()
@@ -51,6 +53,8 @@ class FakeWorkers:
             await asyncio.sleep(hold_s)
             if status != 200:
                 return web.Response(status=status, text="boom")
+            if answer is not None:
+                return web.Response(body=answer, content_type="application/json")
             return web.json_response({"worker": name, "ttft_ms": 1.0, "e2e_ms": 2.0})
 
         app = web.Application()
@@ -251,3 +255,57 @@ def test_the_router_exports_latency_histograms_and_a_workers_view(router: Router
     with pytest.raises(ValueError, match="already known"):
         router.add_worker("a", "http://127.0.0.1:1", max_batch=1)
     assert router.drain("unknown").result(timeout=5) is None
+
+
+@pytest.mark.parametrize("body", [
+    b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
+    b'{"input_tokens": ' + b"9" * 5000 + b', "output_tokens": 1}', b'{"input_tokens": 1e400, "output_tokens": 1}',
+    b'{"input_tokens": NaN, "output_tokens": 1}', b"\xff\xfe\x00",
+], ids=["deep-arrays", "deep-objects", "5000-digits", "1e400", "nan", "not-utf8"])
+def test_hostile_bodies_get_400_and_no_traceback_is_logged(router: Router, fakes: FakeWorkers, body: bytes,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    # router_inputs.py: the two nested bodies answered 500 with a RecursionError traceback
+    router.add_worker("a", fakes.add("a"), max_batch=1)
+    with caplog.at_level("ERROR"):
+        status, text = post(router.url, body)
+    assert status == 400 and ("send" in str(text) or "must be" in str(text))
+    assert fakes.seen == [] and not [r for r in caplog.records if r.exc_info]
+
+
+def test_a_body_over_the_cap_gets_413_unread(router: Router) -> None:
+    from ebb.live.stats import MAX_BODY_BYTES
+
+    assert post(router.url, b" " * (MAX_BODY_BYTES + 1))[0] == 413
+
+
+def test_a_request_line_past_the_limit_is_a_400_and_one_warning_without_traceback(
+        router: Router, caplog: pytest.LogCaptureFixture) -> None:
+    import socket
+
+    port = int(router.url.rsplit(":", 1)[1])
+    with caplog.at_level("WARNING"), socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET /stats?" + b"a" * 100_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert s.recv(200).startswith(b"HTTP/1.0 400")
+    eventually(lambda: any("malformed request" in r.getMessage() for r in caplog.records), what="one warning")
+    assert not [r for r in caplog.records if r.exc_info]
+
+
+@pytest.mark.parametrize("answer", [b"[" * 100_000 + b"]" * 100_000, b'{"ttft_ms": 1e999}',
+                                    b'{"ttft_ms": ' + b"9" * 400 + b"}", b'{"ttft_ms": true}',
+                                    b" " * (2 * 1024 * 1024)],
+                         ids=["deep", "inf", "huge-int", "bool", "oversize"])
+def test_a_hostile_worker_answer_is_a_worker_error_retried_elsewhere(router: Router, fakes: FakeWorkers,
+                                                                    answer: bytes) -> None:
+    router.add_worker("evil", fakes.add("evil", answer=answer), max_batch=4)  # older and idle: tried first
+    router.add_worker("good", fakes.add("good"), max_batch=1)
+    status, body = post(router.url)
+    assert status == 200 and isinstance(body, dict) and body["worker"] == "good"
+    assert [w for w, _ in fakes.seen] == ["evil", "good"]
+
+
+@pytest.mark.parametrize("since", ["-1", "9" * 20, "1e3", "%00", "9" * 5000])
+def test_stats_since_outside_int64_is_a_400(router: Router, since: str) -> None:
+    with pytest.raises(urllib.error.HTTPError) as err:
+        OPENER.open(f"{router.url}/stats?since={since}", timeout=30)
+    assert err.value.code == 400
+    err.value.close()

@@ -120,11 +120,21 @@ def test_a_cold_worker_answers_503_until_warm() -> None:
     (b'{"input_tokens": 0, "output_tokens": 4}', "input_tokens"),
     (b'{"input_tokens": 3, "output_tokens": 2.5}', "output_tokens"),
     (b'{"input_tokens": true, "output_tokens": 4}', "input_tokens"),
-])
+    # issue 12 (L5): nesting past 64 levels and huge numbers are 400s, never a 500 traceback
+    (b"[" * 100_000 + b"]" * 100_000, "nested"), (b'{"a":' * 50_000 + b"1" + b"}" * 50_000, "nested"),
+    (b'{"input_tokens": ' + b"9" * 5000 + b', "output_tokens": 1}', "JSON"),
+    (b'{"input_tokens": 1e400, "output_tokens": 1}', "input_tokens"),
+], ids=lambda v: v[:24].decode("ascii", "replace") if isinstance(v, bytes) else v)
 def test_a_malformed_body_gets_400_naming_the_problem(warm: str, body: bytes, field: str) -> None:
     status, text = call(warm + "/v1/generate", body)
     assert status == 400
     assert field in text
+
+
+def test_a_body_over_the_cap_gets_413(warm: str) -> None:
+    from ebb.live.stats import MAX_BODY_BYTES
+
+    assert call(warm + "/v1/generate", b" " * (MAX_BODY_BYTES + 1))[0] == 413
 
 
 def test_stats_returns_only_completions_newer_than_the_cursor(warm: str) -> None:

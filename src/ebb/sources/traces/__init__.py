@@ -19,7 +19,9 @@ Guarantees:
 * Results satisfy :mod:`ebb.model.trace`'s invariants: read-only numpy columns, ``arrival_s``
   sorted and >= 0, non-negative integer tokens/counts.
 * Malformed input raises :class:`~ebb.errors.TraceFormatError` whose message names the file,
-  the 1-based line (when one is to blame) and the fix. Unreadable/missing files raise
+  the 1-based line (when one is to blame) and the fix — hostile input included: JSON nested past
+  64 levels, integers past int64 (tokens past 2**31 - 1), NUL bytes and random bytes end in that
+  one error, never a ``RecursionError`` or ``OverflowError``. Unreadable/missing files raise
   :class:`~ebb.errors.InputError`; unknown formats or bundled names raise
   :class:`~ebb.errors.ConfigError`.
 * Unsorted input is stable-sorted; the result's ``notes`` say so and the ``ebb.sources.traces``
@@ -30,7 +32,6 @@ Guarantees:
 from __future__ import annotations
 
 import dataclasses
-import json
 from importlib import resources
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from ebb.model.ids import TraceName
 from ebb.model.trace import CountSeries, RequestTrace
 from ebb.sources.traces import azure, counts, generic_csv, mooncake
 from ebb.sources.traces._common import open_binary
+from ebb.untrusted import UntrustedInput
 
 __all__ = ["BUNDLED_TRACES", "FORMATS", "bundled_trace", "detect_format", "load_trace", "open_trace"]
 
@@ -79,8 +81,11 @@ def detect_format(path: str | Path) -> str:
         return "azure"
     if first.startswith("{"):
         try:
-            obj = json.loads(first)
-        except json.JSONDecodeError:
+            obj = mooncake.parse_line(first)  # depth-capped: a line of 100,000 '[' is refused, not recursed
+        except UntrustedInput as exc:
+            raise TraceFormatError(f"the first line looks like JSON but is refused: {exc}", path=str(p),
+                                   line=first_idx + 1, fix=_AUTO_FIX) from exc
+        except (ValueError, RecursionError):  # not JSON (or an integer over 4,300 digits): not Mooncake
             obj = None
         if isinstance(obj, dict) and all(k in obj for k in mooncake.KEYS):
             return "mooncake"

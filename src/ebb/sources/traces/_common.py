@@ -10,6 +10,9 @@ Guarantees:
   column in Python, to name the exact 1-based line of the first bad value.
 * :func:`sort_by_time` sorts stably and records the fact in ``notes`` and on the
   ``ebb.sources.traces`` logger (never via :mod:`warnings`: the test suite turns warnings into errors).
+* Integers are range-checked, vectorised: :func:`int_column` accepts ``[0, hi]`` (default
+  :data:`MAX_TOKENS`, 2**31 - 1), so a value such as 10**20 is a :class:`TraceFormatError` naming its
+  line, never numpy's ``OverflowError``.
 """
 
 from __future__ import annotations
@@ -38,6 +41,11 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 _GZIP_MAGIC = b"\x1f\x8b"
+
+MAX_TOKENS = 2**31 - 1
+"""Largest token count one request may have (prompt or completion): 200 times the largest context
+window of 2025 models (10**7 tokens), and small enough that the sum over MAX_REQUESTS (5 * 10**7)
+requests stays far inside int64, so numpy's token sums can never wrap."""
 
 
 def is_gzip(path: Path) -> bool:
@@ -133,9 +141,10 @@ def read_csv_table(path: Path, *, expected: Sequence[str], fix: str) -> Table:
                                    fix="point at a non-empty trace file")
         missing = [c for c in expected if c not in header]
         if missing:
+            found = ", ".join(_show(c) for c in header[:8]) + (f", ... ({len(header)} in all)" if len(header) > 8 else "")
             raise TraceFormatError(
                 f"missing column(s) {', '.join(map(repr, missing))}; found columns "
-                f"{', '.join(map(repr, header))}; expected {', '.join(map(repr, expected))}",
+                f"{found}; expected {', '.join(map(repr, expected))}",
                 path=src, line=header_line, fix=fix)
         width = len(header)
         rows: list[list[str]] = []
@@ -146,7 +155,8 @@ def read_csv_table(path: Path, *, expected: Sequence[str], fix: str) -> Table:
                     if not any(cell.strip() for cell in row):
                         continue  # blank line (often a trailing one)
                     raise TraceFormatError(
-                        f"row has {len(row)} field(s) but the header has {width} ({', '.join(header)})",
+                        f"row has {len(row)} field(s) but the header has {width} "
+                        f"({', '.join(h[:30] for h in header[:8])}{', ...' if width > 8 else ''})",
                         path=src, line=reader.line_num,
                         fix="make every row have one value per header column")
                 rows.append(row)
@@ -163,46 +173,71 @@ def read_csv_table(path: Path, *, expected: Sequence[str], fix: str) -> Table:
     return Table(header=header, columns=columns, lines=lines)
 
 
-def _describe_bad_number(text: str) -> str:
-    """Classify a value that is not a non-negative integer, for the error message."""
+def _show(text: str) -> str:
+    """``repr`` of a bad value for a message, cut to 40 characters."""
+    stripped = text.strip()
+    return repr(stripped) if len(stripped) <= 40 else repr(stripped[:37] + "...")
+
+
+def _describe_bad_number(text: str, hi: int = MAX_TOKENS) -> str:
+    """Classify a value that is not an integer in ``[0, hi]``, for the error message."""
     stripped = text.strip()
     if not stripped:
         return "empty value"
+    shown = _show(stripped)
+    if stripped.isascii() and stripped.isdigit():  # only digits, so it failed for being too large
+        return f"{shown} is larger than {hi:,}"
     try:
         value = float(stripped)
-    except ValueError:
-        return f"{stripped!r} is not a number"
+    except (ValueError, OverflowError):
+        return f"{shown} is not a number"
     if not math.isfinite(value):
-        return f"{stripped!r} is not finite (NaN/inf)"
+        return f"{shown} is not finite (NaN/inf)"
     if value < 0:
-        return f"{stripped!r} is negative"
-    return f"{stripped!r} is not an integer"
+        return f"{shown} is negative"
+    if value > hi:
+        return f"{shown} is larger than {hi:,}"
+    return f"{shown} is not an integer"
+
+
+def _int_or_none(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:  # not an integer, or over Python's 4,300-digit conversion limit
+        return None
 
 
 def int_column(values: Sequence[str], *, what: str, path: Path, lines: Sequence[int],
-               fix: str) -> IntArray:
-    """Convert strings to non-negative int64, or raise naming the first bad value's line."""
+               fix: str, hi: int = MAX_TOKENS) -> IntArray:
+    """Convert strings to int64 in ``[0, hi]``, or raise naming the first bad value's line.
+
+    ``hi`` must fit in int64 (default :data:`MAX_TOKENS`). Vectorised unless a value is bad or
+    spelled in a way numpy does not parse (``1_000``); then one Python pass finds it.
+    """
+    if not 0 <= hi <= np.iinfo(np.int64).max:
+        raise ValueError(f"int_column: hi must be within int64, got {hi!r}")
     try:
         arr = np.asarray(values, dtype=np.str_).astype(np.int64)
     except (ValueError, OverflowError):
         arr = None
     if arr is not None:
-        neg = np.flatnonzero(arr < 0)
-        if len(neg) == 0:
+        bad = np.flatnonzero((arr < 0) | (arr > hi))
+        if len(bad) == 0:
             return arr
-        first = int(neg[0])
-        raise TraceFormatError(f"{what} {_describe_bad_number(values[first])}", path=str(path),
+        first = int(bad[0])
+        raise TraceFormatError(f"{what} {_describe_bad_number(values[first], hi)}", path=str(path),
                                line=lines[first], fix=fix)
-    # Slow path: find the first value Python's int() rejects (same rules numpy applies).
+    # Slow path: find the first value Python's int() rejects or that is out of range (numpy
+    # refused the column, so one of them is bad or spelled in a way only Python accepts).
+    parsed: list[int] = []
     for i, text in enumerate(values):
-        try:
-            if int(text) >= 0:
-                continue
-        except ValueError:
-            pass
-        raise TraceFormatError(f"{what} {_describe_bad_number(text)}", path=str(path), line=lines[i], fix=fix)
+        v = _int_or_none(text)
+        if v is None or not 0 <= v <= hi:
+            raise TraceFormatError(f"{what} {_describe_bad_number(text, hi)}", path=str(path),
+                                   line=lines[i], fix=fix)
+        parsed.append(v)
     # numpy and Python disagree on some spellings ("1_000"); Python's int() is the rule we document.
-    return np.array([int(v) for v in values], dtype=np.int64)
+    return np.array(parsed, dtype=np.int64)
 
 
 def float_column(values: Sequence[str], *, what: str, path: Path, lines: Sequence[int],

@@ -24,6 +24,7 @@ import numpy as np
 from ebb.errors import TraceFormatError
 from ebb.model.trace import RequestTrace
 from ebb.sources.traces._common import (
+    MAX_TOKENS,
     IntArray,
     int_column,
     read_csv_table,
@@ -69,7 +70,7 @@ def read_azure(path: Path) -> RequestTrace:
         path, expected=HEADER,
         fix="an Azure LLM trace needs the header 'TIMESTAMP,ContextTokens,GeneratedTokens'; "
             "for other CSVs use --format csv --time-col ... --tokens-in-col ... --tokens-out-col ...")
-    tok_fix = "token counts must be non-negative integers"
+    tok_fix = f"token counts must be integers from 0 to {MAX_TOKENS:,}"
     ns = parse_timestamps_ns(table.columns[TIME_COL], path=path, lines=table.lines)
     tin = int_column(table.columns[IN_COL], what=IN_COL, path=path, lines=table.lines, fix=tok_fix)
     tout = int_column(table.columns[OUT_COL], what=OUT_COL, path=path, lines=table.lines, fix=tok_fix)

@@ -65,10 +65,16 @@ class _Header:
         self.bin_s: float | None = None
 
 
-def _describe(token: bytes) -> str:
+def _shown(token: bytes) -> str:
+    """A token for an error message, cut to 40 characters (a bad token can be megabytes long)."""
     text = token.decode("utf-8", "replace")
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _describe(token: bytes) -> str:
+    text = _shown(token)
     try:
-        value = float(text)
+        value = float(token.decode("utf-8", "replace"))
     except ValueError:
         return f"count {text!r} is not a number"
     if not math.isfinite(value):
@@ -79,13 +85,10 @@ def _describe(token: bytes) -> str:
 
 
 def _token_around(chunk: bytes, i: int) -> bytes:
-    lo = i
-    while lo > 0 and chunk[lo - 1] not in _WHITESPACE:
-        lo -= 1
-    hi = i
-    while hi < len(chunk) and chunk[hi] not in _WHITESPACE:
-        hi += 1
-    return chunk[lo:hi]
+    """The whitespace-delimited token containing ``chunk[i]`` (C-speed searches: it can be long)."""
+    lo = max(chunk.rfind(bytes([w]), 0, i) for w in _WHITESPACE) + 1
+    ends = [e for e in (chunk.find(bytes([w]), i) for w in _WHITESPACE) if e != -1]
+    return chunk[lo:min(ends) if ends else len(chunk)]
 
 
 def _blank_comments(chunk: bytes, *, at_line_start: bool, path: Path, first_line: int) -> bytes:
@@ -96,7 +99,7 @@ def _blank_comments(chunk: bytes, *, at_line_start: bool, path: Path, first_line
         line_start = chunk.rfind(b"\n", 0, pos) + 1
         before = chunk[line_start:pos]
         if before.strip() or (line_start == 0 and not at_line_start):
-            raise TraceFormatError(f"'#' in the middle of a line: {_token_around(chunk, pos).decode('utf-8', 'replace')!r}",
+            raise TraceFormatError(f"'#' in the middle of a line: {_shown(_token_around(chunk, pos))!r}",
                                    path=str(path), line=first_line + chunk.count(b"\n", 0, pos),
                                    fix="comments must be whole lines starting with '#'")
         end = chunk.find(b"\n", pos)
@@ -134,7 +137,7 @@ def parse_block(chunk: bytes, *, path: Path, first_line: int, at_line_start: boo
     too_long = np.flatnonzero(lengths > _MAX_DIGITS)
     if len(too_long):
         i = int(start_idx[too_long[0]])
-        raise TraceFormatError(f"count {_token_around(chunk, i).decode()!r} is too large", path=str(path),
+        raise TraceFormatError(f"count {_shown(_token_around(chunk, i))!r} is too large", path=str(path),
                                line=first_line + chunk.count(b"\n", 0, i), fix="counts must be below 10**18")
     digit_pos = np.flatnonzero(is_digit)
     digits = (raw[digit_pos] - ord("0")).astype(np.int64)

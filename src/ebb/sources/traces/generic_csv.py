@@ -31,6 +31,7 @@ import numpy as np
 from ebb.errors import TraceFormatError
 from ebb.model.trace import CountSeries, RequestTrace
 from ebb.sources.traces._common import (
+    MAX_TOKENS,
     FloatArray,
     IntArray,
     float_column,
@@ -43,6 +44,8 @@ from ebb.sources.traces._common import (
 
 _COLUMNS_FIX = ("pass --time-col with --tokens-in-col and --tokens-out-col (a request log), "
                 "or --count-col with an optional --time-col (a count series)")
+MAX_COUNT = 10**18 - 1
+"""Largest value of a count column: the counts reader's bound (``ebb.sources.traces.counts``)."""
 _MAX_BINS = 100_000_000
 """More bins than this almost always means milliseconds were given where seconds are expected."""
 _TIME_FIX = "times must be epoch seconds (1700158623.98) or ISO-8601 (2023-11-16T18:17:03Z) in every row"
@@ -82,7 +85,7 @@ def read_csv(path: Path, *, time_col: str | None, count_col: str | None, tokens_
     name, src, lines = trace_name(path), str(path), table.lines
 
     if tokens_in_col is not None and tokens_out_col is not None and time_col is not None:
-        tok_fix = "token counts must be non-negative integers"
+        tok_fix = f"token counts must be integers from 0 to {MAX_TOKENS:,}"
         t = _time_column(table.columns[time_col], col=time_col, path=path, lines=lines)
         tin = int_column(table.columns[tokens_in_col], what=tokens_in_col, path=path, lines=lines, fix=tok_fix)
         tout = int_column(table.columns[tokens_out_col], what=tokens_out_col, path=path, lines=lines, fix=tok_fix)
@@ -95,7 +98,7 @@ def read_csv(path: Path, *, time_col: str | None, count_col: str | None, tokens_
     weights: IntArray | None = None
     if count_col is not None:
         weights = int_column(table.columns[count_col], what=f"count {count_col!r}", path=path, lines=lines,
-                             fix=count_fix)
+                             fix=count_fix, hi=MAX_COUNT)
     if time_col is None:
         assert weights is not None  # guaranteed by the argument checks above
         return CountSeries(name=name, counts=weights, bin_s=bin_s, source=src)
@@ -113,4 +116,8 @@ def read_csv(path: Path, *, time_col: str | None, count_col: str | None, tokens_
     else:
         counts = np.zeros(n_bins, dtype=np.int64)
         np.add.at(counts, bins, weights)  # exact integer sums (bincount would go through float64)
+        if bool(np.any(counts < 0)):  # int64 wrapped: at least nine rows of ~10**18 in one bin
+            first = int(np.flatnonzero(counts < 0)[0])
+            raise TraceFormatError(f"counts in bin {first} ({first * bin_s:g} s) sum past int64",
+                                   path=src, fix=f"{count_fix}, and each bin's total below 9.2e18")
     return CountSeries(name=name, counts=counts, bin_s=bin_s, source=src, start_epoch_s=t0)

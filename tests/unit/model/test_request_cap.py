@@ -1,0 +1,127 @@
+"""The request-fidelity size cap (issue 12, L4): expanding counts or scaling the load past
+MAX_REQUESTS is refused with one InputError naming the file, the request count and the fix —
+computed from the counts before anything is allocated (``counts_1e9.txt`` used to ask numpy for
+447 GiB)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ebb.errors import InputError
+from ebb.model import trace_ops
+from ebb.model.ids import TraceName
+from ebb.model.trace import CountSeries, RequestTrace
+from ebb.model.trace_ops import MAX_BIN_COUNT, MAX_REQUESTS, counts_to_requests, scale_counts, scale_requests
+
+REDTEAM = Path(__file__).resolve().parents[4] / "shared" / "redteam" / "inputs"
+RUN = "from ebb.cli.main import main; main()"
+
+
+def series(counts: list[int], source: str = "counts_1e9.txt") -> CountSeries:
+    return CountSeries(TraceName("c"), np.asarray(counts, dtype=np.int64), 1.0, source=source)
+
+
+def small_trace(n: int = 100) -> RequestTrace:
+    return RequestTrace(TraceName("r"), np.arange(n, dtype=np.float64), np.full(n, 10, dtype=np.int64),
+                        np.full(n, 5, dtype=np.int64), source="log.csv")
+
+
+def test_a_billion_requests_a_second_is_refused_before_allocating() -> None:
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError) as exc:
+            counts_to_requests(series([10**9] * 60), seed=0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20  # nothing the size of the result was allocated
+    text = str(exc.value)
+    assert text.startswith("counts_1e9.txt: ") and "\n" not in text
+    assert "60,000,000,000 requests" in text and f"{MAX_REQUESTS:,}" in text and "--fidelity fluid" in text
+
+
+def test_counts_whose_sum_passes_int64_are_refused_not_wrapped() -> None:
+    # 20 x (10**18 - 1) wraps to a negative int64 sum; the cap sums in float64
+    with pytest.raises(InputError, match="requests, more than"):
+        counts_to_requests(series([10**18 - 1] * 20), seed=0)
+
+
+def test_the_cap_is_inclusive(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(trace_ops, "MAX_REQUESTS", 1000)
+    assert counts_to_requests(series([500, 500]), seed=1).requests == 1000
+    with pytest.raises(InputError, match="1,001 requests, more than the 1,000"):
+        counts_to_requests(series([500, 501]), seed=1)
+    assert scale_requests(small_trace(100), 10.0, seed=1).requests == 1000
+    with pytest.raises(InputError, match="1,010 requests"):
+        scale_requests(small_trace(100), 10.1, seed=1)
+
+
+def test_scaling_a_request_log_past_the_cap_is_refused_before_allocating() -> None:
+    start = time.perf_counter()
+    with pytest.raises(InputError) as exc:
+        scale_requests(small_trace(100), 1e9, seed=0)
+    assert time.perf_counter() - start < 1.0
+    assert str(exc.value).startswith("log.csv: scaling the load x1e+09 gives 100,000,000,000 requests")
+
+
+def test_scaling_counts_past_the_bin_bound_is_refused_instead_of_overflowing() -> None:
+    with pytest.raises(InputError, match="past the 1e\\+18 limit"):
+        scale_counts(series([10**9, 5]), 1e10, seed=0)
+    scaled = scale_counts(series([10**9, 5]), 1e8, seed=0)  # 10**17 per bin: fine
+    assert int(scaled.counts[0]) == 10**17 < MAX_BIN_COUNT
+
+
+def test_simulate_refuses_a_huge_counts_file_at_request_fidelity_with_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "counts_1e9.txt"
+    path.write_text("# bin_s=1\n" + "1000000000\n" * 60)
+    start = time.perf_counter()
+    res = subprocess.run([sys.executable, "-c", RUN, "simulate", "--trace", str(path), "--format", "counts",
+                          "--fidelity", "request", "--quiet", "--ledger", ""],
+                         capture_output=True, text=True, timeout=120, env=os.environ | {"COLUMNS": "1000"})
+    assert time.perf_counter() - start < 60.0
+    assert res.returncode == 2 and res.stdout == "", res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: ") and "60,000,000,000 requests" in lines[0]
+    assert "--fidelity fluid" in lines[0] and "Traceback" not in res.stderr
+
+
+def test_the_red_team_counts_file_is_refused_without_allocating() -> None:
+    path = REDTEAM / "repro" / "counts_1e9.txt"
+    if not path.is_file():
+        pytest.skip(f"{path} is absent (the shared red-team folder is not beside the repository)")
+    from ebb.sources.traces import load_trace
+
+    loaded = load_trace(path, "counts")
+    assert isinstance(loaded, CountSeries)
+    with pytest.raises(InputError, match=f"{path}: expanding this count series"):
+        counts_to_requests(loaded, seed=0)
+
+
+def test_simulate_reports_an_unforeseen_memory_error_as_one_input_error(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backstop for what the cap cannot foresee (a trace spanning 31 years asked numpy for 7.45 GiB)."""
+    from typer.testing import CliRunner
+
+    import ebb.cli.simulate as simulate_cli
+    from ebb.cli.main import app
+
+    def no_memory(*args: object, **kwargs: object) -> None:
+        raise MemoryError("Unable to allocate 7.45 GiB for an array with shape (1000000001,) and data type float64")
+
+    monkeypatch.setattr(simulate_cli, "compare", no_memory)
+    path = tmp_path / "far.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 9, "output_length": 5}\n'
+                    '{"timestamp": 1000000000000, "input_length": 9, "output_length": 5}\n')
+    res = CliRunner().invoke(app, ["simulate", "--trace", str(path), "--quiet", "--ledger", ""])
+    assert isinstance(res.exception, InputError), res.output
+    text = str(res.exception)
+    assert text.startswith(f"{path}: not enough memory to simulate this trace (2 requests over 1,000,000,000 s)")
+    assert "7.45 GiB" in text and "--fidelity fluid" in text and "\n" not in text
