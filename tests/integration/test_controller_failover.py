@@ -162,13 +162,19 @@ def check_ledger_and_fleet(ledger: str, run_id: str, fake: FakeKubeApiServer, *,
     outcome_of = [str(c.snapshot["outcome_of"]) for c in cycles if c.cycle_id.endswith("-outcome")]
     moves = [d for d in decisions if d.action in ("scale_up", "scale_down")]
     assert sorted(outcome_of) == sorted(d.decision_id for d in moves), "each move needs exactly one outcome"
-    if crashed_after_ledger:  # the dead leader's last decision was applied, once, by its successor
+    notes = {str(c.snapshot["outcome_of"]): str(c.snapshot["note"]) for c in cycles if c.cycle_id.endswith("-outcome")}
+    if crashed_after_ledger:
+        # The dead leader's last decision is settled once, by its successor: a scale-up applied, a
+        # scale-down never replayed (re-decided on fresh data).
         last_of_a = [c for c in made if c.fencing_token == tokens[0]][-1]
+        (d,) = last_of_a.decisions
         outcome = next(c for c in cycles if c.cycle_id == f"{last_of_a.cycle_id}-outcome")
-        assert outcome.snapshot["note"] == "applied after restart" and outcome.fencing_token == tokens[-1]
+        want = "applied after restart" if d.to_replicas > d.from_replicas else "not resumed: a scale-down is never"
+        assert str(outcome.snapshot["note"]).startswith(want) and outcome.fencing_token == tokens[-1]
+    carried = [d for d in moves if not notes[d.decision_id].startswith("not resumed")]
     assert scale_writes(fake.requests, NS, NAME, START) == [(d.decision_id, d.from_replicas, d.to_replicas)
-                                                            for d in moves]
-    assert int(fake.deployments[(NS, NAME)]["spec"]["replicas"]) == moves[-1].to_replicas
+                                                            for d in carried]
+    assert int(fake.deployments[(NS, NAME)]["spec"]["replicas"]) == carried[-1].to_replicas
 
 
 # A paused (SIGSTOP) leader resumes after its lease expired: the fence must stop its write

@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ebb.cli.app import app
 from ebb.errors import ConfigError
@@ -37,29 +38,29 @@ def lint(
     if explain is not None:
         rule = rule_by_id(explain)
         if rule is None:
-            err.print(f"[bold red]error:[/] unknown rule {explain!r}; known: "
+            err.print(f"[bold red]error:[/] unknown rule {escape(repr(explain))}; known: "
                       + ", ".join(r.id for r in ALL_RULES), highlight=False)
             raise typer.Exit(2)
         typer.echo(rule.doc)
         raise typer.Exit(0)
     if fmt not in ("human", "json", "sarif"):
-        err.print(f"[bold red]error:[/] unknown --format {fmt!r} (human, json, sarif)", highlight=False)
+        err.print(f"[bold red]error:[/] unknown --format {escape(repr(fmt))} (human, json, sarif)", highlight=False)
         raise typer.Exit(2)
     if not paths:
         err.print("[bold red]error:[/] give at least one file or folder", highlight=False)
         raise typer.Exit(2)
     missing = [p for p in paths if not p.exists()]
     if missing:
-        err.print(f"[bold red]error:[/] no such file or folder: {', '.join(map(str, missing))}", highlight=False)
+        err.print(f"[bold red]error:[/] no such file or folder: {escape(', '.join(map(str, missing)))}", highlight=False)
         raise typer.Exit(2)
     cfg = config if config is not None else Path.cwd() / CONFIG_NAME
     if config is not None and not config.is_file():
-        err.print(f"[bold red]error:[/] config file not found: {config}", highlight=False)
+        err.print(f"[bold red]error:[/] config file not found: {escape(str(config))}", highlight=False)
         raise typer.Exit(2)
     try:
         disabled = load_disabled(cfg)
     except ConfigError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(2) from exc
     result = lint_paths(paths, ALL_RULES, disabled)
     if fmt == "json":

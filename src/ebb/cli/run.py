@@ -250,12 +250,9 @@ def _gates(path: Path | None) -> tuple[Any, ...]:
     """Metrics gates from a gates file; () without one."""
     if path is None:
         return ()
+    from ebb.config.yamlio import read_config_text
     from ebb.gates.metrics_gate import load_gates
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the gates file: {exc.strerror} (fix: check the path)") from exc
-    return load_gates(text, str(path))
+    return load_gates(read_config_text(path, "gates file"), str(path))
 
 
 @app.command("demo")

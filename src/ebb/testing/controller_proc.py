@@ -37,7 +37,7 @@ from typing import Any, cast
 import numpy as np
 
 from ebb.actuate.kubernetes import DECISION_ANNOTATION, KubernetesActuator
-from ebb.errors import ConfigError, require_extra
+from ebb.errors import ConfigError, EbbError, require_extra
 from ebb.ledger import open_ledger
 from ebb.ledger.election import LeaderElector
 from ebb.live.controller import Controller, ControllerSettings
@@ -196,5 +196,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _main() -> int:
+    """``main`` as a process: an error of the tree (a ledger another controller holds) is one line, exit 2."""
+    try:
+        return main()
+    except EbbError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_main())
