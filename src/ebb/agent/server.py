@@ -20,21 +20,14 @@ Endpoints:
   and the latest ``ebb_agent_gpu{series}`` / ``ebb_agent_host{series}`` sampler values.
 * ``GET /healthz`` → 200 while the poll loop has closed a bucket within the last 5 s, else 503.
 
-Security of the server (every number is a :class:`ServerLimits` default):
-
-* **Authentication.** With a ``token``, ``/v1/buckets`` (and ``/metrics`` with
-  ``protect_metrics``) answer 401 unless the request carries ``Authorization: Bearer <token>``
-  (compared in constant time); ``/healthz`` stays open for probes. Without a token every endpoint
-  is open — for a developer run on 127.0.0.1 (the default ``bind``).
-* **TLS.** With an ``ssl_context`` (:func:`server_tls_context`: a certificate and key, and a client
-  CA for mutual TLS) the agent serves https only; a TLS handshake must finish within 5 s.
-* **Connections.** At most 256 open connections, 64 from one peer address; past either, a new
-  connection gets ``503`` and is closed at once (counted by reason). A connection whose request
-  head (request line and headers, at most 32 headers of 8,190 bytes each) is not complete within
-  5 s of connecting or of its previous answer is closed (slowloris), and a page not written within
-  10 s (a reader that does not read) is cut.
-* **The poller is not starved by readers.** Each bucket is encoded once, when it closes, so a page
-  costs a join of ready bytes; pages are written at most 4 at a time.
+Security of the server (the details: :mod:`ebb.agent.serving`; every number is a
+:class:`~ebb.agent.serving.ServerLimits` default): with a ``token``, ``/v1/buckets`` (and
+``/metrics`` with ``protect_metrics``) answer 401 without ``Authorization: Bearer <token>``, while
+``/healthz`` stays open; with an ``ssl_context``, https only (a TLS handshake within 5 s); at most
+256 open connections, 64 per peer address (past either: ``503`` and closed); a request head must
+be complete within 5 s (slowloris), and a page not written within 10 s is cut. **The poller is not
+starved by readers.** Each bucket is encoded once, when it closes, so a page costs a join of ready
+bytes; pages are written at most 4 at a time.
 
 Polling guarantees: bucket ends are multiples of ``bucket_ms`` in Unix time, so buckets of agents on
 different nodes line up for merging. At each end ``E`` every endpoint is polled once, concurrently,
@@ -63,26 +56,26 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import hmac
 import logging
 import math
 import socket
 import ssl
 import threading
 import time
-from collections import Counter as Tally
 from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Final
 
 import aiohttp
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ebb.agent.buckets import MAX_STATS_BYTES, BucketAggregator, decode_stats
 from ebb.agent.discovery import MAX_ENDPOINTS, MAX_WORKERS_BYTES, check_endpoint, parse_workers, plan
+from ebb.agent.log_limit import LogLimiter, held_note
+from ebb.agent.metrics import AgentMetrics
+from ebb.agent.serving import (ClientErrorLogFilter, ConnectionGate, GatedSite, ServerLimits, quiet_client_errors,
+                               server_tls_context, token_ok, unauthorized)
 from ebb.agent.wire import encode_bucket_json, page_json
 from ebb.errors import ConfigError, EbbError, InputError, SourceUnavailable
 from ebb.sources.base import MetricSource
@@ -92,257 +85,8 @@ __all__ = ["Agent", "ClientErrorLogFilter", "ServerLimits", "quiet_client_errors
 
 log = logging.getLogger(__name__)
 _HEALTHY_TICK_S: Final = 5.0
-_LOG_EVERY_S: Final = 10.0
-"""At most one log line per subject (an endpoint, a peer, a kind of drop) per this many seconds, and
-at most 20 endpoint-failure lines in all."""
 _POLL_HEADERS: Final = {"Accept": "application/json", "Accept-Encoding": "identity"}
 _CHUNK: Final = 64 * 1024
-
-
-@dataclass(frozen=True)
-class ServerLimits:
-    """Bounds of the agent's HTTP server. Every field: unit, default, why."""
-
-    max_connections: int = 256
-    """Open connections at most: a node's readers are a controller or two and a Prometheus."""
-    max_connections_per_peer: int = 64
-    """Open connections from one peer address: one pod cannot take every slot."""
-    header_timeout_s: float = 5.0
-    """Seconds to send a complete request head, from connecting or the previous answer (also the
-    keep-alive idle limit): an honest client sends its head in one packet."""
-    max_line_bytes: int = 8190
-    """Longest request line / header line (aiohttp's default; our URLs are < 100 bytes)."""
-    max_headers: int = 32
-    """Headers per request (a controller sends 4, Prometheus 6)."""
-    page_handlers: int = 4
-    """Pages written at once; more get 503 so readers cannot queue without bound."""
-    max_page_bytes: int = 8 * 1024 * 1024
-    """Largest page (8 MiB, half the controller's 16 MiB read cap)."""
-    write_timeout_s: float = 10.0
-    """Seconds to write one page to its reader."""
-    tls_handshake_timeout_s: float = 5.0
-    """Seconds for a TLS handshake (asyncio's default is 60)."""
-
-    def __post_init__(self) -> None:
-        ints = (self.max_connections, self.max_connections_per_peer, self.max_line_bytes, self.max_headers,
-                self.page_handlers, self.max_page_bytes)
-        floats = (self.header_timeout_s, self.write_timeout_s, self.tls_handshake_timeout_s)
-        if min(ints) < 1 or not all(x > 0 for x in floats):
-            raise ValueError(f"every server limit must be > 0: {self!r}")
-
-
-def server_tls_context(cert_file: str, key_file: str, client_ca: str | None = None) -> ssl.SSLContext:
-    """A TLS 1.2+ server context for the agent; with ``client_ca``, clients must present a
-    certificate it signed (mutual TLS). ConfigError naming the file that cannot be used."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        ctx.load_cert_chain(cert_file, key_file)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"cannot load the agent's TLS certificate {cert_file!r} / key {key_file!r}: {exc} "
-                          "(fix: pass readable PEM files to --tls-cert and --tls-key)") from exc
-    if client_ca is not None:
-        try:
-            ctx.load_verify_locations(cafile=client_ca)
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(f"cannot load the client CA {client_ca!r}: {exc} "
-                              "(fix: pass a readable PEM bundle to --tls-client-ca)") from exc
-        ctx.verify_mode = ssl.CERT_REQUIRED
-    return ctx
-
-
-class _Limiter:
-    """At most ``burst`` lines per key per ``every_s``; counts the lines held back meanwhile."""
-
-    def __init__(self, every_s: float = _LOG_EVERY_S, burst: int = 1) -> None:
-        self.every_s, self.burst = every_s, burst
-        self._window: dict[str, tuple[float, int]] = {}
-        self._held: Tally[str] = Tally()
-
-    def allow(self, key: str) -> int | None:
-        """None to stay silent; else the number of lines held back since the last one."""
-        now = time.monotonic()
-        start, used = self._window.get(key, (-math.inf, 0))
-        if now - start >= self.every_s:
-            start, used = now, 0
-        if used >= self.burst:
-            self._held[key] += 1
-            return None
-        self._window[key] = (start, used + 1)
-        return self._held.pop(key, 0)
-
-    def forget(self, key: str) -> None:
-        self._window.pop(key, None)
-        self._held.pop(key, None)
-
-
-class ClientErrorLogFilter(logging.Filter):
-    """For aiohttp's server logger: a request the HTTP parser refused (line too long, bad header …)
-    is the client's fault, so it becomes one WARNING line without a traceback, at most one per 10 s
-    (the count held back rides on the next). Every other record passes unchanged."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._limit = _Limiter()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        if not isinstance(exc, HttpProcessingError):
-            return True
-        held = self._limit.allow("parse")
-        if held is None:
-            return False
-        record.msg = f"{record.getMessage()}: refused a malformed request ({type(exc).__name__}: " \
-                     f"{str(exc.message)[:120]}){_held(held)}"
-        record.args = ()
-        record.exc_info, record.exc_text = None, None
-        record.levelno, record.levelname = logging.WARNING, "WARNING"
-        return True
-
-
-def quiet_client_errors(logger_name: str) -> logging.Logger:
-    """The logger ``logger_name`` with one :class:`ClientErrorLogFilter` attached (idempotent)."""
-    logger = logging.getLogger(logger_name)
-    if not any(isinstance(f, ClientErrorLogFilter) for f in logger.filters):
-        logger.addFilter(ClientErrorLogFilter())
-    return logger
-
-
-def _held(n: int) -> str:
-    return f" ({n} similar line(s) held back in the last {_LOG_EVERY_S:g} s)" if n else ""
-
-
-class _Metrics:
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
-        self.buckets = Counter("ebb_agent_buckets", "Buckets closed.", registry=r)
-        self.poll_errors = Counter("ebb_agent_poll_errors", "Polls that failed (refused, timeout, "
-                                   "bad answer).", ["endpoint"], registry=r)
-        self.last_poll_age = Gauge("ebb_agent_last_poll_age_seconds", "Seconds since the newest "
-                                   "successful poll of any endpoint (NaN before the first).", registry=r)
-        self.late = Counter("ebb_agent_late_completions", "Completions fetched after their bucket "
-                            "closed (placed in the next bucket).", registry=r)
-        self.skipped = Counter("ebb_agent_skipped_buckets", "Bucket ends the loop was too late for.",
-                               registry=r)
-        self.dropped = Counter("ebb_agent_dropped_completions", "Completion rows dropped: bad_row "
-                               "(malformed), future / too_old (implausible time), pending_cap.",
-                               ["reason"], registry=r)
-        self.tick_errors = Counter("ebb_agent_tick_errors", "Buckets whose closing raised (logged; the "
-                                   "loop goes on).", registry=r)
-        self.refused_endpoints = Gauge("ebb_agent_refused_endpoints", "Endpoints the last /workers "
-                                       "answer listed but the agent refused: invalid, over_cap.",
-                                       ["reason"], registry=r)
-        self.collisions = Gauge("ebb_agent_name_collisions", "Names reported by more than one endpoint.",
-                                registry=r)
-        self.refused_requests = Counter("ebb_agent_refused_requests", "Requests refused: unauthorized "
-                                        "(401), busy (503).", ["reason"], registry=r)
-        self.refused_connections = Counter("ebb_agent_refused_connections", "Connections refused at "
-                                           "accept: total_cap, peer_cap.", ["reason"], registry=r)
-        self.gpu = Gauge("ebb_agent_gpu", "Latest NVML sample per series (unit in the name).", ["series"],
-                         registry=r)
-        self.host = Gauge("ebb_agent_host", "Latest host sample per series (unit in the name).", ["series"],
-                          registry=r)
-
-
-# -- connection gate ---------------------------------------------------------------------------
-class _Gate:
-    """Counts open connections (total and per peer address) for :class:`_Gated` protocols."""
-
-    def __init__(self, limits: ServerLimits, metrics: _Metrics) -> None:
-        self.limits, self.metrics = limits, metrics
-        self.open = 0
-        self.by_peer: Tally[str] = Tally()
-        self._log = _Limiter()
-
-    def admit(self, peer: str) -> bool:
-        reason = ("total_cap" if self.open >= self.limits.max_connections else
-                  "peer_cap" if self.by_peer[peer] >= self.limits.max_connections_per_peer else None)
-        if reason is None:
-            self.open += 1
-            self.by_peer[peer] += 1
-            return True
-        self.metrics.refused_connections.labels(reason=reason).inc()
-        if (held := self._log.allow(reason)) is not None:
-            log.warning("refused a connection from %s: %d open, %d from that peer (caps %d / %d)%s", peer,
-                        self.open, self.by_peer[peer], self.limits.max_connections,
-                        self.limits.max_connections_per_peer, _held(held))
-        return False
-
-    def release(self, peer: str) -> None:
-        self.open -= 1
-        self.by_peer[peer] -= 1
-        if self.by_peer[peer] <= 0:
-            del self.by_peer[peer]
-
-
-_REFUSAL: Final = (b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: text/plain\r\n"
-                   b"Content-Length: 40\r\nRetry-After: 1\r\n\r\ntoo many connections; retry in a second\n")
-
-
-class _Gated(asyncio.Protocol):
-    """Admits a connection through the gate, then hands every event to aiohttp's handler."""
-
-    def __init__(self, gate: _Gate, make: Callable[[], asyncio.Protocol]) -> None:
-        self._gate, self._make = gate, make
-        self._inner: asyncio.Protocol | None = None
-        self._peer: str | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        peername = transport.get_extra_info("peername")
-        peer = str(peername[0]) if isinstance(peername, tuple) and peername else "?"
-        if not self._gate.admit(peer):
-            if isinstance(transport, asyncio.WriteTransport):
-                transport.write(_REFUSAL)
-            transport.close()
-            return
-        self._peer = peer
-        self._inner = self._make()
-        self._inner.connection_made(transport)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._peer is not None:
-            self._gate.release(self._peer)
-            self._peer = None
-        if self._inner is not None:
-            self._inner.connection_lost(exc)
-
-    def data_received(self, data: bytes) -> None:
-        if self._inner is not None:
-            self._inner.data_received(data)
-
-    def eof_received(self) -> bool | None:
-        return self._inner.eof_received() if self._inner is not None else None
-
-    def pause_writing(self) -> None:
-        if self._inner is not None:
-            self._inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        if self._inner is not None:
-            self._inner.resume_writing()
-
-
-class _GatedSite(web.BaseSite):
-    """A TCP site whose connections pass a :class:`_Gate` and whose TLS handshakes are time-boxed."""
-
-    def __init__(self, runner: web.AppRunner, host: str, port: int, gate: _Gate,
-                 ssl_context: ssl.SSLContext | None, handshake_s: float) -> None:
-        super().__init__(runner, ssl_context=ssl_context)
-        self._host, self._port, self._gate, self._handshake_s = host, port, gate, handshake_s
-
-    @property
-    def name(self) -> str:
-        return f"{'https' if self._ssl_context else 'http'}://{self._host}:{self._port}"
-
-    async def start(self) -> None:
-        await super().start()
-        server = self._runner.server
-        assert server is not None
-        gate = self._gate
-        self._server = await asyncio.get_running_loop().create_server(
-            lambda: _Gated(gate, server), self._host, self._port, ssl=self._ssl_context,
-            ssl_handshake_timeout=self._handshake_s if self._ssl_context else None, backlog=128)
 
 
 # -- the agent -----------------------------------------------------------------------------------
@@ -370,7 +114,7 @@ class Agent:
         if max_endpoints < 1 or len(fixed) > max_endpoints:
             raise ConfigError(f"{len(fixed)} endpoint(s) given but the agent polls at most {max_endpoints} "
                               "(fix: split them over several agents, or raise --max-endpoints)")
-        if token is not None and not _token_ok(token):
+        if token is not None and not token_ok(token):
             raise ConfigError("the agent's token must be 1-4096 visible ASCII characters without spaces "
                               "(fix: write the token alone, on one line, into the --token-file)")
         self.name = name or f"agent-{socket.gethostname()}"
@@ -390,12 +134,12 @@ class Agent:
         for u in fixed:
             self.aggregator.add(u)
         self._encoded: deque[tuple[int, bytes]] = deque(maxlen=keep)
-        self.metrics = _Metrics()
+        self.metrics = AgentMetrics()
         self.metrics.last_poll_age.set_function(self._poll_age)
-        self._gate = _Gate(limits, self.metrics)
+        self._gate = ConnectionGate(limits, self.metrics)
         self._writing = 0
-        self._log = _Limiter()
-        self._fail_log = _Limiter(burst=20)  # all endpoints together: a fleet going down is 20 lines
+        self._log = LogLimiter()
+        self._fail_log = LogLimiter(burst=20)  # all endpoints together: a fleet going down is 20 lines
         self._drops_seen = {"bad_row": 0, **dict.fromkeys(self.aggregator.implausible, 0)}
         self._collisions: tuple[str, ...] = ()
         self._last_ok_s: float | None = None
@@ -476,7 +220,7 @@ class Agent:
                                logger=quiet_client_errors("ebb.agent.http"))
         await runner.setup()
         try:
-            site = _GatedSite(runner, self._bind, self._port, self._gate, self._ssl, lim.tls_handshake_timeout_s)
+            site = GatedSite(runner, self._bind, self._port, self._gate, self._ssl, lim.tls_handshake_timeout_s)
             await site.start()
             port = runner.addresses[0][1]
             host = f"[{self._bind}]" if ":" in self._bind else self._bind
@@ -511,7 +255,7 @@ class Agent:
                 self.metrics.tick_errors.inc()
                 if (held := self._log.allow("tick")) is not None:
                     log.error("closing the bucket ending at %d failed (%s: %s); polling goes on%s", end,
-                              type(exc).__name__, str(exc)[:300], _held(held), exc_info=exc)
+                              type(exc).__name__, str(exc)[:300], held_note(held), exc_info=exc)
             else:
                 self._last_tick_s = time.monotonic()
             nxt = self._next_end(time.time_ns())
@@ -545,7 +289,7 @@ class Agent:
             log.warning("dropped completion rows: %s (bad_row: malformed; future: over %d ms ahead of this "
                         "agent's clock; too_old: older than the kept window)%s",
                         ", ".join(f"{k}={v}" for k, v in sorted(new.items())),
-                        5 * self.bucket_ms, _held(held))
+                        5 * self.bucket_ms, held_note(held))
 
     async def _poll(self, session: aiohttp.ClientSession, url: str) -> None:
         try:
@@ -567,7 +311,7 @@ class Agent:
         if url in self._failing:
             self._failing.discard(url)
             if (held := self._log.allow(url)) is not None:
-                log.info("endpoint %s answers again%s", url, _held(held))
+                log.info("endpoint %s answers again%s", url, held_note(held))
 
     def _failed(self, url: str, exc: BaseException, *, unexpected: bool = False) -> None:
         if url != self._src and url not in self.aggregator.endpoints:
@@ -581,7 +325,7 @@ class Agent:
         if (first or unexpected) and (held := self._log.allow(url)) is not None:
             if (others := self._fail_log.allow("all")) is not None:
                 log.warning("endpoint %s failed (%s: %s); left out of buckets until it answers%s%s", url,
-                            type(exc).__name__, str(exc)[:300], _held(held),
+                            type(exc).__name__, str(exc)[:300], held_note(held),
                             f" ({others} failure line(s) of other endpoints held back)" if others else "",
                             exc_info=exc if unexpected else None)
 
@@ -618,7 +362,7 @@ class Agent:
             log.warning("%s listed %d endpoint(s) the agent refused: %d invalid (first: %s), %d over the cap "
                         "of %d polled endpoints (first: %s)%s", src, len(listed.refused) + len(over),
                         len(listed.refused), listed.refused[0] if listed.refused else "-", len(over),
-                        self.max_endpoints, over[0] if over else "-", _held(held))
+                        self.max_endpoints, over[0] if over else "-", held_note(held))
 
     def _forget(self, url: str) -> None:
         """Stop polling ``url`` and drop its per-endpoint state and metric series."""
@@ -640,7 +384,7 @@ class Agent:
                     gauge.labels(series=batch.series[k]).set(v)
             except Exception as exc:  # a sampler's trouble must not end its loop
                 if (held := self._log.allow(f"sampler:{group}")) is not None:
-                    log.warning("%s sampler failed: %s%s", group, exc, _held(held),
+                    log.warning("%s sampler failed: %s%s", group, exc, held_note(held),
                                 exc_info=None if isinstance(exc, EbbError) else exc)
             await asyncio.sleep(max(0.0, (self._next_end(time.time_ns()) - time.time_ns()) / 1e9))
 
@@ -649,19 +393,8 @@ class Agent:
 
     # -- HTTP --------------------------------------------------------------------------------
     def _denied(self, request: web.Request) -> web.Response | None:
-        """None when ``request`` may read data; else the 401 to send."""
-        if self._token is None:
-            return None
-        scheme, _, cred = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(cred.strip().encode("utf-8", "replace"), self._token):
-            return None
-        self.metrics.refused_requests.labels(reason="unauthorized").inc()
-        peer = request.remote or "?"
-        if (held := self._log.allow(f"auth:{peer}")) is not None:
-            log.warning("refused %s %s from %s: %s bearer token%s", request.method, request.path, peer,
-                        "wrong" if scheme else "no", _held(held))
-        return web.Response(status=401, text="send Authorization: Bearer <the agent's token>\n",
-                            headers={"WWW-Authenticate": 'Bearer realm="ebb-agent"'})
+        """None when ``request`` may read data; else the 401 to send (see :func:`unauthorized`)."""
+        return unauthorized(request, self._token, self.metrics, self._log)
 
     async def _buckets(self, request: web.Request) -> web.StreamResponse:
         if (denied := self._denied(request)) is not None:
@@ -688,7 +421,7 @@ class Agent:
                 request.transport.abort()  # a reader that does not read keeps no slot
             if (held := self._log.allow("slow-reader")) is not None:
                 log.warning("cut a page to %s: not written within %g s%s", request.remote,
-                            self.limits.write_timeout_s, _held(held))
+                            self.limits.write_timeout_s, held_note(held))
         finally:
             self._writing -= 1
         return resp
@@ -716,10 +449,6 @@ class Agent:
         ok = age < _HEALTHY_TICK_S
         return web.json_response({"ok": ok, "agent": self.name, "last_tick_age_s": round(age, 3),
                                   "endpoints": len(self.aggregator.endpoints)}, status=200 if ok else 503)
-
-
-def _token_ok(token: str) -> bool:
-    return 0 < len(token) <= 4096 and all(33 <= ord(c) <= 126 for c in token)
 
 
 async def _read_capped(resp: aiohttp.ClientResponse, cap: int, what: str) -> bytes:

@@ -33,7 +33,8 @@ from types import FrameType
 import typer
 
 from ebb.agent.discovery import MAX_ENDPOINTS
-from ebb.agent.server import Agent, ServerLimits, server_tls_context
+from ebb.agent.server import Agent
+from ebb.agent.serving import ServerLimits, server_tls_context
 from ebb.cli.app import app
 from ebb.errors import ConfigError, MissingExtraError, SourceUnavailable
 from ebb.sources.base import MetricSource

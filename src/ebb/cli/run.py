@@ -61,7 +61,7 @@ def _prometheus_client(url: str | None, token_file: Path | None, ca: Path | None
         if token_file or ca or cert or key:
             raise ConfigError("--prometheus-token-file/-ca/-cert/-key need --prometheus-url (fix: add it)")
         return None
-    from ebb.sources.prometheus import PrometheusClient
+    from ebb.sources.prometheus_api import PrometheusClient
     tls = _tls(ca, cert, key, "prometheus")
     token = None if token_file else _secret(None, "EBB_PROMETHEUS_TOKEN", "--prometheus-token-file")
     # A token file is re-read when it changes (a rotated Kubernetes token), not only now.

@@ -65,7 +65,7 @@ from typing import Any, Final, Protocol
 
 from ebb.errors import ConfigError, EbbError, PermanentError, TransientError
 from ebb.ledger.base import Fence
-from ebb.ledger.etcd import EtcdGateway, _b64
+from ebb.ledger.etcd_gateway import EtcdGateway, b64
 from ebb.ledger.location import EtcdAuth
 
 __all__ = ["CLOCK_DRIFT_RATIO", "ElectionStore", "EtcdElectionStore", "Fence", "LeaderElector"]
@@ -125,7 +125,7 @@ class EtcdElectionStore:
             raise
 
     def read(self, key: str) -> tuple[int, int] | None:
-        kvs = self._post("/kv/range", {"key": _b64(key.encode())}, "election read").get("kvs", [])
+        kvs = self._post("/kv/range", {"key": b64(key.encode())}, "election read").get("kvs", [])
         return (int(kvs[0].get("create_revision", 0)), int(kvs[0].get("lease", 0))) if kvs else None
 
     def grant(self, ttl_s: int) -> tuple[int, int]:
@@ -133,10 +133,10 @@ class EtcdElectionStore:
         return int(resp["ID"]), int(resp.get("TTL", 0))
 
     def create(self, key: str, value: str, lease_id: int) -> int | None:
-        k = _b64(key.encode())
+        k = b64(key.encode())
         resp = self._post("/kv/txn", {
             "compare": [{"key": k, "result": "EQUAL", "target": "CREATE", "create_revision": 0}],
-            "success": [{"request_put": {"key": k, "value": _b64(value.encode()), "lease": lease_id}},
+            "success": [{"request_put": {"key": k, "value": b64(value.encode()), "lease": lease_id}},
                         {"request_range": {"key": k}}],
         }, "election txn")
         if not resp.get("succeeded"):

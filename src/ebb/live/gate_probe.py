@@ -9,9 +9,9 @@ no data, and logs it).
 
 The probe uses the ``client`` it is given, so it shares the signal source's bearer token, TLS
 options, total deadline and size cap (by default 2 s and 16 MiB) and its 64-level JSON depth cap
-(:class:`~ebb.sources.prometheus.PrometheusClient`). The query is sent as the gates file writes
-it: the source's ``--prometheus-selector`` is *not* added (a gate is arbitrary PromQL, which Ebb
-does not rewrite), so scope each gate's own series selectors there.
+(:class:`~ebb.sources.prometheus_api.PrometheusClient`). The query is sent as the gates file
+writes it: the source's ``--prometheus-selector`` is *not* added (a gate is arbitrary PromQL, which
+Ebb does not rewrite), so scope each gate's own series selectors there.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ebb.sources.prometheus import PrometheusClient
+from ebb.sources.prometheus_api import PrometheusClient
 
 __all__ = ["prometheus_gate_probe"]
 

@@ -42,7 +42,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from ebb.agent.server import quiet_client_errors
+from ebb.agent.serving import quiet_client_errors
 from ebb.live.stats import MAX_BODY_BYTES, BadRequest, CompletionRing, parse_generate, parse_since, stats_envelope
 from ebb.model import live as names
 from ebb.untrusted import loads_json
