@@ -66,7 +66,8 @@ class InputError(PermanentError):
         text = f"{where}{message}"
         if fix:
             text += f" (fix: {fix})"
-        super().__init__(text)
+        # One line, always: a quoted input may hold line breaks, and the CLI promises one line.
+        super().__init__(" ".join(text.splitlines()) if "\n" in text or "\r" in text else text)
 
 
 class TraceFormatError(InputError):

@@ -239,31 +239,28 @@ def test_a_reopened_ledger_still_holds_every_cycle(backend: Backend) -> None:
 
 def _damage_cycle(backend: Backend, cid: str) -> None:
     """Make the stored cycle ``cid`` undecodable (SQLite: a decision row's action; etcd: the value)."""
-    if backend.name == "sqlite":
-        led = backend.ledger
-        assert isinstance(led, SqliteLedger)
-        with sqlite3.connect(led.path) as conn:
-            conn.execute("PRAGMA ignore_check_constraints=ON")
-            conn.execute("UPDATE decisions SET action = 'explode' WHERE cycle_id = ?", (cid,))
-        conn.close()
-    else:
-        led = backend.ledger
-        assert isinstance(led, EtcdLedger)
-        _etcd_put(led, led._cycle_key(cid), b"not json")
+    _damage(backend, "UPDATE decisions SET action = 'explode' WHERE cycle_id = ?", cid,
+            lambda led: led._cycle_key(cid), b"not json")
 
 
 def _damage_decision(backend: Backend, did: str) -> None:
     """Make the stored decision ``did`` undecodable (SQLite: a negative replica count; etcd: the value)."""
+    _damage(backend, "UPDATE decisions SET to_replicas = -3 WHERE decision_id = ?", did,
+            lambda led: led._decision_key(did), b'{"decision_id": 5}')
+
+
+def _damage(backend: Backend, sql: str, key: str, etcd_key: Callable[[EtcdLedger], bytes], etcd_value: bytes) -> None:
+    """SQLite: run ``sql`` for ``key`` with CHECK constraints off; etcd: put ``etcd_value`` at ``etcd_key(ledger)``."""
+    led = backend.ledger
     if backend.name == "sqlite":
-        led = backend.ledger
         assert isinstance(led, SqliteLedger)
         with sqlite3.connect(led.path) as conn:
-            conn.execute("UPDATE decisions SET to_replicas = -3 WHERE decision_id = ?", (did,))
+            conn.execute("PRAGMA ignore_check_constraints=ON")
+            conn.execute(sql, (key,))
         conn.close()
     else:
-        led = backend.ledger
         assert isinstance(led, EtcdLedger)
-        _etcd_put(led, led._decision_key(did), b'{"decision_id": 5}')
+        _etcd_put(led, etcd_key(led), etcd_value)
 
 
 def _etcd_put(led: EtcdLedger, key: bytes, value: bytes) -> None:

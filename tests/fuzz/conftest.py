@@ -5,6 +5,9 @@ number of inputs tried per target is printed (``fuzz: inputs tried ...``), so CI
 budget that was really spent. Budgets are fixed ``max_examples`` per test (no wall-clock budget: a
 slow machine runs the same inputs, only slower), and every test has a per-input deadline, so a hang
 fails the test instead of stalling CI.
+
+The targets build their inputs with the shared mutation engine in ``mutations.py`` (their seeds, tokens
+and hostile values stay in their own files) and run ``ebb`` in-process with ``in_process.py``.
 """
 
 from __future__ import annotations

@@ -29,18 +29,13 @@ from ebb.agent.wire import Bucket, BucketPage, RouterGauges, Sketch, WorkerGauge
 from ebb.errors import EbbError
 from ebb.live.stats import BadRequest, GenerateRequest, parse_generate
 
+from mutations import mutate_tree, nested
+
 URL = "http://10.0.0.7:8001"
 T0 = 1_800_000_000.0
 FUZZ = settings(max_examples=500, deadline=timedelta(seconds=2), derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                        HealthCheck.data_too_large])
-
-
-def nested(depth: int, leaf: Any = 0) -> Any:
-    value = leaf
-    for i in range(depth):
-        value = [value] if i % 2 else {"k": value}
-    return value
 
 
 hostile_scalars = st.one_of(
@@ -56,44 +51,11 @@ json_values = st.recursive(hostile_scalars, lambda kids: st.lists(kids, max_size
 hostile = st.one_of(hostile_scalars, json_values, st.integers(60, 900).map(nested))
 
 
-def _paths(doc: Any) -> list[tuple[Any, ...]]:
-    """Places to mutate: every key/index down to 8 levels (iterative: docs may be 900 deep)."""
-    out: list[tuple[Any, ...]] = []
-    stack: list[tuple[Any, tuple[Any, ...]]] = [(doc, ())]
-    while stack:
-        node, prefix = stack.pop()
-        out.append(prefix)
-        if len(prefix) >= 8:
-            continue
-        if isinstance(node, dict):
-            stack += [(v, (*prefix, k)) for k, v in node.items()]
-        elif isinstance(node, list):
-            stack += [(v, (*prefix, i)) for i, v in enumerate(node[:6])]
-    return out
-
-
 @st.composite
 def mutated(draw: st.DrawFn, make: Callable[[], Any]) -> Any:
-    """A valid document with 1-3 mutations at random places."""
-    doc = make()
-    for _ in range(draw(st.integers(1, 3))):
-        paths = _paths(doc)
-        path = draw(st.sampled_from(paths))
-        if not path:
-            doc = draw(hostile)
-            continue
-        parent: Any = doc
-        for step in path[:-1]:
-            parent = parent[step]
-        key = path[-1]
-        action = draw(st.sampled_from(["replace", "replace", "drop", "add"]))
-        if action == "drop" and isinstance(parent, dict):
-            parent.pop(key, None)
-        elif action == "add" and isinstance(parent, dict):
-            parent[draw(st.text(max_size=12))] = draw(hostile)
-        else:
-            parent[key] = draw(hostile)
-    return doc
+    """A valid document with 1-3 mutations at random places (down to 8 levels, the first 6 items of a
+    list: mutated documents may be 900 deep)."""
+    return mutate_tree(draw, make(), hostile, st.text(max_size=12), depth=8, items=6, sort=False)
 
 
 def stats_doc() -> dict[str, Any]:

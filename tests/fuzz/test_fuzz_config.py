@@ -14,26 +14,26 @@ Budgets are fixed (``max_examples``), inputs derandomized, and each input has a 
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import math
 import sys
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ebb.cli.main import main
 from ebb.config.triggers import DEFAULT_TRIGGERS_YAML, Trigger, parse_triggers
 from ebb.config.workloads import DEFAULT_WORKLOADS_YAML, WorkloadClass, parse_workload_classes
 from ebb.errors import ConfigError, EbbError
 from ebb.gates.metrics_gate import GateSpec, load_gates
+
+from in_process import run_ebb as _main  # the tests' name for it: a test's source seeds its derandomized inputs
+from mutations import (append, at, delete_run, duplicate, insert, laughs, mutate, mutate_tree, nest, nested, overwrite,
+                       paths, truncate)
 
 REPO = Path(__file__).resolve().parents[2]
 _CONFIGMAP = yaml.safe_load((REPO / "deploy" / "configmap.yaml").read_text(encoding="utf-8"))["data"]
@@ -48,38 +48,13 @@ CLI = settings(FUZZ, max_examples=30)
 TOKENS = ["&a ", "*a", "<<: *a\n", "!!python/object:os.system ", "!!binary ", "!!timestamp ", "!!int ", "!!bool ",
           "{", "}", "[", "]", "\x00", "\n- ", ": ", "---\n", "? ", "'", '"', "NaN", ".inf", "-.inf", "1e309",
           "-1", "0x", str(2**63), "9" * 5000, "2023-13-45", "\t", "~", "null", "", "#", "%YAML 1.1\n"]
+OPS = [overwrite(chr, 0x2FF), insert(TOKENS), delete_run(), duplicate(), truncate(),
+       nest([10, 70, 300, 3000], ["[", "{", "- "]), append(TOKENS)]
 
 
 @st.composite
 def text_mutated(draw: st.DrawFn, target: str) -> str:
-    data = draw(st.sampled_from(SEEDS[target]))
-    for _ in range(draw(st.integers(1, 6))):
-        op = draw(st.integers(0, 6))
-        i = draw(st.integers(0, len(data)))
-        if op == 0 and i < len(data):
-            data = data[:i] + chr(draw(st.integers(0, 0x2FF))) + data[i + 1:]
-        elif op == 1:
-            data = data[:i] + draw(st.sampled_from(TOKENS)) + data[i:]
-        elif op == 2:
-            data = data[:i] + data[i + draw(st.integers(1, 64)):]
-        elif op == 3:
-            j = draw(st.integers(0, len(data)))
-            data = data[:i] + data[j:j + draw(st.integers(1, 200))] + data[i:]
-        elif op == 4:
-            data = data[:i]
-        elif op == 5:
-            n = draw(st.sampled_from([10, 70, 300, 3000]))
-            data = data[:i] + draw(st.sampled_from(["[", "{", "- "])) * n + data[i:]
-        else:
-            data += draw(st.sampled_from(TOKENS)) * draw(st.integers(1, 5))
-    return data
-
-
-def nested(depth: int, leaf: Any = 1) -> Any:
-    value = leaf
-    for i in range(depth):
-        value = [value] if i % 2 else {"k": value}
-    return value
+    return mutate(draw, draw(st.sampled_from(SEEDS[target])), OPS)
 
 
 hostile_values = st.one_of(
@@ -88,54 +63,21 @@ hostile_values = st.one_of(
     st.text(max_size=20), st.just("x" * 10_000), st.sampled_from(["result < 1", "result <= nan", "result[0] > 1e999",
                                                                   "result > 1 and result < 2", ">", "order-fulfilment"]),
     st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
-    st.integers(60, 120).map(nested),  # past the 64-level cap; dumped as block YAML
+    st.integers(60, 120).map(lambda n: nested(n, 1)),  # past the 64-level cap; dumped as block YAML
 )
-
-
-def _paths(doc: Any) -> list[tuple[Any, ...]]:
-    """Places to mutate: every key/index down to 10 levels (iterative: values may nest 120 deep)."""
-    out: list[tuple[Any, ...]] = []
-    stack: list[tuple[Any, tuple[Any, ...]]] = [(doc, ())]
-    while stack:
-        node, prefix = stack.pop()
-        out.append(prefix)
-        if len(prefix) >= 10:
-            continue
-        if isinstance(node, dict):
-            stack += [(v, (*prefix, k)) for k, v in node.items()]
-        elif isinstance(node, list):
-            stack += [(v, (*prefix, i)) for i, v in enumerate(node)]
-    return sorted(out, key=repr)
-
-
-def _at(doc: Any, path: tuple[Any, ...]) -> Any:
-    for step in path:
-        doc = doc[step]
-    return doc
+NEW_KEYS = st.sampled_from(["zz", "name", "alpha", "count", "1"])
 
 
 @st.composite
 def data_mutated(draw: st.DrawFn, target: str) -> str:
-    doc = copy.deepcopy(yaml.safe_load(draw(st.sampled_from(SEEDS[target]))))
-    for _ in range(draw(st.integers(1, 3))):
-        path = draw(st.sampled_from(_paths(doc)))
-        if not path:
-            doc = draw(hostile_values)
-            continue
-        parent = _at(doc, path[:-1])
-        action = draw(st.sampled_from(["replace", "replace", "drop", "add"]))
-        if action == "drop" and isinstance(parent, dict):
-            parent.pop(path[-1], None)
-        elif action == "add" and isinstance(parent, dict):
-            parent[draw(st.sampled_from(["zz", "name", "alpha", "count", "1"]))] = draw(hostile_values)
-        elif isinstance(parent, (dict, list)):
-            parent[path[-1]] = draw(hostile_values)
-    paths = [p for p in _paths(doc) if p]
-    if paths and draw(st.booleans()):
+    seed = copy.deepcopy(yaml.safe_load(draw(st.sampled_from(SEEDS[target]))))
+    doc = mutate_tree(draw, seed, hostile_values, NEW_KEYS, depth=10)  # not below 10 levels: values nest 120 deep
+    places = [p for p in paths(doc, depth=10) if p]
+    if places and draw(st.booleans()):
         # one shared node (dumped as an anchor and an alias), never an ancestor of where it goes
-        to, source = draw(st.sampled_from(paths)), draw(st.sampled_from(paths))
-        if to[:len(source)] != source and source[:len(to)] != to and isinstance(_at(doc, to[:-1]), (dict, list)):
-            _at(doc, to[:-1])[to[-1]] = _at(doc, source)
+        to, source = draw(st.sampled_from(places)), draw(st.sampled_from(places))
+        if to[:len(source)] != source and source[:len(to)] != to and isinstance(at(doc, to[:-1]), (dict, list)):
+            at(doc, to[:-1])[to[-1]] = at(doc, source)
     limit = sys.get_int_max_str_digits()
     sys.set_int_max_str_digits(0)
     try:
@@ -146,16 +88,10 @@ def data_mutated(draw: st.DrawFn, target: str) -> str:
         sys.set_int_max_str_digits(limit)
 
 
-def _laughs(levels: int, fan_out: int, prefix: str) -> str:
-    lines = ["a0: &a0 [" + ", ".join(['"lol"'] * fan_out) + "]"]
-    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * fan_out) + "]" for i in range(1, levels)]
-    return prefix + "\n".join(lines) + "\n"
-
-
 def hostile_documents(target: str) -> st.SearchStrategy[str]:
     top = {"workloads": "classes", "gates": "gates", "triggers": "any"}[target]
     return st.one_of(
-        st.builds(_laughs, st.integers(1, 12), st.integers(2, 12), st.sampled_from(["", f"{top}: []\n"])),
+        st.builds(laughs, st.integers(1, 12), st.integers(2, 12), st.sampled_from(["", f"{top}: []\n"])),
         st.integers(60, 30_000).map(lambda n: f"{top}: " + "[" * n + "]" * n + "\n"),
         st.integers(60, 300).map(lambda n: f"{top}:\n" + "".join(" " * (i + 1) + "- k:\n" for i in range(n))),
         st.sampled_from([f"{top}: &a [*a]\n", f"{top}: &a {{b: *a}}\n", f"{top}:\n  - &x {{name: *x}}\n",
@@ -207,23 +143,6 @@ def test_gates_are_read_or_refused_with_one_config_error_line(text: str, fuzz_tr
 def test_triggers_are_read_or_refused_with_one_config_error_line(text: str, fuzz_tried: Callable[[str], None]) -> None:
     fuzz_tried("triggers")
     _expect_value_or_one_config_error(lambda: parse_triggers(text, SOURCE), Trigger)
-
-
-def _main(argv: list[str]) -> tuple[int, str]:
-    """``ebb ARGV`` in-process as the console script runs it; (exit code, stderr)."""
-    err = io.StringIO()
-    old_argv = sys.argv
-    sys.argv = ["ebb", *argv]
-    try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            try:
-                main()
-                code = 0
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.argv = old_argv
-    return code, err.getvalue()
 
 
 @CLI

@@ -59,8 +59,10 @@ def _mutated(base: dict[str, Any], draw: Callable[..., Any]) -> dict[str, Any]:
     data = json.loads(json.dumps(base))
     for _ in range(draw(st.integers(1, 3))):
         target = data
-        if "decisions" in data and data["decisions"] and draw(st.booleans()):
-            target = data["decisions"][0]
+        decisions = data.get("decisions")
+        # An earlier round may have replaced the list (or its first item) with a hostile scalar.
+        if isinstance(decisions, list) and decisions and isinstance(decisions[0], dict) and draw(st.booleans()):
+            target = decisions[0]
         key = draw(st.sampled_from(sorted(target) + ["extra"]))
         if draw(st.integers(0, 9)) == 0:
             target.pop(key, None)

@@ -30,6 +30,9 @@ from typer.testing import CliRunner
 from ebb.cli.main import app
 from ebb.lint import ALL_RULES, lint_paths
 
+from mutations import (append, at, byte, delete_run, duplicate, insert, laughs, mutate, nest, overwrite, paths, replace,
+                       truncate)
+
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO.parent / "shared" / "lint-corpus"
 SUFFIXES = (".yaml", ".yml", ".json", ".conf", ".py")
@@ -54,35 +57,15 @@ TOKENS = [b"&a ", b"*a", b"<<: *a\n", b"!!python/object:os.system ", b"!!binary 
           b"? ", b"%YAML 1.1\n", b"'", b'"', b"\\u0000", b"NaN", b"Infinity", b"1e309", b"-1", b"0x",
           str(2**63).encode(), b"9" * 5000, b"2023-13-45", b"\t", b"\r", b"#", b"(" * 50, b"lambda: " * 20,
           b"\\", b"import torch\n", b"for x in y:\n    model(x)\n", b"\"zero_optimization\": {\"stage\": 3},"]
+OPS = [overwrite(byte, 255), insert(TOKENS), delete_run(), duplicate(), truncate(),
+       nest([10, 70, 300, 3000], [b"[", b"{", b"(", b"- "]), replace(b"\n", b"\r\n", 3), append(TOKENS)]
 
 
 @st.composite
 def mutated(draw: st.DrawFn) -> tuple[str, bytes]:
     suffix, seed = draw(st.sampled_from(SEEDS))
-    data = bytearray(seed)
-    for _ in range(draw(st.integers(1, 6))):
-        op = draw(st.integers(0, 7))
-        i = draw(st.integers(0, len(data)))
-        if op == 0 and data and i < len(data):
-            data[i] = draw(st.integers(0, 255))
-        elif op == 1:
-            data[i:i] = draw(st.sampled_from(TOKENS))
-        elif op == 2:
-            del data[i:i + draw(st.integers(1, 64))]
-        elif op == 3:
-            j = draw(st.integers(0, len(data)))
-            data[i:i] = data[j:j + draw(st.integers(1, 200))]
-        elif op == 4:
-            del data[i:]
-        elif op == 5:
-            n = draw(st.sampled_from([10, 70, 300, 3000]))
-            opener = draw(st.sampled_from([b"[", b"{", b"(", b"- "]))
-            data[i:i] = opener * n
-        elif op == 6:
-            data = bytearray(bytes(data).replace(b"\n", b"\r\n", 3))
-        else:
-            data += draw(st.sampled_from(TOKENS)) * draw(st.integers(1, 5))
-    return draw(st.sampled_from([suffix, suffix, ".yaml", ".json", ".conf", ".py"])), bytes(data)
+    data = mutate(draw, seed, OPS)
+    return draw(st.sampled_from([suffix, suffix, ".yaml", ".json", ".conf", ".py"])), data
 
 
 def _parsed_seeds() -> list[tuple[str, list[Any]]]:
@@ -110,19 +93,6 @@ wrong_types = st.one_of(
 )
 
 
-def _paths(doc: Any) -> list[tuple[Any, ...]]:
-    out: list[tuple[Any, ...]] = []
-    stack: list[tuple[Any, tuple[Any, ...]]] = [(doc, ())]
-    while stack:
-        node, prefix = stack.pop()
-        out.append(prefix)
-        if isinstance(node, dict):
-            stack += [(v, (*prefix, k)) for k, v in node.items()]
-        elif isinstance(node, list):
-            stack += [(v, (*prefix, i)) for i, v in enumerate(node)]
-    return sorted(out, key=repr)
-
-
 @st.composite
 def data_mutated(draw: st.DrawFn) -> tuple[str, bytes]:
     """A parsed seed with 1-4 values (or whole subtrees) swapped for ones of the wrong type, written back:
@@ -131,23 +101,18 @@ def data_mutated(draw: st.DrawFn) -> tuple[str, bytes]:
     docs = copy.deepcopy(docs)
     for _ in range(draw(st.integers(1, 4))):
         i = draw(st.integers(0, len(docs) - 1))
-        path = draw(st.sampled_from(_paths(docs[i])))
+        path = draw(st.sampled_from(paths(docs[i])))
         if not path:
             docs[i] = draw(wrong_types)
             continue
-        parent: Any = docs[i]
-        for step in path[:-1]:
-            parent = parent[step]
-        parent[path[-1]] = draw(wrong_types)
+        at(docs[i], path[:-1])[path[-1]] = draw(wrong_types)
     if suffix == ".json" and len(docs) == 1:
         return suffix, json.dumps(docs[0]).encode()
     return suffix, yaml.safe_dump_all(docs, sort_keys=False).encode()
 
 
 def _laughs(levels: int, fan_out: int) -> bytes:
-    lines = ["apiVersion: v1", "kind: ConfigMap", "a0: &a0 [" + ",".join(['"lol"'] * fan_out) + "]"]
-    lines += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * fan_out) + "]" for i in range(1, levels)]
-    return ("\n".join(lines) + "\n").encode()
+    return laughs(levels, fan_out, prefix="apiVersion: v1\nkind: ConfigMap\n", sep=",").encode()
 
 
 def _fits_or_overflows(levels_fan: tuple[int, int]) -> bool:

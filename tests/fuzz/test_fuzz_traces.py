@@ -15,11 +15,8 @@ derandomized, and each input has a 2 s deadline, so a hang fails instead of stal
 
 from __future__ import annotations
 
-import contextlib
 import gzip
-import io
 import random
-import sys
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -29,11 +26,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ebb.cli.main import main
 from ebb.errors import EbbError
 from ebb.model.trace import CountSeries, RequestTrace
 from ebb.sources.traces import load_trace
 from ebb.sources.traces._common import MAX_TOKENS
+
+from in_process import run_ebb as _main  # the tests' name for it: a test's source seeds its derandomized inputs
+from mutations import append, byte, delete_run, duplicate, insert, mutate, overwrite, replace, truncate
 
 FUZZ = settings(max_examples=600, deadline=timedelta(seconds=2), derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
@@ -73,37 +72,25 @@ TOKENS = [b"[", b"]", b"{", b"}", b'"', b",", b"\n", b"\r\n", b"\x00", b"\xff\xf
           b'"timestamp": -5', b'"input_length": 1.5', b"true", b"null"]
 
 
+def _brackets(draw: st.DrawFn, data: bytes, i: int) -> bytes:
+    """Up to 30,000 ``[`` at ``i``, closed half of the time."""
+    n = draw(st.sampled_from([10, 70, 300, 3000, 30_000]))
+    return data[:i] + b"[" * n + b"]" * draw(st.sampled_from([0, n])) + data[i:]
+
+
+OPS = [overwrite(byte, 255), insert(TOKENS), delete_run(), duplicate(), truncate(), _brackets,
+       insert([str(n).encode() for n in (10**9, 10**18, 10**30, -5, 2**63, 2**31)]),
+       replace(b"\n", b"\r\n", 3), append(TOKENS)]
+
+
 @st.composite
 def mutated(draw: st.DrawFn) -> tuple[str, bytes]:
     fmt, seed = draw(st.sampled_from(SEEDS))
-    data = bytearray(seed)
-    for _ in range(draw(st.integers(1, 6))):
-        op = draw(st.integers(0, 8))
-        i = draw(st.integers(0, len(data)))
-        if op == 0 and data and i < len(data):
-            data[i] = draw(st.integers(0, 255))
-        elif op == 1:
-            data[i:i] = draw(st.sampled_from(TOKENS))
-        elif op == 2:
-            del data[i:i + draw(st.integers(1, 64))]
-        elif op == 3:
-            j = draw(st.integers(0, len(data)))
-            data[i:i] = data[j:j + draw(st.integers(1, 200))]
-        elif op == 4:
-            del data[i:]
-        elif op == 5:
-            n = draw(st.sampled_from([10, 70, 300, 3000, 30_000]))
-            data[i:i] = b"[" * n + b"]" * draw(st.sampled_from([0, n]))
-        elif op == 6:
-            data[i:i] = str(draw(st.sampled_from([10**9, 10**18, 10**30, -5, 2**63, 2**31]))).encode()
-        elif op == 7:
-            data = bytearray(bytes(data).replace(b"\n", b"\r\n", 3))
-        else:
-            data += draw(st.sampled_from(TOKENS)) * draw(st.integers(1, 5))
+    data = mutate(draw, seed, OPS)
     if draw(st.integers(0, 9)) == 0:  # gzip, sometimes cut short
-        packed = gzip.compress(bytes(data), mtime=0)
-        data = bytearray(packed[: draw(st.sampled_from([len(packed), 40, 12]))])
-    return fmt, bytes(data)
+        packed = gzip.compress(data, mtime=0)
+        data = packed[: draw(st.sampled_from([len(packed), 40, 12]))]
+    return fmt, data
 
 
 def _deep(n: int) -> bytes:
@@ -161,23 +148,6 @@ def test_load_trace_returns_a_valid_trace_or_raises_one_ebb_error_line(
         assert "\n" not in str(exc) and len(str(exc)) < 1000
         return
     _check(trace)
-
-
-def _main(argv: list[str]) -> tuple[int, str]:
-    """``ebb ARGV`` in-process as the console script runs it; (exit code, stderr)."""
-    err = io.StringIO()
-    old_argv = sys.argv
-    sys.argv = ["ebb", *argv]
-    try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            try:
-                main()
-                code = 0
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.argv = old_argv
-    return code, err.getvalue()
 
 
 @CLI

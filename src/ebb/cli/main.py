@@ -39,7 +39,8 @@ def main() -> None:
         # One line whatever the terminal width (a CI log, a pipe): no wrapping, the text never
         # read as markup (an error quoting "[/path]" would otherwise crash the error printer).
         console = Console(stderr=True, soft_wrap=True)
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        text = " ".join(str(exc).splitlines())
+        console.print(f"[bold red]error:[/] {escape(text)}", highlight=False)
         sys.exit(2)
 
 

@@ -6,7 +6,8 @@ dir, waits until ``/health`` answers (at most 20 s), yields the client URL and s
 
 TLS and auth, for the tests of the ledger's ``--etcd-*`` options: :func:`make_tls_files` writes a
 throwaway CA, a server certificate for ``IP:127.0.0.1``, a client certificate and an unrelated second
-CA with the ``openssl`` binary (RSA 2048, valid 2 days); ``local_etcd(..., tls=files)`` serves
+CA with the ``openssl`` binary (RSA 2048, valid 2 days; :func:`run_openssl` runs one openssl command
+for it and for :func:`ebb.testing.hostile_http.self_signed`); ``local_etcd(..., tls=files)`` serves
 ``https://`` with them (``client_cert_auth=True`` adds etcd's ``--client-cert-auth``); and
 :func:`enable_etcd_auth` creates a root user, one user whose role may read and write one key range,
 and turns authentication on.
@@ -51,6 +52,15 @@ class TlsFiles:
     other_ca: Path
 
 
+def run_openssl(directory: Path, *args: str, openssl: str = "openssl") -> None:
+    """Run ``openssl ARGS`` in ``directory`` (no stdin, at most 60 s); RuntimeError with the tail of
+    openssl's output when it fails."""
+    res = subprocess.run([openssl, *args], cwd=directory, capture_output=True, text=True, timeout=60,
+                         stdin=subprocess.DEVNULL)
+    if res.returncode != 0:
+        raise RuntimeError(f"openssl {' '.join(args[:2])} failed: {res.stderr[-1000:]}")
+
+
 def make_tls_files(directory: Path, openssl: str = "openssl") -> TlsFiles:
     """Write a CA, a server certificate (``CN=127.0.0.1``, ``subjectAltName=IP:127.0.0.1``), a client
     certificate (``CN=ebb``) signed by it, and an unrelated CA, into ``directory``; RuntimeError with
@@ -59,10 +69,7 @@ def make_tls_files(directory: Path, openssl: str = "openssl") -> TlsFiles:
     d = directory
 
     def run(*args: str) -> None:
-        res = subprocess.run([openssl, *args], cwd=d, capture_output=True, text=True, timeout=60,
-                             stdin=subprocess.DEVNULL)
-        if res.returncode != 0:
-            raise RuntimeError(f"openssl {' '.join(args[:2])} failed: {res.stderr[-1000:]}")
+        run_openssl(d, *args, openssl=openssl)
 
     for ca in ("ca", "other-ca"):
         run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{ca}.key", "-out", f"{ca}.crt",

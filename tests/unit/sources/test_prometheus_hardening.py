@@ -1,7 +1,8 @@
 """Red-team hardening of the Prometheus source: the selector (M1), hostile answers (H1, M4), auth/TLS.
 
 The peers are tiny socket servers on loopback that misbehave on purpose (the reproductions'
-``evil_http.py`` modes, scaled down so a test takes well under a second each).
+``evil_http.py`` modes, scaled down so a test takes well under a second each; :mod:`ebb.testing.hostile_http`,
+started by the ``peer`` fixture).
 """
 
 from __future__ import annotations
@@ -13,12 +14,10 @@ import os
 import random
 import re
 import socket
-import ssl
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from shutil import which
 
@@ -30,76 +29,7 @@ from ebb.model import live as names
 from ebb.sources.http_get import TlsOptions
 from ebb.sources.prometheus import (DEFAULT_SELECTOR, MAX_SERIES, LabelMatcher, PrometheusClient, PrometheusSource,
                                     PromQueries, Selector)
-
-Handler = Callable[[socket.socket, bytes], None]
-
-
-class Peer:
-    """An HTTP peer on 127.0.0.1 answering each request with ``handler`` on its own thread."""
-
-    def __init__(self, handler: Handler, wrap: ssl.SSLContext | None = None) -> None:
-        self.handler, self.wrap = handler, wrap
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.1)
-        self.url = f"{'https' if wrap else 'http'}://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.requests: list[bytes] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    def _one(self, conn: socket.socket) -> None:
-        try:
-            if self.wrap is not None:
-                conn = self.wrap.wrap_socket(conn, server_side=True)
-            conn.settimeout(5.0)
-            req = b""
-            while b"\r\n\r\n" not in req:
-                chunk = conn.recv(4096)
-                if not chunk:
-                    return
-                req += chunk
-            self.requests.append(req)
-            self.handler(conn, req)
-        except (OSError, ssl.SSLError):
-            pass
-        finally:
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5.0)
-        self.sock.close()
-
-
-@pytest.fixture
-def peer() -> Iterator[Callable[..., Peer]]:
-    made: list[Peer] = []
-
-    def start(handler: Handler, wrap: ssl.SSLContext | None = None) -> Peer:
-        made.append(Peer(handler, wrap))
-        return made[-1]
-    yield start
-    for p in made:
-        p.close()
-
-
-def answer(body: bytes, *, length: int | None = None, status: str = "200 OK", extra: str = "") -> Handler:
-    def handle(conn: socket.socket, req: bytes) -> None:
-        n = len(body) if length is None else length
-        conn.sendall(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {n}\r\n{extra}\r\n"
-                     .encode() + body)
-    return handle
-
+from ebb.testing.hostile_http import HostilePeer, answer, self_signed, server_context, stream
 
 def _ok(kind: str, result: object, **extra: object) -> bytes:
     return json.dumps({"status": "success", "data": {"resultType": kind, "result": result}, **extra}).encode()
@@ -211,11 +141,11 @@ def test_an_empty_selector_is_unscoped_and_warned_about(caplog: pytest.LogCaptur
 
 
 # -- hostile answers ---------------------------------------------------------------------------
-def _client(p: Peer, **kw: object) -> PrometheusClient:
+def _client(p: HostilePeer, **kw: object) -> PrometheusClient:
     return PrometheusClient(p.url, **kw)  # type: ignore[arg-type]
 
 
-def test_deep_json_is_an_input_error_not_a_recursion_error(peer: Callable[..., Peer]) -> None:
+def test_deep_json_is_an_input_error_not_a_recursion_error(peer: Callable[..., HostilePeer]) -> None:
     p = peer(answer(b"[" * 200_000 + b"]" * 200_000))
     with pytest.raises(InputError, match="nested deeper than 64") as info:
         _client(p).instant("up")
@@ -225,49 +155,42 @@ def test_deep_json_is_an_input_error_not_a_recursion_error(peer: Callable[..., P
         _client(q).instant("up")
 
 
-def test_a_deep_error_body_is_quoted_not_a_recursion_error(peer: Callable[..., Peer]) -> None:
+def test_a_deep_error_body_is_quoted_not_a_recursion_error(peer: Callable[..., HostilePeer]) -> None:
     p = peer(answer(b"[" * 200_000 + b"]" * 200_000, status="400 Bad Request"))
     with pytest.raises(InputError, match="HTTP 400"):
         _client(p).instant("up")
 
 
-def test_a_huge_answer_is_refused_without_being_read(peer: Callable[..., Peer]) -> None:
+def test_a_huge_answer_is_refused_without_being_read(peer: Callable[..., HostilePeer]) -> None:
     announced = peer(answer(b"", length=150 * 1024 * 1024))
     t0 = time.monotonic()
     with pytest.raises(InputError, match="over the"):
         _client(announced).instant("up")
 
-    def unannounced(conn: socket.socket, req: bytes) -> None:
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n")
-        for _ in range(64):
-            conn.sendall(b"0," * 32 * 1024)
-    p = peer(unannounced)
+    p = peer(stream(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n",
+                    b"0," * 32 * 1024, times=64))
     with pytest.raises(InputError, match="more than 1,048,576 bytes"):
         _client(p, max_bytes=1024 * 1024).instant("up")
     assert time.monotonic() - t0 < 2.0
 
 
-def test_a_short_answer_is_a_transient_outage(peer: Callable[..., Peer]) -> None:
+def test_a_short_answer_is_a_transient_outage(peer: Callable[..., HostilePeer]) -> None:
     p = peer(answer(b'{"status": "success"', length=1000))
     with pytest.raises(SourceUnavailable, match="IncompleteRead") as info:
         _client(p).instant("up")
     assert "check that Prometheus runs" in str(info.value)
 
 
-def test_a_trickled_answer_ends_at_the_deadline(peer: Callable[..., Peer]) -> None:
-    def trickle(conn: socket.socket, req: bytes) -> None:
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
-        for _ in range(40):
-            conn.sendall(b" ")
-            time.sleep(0.1)
-    p = peer(trickle)
+def test_a_trickled_answer_ends_at_the_deadline(peer: Callable[..., HostilePeer]) -> None:
+    p = peer(stream(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n", b" ",
+                    times=40, pause_s=0.1))
     t0 = time.monotonic()
     with pytest.raises(SourceUnavailable, match="within 0.5 s"):
         _client(p, timeout_s=0.5).range("up", 0, 10, 1)
     assert time.monotonic() - t0 < 1.0
 
 
-def test_one_read_ends_within_its_read_timeout_even_when_every_query_is_slow(peer: Callable[..., Peer]) -> None:
+def test_one_read_ends_within_its_read_timeout_even_when_every_query_is_slow(peer: Callable[..., HostilePeer]) -> None:
     # Each query answers (in 0.3 s, within the client's 2 s), but seven of them would take 2.1 s.
     def slow(conn: socket.socket, req: bytes) -> None:
         time.sleep(0.3)
@@ -289,7 +212,7 @@ def test_one_read_ends_within_its_read_timeout_even_when_every_query_is_slow(pee
     (b'{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1, 1'
      + b"0" * 400 + b"]}]}}", "unreadable vector"),                             # an int too big for a float
 ])
-def test_malformed_answers_are_input_errors(peer: Callable[..., Peer], body: bytes, why: str | None) -> None:
+def test_malformed_answers_are_input_errors(peer: Callable[..., HostilePeer], body: bytes, why: str | None) -> None:
     p = peer(answer(body))
     if why is None:
         (s,) = _client(p).instant("up")
@@ -299,7 +222,7 @@ def test_malformed_answers_are_input_errors(peer: Callable[..., Peer], body: byt
         _client(p).instant("up")
 
 
-def test_warnings_are_logged_at_most_three_times_per_answer(peer: Callable[..., Peer],
+def test_warnings_are_logged_at_most_three_times_per_answer(peer: Callable[..., HostilePeer],
                                                            caplog: pytest.LogCaptureFixture) -> None:
     p = peer(answer(_ok("vector", [], warnings=[f"w{i}" * 100 for i in range(10_000)])))
     with caplog.at_level(logging.WARNING, logger="ebb.sources.prometheus"):
@@ -309,14 +232,14 @@ def test_warnings_are_logged_at_most_three_times_per_answer(peer: Callable[..., 
 
 @pytest.mark.parametrize("status, why", [("401 Unauthorized", "--prometheus-token-file"),
                                          ("302 Found", "redirects are not followed")])
-def test_a_refusal_or_a_redirect_is_an_input_error(peer: Callable[..., Peer], status: str, why: str) -> None:
+def test_a_refusal_or_a_redirect_is_an_input_error(peer: Callable[..., HostilePeer], status: str, why: str) -> None:
     p = peer(answer(b'{"status":"error","errorType":"auth","error":"no token"}', status=status,
                     extra="Location: http://127.0.0.1:1/\r\n"))
     with pytest.raises(InputError, match=re.escape(why)):
         _client(p).instant("up")
 
 
-def test_every_hostile_answer_leaves_the_source_with_an_ebb_error(peer: Callable[..., Peer]) -> None:
+def test_every_hostile_answer_leaves_the_source_with_an_ebb_error(peer: Callable[..., HostilePeer]) -> None:
     # What the controller sees: an EbbError (no data this cycle, fail static), never anything else.
     for handler in (answer(b"[" * 100_000), answer(b"", length=10**9), answer(b"{", length=100),
                     answer(b"<html>hi</html>"), answer(b"\xff\xfe\x00"), answer(_ok("string", [1, "x"]))):
@@ -333,7 +256,7 @@ def _auth(req: bytes) -> str | None:
     return None
 
 
-def test_the_bearer_token_is_sent_and_a_rotated_token_file_is_picked_up(peer: Callable[..., Peer],
+def test_the_bearer_token_is_sent_and_a_rotated_token_file_is_picked_up(peer: Callable[..., HostilePeer],
                                                                         tmp_path: Path) -> None:
     p = peer(answer(_ok("vector", [])))
     _client(p, token="abc.def").instant("up")
@@ -367,22 +290,12 @@ def test_only_http_urls_are_accepted(url: str) -> None:
         PrometheusClient(url)
 
 
-def _self_signed(tmp: Path, name: str) -> tuple[Path, Path]:
-    key, crt = tmp / f"{name}.key", tmp / f"{name}.crt"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
-                    str(crt), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)
-    return crt, key
-
-
 @pytest.mark.skipif(which("openssl") is None, reason="needs the openssl command to make a throwaway certificate")
 def test_tls_with_a_ca_works_and_an_unknown_ca_or_plain_http_is_a_permanent_error(
-        peer: Callable[..., Peer], tmp_path: Path) -> None:
-    crt, key = _self_signed(tmp_path, "server")
-    other, _ = _self_signed(tmp_path, "other")
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(crt, key)
-    p = peer(answer(_ok("vector", [{"metric": {}, "value": [1, "7"]}])), wrap=ctx)
+        peer: Callable[..., HostilePeer], tmp_path: Path) -> None:
+    crt, key = self_signed(tmp_path, "server")
+    other, _ = self_signed(tmp_path, "other")
+    p = peer(answer(_ok("vector", [{"metric": {}, "value": [1, "7"]}])), wrap=server_context(crt, key))
     assert prometheus_gate_probe(_client(p, tls=TlsOptions(ca_file=str(crt))))("up") == 7.0
     with pytest.raises(InputError, match="certificate"):
         _client(p, tls=TlsOptions(ca_file=str(other))).instant("up")
@@ -399,7 +312,7 @@ def test_tls_with_a_ca_works_and_an_unknown_ca_or_plain_http_is_a_permanent_erro
     ([{"metric": {"a": "1"}, "value": [1, "1"]}, {"metric": {"a": "2"}, "value": [1, "2"]}], None),
     ([], None),
 ])
-def test_the_gate_probe_reads_one_value_and_inf_is_a_measurement(peer: Callable[..., Peer], result: object,
+def test_the_gate_probe_reads_one_value_and_inf_is_a_measurement(peer: Callable[..., HostilePeer], result: object,
                                                                  want: float | None) -> None:
     p = peer(answer(_ok("vector", result)))
     assert prometheus_gate_probe(_client(p))("histogram_quantile(0.99, x)") == want
