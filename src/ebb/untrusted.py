@@ -24,7 +24,8 @@ import json
 from collections.abc import Iterable
 from typing import Any, Final
 
-__all__ = ["MAX_JSON_BYTES", "MAX_JSON_DEPTH", "UntrustedInput", "checked_int", "json_depth_ok", "loads_json"]
+__all__ = ["MAX_JSON_BYTES", "MAX_JSON_DEPTH", "UntrustedInput", "checked_int", "json_depth_ok", "loads_json",
+           "loads_json_input"]
 
 MAX_JSON_DEPTH: Final = 64
 """Nesting levels allowed in one JSON document: the deepest honest one Ebb reads (a ledger row,
@@ -74,6 +75,19 @@ def loads_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH,
     if not json_depth_ok(value, max_depth):
         raise UntrustedInput(f"JSON nested deeper than {max_depth} levels")
     return value
+
+
+def loads_json_input(text: str | bytes, *, what: str, path: str, fix: str, max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """:func:`loads_json`, with every way the text can be bad as one :class:`~ebb.errors.InputError`
+    naming ``path`` (``"<what> refused: …"`` past a cap, ``"<what> is not JSON: …"`` otherwise)."""
+    from ebb.errors import InputError  # errors imports nothing of Ebb's: no cycle
+
+    try:
+        return loads_json(text, max_bytes=max_bytes)
+    except UntrustedInput as exc:
+        raise InputError(f"{what} refused: {exc}", path=path, fix=fix) from exc
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise InputError(f"{what} is not JSON: {str(exc)[:200]}", path=path, fix=fix) from exc
 
 
 def checked_int(value: Any, what: str, *, lo: int = INT64_MIN, hi: int = INT64_MAX) -> int:

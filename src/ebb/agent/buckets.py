@@ -45,7 +45,7 @@ from ebb.agent.wire import Bucket, RouterGauges, Sketch, WorkerGauges, brief
 from ebb.errors import InputError
 from ebb.model.live import STATS_VERSION
 from ebb.model.samples import SampleBatch
-from ebb.untrusted import INT64_MAX, UntrustedInput, loads_json
+from ebb.untrusted import INT64_MAX, loads_json_input
 
 __all__ = ["FUTURE_BUCKETS", "MAX_COMPLETIONS_PER_ANSWER", "MAX_PENDING_ROWS", "MAX_NAME_CHARS", "MAX_STATS_BYTES",
            "BucketAggregator", "StatsPoll", "decode_stats", "parse_stats"]
@@ -177,12 +177,7 @@ def decode_stats(raw: bytes | str, url: str) -> StatsPoll:
     """:func:`parse_stats` of ``/stats`` text: parsed with :func:`ebb.untrusted.loads_json` (64 levels
     of nesting, :data:`MAX_STATS_BYTES` of text at most); InputError naming ``url`` for every bad
     text — nothing else escapes."""
-    try:
-        obj = loads_json(raw, max_bytes=MAX_STATS_BYTES)
-    except UntrustedInput as exc:
-        raise InputError(f"/stats answer refused: {exc}", path=url, fix=_FIX) from exc
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-        raise InputError(f"/stats answer is not JSON: {str(exc)[:200]}", path=url, fix=_FIX) from exc
+    obj = loads_json_input(raw, what="/stats answer", path=url, fix=_FIX, max_bytes=MAX_STATS_BYTES)
     return parse_stats(obj, url)
 
 

@@ -42,7 +42,7 @@ import numpy.typing as npt
 
 from ebb.errors import InputError
 from ebb.model.live import BUCKETS_VERSION
-from ebb.untrusted import INT64_MAX, UntrustedInput, loads_json
+from ebb.untrusted import INT64_MAX, loads_json_input
 from ebb.window.mapping import LogMapping
 
 __all__ = ["MAX_PAGE_BYTES", "SKETCH_ALPHA", "Bucket", "BucketPage", "RouterGauges", "Sketch", "WorkerGauges",
@@ -361,13 +361,7 @@ def decode_page(obj: object, url: str) -> BucketPage:
 def decode_page_json(raw: bytes | str, url: str) -> BucketPage:
     """:func:`decode_page` of JSON text, parsed with the depth (64) and size (:data:`MAX_PAGE_BYTES`)
     caps of :func:`ebb.untrusted.loads_json`; InputError naming ``url`` for every bad text."""
-    try:
-        obj = loads_json(raw, max_bytes=MAX_PAGE_BYTES)
-    except UntrustedInput as exc:
-        raise InputError(f"answer refused: {exc}", path=url, fix=_FIX) from exc
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-        raise InputError(f"answer is not JSON: {str(exc)[:200]}", path=url, fix=_FIX) from exc
-    return decode_page(obj, url)
+    return decode_page(loads_json_input(raw, what="answer", path=url, fix=_FIX, max_bytes=MAX_PAGE_BYTES), url)
 
 
 def encode_bucket_json(bucket: Bucket) -> bytes:

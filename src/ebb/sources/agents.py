@@ -44,12 +44,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ebb.agent.wire import Bucket, BucketPage, Sketch, decode_page
+from ebb.agent.wire import Bucket, BucketPage, Sketch, decode_page_json
 from ebb.errors import InputError, SourceUnavailable
 from ebb.model.live import LiveSignals
 from ebb.model.observation import FineSignals
 from ebb.sources.http_get import HttpLimits, TlsOptions, check_url, get
-from ebb.untrusted import loads_json
 
 __all__ = ["AgentSource"]
 
@@ -98,12 +97,7 @@ class AgentSource:
         if reply.status != 200:
             raise InputError(f"agent answered HTTP {reply.status} {reply.reason}", path=target,
                              fix="check that the URL points at an `ebb agent`")
-        try:
-            obj = loads_json(reply.body)
-        except ValueError as exc:
-            raise InputError(f"answer is not usable JSON: {str(exc)[:200]}", path=target,
-                             fix="check that the URL points at an `ebb agent`") from exc
-        return decode_page(obj, url)
+        return decode_page_json(reply.body, target)
 
     def _fetch_all(self, since_ns: int) -> dict[str, BucketPage | SourceUnavailable]:
         if len(self.urls) == 1:
