@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ebb.model.decision import Decision
 from ebb.model.ids import ReplicaId
 
 FloatArray = npt.NDArray[np.float64]
@@ -37,6 +38,9 @@ class FleetLog:
     """End of the billed horizon (last arrival or last completion, whichever is later)."""
     decisions: tuple[tuple[float, int, int], ...] = ()
     """Every change of the replica target: (time s, from, to), in time order."""
+    noteworthy: tuple[Decision, ...] = ()
+    """The policy's decisions worth recording (changes, vetoes, gate steps; :attr:`Decision.noteworthy`)
+    in time order, the initial fleet at t = 0 excluded."""
 
     def replica_seconds(self) -> float:
         """Billed replica-seconds over [0, end_s]."""

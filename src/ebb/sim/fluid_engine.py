@@ -35,9 +35,10 @@ import numpy.typing as npt
 
 from ebb.model.ids import ReplicaId
 from ebb.sim.fleet import FleetLog, ReplicaLog, choose_victims, zone_of
-from ebb.model.observation import replicas_of
+from ebb.model.decision import Decision
 from ebb.sim.fine import FineBuffer
-from ebb.sim.policy import Observation, PodView, Policy, ScaleRequest
+from ebb.decide.base import Policy
+from ebb.model.observation import Observation, PodView
 from ebb.sim.settings import SimSettings
 
 FloatArray = npt.NDArray[np.float64]
@@ -123,6 +124,7 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
     spec = 0
     scale_ups = scale_downs = 0
     decisions: list[tuple[float, int, int]] = []
+    noteworthy: list[Decision] = []
     fine_on = policy.pipeline.fine_ms is not None
     fine_buf = FineBuffer()
     f_t, f_pf, f_slot, f_q = fine_buf.t, fine_buf.prefill, fine_buf.slot, fine_buf.queued
@@ -188,10 +190,12 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
         fine = fine_buf.take() if fine_on else None
         return Observation(t, spec, ready_n, tuple(pods), tq, ti, qq, fine)
 
-    def apply(answer: int | ScaleRequest, t: float) -> None:
+    def apply(decision: Decision, t: float) -> None:
         nonlocal spec, scale_ups, scale_downs, ready_n, active, backlog, decoding
         # Replicas are interchangeable in the fluid model: named victims change nothing.
-        desired = replicas_of(answer)
+        if decision.noteworthy:
+            noteworthy.append(decision)
+        desired = decision.to_replicas
         if desired == spec:
             return
         decisions.append((t, spec, desired))
@@ -224,7 +228,7 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
 
     init = settings.cluster.initial_replicas
     if init is None:
-        init = max(1, replicas_of(policy.decide(Observation(0.0, 0, 0, (), None, None, None))))
+        init = max(1, policy.decide(Observation(0.0, 0, 0, (), None, None, None)).to_replicas)
     for _ in range(init):
         new_replica(0.0, warm=True)
     spec = init
@@ -356,4 +360,5 @@ def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -
         stop(rid, t_end)
     dropped = queue + active
     return (FluidOutcome(viol, ttft_base, tau_arr, dropped),
-            FleetLog(tuple(logs), scale_ups, scale_downs, end_s=t_end, decisions=tuple(decisions)))
+            FleetLog(tuple(logs), scale_ups, scale_downs, end_s=t_end, decisions=tuple(decisions),
+                                 noteworthy=tuple(noteworthy)))

@@ -32,9 +32,10 @@ import numpy as np
 from ebb.model.ids import ReplicaId
 from ebb.model.trace import RequestTrace
 from ebb.sim.fleet import FleetLog, ReplicaLog, choose_victims, zone_of
-from ebb.model.observation import replicas_of
+from ebb.model.decision import Decision
 from ebb.sim.fine import FineBuffer
-from ebb.sim.policy import Observation, PodView, Policy, ScaleRequest
+from ebb.decide.base import Policy
+from ebb.model.observation import Observation, PodView
 from ebb.sim.settings import SimSettings
 
 _STARTING, _READY, _DRAINING, _STOPPED = 0, 1, 2, 3
@@ -106,6 +107,7 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
     scale_ups = scale_downs = 0
     spec = 0
     decisions: list[tuple[float, int, int]] = []
+    noteworthy: list[Decision] = []
     fault = settings.fault
     slow = 1.0  # service-time multiplier of the injected fault (1 = none)
     fault_pre = -1  # fleet size before the scale-down that triggered the fault
@@ -250,10 +252,12 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
         fine = fine_buf.take() if fine_ms else None
         return Observation(t, spec, len(ready_list), tuple(pods), total_qps, total_inflight, queued, fine)
 
-    def apply(answer: int | ScaleRequest, t: float) -> None:
+    def apply(decision: Decision, t: float) -> None:
         nonlocal spec, scale_ups, scale_downs, slow, fault_pre
-        desired = replicas_of(answer)
-        named = answer.victims if isinstance(answer, ScaleRequest) else ()
+        if decision.noteworthy:
+            noteworthy.append(decision)
+        desired = decision.to_replicas
+        named = decision.victims
         if desired == spec:
             return
         decisions.append((t, spec, desired))
@@ -283,7 +287,7 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
     # t = 0: the policy's first answer starts warm (the fleet was already serving).
     init = settings.cluster.initial_replicas
     if init is None:
-        init = max(1, replicas_of(policy.decide(Observation(0.0, 0, 0, (), None, None, None))))
+        init = max(1, policy.decide(Observation(0.0, 0, 0, (), None, None, None)).to_replicas)
     for _ in range(init):
         new_replica(0.0, warm=True)
     spec = init
@@ -362,4 +366,5 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
         stop(r, t_stop)
     outcome = RequestOutcome(np.asarray(first_tok, dtype=np.float64), np.asarray(finish, dtype=np.float64),
                              np.asarray(where, dtype=np.int64))
-    return outcome, FleetLog(tuple(logs), scale_ups, scale_downs, end_s=t_stop, decisions=tuple(decisions))
+    return outcome, FleetLog(tuple(logs), scale_ups, scale_downs, end_s=t_stop, decisions=tuple(decisions),
+                                 noteworthy=tuple(noteworthy))
