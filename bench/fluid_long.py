@@ -24,7 +24,7 @@ from ebb.model.trace import CountSeries
 from ebb.sim.compare import compare
 from ebb.sim.policies import KNOWN_POLICIES
 from ebb.sim.settings import SimSettings
-from ebb.sim.specs import parse_policies
+from ebb.config.policy_specs import parse_policies
 
 SERVEGEN = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces" / "servegen" / "language" / "m-large"
 

@@ -18,10 +18,10 @@ import sys
 from pathlib import Path
 
 from ebb.sim.compare import compare
-from ebb.sim.frontier import hpa_frontier_at, render_frontier_svg
+from ebb.score.frontier import hpa_frontier_at, render_frontier_svg
 from ebb.sim.policies import KNOWN_POLICIES
 from ebb.sim.settings import SimSettings
-from ebb.sim.specs import parse_policies
+from ebb.config.policy_specs import parse_policies
 from ebb.sources.traces import load_trace
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces"

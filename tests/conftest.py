@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from ebb.testing.etcd import ETCD_INSTALL, etcd_binary, local_etcd
-from ebb.testing.prometheus import PROMETHEUS_INSTALL, prometheus_binary
+from ebb.live.local_prometheus import PROMETHEUS_INSTALL, prometheus_binary
 
 
 def _binary_or_skip(binary: str | None, name: str, install: str) -> str:

@@ -11,7 +11,6 @@
     │   └── LedgerConflict        a different record was appended under an id the ledger already holds
     └── TransientError            the outside world failed; retry after ``retry_after_s``
         ├── SourceUnavailable     a metric source (Prometheus, NVML, agent) did not answer
-        ├── StaleDataError        data older than the allowed staleness: fail safe, do not scale down
         └── NotLeader             this controller's leadership (fencing token) is no longer current:
                                   nothing was written; act again only after winning a new election
 
@@ -31,7 +30,6 @@ __all__ = [
     "LedgerConflict",
     "TransientError",
     "SourceUnavailable",
-    "StaleDataError",
     "NotLeader",
     "require_extra",
 ]
@@ -96,10 +94,6 @@ class TransientError(EbbError):
 
 class SourceUnavailable(TransientError):
     """A metric source did not answer (connection refused, timeout, 5xx)."""
-
-
-class StaleDataError(TransientError):
-    """The newest sample is older than allowed; callers must not scale down on it."""
 
 
 class NotLeader(TransientError):

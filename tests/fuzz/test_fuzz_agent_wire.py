@@ -25,9 +25,10 @@ from hypothesis import strategies as st
 
 from ebb.agent.buckets import BucketAggregator, StatsPoll, decode_stats, parse_stats
 from ebb.agent.discovery import WorkerList, parse_workers
-from ebb.agent.wire import Bucket, BucketPage, RouterGauges, Sketch, WorkerGauges, decode_page, decode_page_json, encode_page
+from ebb.sources.agent_wire import Bucket, BucketPage, RouterGauges, Sketch, WorkerGauges, decode_page, decode_page_json
 from ebb.errors import EbbError
 from ebb.live.stats import BadRequest, GenerateRequest, parse_generate
+from ebb.testing.wire import encode_page
 
 from mutations import mutate_tree, nested
 

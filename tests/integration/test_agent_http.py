@@ -229,7 +229,8 @@ def test_a_failing_endpoint_is_counted_in_metrics_and_left_out_of_buckets(server
 
 
 def test_gpu_and_host_samples_travel_in_buckets_and_metrics(servers: Servers) -> None:
-    from ebb.sources.base import StaticSource, batch_from_columns
+    from ebb.sources.base import batch_from_columns
+    from ebb.testing.fakes import StaticSource
     from ebb.sources.host import HostSampler
 
     gpu = StaticSource(batch_from_columns([time.time_ns()], {"gpu0/util_gpu_pct": [42.0],

@@ -5,9 +5,9 @@ from __future__ import annotations
 from ebb.model.trace import RequestTrace
 from ebb.sim.compare import compare
 from ebb.sim.policies import KNOWN_POLICIES
-from ebb.sim.report import render_report
+from ebb.score.report import render_report
 from ebb.sim.settings import FaultSettings, SimSettings
-from ebb.sim.specs import parse_policies
+from ebb.config.policy_specs import parse_policies
 from ebb.sources.traces import bundled_trace
 
 
@@ -22,8 +22,10 @@ def test_an_injected_latency_regression_makes_the_canary_abort_and_restore_witho
     assert guarded.dropped_requests == 0 and plain.dropped_requests == 0
     # Restoring the removed replica clears the regression: the guarded run violates less.
     assert guarded.slo_violation_pct < plain.slo_violation_pct
-    compensations = [e for e in cmp.runs[1].explanations if any("compensate" in r for r in e["reasons"])]
-    assert compensations and compensations[0]["to"] > compensations[0]["from"]
+    compensations = [d for d in cmp.runs[1].noteworthy if d.gate is not None and d.gate.step == "compensate"]
+    assert len(compensations) == guarded.canary_aborts
+    assert compensations[0].to_replicas > compensations[0].from_replicas
+    assert any("compensate" in r for r in compensations[0].reasons)
     html = render_report(cmp.runs, title="fault", trace_desc="bundled conv", settings={})
     assert "canary aborts" in html
 

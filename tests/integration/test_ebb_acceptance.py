@@ -1,7 +1,7 @@
 """Acceptance of the Ebb policy on the real Azure LLM 2023 traces (``--peak-replicas 20``, default SLO).
 
 The HPA frontier is the lower convex hull of the (violation %, GPU-hours) points of ``hpa`` at
-targets 30–90 % and of ``static`` (:mod:`ebb.sim.frontier`).
+targets 30–90 % and of ``static`` (:mod:`ebb.score.frontier`).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import pytest
 
 from ebb.model.trace import RequestTrace
 from ebb.sim.compare import Comparison, compare
-from ebb.sim.frontier import hpa_frontier_at
+from ebb.score.frontier import hpa_frontier_at
 from ebb.sim.policies import KNOWN_POLICIES
-from ebb.sim.results import Scorecard
+from ebb.score.results import Scorecard
 from ebb.sim.settings import SimSettings
-from ebb.sim.specs import parse_policies
+from ebb.config.policy_specs import parse_policies
 from ebb.sources.traces import load_trace
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "traces" / "azure-llm-2023"

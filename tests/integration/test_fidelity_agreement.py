@@ -23,7 +23,7 @@ from ebb.model.trace import RequestTrace
 from ebb.sim.compare import prepare, simulate_one
 from ebb.sim.policies import KNOWN_POLICIES, PolicyContext, build_policy
 from ebb.sim.settings import SimSettings
-from ebb.sim.specs import parse_policies
+from ebb.config.policy_specs import parse_policies
 from ebb.sources.traces import bundled_trace, load_trace
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "traces" / "azure-llm-2023"

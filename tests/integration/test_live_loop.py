@@ -16,7 +16,8 @@ import pytest
 from ebb.ledger import open_ledger
 from ebb.live.demo import DemoSettings, LiveDemo
 from ebb.model.ids import RunId
-from ebb.telemetry.tracing import CycleTracer, in_memory_provider
+from ebb.telemetry.tracing import CycleTracer
+from ebb.testing.tracing import in_memory_provider
 
 pytestmark = pytest.mark.slow
 

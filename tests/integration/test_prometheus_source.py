@@ -30,7 +30,6 @@ import pytest
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from ebb.actuate.base import FakeActuator
 from ebb.errors import SourceUnavailable
 from ebb.ledger.memory import MemoryLedger
 from ebb.live.controller import Controller, ControllerSettings
@@ -39,7 +38,9 @@ from ebb.model import live as names
 from ebb.model.live import LiveSignals
 from ebb.sources.prometheus import PrometheusClient, PrometheusSource
 from ebb.testing.etcd import free_port
-from ebb.testing.prometheus import LocalPrometheus, local_prometheus, write_targets
+from ebb.testing.fakes import FakeActuator
+from ebb.live.local_prometheus import LocalPrometheus, write_targets
+from ebb.testing.prometheus import local_prometheus
 
 T = TypeVar("T")
 SCRAPE_S = 1.0

@@ -16,7 +16,7 @@ from ebb.model.trace import RequestTrace
 from ebb.sim.compare import Comparison, compare
 from ebb.sim.policies import KNOWN_POLICIES
 from ebb.sim.settings import SimSettings
-from ebb.sim.specs import parse_policies
+from ebb.config.policy_specs import parse_policies
 from ebb.sources.traces import bundled_trace, load_trace
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "traces" / "azure-llm-2023"

@@ -1,6 +1,7 @@
 """The :class:`Actuator` seam: read the fleet, apply a scale request — idempotent by decision id.
 
-Guarantees every actuator gives (``tests/contract/test_actuator_contract.py`` runs them on each):
+Guarantees every actuator gives (``tests/contract/test_actuator_contract.py`` runs them on each,
+and on the in-memory fake :class:`ebb.testing.fakes.FakeActuator`):
 
 * **Idempotent by decision id.** ``apply(decision_id, request)`` acts at most once per id: a second
   call with the same id (a retry after a timeout, a controller restarted after a crash) changes
@@ -19,16 +20,13 @@ Guarantees every actuator gives (``tests/contract/test_actuator_contract.py`` ru
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from ebb.model.ids import DecisionId, ReplicaId
 from ebb.model.observation import ScaleRequest
 
-__all__ = ["ActuationResult", "Actuator", "FakeActuator", "FleetState", "ReplicaState"]
+__all__ = ["ActuationResult", "Actuator", "FleetState", "ReplicaState"]
 
 
 @dataclass(frozen=True)
@@ -94,63 +92,3 @@ class Actuator(Protocol):
         """Bring the fleet to ``request.replicas``, removing ``request.victims`` first; at most
         once per ``decision_id``."""
         ...
-
-
-class FakeActuator:
-    """In-memory actuator for unit tests: replicas become ready after ``ready_after_s`` of the
-    injected clock and are removed at once on scale-down. Keeps the full contract (idempotency
-    by id, victims as hints) and counts calls in ``applied_ids``."""
-
-    def __init__(self, initial: int = 1, *, target: str = "fake/serving", ready_after_s: float = 0.0,
-                 clock: Callable[[], float] | None = None, zones: tuple[str, ...] = ("a", "b", "c")) -> None:
-        self._clock = clock or time.time
-        self._ready_after = ready_after_s
-        self._zones = zones
-        self._next = 0
-        self._lock = threading.Lock()
-        self._replicas: list[ReplicaState] = []
-        self._done: dict[DecisionId, ActuationResult] = {}
-        self.applied_ids: list[DecisionId] = []
-        self.target = target
-        now = self._clock()
-        for _ in range(initial):
-            self._replicas.append(self._new(now, ready=True))
-
-    def _new(self, now: float, ready: bool) -> ReplicaState:
-        rid = ReplicaId(self._next)
-        self._next += 1
-        return ReplicaState(rid, f"replica-{int(rid)}", now, now if ready or self._ready_after <= 0 else None,
-                            self._zones[int(rid) % len(self._zones)] if self._zones else "")
-
-    def state(self) -> FleetState:
-        with self._lock:
-            now = self._clock()
-            self._replicas = [r if r.ready_s is not None or now - r.created_s < self._ready_after
-                              else replace(r, ready_s=r.created_s + self._ready_after) for r in self._replicas]
-            return FleetState(self.target, len(self._replicas), tuple(self._replicas))
-
-    def apply(self, decision_id: DecisionId, request: ScaleRequest) -> ActuationResult:
-        with self._lock:
-            if decision_id in self._done:
-                return replace(self._done[decision_id], applied=False)
-            before = len(self._replicas)
-            want = max(0, request.replicas)
-            removed: list[str] = []
-            added: list[str] = []
-            if want < before:
-                order = [r for v in request.victims for r in self._replicas if r.replica == v]
-                order += [r for r in reversed(self._replicas) if r not in order]
-                gone = order[: before - want]
-                removed = [r.name for r in gone]
-                self._replicas = [r for r in self._replicas if r not in gone]
-            elif want > before:
-                now = self._clock()
-                for _ in range(want - before):
-                    r = self._new(now, ready=False)
-                    self._replicas.append(r)
-                    added.append(r.name)
-            res = ActuationResult(decision_id, want != before, before, len(self._replicas), tuple(removed),
-                                  tuple(added))
-            self._done[decision_id] = res
-            self.applied_ids.append(decision_id)
-            return res

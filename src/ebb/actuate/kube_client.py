@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ebb.decide.ratelimit import TokenBucket
+from ebb.ratelimit import TokenBucket
 from ebb.errors import PermanentError, TransientError
 
 __all__ = ["MAX_BACKOFF_S", "ApiCaller", "RateLimiter", "WriteConflict"]

@@ -7,14 +7,18 @@ Keeps every guarantee of :mod:`ebb.actuate.base`, plus:
   started are killed and :class:`~ebb.errors.TransientError` is raised (nothing changed). A
   supervisor thread polls ``/healthz`` every 0.1 s and adds a worker to the router when it answers
   200; ``ready_s`` stays None until then. Ids are increasing ints never reused, names
-  ``worker-<id>``, zones round-robin.
+  ``worker-<id>``, zones round-robin. With ``state_file``, ids (and so names) are never reused by a
+  later actuator sharing the file either: the next id is persisted *before* the workers that use it
+  start, so ``worker-3`` of a dead incarnation never names a fresh, different worker (a controller
+  resuming a recorded scale-down matches its victims by name).
 * **Scale-down.** Named victims first, then the newest replicas. A starting replica is terminated;
   a ready one is drained through the router (no new work, in-flight finishes), then SIGTERMed and
   reaped (SIGKILL after 15 s). Removed replicas leave ``state().replicas`` at once and count in
   ``draining`` until their process is gone. A drain longer than ``drain_timeout_s`` is cut short.
 * **Idempotent by decision id**, in memory and, with ``state_file``, on disk (atomic write +
-  rename; the newest 10,000 ids). The file covers the *ids*, not the worker processes: workers die
-  with the actuator (``--parent-pid``), and a new actuator starts ``initial`` fresh ones.
+  rename; the newest 10,000 ids, and ``next_id``: a file without it, written before it existed,
+  reads as 0). The file covers the *ids*, not the worker processes: workers die with the actuator
+  (``--parent-pid``), and a new actuator starts ``initial`` fresh ones, numbered on from ``next_id``.
 * A worker process that exits on its own leaves the fleet (``spec_replicas`` drops; the router
   stops routing to it); the controller sees the smaller fleet and scales up again if needed.
 * ``apply`` holds the actuator's lock while it starts workers (about 1 s per scale-up on a busy
@@ -100,10 +104,9 @@ class LocalActuator:
         self._python, self._zones, self._drain_timeout_s = python, zones, drain_timeout_s
         self._targets_file, self._state_file = targets_file, state_file
         self._lock = threading.RLock()
-        self._done: dict[DecisionId, ActuationResult] = self._load_state()
+        self._done, self._next_id = self._load_state()
         self._replicas: list[_Replica] = []
         self._leaving: list[_Replica] = []
-        self._next_id = 0
         self._closed = False
         self._replicas = self._spawn(initial)
         self._write_targets()
@@ -202,10 +205,9 @@ class LocalActuator:
 
     def _spawn(self, count: int) -> list[_Replica]:
         started: list[_Replica] = []
+        first = self._reserve_ids(count)
         try:
-            for _ in range(count):
-                rid = self._next_id
-                self._next_id += 1
+            for rid in range(first, first + count):
                 name = f"worker-{rid}"
                 args = [self._python, "-m", "ebb.live.worker", "--name", name, "--port", "0",
                         "--max-batch", str(self._max_batch), "--warmup-s", str(self._warmup_s),
@@ -305,19 +307,38 @@ class LocalActuator:
 
     # ---- files -----------------------------------------------------------------------------------
 
-    def _load_state(self) -> dict[DecisionId, ActuationResult]:
+    def _reserve_ids(self, count: int) -> int:
+        """The first of ``count`` fresh ids, persisted before any worker uses one (a crash may burn
+        ids, never reuse one)."""
+        first = self._next_id
+        if count <= 0:
+            return first
+        self._next_id += count
+        try:
+            self._save()
+        except OSError as exc:
+            self._next_id = first
+            raise PermanentError(f"cannot persist the next worker id to {self._state_file}: {exc}; "
+                                 "make its directory writable") from exc
+        return first
+
+    def _load_state(self) -> tuple[dict[DecisionId, ActuationResult], int]:
+        """Applied decisions and the next replica id from ``state_file`` (none and 0 without one)."""
         path = self._state_file
         if path is None or not path.exists():
-            return {}
+            return {}, 0
         fix = "delete the file to forget applied decision ids, or point state_file elsewhere"
         try:
             doc = json.loads(path.read_text())
             if doc.get("version") != STATE_VERSION:
                 raise InputError(f"unsupported state version {doc.get('version')!r}, want {STATE_VERSION}",
                                  path=str(path), fix=fix)
+            next_id = doc.get("next_id", 0)  # absent in files written before it was kept
+            if type(next_id) is not int or next_id < 0:  # noqa: E721 - a bool is not an id
+                raise InputError(f"next_id must be an integer >= 0, got {next_id!r}", path=str(path), fix=fix)
             return {DecisionId(d["decision_id"]): ActuationResult(
                 DecisionId(d["decision_id"]), bool(d["applied"]), int(d["replicas_before"]),
-                int(d["replicas_after"]), tuple(d["removed"]), tuple(d["added"])) for d in doc["decisions"]}
+                int(d["replicas_after"]), tuple(d["removed"]), tuple(d["added"])) for d in doc["decisions"]}, next_id
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise InputError(f"cannot read actuator state: {exc}", path=str(path), fix=fix) from exc
 
@@ -325,16 +346,20 @@ class LocalActuator:
         self._done[result.decision_id] = result
         while len(self._done) > KEPT_IDS:
             del self._done[next(iter(self._done))]
-        if self._state_file is None:
-            return
-        doc = {"version": STATE_VERSION, "target": self.target,
-               "decisions": [asdict(r) for r in self._done.values()]}
         try:
-            _atomic_write(self._state_file, json.dumps(doc))
+            self._save()
         except OSError as exc:
             del self._done[result.decision_id]
             raise PermanentError(f"cannot persist applied decision ids to {self._state_file}: {exc}; "
                                  "make its directory writable") from exc
+
+    def _save(self) -> None:
+        """Write ``state_file`` (applied ids, next id) atomically; nothing without one. OSError as is."""
+        if self._state_file is None:
+            return
+        doc = {"version": STATE_VERSION, "target": self.target, "next_id": self._next_id,
+               "decisions": [asdict(r) for r in self._done.values()]}
+        _atomic_write(self._state_file, json.dumps(doc))
 
     def _write_targets(self) -> None:
         if self._targets_file is None:

@@ -41,7 +41,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ebb.agent.wire import Bucket, RouterGauges, Sketch, WorkerGauges, brief
+from ebb.sources.agent_wire import Bucket, RouterGauges, Sketch, WorkerGauges, brief
 from ebb.errors import InputError
 from ebb.model.live import STATS_VERSION
 from ebb.model.samples import SampleBatch
@@ -196,7 +196,7 @@ class _Endpoint:
 
 
 class BucketAggregator:
-    """Builds :class:`~ebb.agent.wire.Bucket` records from polls; see the module guarantees."""
+    """Builds :class:`~ebb.sources.agent_wire.Bucket` records from polls; see the module guarantees."""
 
     def __init__(self, *, bucket_ms: int = 100, keep: int = 600) -> None:
         if bucket_ms < 1 or keep < 1:

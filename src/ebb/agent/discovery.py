@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from ebb.agent.wire import brief
+from ebb.sources.agent_wire import brief
 from ebb.errors import InputError
 from ebb.sources.http_get import check_url
 from ebb.untrusted import UntrustedInput, loads_json

@@ -5,7 +5,7 @@ daemon thread and returns the agent's URL; ``stop()`` ends both and closes every
 
 Endpoints:
 
-* ``GET /v1/buckets?since_ns=N`` → a :mod:`ebb.agent.wire` page of the kept buckets (last 600 =
+* ``GET /v1/buckets?since_ns=N`` → a :mod:`ebb.sources.agent_wire` page of the kept buckets (last 600 =
   60 s by default) ending after ``N`` (Unix ns in [0, 2^63-1]; default 0 = all), oldest first, at
   most ``limits.max_page_bytes`` (8 MiB) of them: a longer page holds the oldest buckets that fit
   (the reader's next ``since_ns`` continues it; ``newest_ns`` always names the agent's newest).
@@ -76,7 +76,7 @@ from ebb.agent.log_limit import LogLimiter, held_note
 from ebb.agent.metrics import AgentMetrics
 from ebb.agent.serving import (ClientErrorLogFilter, ConnectionGate, GatedSite, ServerLimits, quiet_client_errors,
                                server_tls_context, token_ok, unauthorized)
-from ebb.agent.wire import encode_bucket_json, page_json
+from ebb.sources.agent_wire import encode_bucket_json, page_json
 from ebb.errors import ConfigError, EbbError, InputError, SourceUnavailable
 from ebb.sources.base import MetricSource
 from ebb.untrusted import INT64_MAX

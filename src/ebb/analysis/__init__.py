@@ -19,13 +19,13 @@ import numpy as np
 import numpy.typing as npt
 
 from ebb.analysis.correlation import COUPLED_ABS_R, Coupling, align, coupled_pairs, pearson_matrix
-from ebb.analysis.distribution import Distribution, Mode, distribution, find_modes
+from ebb.analysis.distribution import Distribution, Mode, distribution
 from ebb.analysis.heatmap import HeatMap, node_heatmaps, split_name
 from ebb.model.samples import SampleBatch
 
 __all__ = [
     "AnalysisReport", "Coupling", "Distribution", "HeatMap", "Mode", "analyze", "distribution",
-    "find_modes", "node_heatmaps", "pearson_matrix", "COUPLED_ABS_R",
+    "node_heatmaps", "pearson_matrix", "COUPLED_ABS_R",
 ]
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Mode", "Distribution", "histogram", "smooth", "find_modes", "distribution"]
+__all__ = ["Mode", "Distribution", "histogram", "smooth", "distribution"]
 
 FloatArray = npt.NDArray[np.float64]
 _PERCENT_UNITS = frozenset({"pct", "percent"})
@@ -113,18 +113,6 @@ def _prominence(s: FloatArray, p: int) -> float:
     base_left = float(s[left:p + 1].min())
     base_right = float(s[p:right + 1].min())
     return float(h - max(base_left, base_right))
-
-
-def find_modes(values: FloatArray, *, bins: int = 100, value_range: tuple[float, float] | None = None,
-               sigma_bins: float = 1.5, min_prominence: float = 0.1, rel_height: float = 0.25,
-               min_share: float = 0.01) -> tuple[Mode, ...]:
-    """The modes of ``values`` (see the module docstring), in increasing value order."""
-    v = np.asarray(values, dtype=np.float64)
-    v = v[np.isfinite(v)]
-    if len(v) == 0:
-        return ()
-    edges, counts = histogram(v, bins=bins, value_range=value_range)
-    return _modes(v, edges, counts, smooth(counts, sigma_bins), min_prominence, rel_height, min_share)
 
 
 def _modes(v: FloatArray, edges: FloatArray, counts: npt.NDArray[np.int64], s: FloatArray,

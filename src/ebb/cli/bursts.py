@@ -9,6 +9,14 @@ least ``--min-duration-ms`` (see :mod:`ebb.decide.burst` for the exact definitio
 Settings validated on real H200 telemetry (docs/l1.md): ``--threshold 55 --quantile 0.99
 --window-ms 1000 --bucket-ms 100 --min-duration-ms 200`` on ``nvml_fast.csv``'s ``util_gpu``
 finds 10 of 10 ground-truth bursts, no trickle or idle false positives, median delay 447.5 ms.
+
+``--triggers FILE`` (:mod:`ebb.config.triggers`) also evaluates a multi-signal trigger on the same
+CSV: each rule's signal is a column, replayed through the same window as its own ``quantile``;
+:func:`~ebb.decide.triggers.evaluate_trigger` then says whether the trigger fires at the last
+sample (each rule held for its ``sustain_s``). A rule naming a column the CSV lacks stops the
+command (InputError naming the column), rather than silently never holding. With ``--triggers``,
+``--threshold`` and ``--min-duration-ms`` may be left out to skip burst detection, and ``--json``
+prints ``{"bursts": [...] or null, "trigger": {...}}``.
 """
 
 from __future__ import annotations
@@ -22,12 +30,14 @@ import numpy as np
 import typer
 
 from ebb.cli.app import app
+from ebb.config.triggers import Trigger, default_triggers, load_triggers
 from ebb.decide.burst import Burst, detect_bursts
+from ebb.decide.triggers import TriggerResult, evaluate_trigger
 from ebb.errors import ConfigError, InputError
 from ebb.window.sliding import SlidingWindow
 from ebb.window.stream import windowed_quantiles
 
-__all__ = ["read_columns", "find_bursts"]
+__all__ = ["read_columns", "find_bursts", "evaluate_trigger_csv"]
 
 
 def read_columns(path: Path, time_col: str, value_col: str) -> tuple[np.ndarray, np.ndarray]:
@@ -82,20 +92,47 @@ def find_bursts(
     quantile: float = 0.99, window_ms: float = 1000.0, bucket_ms: float = 100.0,
 ) -> list[Burst]:
     """Replay one series through the sliding window and detect bursts (pure apart from numpy)."""
-    n_buckets = window_ms / bucket_ms
+    window = _window(window_ms, bucket_ms)
+    if not 0.0 <= quantile <= 1.0:
+        raise ConfigError(f"--quantile {quantile:g} must be in [0, 1] (fix: e.g. --quantile 0.99)")
+    if min_duration_ms < 0:
+        raise ConfigError(f"--min-duration-ms {min_duration_ms:g} must be >= 0")
+    ts_ns = np.round(t_s * 1e9).astype(np.int64)
+    times, qs = windowed_quantiles(window, np.zeros(len(ts_ns), dtype=np.int64), value, ts_ns, quantile)
+    return detect_bursts(times / 1e9, qs, threshold, min_duration_ms, rel_tolerance=window.mapping.alpha)
+
+
+def _window(window_ms: float, bucket_ms: float) -> SlidingWindow:
+    n_buckets = window_ms / bucket_ms if bucket_ms > 0 else 0.0
     if bucket_ms <= 0 or n_buckets < 1 or abs(n_buckets - round(n_buckets)) > 1e-9:
         raise ConfigError(
             f"--window-ms {window_ms:g} must be a positive multiple of --bucket-ms {bucket_ms:g} "
             "(fix: e.g. --window-ms 1000 --bucket-ms 100)"
         )
-    if not 0.0 <= quantile <= 1.0:
-        raise ConfigError(f"--quantile {quantile:g} must be in [0, 1] (fix: e.g. --quantile 0.99)")
-    if min_duration_ms < 0:
-        raise ConfigError(f"--min-duration-ms {min_duration_ms:g} must be >= 0")
-    window = SlidingWindow(1, buckets=int(round(n_buckets)), bucket_ms=bucket_ms)
-    ts_ns = np.round(t_s * 1e9).astype(np.int64)
-    times, qs = windowed_quantiles(window, np.zeros(len(ts_ns), dtype=np.int64), value, ts_ns, quantile)
-    return detect_bursts(times / 1e9, qs, threshold, min_duration_ms, rel_tolerance=window.mapping.alpha)
+    return SlidingWindow(1, buckets=int(round(n_buckets)), bucket_ms=bucket_ms)
+
+
+def evaluate_trigger_csv(path: Path, trigger: Trigger, *, time_col: str = "t", window_ms: float = 1000.0,
+                         bucket_ms: float = 100.0) -> TriggerResult:
+    """Each rule's windowed quantile over its column of ``path``, then the trigger at the last sample.
+
+    A signal missing from the CSV raises InputError naming it (the user asked for it).
+    """
+    quantiles = {(r.signal, r.quantile) for r in trigger.rules}
+    if len(quantiles) != len({s for s, _ in quantiles}):
+        # evaluate_trigger takes one stream per signal: two quantiles of one signal would need two.
+        raise ConfigError(f"trigger {trigger.name!r}: rules on one signal use different quantiles "
+                          "(fix: give every rule on a signal the same quantile)")
+    streams: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for rule in trigger.rules:
+        if rule.signal in streams:
+            continue
+        t_s, value = read_columns(path, time_col, rule.signal)
+        window = _window(window_ms, bucket_ms)
+        ts_ns = np.round(t_s * 1e9).astype(np.int64)
+        times, qs = windowed_quantiles(window, np.zeros(len(ts_ns), dtype=np.int64), value, ts_ns, rule.quantile)
+        streams[rule.signal] = (times / 1e9, qs[:, 0])  # one series: column 0 of (T, 1)
+    return evaluate_trigger(trigger, streams)
 
 
 @app.command("bursts")
@@ -103,35 +140,69 @@ def bursts_command(
     input: Path = typer.Option(..., "--input", help="CSV file with a header row."),
     time_col: str = typer.Option("t", "--time-col", help="Column with time in seconds."),
     value_col: str = typer.Option("util_gpu", "--value-col", help="Column to watch."),
-    threshold: float = typer.Option(..., "--threshold", help="Burst when windowed quantile >= this."),
-    min_duration_ms: float = typer.Option(..., "--min-duration-ms", help="Minimum burst length (ms)."),
+    threshold: float | None = typer.Option(None, "--threshold", help="Burst when windowed quantile >= this."),
+    min_duration_ms: float | None = typer.Option(None, "--min-duration-ms", help="Minimum burst length (ms)."),
     quantile: float = typer.Option(0.99, "--quantile", help="Windowed quantile compared (0-1)."),
     window_ms: float = typer.Option(1000.0, "--window-ms", help="Sliding window length (ms)."),
     bucket_ms: float = typer.Option(100.0, "--bucket-ms", help="Bucket length = evaluation step (ms)."),
+    triggers: Path | None = typer.Option(None, "--triggers", help="Also evaluate this trigger YAML "
+                                         "(rules' signals are CSV columns) at the last sample; 'default' = "
+                                         "the note's three chapter-1 triggers."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
 ) -> None:
     """Find bursts: the windowed quantile over a threshold for at least a minimum duration."""
-    t_s, value = read_columns(input, time_col, value_col)
-    found = find_bursts(
-        t_s, value, threshold=threshold, min_duration_ms=min_duration_ms,
-        quantile=quantile, window_ms=window_ms, bucket_ms=bucket_ms,
-    )
-    rows = [
-        {"start_s": b.start_s, "end_s": b.end_s, "peak": b.peak, "detect_delay_ms": b.detect_delay_ms}
-        for b in found
-    ]
+    if (threshold is None) != (min_duration_ms is None) or (threshold is None and triggers is None):
+        raise ConfigError("ebb bursts needs --threshold and --min-duration-ms (bursts), --triggers FILE, "
+                          "or both (fix: e.g. --threshold 55 --min-duration-ms 200)")
+    rows: list[dict[str, float]] | None = None
+    if threshold is not None and min_duration_ms is not None:
+        t_s, value = read_columns(input, time_col, value_col)
+        found = find_bursts(
+            t_s, value, threshold=threshold, min_duration_ms=min_duration_ms,
+            quantile=quantile, window_ms=window_ms, bucket_ms=bucket_ms,
+        )
+        rows = [
+            {"start_s": b.start_s, "end_s": b.end_s, "peak": b.peak, "detect_delay_ms": b.detect_delay_ms}
+            for b in found
+        ]
+    result = None
+    if triggers is not None:
+        # "default": SM >= 75 % for 60 s, PCIe > 90 % for 30 s, AllReduce P99 > 12 ms (columns
+        # gpm_sm_util_pct, pcie_bw_util_pct, nccl_allreduce_latency_ms).
+        trigger = default_triggers() if str(triggers) == "default" else load_triggers(triggers)
+        result = evaluate_trigger_csv(input, trigger, time_col=time_col,
+                                      window_ms=window_ms, bucket_ms=bucket_ms)
     if as_json:
-        typer.echo(json.dumps(rows))
+        if result is None:
+            typer.echo(json.dumps(rows))
+            return
+        typer.echo(json.dumps({"bursts": rows, "trigger": {
+            "name": result.trigger.name, "combine": result.trigger.combine, "fired": result.fired,
+            "rules": [{"signal": r.rule.signal, "op": r.rule.op, "threshold": r.rule.threshold,
+                       "quantile": r.rule.quantile, "sustain_s": r.rule.sustain_s, "holds": r.holds,
+                       "held_s": r.held_s, "last_value": None if math.isnan(r.last_value) else r.last_value}
+                      for r in result.rules]}}))
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{len(rows)} burst(s) in {input.name}:{value_col} "
-                        f"(p{quantile * 100:g} over {window_ms:g} ms >= {threshold:g} "
-                        f"for >= {min_duration_ms:g} ms)")
-    for col in ("start_s", "end_s", "peak", "detect_delay_ms"):
-        table.add_column(col, justify="right")
-    for r in rows:
-        table.add_row(f"{r['start_s']:.3f}", f"{r['end_s']:.3f}", f"{r['peak']:.4g}",
-                      f"{r['detect_delay_ms']:.0f}")
-    Console().print(table)
+    if rows is not None and threshold is not None and min_duration_ms is not None:
+        table = Table(title=f"{len(rows)} burst(s) in {input.name}:{value_col} "
+                            f"(p{quantile * 100:g} over {window_ms:g} ms >= {threshold:g} "
+                            f"for >= {min_duration_ms:g} ms)")
+        for col in ("start_s", "end_s", "peak", "detect_delay_ms"):
+            table.add_column(col, justify="right")
+        for r in rows:
+            table.add_row(f"{r['start_s']:.3f}", f"{r['end_s']:.3f}", f"{r['peak']:.4g}",
+                          f"{r['detect_delay_ms']:.0f}")
+        Console().print(table)
+    if result is not None:
+        table = Table(title=f"trigger {result.trigger.name} ({result.trigger.combine}): "
+                            f"{'FIRES' if result.fired else 'does not fire'} at the last sample")
+        for col in ("signal", "rule", "last value", "held s", "holds"):
+            table.add_column(col, justify="left" if col in ("signal", "rule") else "right")
+        for rr in result.rules:
+            table.add_row(rr.rule.signal, f"p{rr.rule.quantile * 100:g} {rr.rule.op} {rr.rule.threshold:g} "
+                          f"for {rr.rule.sustain_s:g} s", f"{rr.last_value:.4g}", f"{rr.held_s:.1f}",
+                          "yes" if rr.holds else "no")
+        Console().print(table)

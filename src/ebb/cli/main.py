@@ -17,6 +17,8 @@ _COMMAND_MODULES = (
     "ebb.cli.simulate",
     "ebb.cli.bursts",
     "ebb.cli.analyze",
+    "ebb.cli.pareto",
+    "ebb.cli.plan",
     "ebb.cli.explain",
     "ebb.cli.review",
     "ebb.cli.lint",

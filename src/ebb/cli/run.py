@@ -182,12 +182,13 @@ def run_cmd(
                                                                   "--agent-token-file"),
                   agent_tls=_tls(agent_ca, agent_cert, agent_key, "agent"), prometheus_client=prom_client,
                   prometheus_selector=prometheus_selector, replica_label=prometheus_replica_label)
+    gate_specs = _gates(gates)
     pol = build_live_policy(policy, slo_ttft_ms=slo_ttft_ms, slo_e2e_ms=slo_e2e_ms, initial=workers,
                             interval_s=interval_s, max_staleness_s=max_staleness_s,
-                            workload=_workload(workloads, workload_class), gates=_gates(gates))
+                            workload=_workload(workloads, workload_class), gates=gate_specs)
     pol_min, pol_max = replica_bounds(pol)
     probe = None
-    if getattr(pol, "gates", ()) and prometheus:
+    if gate_specs and prometheus:  # PromQL gates are measured through Prometheus; the built-in one reads L1
         from ebb.live.gate_probe import prometheus_gate_probe
         probe = prometheus_gate_probe(prom_client)
     settings = ControllerSettings(run_id=run_id or f"live-{target.replace('/', '-')}", target=target,

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.markup import escape
 from rich.table import Table
 
 from ebb.cli.app import app
@@ -22,9 +23,10 @@ from ebb.ledger.location import EtcdAuth, check_auth_fits, parse_location
 from ebb.model.trace import CountSeries
 from ebb.sim.compare import FIDELITIES, Comparison, compare
 from ebb.sim.policies import KNOWN_POLICIES
-from ebb.sim.report import meets_slo, write_report
+from ebb.score.frontier import frontier_ratios
+from ebb.score.report import meets_slo, write_report
 from ebb.sim.settings import ClusterSettings, FaultSettings, MetricPipelineSettings, SimSettings, SloSettings
-from ebb.sim.specs import parse_policies
+from ebb.config.policy_specs import parse_policies
 from ebb.sources.traces import BUNDLED_TRACES, FORMATS, open_trace
 
 DEFAULT_POLICIES = "hpa,keda,static,ebb,oracle"
@@ -33,23 +35,27 @@ DEFAULT_POLICIES = "hpa,keda,static,ebb,oracle"
 def _table(cmp: Comparison) -> Table:
     t = Table(title=f"{cmp.workload_name}: {cmp.requests:,} requests over {cmp.duration_s / 60:.1f} min "
                     f"(load x{cmp.load_scale:.3g}, {cmp.fidelity})")
+    # GPU-hours over the HPA frontier (the hull of the HPA and static points) at the same violation rate.
+    ratios = frontier_ratios([r.scorecard.as_dict() for r in cmp.runs])
     cols = ("policy", "GPU-h", "cost $", "SLO viol %", "TTFT p50/p99 ms", "E2E p50/p99 ms", "peak", "ups/downs",
-            "misjudged", "canary ok/abort", "dropped")
+            "misjudged", "canary ok/abort", "dropped", *(("vs HPA frontier",) if ratios else ()))
     for col in cols:
         t.add_column(col, justify="left" if col == "policy" else "right")
     for run in cmp.runs:
         c = run.scorecard
         mark = "" if meets_slo(c) else " [red]✗[/]"
-        t.add_row(c.policy, f"{c.gpu_hours:.2f}", f"{c.cost_usd:.2f}", f"{c.slo_violation_pct:.3f}{mark}",
+        vs = ratios.get(c.policy)
+        t.add_row(escape(c.policy), f"{c.gpu_hours:.2f}", f"{c.cost_usd:.2f}", f"{c.slo_violation_pct:.3f}{mark}",
                   f"{c.ttft_p50_ms:.0f} / {c.ttft_p99_ms:.0f}", f"{c.e2e_p50_ms:.0f} / {c.e2e_p99_ms:.0f}",
                   str(c.peak_replicas), f"{c.scale_ups}/{c.scale_downs}", str(c.misjudged_scale_downs),
-                  f"{c.canary_passes}/{c.canary_aborts}", str(c.dropped_requests))
+                  f"{c.canary_passes}/{c.canary_aborts}", str(c.dropped_requests),
+                  *(() if not ratios else ("" if vs is None else "n/a" if math.isnan(vs) else f"{vs:.2f}x",)))
     return t
 
 
 def _record(where: str, cmp: Comparison, console: Console, etcd: EtcdAuth | None = None) -> None:
     """Append every policy's decisions to the ledger, one transaction per cycle."""
-    from ebb.decide.ratelimit import TokenBucket
+    from ebb.ratelimit import TokenBucket
     from ebb.ledger import open_ledger
     from ebb.sim.decision_log import run_cycles
 

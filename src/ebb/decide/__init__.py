@@ -5,6 +5,6 @@ Everything here is pure: arrays and frozen dataclasses in, records out; no I/O, 
 
 from __future__ import annotations
 
-from ebb.decide.burst import Burst, BurstDetector, detect_bursts
+from ebb.decide.burst import Burst, detect_bursts
 
-__all__ = ["Burst", "BurstDetector", "detect_bursts"]
+__all__ = ["Burst", "detect_bursts"]

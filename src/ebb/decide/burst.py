@@ -16,9 +16,8 @@ Definition (evaluations at times ``t_0 < t_1 < ...``, every W ms, one value per 
   ``detect_delay_ms = t_d − t_a`` (so it is ``ceil(min_duration / W)·W`` by construction; the
   end-to-end delay from the physical event adds the window's own lag, measured by callers).
 
-:func:`detect_bursts` is the vectorised batch form (all series at once, no per-evaluation loop);
-:class:`BurstDetector` is the streaming form (one vectorised step per boundary). Both yield the same
-bursts, ordered by (start_s, series).
+:func:`detect_bursts` is the vectorised batch form (all series at once, no per-evaluation loop),
+which ``ebb bursts`` runs; bursts come ordered by (start_s, series).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Burst", "BurstDetector", "detect_bursts"]
+__all__ = ["Burst", "detect_bursts"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -109,63 +108,3 @@ def detect_bursts(
         )
     out.sort(key=lambda b: (b.start_s, b.series))
     return out
-
-
-class BurstDetector:
-    """Streaming form: call :meth:`update` at each boundary; finished bursts come back."""
-
-    def __init__(
-        self, n_series: int, threshold: float, min_duration_ms: float, rel_tolerance: float = 0.0
-    ) -> None:
-        if not min_duration_ms >= 0:
-            raise ValueError(f"min_duration_ms must be >= 0, got {min_duration_ms!r}")
-        self.threshold = _cut(threshold, rel_tolerance)
-        self.min_duration_s = float(min_duration_ms) / 1000.0
-        self._start = np.full(n_series, np.nan)
-        self._declared = np.full(n_series, np.nan)
-        self._peak = np.full(n_series, -np.inf)
-        self._last_t: float | None = None
-
-    def declared(self) -> npt.NDArray[np.bool_]:
-        """Series currently in a declared (ongoing) burst."""
-        out: npt.NDArray[np.bool_] = ~np.isnan(self._declared)
-        return out
-
-    def update(self, t_s: float, quantiles: npt.ArrayLike) -> list[Burst]:
-        """Feed one evaluation (S,) at ``t_s``; returns bursts that ended at this evaluation."""
-        if self._last_t is not None and not t_s > self._last_t:
-            raise ValueError(f"t_s must increase: {t_s!r} after {self._last_t!r}")
-        self._last_t = float(t_s)
-        qv = np.asarray(quantiles, dtype=np.float64)
-        with np.errstate(invalid="ignore"):
-            over = qv >= self.threshold
-        ended = self._close(~over, t_s)
-        starting = over & np.isnan(self._start)
-        self._start[starting] = t_s
-        self._peak[over] = np.maximum(self._peak[over], qv[over])
-        newly = over & np.isnan(self._declared) & (t_s - self._start >= self.min_duration_s - 1e-9)
-        self._declared[newly] = t_s
-        return ended
-
-    def _close(self, mask: npt.NDArray[np.bool_], t_end: float) -> list[Burst]:
-        closing = mask & ~np.isnan(self._start)
-        out = [
-            Burst(
-                series=int(s),
-                start_s=float(self._start[s]),
-                end_s=float(t_end),
-                peak=float(self._peak[s]),
-                detect_delay_ms=float(round((self._declared[s] - self._start[s]) * 1000.0, 6)),
-            )
-            for s in np.flatnonzero(closing & ~np.isnan(self._declared))
-        ]
-        self._start[closing] = np.nan
-        self._declared[closing] = np.nan
-        self._peak[closing] = -np.inf
-        return out
-
-    def finish(self) -> list[Burst]:
-        """Close runs still open at the end of the stream (end_s = last evaluation)."""
-        if self._last_t is None:
-            return []
-        return self._close(np.ones_like(self._start, dtype=bool), self._last_t)

@@ -1,8 +1,9 @@
 """The Ebb policy: L1 (sub-second signals) → L2 (workload semantics, SLA veto) → L3 (plan).
 
 One reconcile per second on the signals an Ebb node agent streams at 100 ms. Pure: an
-:class:`~ebb.model.observation.Observation` in, a :class:`~ebb.model.observation.ScaleRequest`
-out, no I/O; the same object runs under the simulator's virtual clock and the live loop.
+:class:`~ebb.model.observation.Observation` in, a :class:`~ebb.model.decision.Decision` out, no
+I/O (the :class:`~ebb.decide.base.Policy` seam); the same object runs under the simulator's
+virtual clock and the live loop.
 
 Each cycle:
 
@@ -27,8 +28,15 @@ Each cycle:
 4. **L3.** Victims are the least-loaded ready replicas, keeping zones balanced
    (skew ≤ 1) and within the disruption budget (``max_unavailable`` per cycle).
 
-Every non-hold cycle appends an explanation (signals, weights, vetoes, victims, plan) to
-``self.log`` for the ledger and ``ebb explain``.
+Every cycle returns one :class:`~ebb.model.decision.Decision`. A scale-up, a scale-down or a
+recorded veto carries the whole explanation the ledger and ``ebb explain`` show: the signals
+(NaN = not measured), the weights (``workload``, ``base``, ``alpha``), reasons, vetoes, victims
+(replica ids) and the plan (``profile``, ``target_util``). Every other cycle is a ``hold``
+(built without signals: most cycles are holds). A veto is recorded (action ``veto``) when its
+reasons change, not every second it persists: a repeated veto, or one made of cooldowns only,
+is a ``hold`` that still names its vetoes. Spans (``spans=``) get one span per layer:
+``ebb.l1`` (demand), ``ebb.l2`` (weight, sizing, vetoes) and ``ebb.l3`` (victims). At t = 0
+with no pods the answer is the initial fleet, ``max(initial, min_replicas)``, from 0.
 """
 
 from __future__ import annotations
@@ -37,15 +45,17 @@ import math
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from ebb.config.workloads import WorkloadClass
 from ebb.decide.coordinate import ReplicaView, plan_scale_down
 from ebb.decide.semantics import WorkloadSignals, recalibrate_weight, veto
+from ebb.model.decision import Decision
+from ebb.model.decisions import Action
 from ebb.model.ids import ReplicaId
-from ebb.model.observation import Observation, Pipeline, PodView, ScaleRequest
+from ebb.model.observation import Observation, Pipeline, PodView
+from ebb.model.spans import NO_SPANS, Spans
 from ebb.window.sliding import SlidingWindow
 
 _NS = 1_000_000_000
@@ -126,7 +136,6 @@ class EbbPolicy:
     warmup_s: float = 300.0
     """No scale-down before this much history (s), capped by hold_s: an empty peak memory would
     otherwise read as "no demand" (fail safe)."""
-    log: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._l1 = SlidingWindow(1, buckets=10, bucket_ms=100.0)
@@ -139,7 +148,6 @@ class EbbPolicy:
         self._last_down = -math.inf
         self._last_signal_t = -math.inf
         self._weight = self.base_weight
-        self._cycle = 0
         # The served workload as an L2 class: latency-critical online serving (the note's
         # order-fulfilment weights) with the run's TTFT SLO as its P99 bound.
         self.workload_class = WorkloadClass(
@@ -199,112 +207,128 @@ class EbbPolicy:
         """A guard restored capacity: start the scale-down cooldown from now."""
         self._last_up = t_s
 
+    def gate_queries(self) -> tuple[str, ...]:
+        """No metrics gates of its own (the canary guard around it has them)."""
+        return ()
+
     # -- the cycle ---------------------------------------------------------------------------
-    def decide(self, obs: Observation) -> int | ScaleRequest:
+    def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
+        """This reconcile's decision (see the module docstring)."""
         p = self.profile
-        if obs.t_s == 0.0 and not obs.pods:
-            return max(self.initial, self.min_replicas)
-        self._cycle += 1
-        if self._first_t is None:
-            self._first_t = obs.t_s
-        d, mean, queued = self._ingest(obs)
         t = obs.t_s
+        if t == 0.0 and not obs.pods:
+            return Decision.change(t, 0, max(self.initial, self.min_replicas), policy=self.spec,
+                                   reasons=("initial fleet",))
+        if self._first_t is None:
+            self._first_t = t
         spec = obs.spec_replicas
         ready = max(obs.ready_replicas, 1)
-        # Burst: demand over burst_fraction of ready capacity for at least 200 ms.
-        if d >= p.burst_fraction * ready:
-            self._over_since = t if self._over_since is None else self._over_since
-        else:
-            self._over_since = None
-        burst = self._over_since is not None and (t - self._over_since) >= 0.2 or d >= ready
-        self._hist.append((t, mean))
-        while self._hist and self._hist[0][0] < t - p.hold_s:
-            self._hist.popleft()
-        vals = np.fromiter((v for _, v in self._hist), dtype=np.float64, count=len(self._hist))
-        mu = float(vals.mean())
-        cv = float(vals.std()) / mu if mu > 0 else 0.0
-        # Smooth traffic: an isolated 1 s spike is sampling noise that queueing absorbs; bursty
-        # traffic: the spikes are the traffic, so the peak itself is kept.
-        smooth = cv < p.smooth_cv and p.hold_quantile < 1.0
-        peak = float(np.quantile(vals, p.hold_quantile)) if smooth else float(vals.max())
-        ttft99, e2e99 = self._latency_p99()
-        # L2: weight from latency (the note's rule, damped by alpha).
-        self._weight = recalibrate_weight(self.workload_class, self._weight, ttft99, self.slo_ttft_ms)
-        need_now = math.ceil(mean / p.target_util - 1e-9)
-        backlog = _backlog_replicas(obs)
-        by_demand = need_now
-        if p.backlog_weight > 0.0 and backlog > 0.0:
-            # Doubling the ready fleet at most: the backlog estimate assumes the queue drains at
-            # today's per-replica rate, and capacity already cold-starting is part of spec.
-            with_backlog = math.ceil((mean + p.backlog_weight * backlog) / p.target_util - 1e-9)
-            need_now = max(need_now, min(with_backlog, 2 * obs.ready_replicas))
-        surge = queued or (not math.isnan(ttft99) and ttft99 > p.veto_margin * self.slo_ttft_ms)
-        # Surge only when no earlier scale-up is still cold-starting: capacity on its way counts.
-        surge = surge and obs.ready_replicas >= spec
-        if surge:
-            need_now = max(need_now, spec + max(1, math.ceil(spec * p.surge_fraction)))
-        need_now = min(self.max_replicas, max(self.min_replicas, need_now))
-        signals = {"demand_cv": cv, "demand_p99_replicas": d, "demand_mean_replicas": mean, "demand_peak_hold_replicas": peak,
-                   "backlog_replicas": backlog,
-                   "queued_throughout_last_s": float(queued),
-                   "ttft_p99_ms": ttft99, "e2e_p99_ms": e2e99, "ready_replicas": float(obs.ready_replicas),
-                   "spec_replicas": float(spec)}
-        # Without urgency (queue, latency at risk, burst) small excursions above target are left
-        # to the headroom: chasing them is what makes scale-downs look misjudged a minute later.
-        urgent = surge or burst
-        if need_now > spec and (urgent or need_now > spec * (1.0 + p.up_hysteresis)):
-            self._last_up = t
-            why = "surge" if surge else "router backlog" if need_now > by_demand else "demand above target"
-            self._record(t, "scale_up", spec, need_now, signals, [why], [], [])
-            return ScaleRequest(need_now)
-        need_hold = min(self.max_replicas, max(self.min_replicas, math.ceil(peak / p.target_util - 1e-9)))
-        if need_hold >= spec:
-            return spec
-        # A scale-down is wanted: L2 vetoes (fail safe on missing or stale data).
-        vetoes = []
-        if t - self._first_t < min(p.hold_s, self.warmup_s):
-            vetoes.append(f"warming up: {t - self._first_t:.0f} s of history < {min(p.hold_s, self.warmup_s):.0f} s")
-        if t - self._last_up < p.cooldown_s:
-            vetoes.append(f"cooldown: {t - self._last_up:.0f} s since the last scale-up < {p.cooldown_s:.0f} s")
-        if t - self._last_down < p.down_interval_s:
-            return spec
-        vetoes.extend(veto(self.workload_class, WorkloadSignals(
-            workload="serving", class_name=self.workload_class.name, replicas=spec,
-            ready_replicas=obs.ready_replicas, latency_p99_ms=ttft99, latency_p95_ms=float("nan"),
-            success_ratio=float("nan"), burst_active=burst, utilisation_ratio=mean / ready,
-            staleness_s=t - self._last_signal_t), self.max_staleness_s))
-        if vetoes:
-            # Record a veto when its reasons change, not every second it persists.
-            key = tuple(v.split(":")[0] for v in vetoes)
-            if key != self._last_veto and not all(v.startswith("cooldown") for v in vetoes):
-                self._record(t, "veto", spec, spec, signals, ["scale-down wanted"], vetoes, [])
-            self._last_veto = key
-            return spec
-        self._last_veto = ()
-        # Higher weight (a hurting, important class) → smaller steps.
-        frac = p.down_fraction * self.base_weight / max(self._weight, 1e-9)
-        step = max(1, math.floor(spec * frac))
-        target = max(need_hold, spec - step)
-        victims, limits = plan_victims(obs.pods, spec - target, p.max_unavailable)
-        if not victims:
-            self._record(t, "veto", spec, spec, signals, ["scale-down wanted"], list(limits), [])
-            return spec
-        target = spec - len(victims)
-        self._last_down = t
-        self._record(t, "scale_down", spec, target, signals,
-                     [f"peak demand over {p.hold_s:.0f} s needs {need_hold} at {p.target_util:.0%}",
-                      *limits], [], [f"replica-{int(v)}" for v in victims])
-        return ScaleRequest(target, tuple(victims))
+        with spans.layer("ebb.l1") as s1:
+            d, mean, queued = self._ingest(obs)
+            # Burst: demand over burst_fraction of ready capacity for at least 200 ms.
+            if d >= p.burst_fraction * ready:
+                self._over_since = t if self._over_since is None else self._over_since
+            else:
+                self._over_since = None
+            burst = self._over_since is not None and (t - self._over_since) >= 0.2 or d >= ready
+            self._hist.append((t, mean))
+            while self._hist and self._hist[0][0] < t - p.hold_s:
+                self._hist.popleft()
+            vals = np.fromiter((v for _, v in self._hist), dtype=np.float64, count=len(self._hist))
+            mu = float(vals.mean())
+            cv = float(vals.std()) / mu if mu > 0 else 0.0
+            # Smooth traffic: an isolated 1 s spike is sampling noise that queueing absorbs; bursty
+            # traffic: the spikes are the traffic, so the peak itself is kept.
+            smooth = cv < p.smooth_cv and p.hold_quantile < 1.0
+            peak = float(np.quantile(vals, p.hold_quantile)) if smooth else float(vals.max())
+            ttft99, e2e99 = self._latency_p99()
+            s1.set(**{"ebb.l1.demand_p99_replicas": d, "ebb.l1.demand_mean_replicas": mean,
+                      "ebb.l1.burst": bool(burst), "ebb.l1.ttft_p99_ms": ttft99})
+        with spans.layer("ebb.l2") as s2:
+            # L2: weight from latency (the note's rule, damped by alpha).
+            self._weight = recalibrate_weight(self.workload_class, self._weight, ttft99, self.slo_ttft_ms)
+            s2.set(**{"ebb.l2.weight": self._weight})
+            need_now = math.ceil(mean / p.target_util - 1e-9)
+            backlog = _backlog_replicas(obs)
+            by_demand = need_now
+            if p.backlog_weight > 0.0 and backlog > 0.0:
+                # Doubling the ready fleet at most: the backlog estimate assumes the queue drains at
+                # today's per-replica rate, and capacity already cold-starting is part of spec.
+                with_backlog = math.ceil((mean + p.backlog_weight * backlog) / p.target_util - 1e-9)
+                need_now = max(need_now, min(with_backlog, 2 * obs.ready_replicas))
+            surge = queued or (not math.isnan(ttft99) and ttft99 > p.veto_margin * self.slo_ttft_ms)
+            # Surge only when no earlier scale-up is still cold-starting: capacity on its way counts.
+            surge = surge and obs.ready_replicas >= spec
+            if surge:
+                need_now = max(need_now, spec + max(1, math.ceil(spec * p.surge_fraction)))
+            need_now = min(self.max_replicas, max(self.min_replicas, need_now))
+            signals = {"demand_cv": cv, "demand_p99_replicas": d, "demand_mean_replicas": mean,
+                       "demand_peak_hold_replicas": peak, "backlog_replicas": backlog,
+                       "queued_throughout_last_s": float(queued),
+                       "ttft_p99_ms": ttft99, "e2e_p99_ms": e2e99, "ready_replicas": float(obs.ready_replicas),
+                       "spec_replicas": float(spec)}
+            # Without urgency (queue, latency at risk, burst) small excursions above target are left
+            # to the headroom: chasing them is what makes scale-downs look misjudged a minute later.
+            urgent = surge or burst
+            if need_now > spec and (urgent or need_now > spec * (1.0 + p.up_hysteresis)):
+                self._last_up = t
+                why = "surge" if surge else "router backlog" if need_now > by_demand else "demand above target"
+                return self._explained(t, "scale_up", spec, need_now, signals, (why,))
+            need_hold = min(self.max_replicas, max(self.min_replicas, math.ceil(peak / p.target_util - 1e-9)))
+            if need_hold >= spec:
+                return self._hold(t, spec)
+            # A scale-down is wanted: L2 vetoes (fail safe on missing or stale data).
+            vetoes = []
+            if t - self._first_t < min(p.hold_s, self.warmup_s):
+                vetoes.append(f"warming up: {t - self._first_t:.0f} s of history < "
+                              f"{min(p.hold_s, self.warmup_s):.0f} s")
+            if t - self._last_up < p.cooldown_s:
+                vetoes.append(f"cooldown: {t - self._last_up:.0f} s since the last scale-up < {p.cooldown_s:.0f} s")
+            if t - self._last_down < p.down_interval_s:
+                return self._hold(t, spec)
+            vetoes.extend(veto(self.workload_class, WorkloadSignals(
+                workload="serving", class_name=self.workload_class.name, replicas=spec,
+                ready_replicas=obs.ready_replicas, latency_p99_ms=ttft99, latency_p95_ms=float("nan"),
+                success_ratio=float("nan"), burst_active=burst, utilisation_ratio=mean / ready,
+                staleness_s=t - self._last_signal_t), self.max_staleness_s))
+            if vetoes:
+                key = tuple(v.split(":")[0] for v in vetoes)
+                s2.set(**{"ebb.veto.reasons": list(key)})
+                # Record a veto when its reasons change, not every second it persists.
+                repeated = key == self._last_veto or all(v.startswith("cooldown") for v in vetoes)
+                self._last_veto = key
+                if repeated:
+                    return self._hold(t, spec, tuple(vetoes))
+                return self._explained(t, "veto", spec, spec, signals, ("scale-down wanted",), tuple(vetoes))
+            self._last_veto = ()
+            # Higher weight (a hurting, important class) → smaller steps.
+            frac = p.down_fraction * self.base_weight / max(self._weight, 1e-9)
+            step = max(1, math.floor(spec * frac))
+            target = max(need_hold, spec - step)
+        with spans.layer("ebb.l3") as s3:
+            victims, limits = plan_victims(obs.pods, spec - target, p.max_unavailable)
+            s3.set(**{"ebb.l3.victims": len(victims), "ebb.victims": [str(int(v)) for v in victims]})
+            if not victims:
+                return self._explained(t, "veto", spec, spec, signals, ("scale-down wanted",), limits)
+            target = spec - len(victims)
+            self._last_down = t
+            return self._explained(
+                t, "scale_down", spec, target, signals,
+                (f"peak demand over {p.hold_s:.0f} s needs {need_hold} at {p.target_util:.0%}", *limits),
+                victims=tuple(victims))
 
-    def _record(self, t: float, action: str, frm: int, to: int, signals: dict[str, float], reasons: list[str],
-                vetoes: list[str], victims: list[str]) -> None:
-        self.log.append({
-            "t_s": t, "cycle": self._cycle, "action": action, "from": frm, "to": to,
-            "signals": {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in signals.items()},
-            "weights": {"workload": self._weight, "base": self.base_weight, "alpha": self.alpha},
-            "reasons": reasons, "vetoes": vetoes, "victims": victims,
-            "plan": {"profile": self.profile.name, "target_util": self.profile.target_util},
-        })
+    def _hold(self, t: float, spec: int, vetoes: tuple[str, ...] = ()) -> Decision:
+        """A hold: not recorded, so built without signals (most cycles are holds)."""
+        return Decision(t, "hold", spec, spec, policy=self.spec, vetoes=vetoes)
+
+    def _explained(self, t: float, action: Action, frm: int, to: int, signals: dict[str, float],
+                   reasons: tuple[str, ...], vetoes: tuple[str, ...] = (),
+                   victims: tuple[ReplicaId, ...] = ()) -> Decision:
+        """A recorded decision with its whole explanation (signals, weights, plan)."""
+        return Decision(t, action, frm, to, policy=self.spec, victims=victims, reasons=reasons, vetoes=vetoes,
+                        signals=signals,
+                        weights={"workload": self._weight, "base": self.base_weight, "alpha": self.alpha},
+                        plan={"profile": self.profile.name, "target_util": self.profile.target_util})
 
 
 def _backlog_replicas(obs: Observation) -> float:

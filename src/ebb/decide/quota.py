@@ -2,7 +2,7 @@
 
 This is where quota lives for planning: the L3 planner (:mod:`ebb.decide.coordinate`) uses
 :func:`borrowed` to reclaim borrowed capacity first; :mod:`ebb.gates.quota` re-exports all of it
-as the admission gate. :class:`QoSClass` is defined here (not in :mod:`ebb.gates.qos`, which
+as the admission gate, which ``ebb plan`` applies to a snapshot's ``pending`` pods. :class:`QoSClass` is defined here (not in :mod:`ebb.gates.qos`, which
 re-exports it) because ``ebb.decide`` sits below ``ebb.gates`` and may not import it.
 
 Each namespace has a :class:`Quota`: ``min`` (guaranteed capacity) and ``max`` (hard cap) per
@@ -30,8 +30,8 @@ then oldest, then name — first fit: a pod whose requests still fit under ``min
 pods before it) is inside the guaranteed share, every other pod is a borrower. Removing all
 borrowers therefore always brings the namespace back to at or below ``min``.
 
-**Reclaim** (:func:`reclaim_order`, :func:`constrain_victims`): scale-down takes borrowed
-capacity back first — borrowers before non-borrowers, then lowest priority, then newest.
+**Reclaim** (in :mod:`ebb.decide.coordinate`, via :func:`borrower_keys`): scale-down takes
+borrowed capacity back first — borrowers before non-borrowers, then lowest priority, then newest.
 
 Namespaces without a :class:`Quota` have no elastic share, so none of their pods borrow.
 Pure: stdlib only, no I/O. Bad arguments raise :class:`ValueError` quoting the value.
@@ -39,14 +39,14 @@ Pure: stdlib only, no I/O. Bad arguments raise :class:`ValueError` quoting the v
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 __all__ = ["QUOTA_RESOURCES", "Admission", "PodKey", "QoSClass", "Quota", "QuotaPod", "QuotaPolicy",
-           "admit", "borrowed", "borrower_keys", "constrain_victims", "reclaim_order"]
+           "admit", "borrowed", "borrower_keys"]
 
 #: Resources an elastic quota governs; requests for any other resource are not limited here.
 QUOTA_RESOURCES: frozenset[str] = frozenset({"cpu", "memory", "nvidia.com/gpu"})
@@ -63,7 +63,6 @@ class QoSClass(StrEnum):
     BEST_EFFORT = "BestEffort"
 
 
-T = TypeVar("T")
 PodKey = tuple[str, str]
 """(namespace, name): how pods are identified across namespaces."""
 
@@ -184,11 +183,14 @@ class QuotaPod:
 
 
 class Admission(NamedTuple):
-    """Result of :func:`admit`; unpacks as ``allowed, reason``."""
+    """Result of :func:`admit`; unpacks as ``allowed, reason, borrows``."""
 
     allowed: bool
     reason: str
     """One line: which rule decided, with the numbers that decided it."""
+    borrows: bool
+    """Allowed into the elastic share (beyond ``min``): capacity a scale-down reclaims first.
+    Always False when not allowed."""
 
 
 def admit(quota: Quota, usage: Mapping[str, int], pod_request: Mapping[str, int], qos: QoSClass,
@@ -215,15 +217,15 @@ def admit(quota: Quota, usage: Mapping[str, int], pod_request: Mapping[str, int]
             over_min.append(f"{r} {after} > min {quota.min_of(r)}")
     if over_max:
         return Admission(False, f"denied: exceeds the hard cap of {quota.namespace!r}: "
-                                + ", ".join(over_max))
+                                + ", ".join(over_max), False)
     if not over_min:
-        return Admission(True, f"allowed: within min of {quota.namespace!r}")
+        return Admission(True, f"allowed: within min of {quota.namespace!r}", False)
     detail = ", ".join(over_min)
     if may_borrow:
         return Admission(True, f"allowed: {qos.value} borrows the elastic share of "
-                               f"{quota.namespace!r}: {detail}")
+                               f"{quota.namespace!r}: {detail}", True)
     return Admission(False, f"denied: {qos.value} may not use the elastic share of "
-                            f"{quota.namespace!r} (only within min): {detail}")
+                            f"{quota.namespace!r} (only within min): {detail}", False)
 
 
 def _protection_key(p: QuotaPod) -> tuple[int, float, str]:
@@ -275,28 +277,3 @@ def borrower_keys(pods: Sequence[QuotaPod], quotas: Mapping[str, Quota]) -> set[
     for ns in sorted({p.namespace for p in pods} & quotas.keys()):
         keys.update(p.key for p in borrowed(quotas[ns], pods))
     return keys
-
-
-def reclaim_order(pods: Iterable[QuotaPod], quotas: Mapping[str, Quota]) -> list[QuotaPod]:
-    """All ``pods`` in the order scale-down should take them back.
-
-    Borrowers (see :func:`borrowed`; ``quotas`` maps namespace → :class:`Quota`) come first,
-    then the rest; within each group lowest priority first, then newest, then namespace/name.
-    """
-    listed = list(pods)
-    borrowers = borrower_keys(listed, quotas)
-    return sorted(listed, key=lambda p: (p.key not in borrowers, *_reclaim_key(p)))
-
-
-def constrain_victims(candidates: Sequence[T], pods: Iterable[QuotaPod],
-                      quotas: Mapping[str, Quota], *, key: Callable[[T], PodKey]) -> list[T]:
-    """Reorder the L3 planner's victim ``candidates`` so that borrowers go first.
-
-    A stable partition: candidates whose pod (looked up by ``key`` → (namespace, name) in
-    ``pods``) is a borrower keep their relative order and move ahead of all others, which
-    also keep theirs. Candidates with no matching pod count as non-borrowers. Nothing is
-    added or dropped, so the planner's own limits (PDB, skew, budget) still apply.
-    """
-    borrowers = borrower_keys(list(pods), quotas)
-    marked = [(key(c) in borrowers, c) for c in candidates]
-    return [c for b, c in marked if b] + [c for b, c in marked if not b]

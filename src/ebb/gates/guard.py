@@ -7,20 +7,38 @@ Argo AnalysisRun semantics) on the TTFT P99 of the requests completed since the 
 measured every ``gate.interval_s``. The note's decision table (:func:`ebb.gates.canary.decide`):
 canary healthy and gate passed → proceed to the policy's target; either failed → abort and
 compensate (restore the pre-state); inconclusive or running → wait, at most ``max_wait_s``,
-then abort (fail safe). Counters ``passes`` / ``aborts`` feed the scorecard; every step is
-appended to the policy's explanation log.
+then abort (fail safe).
+
+Every reconcile returns one :class:`~ebb.model.decision.Decision` (the
+:class:`~ebb.decide.base.Policy` seam); the gate steps carry a
+:class:`~ebb.model.decision.GateStep`:
+
+* ``canary`` — the inner policy's scale-down decision (its signals, weights, reasons and plan)
+  retargeted to ``pre − canary_replicas``, its victims cut to the first ones;
+* ``proceed`` — gate passed and canary healthy: ``scale_down`` (``hold`` when already there) to
+  the inner's target with the remaining victims;
+* ``compensate`` — gate failed, errored or timed out: ``scale_up`` (``hold``) back to ``pre``.
+
+Cycles waiting on the gate are holds. :func:`canary_counts` counts passes and aborts over a
+decision stream (the scorecard's ``canary_passes`` / ``canary_aborts``); :meth:`CanaryGuard.gate_queries`
+names the PromQL queries the live controller must measure while a step is gated.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 
 from ebb.decide.policy import EbbPolicy
 from ebb.gates.canary import decide as canary_decide
 from ebb.gates.metrics_gate import GateSpec, GateState, Measurement, Verdict, step, verdict
-from ebb.model.observation import Observation, Pipeline, ScaleRequest
+from ebb.model.decision import Decision, GateStep, GateStepName, action_between
+from ebb.model.ids import ReplicaId
+from ebb.model.observation import Observation, Pipeline
+from ebb.model.spans import NO_SPANS, Spans
+
+__all__ = ["CanaryGuard", "L1_TTFT_QUERY", "canary_counts", "combine", "ttft_gate"]
 
 
 L1_TTFT_QUERY = "ttft_p99_ms since the canary step"
@@ -46,6 +64,31 @@ def ttft_gate(slo_ttft_ms: float, margin: float, *, interval_s: float = 10.0, co
                     failure_condition=f"result >= {limit:g}", interval_s=interval_s, count=count)
 
 
+def canary_counts(decisions: Iterable[Decision]) -> tuple[int, int]:
+    """(passes, aborts) over a decision stream: its ``proceed`` and ``compensate`` gate steps."""
+    passes = aborts = 0
+    for d in decisions:
+        if d.gate is not None:
+            passes += d.gate.step == "proceed"
+            aborts += d.gate.step == "compensate"
+    return passes, aborts
+
+
+@dataclass
+class _Run:
+    """One gated canary step: the plan it came from and the gates' progress."""
+
+    pre: int
+    target: int
+    victims: tuple[ReplicaId, ...]
+    t0: float
+    first: int
+    states: list[GateState]
+    next_s: list[float]
+    last: float = math.nan
+    """The first gate's latest measurement (NaN = none yet): quoted when the step is compensated."""
+
+
 @dataclass
 class CanaryGuard:
     """Scale-down in canary steps behind a metrics gate; scale-ups pass straight through."""
@@ -56,9 +99,7 @@ class CanaryGuard:
     """More gates that must all pass (each measured at its own interval); any failure aborts."""
     canary_replicas: int = 1
     max_wait_s: float = 60.0
-    passes: int = 0
-    aborts: int = 0
-    _run: dict[str, Any] | None = field(default=None, repr=False)
+    _run: _Run | None = field(default=None, repr=False)
 
     @property
     def spec(self) -> str:
@@ -72,18 +113,16 @@ class CanaryGuard:
     def pipeline(self) -> Pipeline:
         return self.inner.pipeline
 
-    @property
-    def log(self) -> list[dict[str, Any]]:
-        return self.inner.log
+    def observe(self, obs: Observation) -> None:
+        """Ingest ``obs`` without deciding: the inner policy's windows stay warm."""
+        self.inner.observe(obs)
 
-    @property
-    def gates(self) -> tuple[GateSpec, ...]:
-        return (self.gate, *self.extra_gates)
-
-    @property
-    def active(self) -> bool:
-        """True while a canary step is being gated (the live controller then measures the queries)."""
-        return self._run is not None
+    def gate_queries(self) -> tuple[str, ...]:
+        """While a canary step is gated, the queries of its gates other than the built-in L1 TTFT
+        query (which reads the inner policy's own completions); () otherwise."""
+        if self._run is None:
+            return ()
+        return tuple(g.query for g in (self.gate, *self.extra_gates) if g.query != L1_TTFT_QUERY)
 
     def _value(self, g: GateSpec, obs: Observation, t0: float) -> float | None:
         """A gate's measurement: the live value of its query when the controller measured it; the
@@ -97,49 +136,57 @@ class CanaryGuard:
             return None
         return None if math.isnan(v) else v
 
-    def decide(self, obs: Observation) -> int | ScaleRequest:
+    def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
+        """This reconcile's decision (see the module docstring)."""
         if self._run is None:
-            ans = self.inner.decide(obs)
-            if isinstance(ans, ScaleRequest) and ans.replicas < obs.spec_replicas:
-                pre = obs.spec_replicas
-                first = min(self.canary_replicas, pre - ans.replicas)
-                self._run = {"pre": pre, "target": ans.replicas, "victims": ans.victims, "t0": obs.t_s,
-                             "first": first, "states": [GateState() for _ in self.gates],
-                             "next": [obs.t_s + g.interval_s for g in self.gates]}
-                self._note(obs.t_s, "canary", pre, pre - first, "canary step before the plan")
-                return ScaleRequest(pre - first, ans.victims[:first])
-            return ans
+            ans = self.inner.decide(obs, spans=spans)
+            if ans.action != "scale_down":
+                return ans
+            pre = obs.spec_replicas
+            first = min(self.canary_replicas, pre - ans.to_replicas)
+            gates = (self.gate, *self.extra_gates)
+            self._run = _Run(pre, ans.to_replicas, ans.victims, obs.t_s, first, [GateState() for _ in gates],
+                             [obs.t_s + g.interval_s for g in gates])
+            with spans.layer("ebb.gate.canary") as s:
+                s.set(**{"ebb.gate.result": "canary"})
+            # The inner's explanation stays (signals, weights, plan); retarget keeps its first victims.
+            return replace(ans.retarget(pre - first, reason="canary: canary step before the plan"),
+                           gate=GateStep("canary", self.gate.query))
         run = self._run
         self.inner.observe(obs)
-        due = [i for i, t in enumerate(run["next"]) if obs.t_s + 1e-9 >= t]
+        spec = obs.spec_replicas
+        due = [i for i, t in enumerate(run.next_s) if obs.t_s + 1e-9 >= t]
         if not due:
-            return obs.spec_replicas
+            return self._hold(obs.t_s, spec)
+        gates = (self.gate, *self.extra_gates)
         for i in due:
-            g = self.gates[i]
-            value = self._value(g, obs, run["t0"])
-            run["states"][i] = step(g, run["states"][i], Measurement(obs.t_s, value))
-            run["next"][i] = obs.t_s + g.interval_s
+            g = gates[i]
+            value = self._value(g, obs, run.t0)
+            run.states[i] = step(g, run.states[i], Measurement(obs.t_s, value))
+            run.next_s[i] = obs.t_s + g.interval_s
             if i == 0:
-                run["last"] = math.nan if value is None else value
-        v = combine([verdict(st) for st in run["states"]])
-        value = run.get("last", math.nan)
+                run.last = math.nan if value is None else value
+        v = combine([verdict(st) for st in run.states])
         healthy = None if obs.queued is None else obs.queued == 0.0
-        action = canary_decide(healthy, v, obs.t_s - run["t0"], self.max_wait_s)
+        action = canary_decide(healthy, v, obs.t_s - run.t0, self.max_wait_s)
         if action == "wait":
-            return obs.spec_replicas
+            return self._hold(obs.t_s, spec)
         self._run = None
         if action == "proceed":
-            self.passes += 1
-            self._note(obs.t_s, "proceed", obs.spec_replicas, run["target"], f"gate {v}, canary healthy")
-            return ScaleRequest(run["target"], tuple(run["victims"][run["first"]:]))
-        self.aborts += 1
+            remaining = run.victims[run.first:] if run.target < spec else ()
+            return self._step(obs.t_s, "proceed", spec, run.target, f"gate {v}, canary healthy", v, spans,
+                              remaining[:spec - run.target])
         self.inner.note_scale_up(obs.t_s)
-        self._note(obs.t_s, "compensate", obs.spec_replicas, run["pre"],
-                   f"gate {v} ({self.gate.query} = {value:.4g}): abort and restore the pre-state")
-        return ScaleRequest(run["pre"])
+        return self._step(obs.t_s, "compensate", spec, run.pre,
+                          f"gate {v} ({self.gate.query} = {run.last:.4g}): abort and restore the pre-state", v, spans)
 
-    def _note(self, t: float, what: str, frm: int, to: int, reason: str) -> None:
-        action = "scale_up" if to > frm else ("scale_down" if to < frm else "hold")
-        self.inner.log.append({"t_s": t, "action": action, "from": frm, "to": to, "reasons": [f"{what}: {reason}"],
-                               "signals": {}, "weights": {}, "vetoes": [], "victims": [],
-                               "plan": {"gate": self.gate.query, "step": what}})
+    def _hold(self, t: float, spec: int) -> Decision:
+        return Decision(t, "hold", spec, spec, policy=self.spec)
+
+    def _step(self, t: float, what: GateStepName, frm: int, to: int, reason: str, v: Verdict, spans: Spans,
+              victims: tuple[ReplicaId, ...] = ()) -> Decision:
+        """A ``proceed`` or ``compensate`` step from ``frm`` to ``to``, with its span."""
+        with spans.layer("ebb.gate.canary") as s:
+            s.set(**{"ebb.gate.result": what, "ebb.gate.verdict": v})
+        return Decision(t, action_between(frm, to), frm, to, policy=self.spec, victims=victims,
+                        reasons=(f"{what}: {reason}",), gate=GateStep(what, self.gate.query, v))

@@ -26,7 +26,8 @@ Metric phase after each measurement (Argo ``assessMetricStatus``; limits are *ex
 * else ``count`` given and ``count`` non-error measurements taken → Successful;
 * else Running (with no ``count`` the gate runs until a limit is exceeded or it is stopped).
 
-Errors do not count towards ``count`` (Argo retries them after 10 s instead of ``interval``).
+Errors do not count towards ``count``. (Argo retries an Error after 10 s instead of ``interval``;
+the callers here, :mod:`ebb.gates.guard`, measure every ``interval_s`` regardless.)
 Once the metric has completed, later measurements are ignored, as Argo takes none.
 
 The run phase maps to :data:`Verdict`: Successful → ``"pass"``, Failed → ``"fail"``,
@@ -52,7 +53,6 @@ from ebb.errors import ConfigError
 __all__ = [
     "DEFAULT_CONSECUTIVE_ERROR_LIMIT",
     "DEFAULT_INTERVAL_S",
-    "ERROR_RETRY_INTERVAL_S",
     "Condition",
     "GateResult",
     "GateSpec",
@@ -65,7 +65,6 @@ __all__ = [
     "evaluate",
     "gate_spec_from_mapping",
     "load_gates",
-    "next_due_s",
     "parse_condition",
     "step",
     "stop",
@@ -81,8 +80,6 @@ Op = Literal["<", "<=", ">", ">=", "==", "!="]
 DEFAULT_INTERVAL_S = 60.0
 #: Argo's ``DefaultConsecutiveErrorLimit``: the 5th query error in a row ends the metric.
 DEFAULT_CONSECUTIVE_ERROR_LIMIT = 4
-#: Argo's ``DefaultErrorRetryInterval``: after an Error the next measurement is due 10 s later.
-ERROR_RETRY_INTERVAL_S = 10.0
 
 _VERDICT: dict[MetricPhase, Verdict] = {
     "Pending": "running", "Running": "running", "Successful": "pass", "Failed": "fail",
@@ -147,7 +144,7 @@ class GateSpec:
     failure_condition: str | None = None
     """[failureCondition] e.g. ``result >= 800``; wins over success when both hold."""
     interval_s: float = DEFAULT_INTERVAL_S
-    """[interval] seconds between measurements (after an Error: :data:`ERROR_RETRY_INTERVAL_S`).
+    """[interval] seconds between measurements (also after an Error).
     Default 60 s, the design note's cadence."""
     count: int | None = None
     """[count] measurements (errors excluded) after which the gate passes; ``None`` = until stopped
@@ -352,17 +349,6 @@ def stop(state: GateState) -> GateState:
 def verdict(state: GateState) -> Verdict:
     """``running`` | ``pass`` | ``fail`` | ``inconclusive`` | ``error`` for ``state.phase``."""
     return _VERDICT[state.phase]
-
-
-def next_due_s(spec: GateSpec, state: GateState, start_s: float) -> float | None:
-    """When the next measurement is due: ``start_s`` first, then ``interval_s`` after the last
-    (:data:`ERROR_RETRY_INTERVAL_S` after an Error); ``None`` once the gate has completed."""
-    if state.phase in _COMPLETED:
-        return None
-    if state.last_ts_s is None:
-        return start_s
-    gap = ERROR_RETRY_INTERVAL_S if state.last_phase == "Error" else spec.interval_s
-    return state.last_ts_s + gap
 
 
 def _describe(spec: GateSpec, m: Measurement, p: MeasurementPhase) -> str:

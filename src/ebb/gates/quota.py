@@ -1,7 +1,7 @@
 """Elastic quota as an admission gate (SPEC §3.5, note §4.4): the public face of the quota model.
 
 The model itself — :class:`Quota`, :class:`QuotaPolicy`, :class:`QuotaPod`, :func:`admit`,
-:func:`borrowed`, :func:`reclaim_order`, :func:`constrain_victims` — is a planning concern and
+:func:`borrowed`, :func:`borrower_keys` — is a planning concern and
 lives in :mod:`ebb.decide.quota`, so that the L3 planner (:mod:`ebb.decide.coordinate`, one layer
 below the gates) can reclaim borrowed capacity first. This module re-exports it unchanged:
 ``from ebb.gates.quota import admit`` and ``ebb.decide.quota.admit`` are the same object.
@@ -26,9 +26,7 @@ from ebb.decide.quota import (
     admit,
     borrowed,
     borrower_keys,
-    constrain_victims,
-    reclaim_order,
 )
 
 __all__ = ["QUOTA_RESOURCES", "Admission", "PodKey", "QoSClass", "Quota", "QuotaPod", "QuotaPolicy",
-           "admit", "borrowed", "borrower_keys", "constrain_victims", "reclaim_order"]
+           "admit", "borrowed", "borrower_keys"]

@@ -2,7 +2,12 @@
 
 One cycle every ``interval_s`` (1 s), in data-flow order::
 
-    source.read ─► Observation ─► policy.decide (L1 → L2 → L3 [→ canary gate]) ─► ledger ─► actuator ─► ledger
+    source.read ─► fleet ─► [resume] ─► Observation ─► policy.decide (L1 → L2 → L3 [→ gate])
+        ─► Decision ─► clamp ─► stale-data lock ─► ledger ─► actuator ─► ledger (outcome)
+
+The policy is any :class:`ebb.decide.base.Policy`; the controller uses its protocol and nothing
+else (``decide``, ``observe``, ``gate_queries``, ``spec``). The decision's records are
+:mod:`ebb.decide.records`' — the same functions ``ebb simulate --ledger`` uses.
 
 Guarantees:
 
@@ -12,18 +17,28 @@ Guarantees:
 * **Fail static on bad data.** A source that is unreachable, or whose freshest sample is older
   than ``max_staleness_s`` (5 s), contributes no samples; the policy then vetoes scale-down
   (stale data). The controller also refuses, by itself, to execute a scale-down planned while data
-  is stale — two independent locks. Scale-ups still go through: adding capacity is the safe side.
+  is stale (:func:`ebb.decide.records.stale_data_veto`) — two independent locks. Scale-ups still go
+  through: adding capacity is the safe side.
 * **Fleet completeness.** A read whose samples cover fewer replicas than are ready
   (``LiveSignals.replicas_seen``: a target vanished from Prometheus, a worker an agent cannot poll)
   understates demand: it blocks every scale-down, like stale data, and is said in the cycle's note.
 * **Write-ahead, exactly once, never a blind replay.** A decision is appended to the ledger *before*
   the actuator is called (``mode=act``); the actuator is idempotent by decision id; the outcome is
-  appended as a second cycle ``<cycle>-outcome``. A controller restarted after a crash at any point
-  finds its last decision without an outcome and re-checks it (:mod:`ebb.live.resume`): the fleet
-  already at ``to`` → recorded as done; at ``from`` → a young scale-up is applied with the same id,
-  clamped to ``[min_replicas, max_replicas]``; a scale-down, an old or a future-stamped decision is
-  recorded as "not resumed" and the policy re-decides on fresh data; anything else → superseded.
-  A decision the ledger refused (unreachable store, lost leadership) is never acted on.
+  appended as a second cycle ``<cycle>-outcome``. Holds (:attr:`Decision.noteworthy` false) are not
+  written. A controller restarted after a crash at any point finds its last decision without an
+  outcome and, in its first leading cycle — after that cycle's read of the source and the fleet —
+  re-checks it (:mod:`ebb.live.resume`): the fleet already at ``to`` → recorded as done; at
+  ``from`` → a decision at most ``resume_max_age_s`` (60 s) old and not from the future is applied
+  with the same id, clamped to ``[min_replicas, max_replicas]`` — a scale-up always, a scale-down
+  only on fresh, complete data with every recorded victim still in the fleet (its victims first);
+  otherwise "not resumed" and the policy re-decides on fresh data; anything else → superseded.
+  A cycle that applied a resumed decision ends there (no decision of its own; its cycle number is
+  skipped): the next cycle decides on the new fleet. A decision the ledger refused (unreachable
+  store, lost leadership) is never acted on.
+* **Victims by name.** The ledger records victims under the actuator's names
+  (:attr:`~ebb.actuate.base.ReplicaState.name`: ``worker-N``, pod names), never as replica ids; a
+  resumed decision's victims are mapped back to the ids of the fleet read *now*, so a restarted
+  actuator that numbers the same replicas differently still removes exactly those.
 * **Replica bounds hold.** No decision, from the policy or the ledger, is applied below
   ``min_replicas`` or above ``max_replicas`` (:class:`ControllerSettings`).
 * **Monotonic time.** The policy's time is the monotonic clock (:mod:`ebb.live.timeline`); Unix
@@ -36,8 +51,12 @@ Guarantees:
 * **One actor.** With an elector, only the leader decides; followers keep the policy's windows warm
   (``observe``) so a take-over decides on full history. Every ledger write carries the leader's
   fencing token, so a deposed leader's write fails atomically (etcd backend).
-* **Telemetry never changes behaviour.** One trace per cycle (root span ``ebb.cycle``, children per
-  layer); metrics and logs are best effort.
+* **Gates measured only when asked.** While the policy names ``gate_queries()`` (a canary step is
+  gated), each is measured once per cycle through ``gate_probe`` into ``Observation.gate_values``
+  (a failed query is NaN: no data); otherwise nothing is queried.
+* **Telemetry never changes behaviour.** One trace per cycle (root span ``ebb.cycle``); the policy
+  opens its layer spans (``ebb.l1``, ``ebb.l2``, ``ebb.l3``, gate spans) around its real work under
+  ``ebb.decide``; metrics and logs are best effort. Followers emit no traces (:data:`NO_SPANS`).
 
 Decision ids are ``<run_id>-<n>`` and cycle ids ``<run_id>-c<n>``, ``n`` continuing from the
 ledger's last cycle of ``run_id``, so a successor (after a restart or a fail-over) extends the
@@ -52,27 +71,28 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 import numpy as np
 
 from ebb.actuate.base import ActuationResult, Actuator, FleetState
-from ebb.decide.records import decision_from_explanation
+from ebb.decide.base import Policy
+from ebb.decide.records import caused_by, clamp, cycle_record, decision_record, outcome_cycle, stale_data_veto
 from ebb.errors import EbbError, NotLeader, TransientError
-from ebb.gates.guard import L1_TTFT_QUERY
 from ebb.ledger.base import Ledger
-from ebb.live.policy_spec import LivePolicy
 from ebb.live.resume import ResumeLimits, resume_verdict
 from ebb.live.timeline import Tick, Timeline
+from ebb.model.decision import Decision
 from ebb.model.decisions import JSON, CycleRecord, DecisionRecord
-from ebb.model.ids import CycleId, DecisionId, RunId
+from ebb.model.ids import CycleId, DecisionId, ReplicaId, RunId
 from ebb.model.live import LiveSignals
-from ebb.model.observation import FineSignals, Observation, PodView, ScaleRequest, replicas_of
+from ebb.model.observation import FineSignals, Observation, PodView, ScaleRequest
+from ebb.model.spans import NO_SPANS, Spans
 from ebb.sources.live import SignalSource
 from ebb.telemetry.metrics import EbbMetrics
-from ebb.telemetry.tracing import CycleTracer
+from ebb.telemetry.tracing import CycleSpan, CycleTracer
 
 __all__ = ["Controller", "ControllerSettings", "CycleOutcome", "Elector"]
 
@@ -114,7 +134,7 @@ class ControllerSettings:
     max_replicas: int = 1000
     """Ceiling for every applied decision."""
     resume_max_age_s: float = 60.0
-    """An unfinished scale-up older than this is not replayed after a restart (re-decided instead)."""
+    """An unfinished decision older than this is not resumed after a restart (re-decided instead)."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("recommend", "act"):
@@ -153,6 +173,31 @@ class CycleOutcome:
     signals: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class _Sensed:
+    """What one cycle read before deciding: the source's signals and the fleet."""
+
+    sig: LiveSignals
+    state: FleetState
+    note: str
+    """Why the data is not fresh and complete (stale, unreachable, incomplete fleet); "" when it is."""
+    stale_s: float | None
+    """Age of the freshest sample ever seen (s); None when the source has never answered."""
+    max_staleness_s: float
+
+    @property
+    def unfit(self) -> str:
+        """Why this data must not back a scale-down; "" when it may."""
+        if self.note:
+            return self.note
+        return "no fresh data" if self.stale_s is None or self.stale_s > self.max_staleness_s else ""
+
+    def outcome(self, n: int, t_s: float, action: str, to_replicas: int, decision_id: DecisionId | None = None,
+                *, acted: bool = False, note: str = "", signals: Mapping[str, float] | None = None) -> CycleOutcome:
+        return CycleOutcome(n, t_s, action, self.state.spec_replicas, to_replicas, self.state.ready_replicas,
+                            self.stale_s, decision_id, acted, note, dict(signals or {}))
+
+
 def _empty_fine() -> FineSignals:
     return FineSignals()
 
@@ -165,10 +210,23 @@ def _rebase(f: FineSignals, tick: Tick) -> FineSignals:
                        done_e2e_ms=f.done_e2e_ms, done_weight=f.done_weight)
 
 
+def _actuated(res: ActuationResult) -> dict[str, JSON]:
+    """The actuator's report as outcome snapshot fields."""
+    return {"applied": res.applied, "replicas_before": res.replicas_before, "replicas_after": res.replicas_after,
+            "removed": list(res.removed), "added": list(res.added)}
+
+
+def _victim_names(state: FleetState) -> Callable[[ReplicaId], str]:
+    """Replica id → the actuator's name for it. An id the fleet does not hold (no policy should
+    name one) gets a name no actuator gives, so a resume can never match it to a replica."""
+    names = {r.replica: r.name for r in state.replicas}
+    return lambda rid: names.get(rid, f"<unknown replica {int(rid)}>")
+
+
 class Controller:
     """The live loop for one workload. Not thread-safe: one thread calls :meth:`cycle` / :meth:`run`."""
 
-    def __init__(self, policy: LivePolicy, source: SignalSource, actuator: Actuator, ledger: Ledger,
+    def __init__(self, policy: Policy, source: SignalSource, actuator: Actuator, ledger: Ledger,
                  settings: ControllerSettings, *, tracer: CycleTracer | None = None,
                  metrics: EbbMetrics | None = None, elector: Elector | None = None,
                  clock: Callable[[], float] = time.time, monotonic: Callable[[], float] | None = None,
@@ -184,7 +242,7 @@ class Controller:
         self.elector = elector
         self._clock = clock
         self.gate_probe = gate_probe
-        """Measures a metrics-gate query (PromQL) while a canary step is gated; None = gates read L1."""
+        """Measures a metrics-gate query (PromQL) while the policy names gate queries; None = unmeasured."""
         self._fault = fault_point or (lambda where: None)
         """Called at ``before_plan``, ``after_ledger`` and ``after_actuation`` of every acting cycle:
         crash tests kill the process there (the crash-point matrix); a no-op otherwise."""
@@ -197,6 +255,8 @@ class Controller:
         self._n: int | None = None
         self._was_leader = False
         self._prev_action: DecisionId | None = None
+        self._pending: tuple[CycleRecord, DecisionRecord] | None = None
+        """The last acted decision found without an outcome on resume; settled by the next cycle."""
         self.outcomes: deque[CycleOutcome] = deque(maxlen=settings.keep_outcomes)
 
     # -- ledger bookkeeping -----------------------------------------------------------------
@@ -218,12 +278,13 @@ class Controller:
             self.ledger.append_cycle(cycle, fence=fence)
 
     def _resume(self) -> None:
-        """Continue the cycle numbering and reconcile a decision left without an outcome.
+        """Continue the cycle numbering and find the last acted decision left without an outcome
+        (:attr:`_pending`; the next cycle settles it once it has read the source and the fleet).
 
         Malformed rows of this run (the ledger skips and lists them) are left in place and named in
         an ERROR; numbering continues past any cycle number their keys still show, so no id is
         reused. Skipping loses nothing that matters for safety: a skipped unfinished decision is
-        not replayed, and a scale-down never is anyway — every action is decided on fresh data.
+        not resumed, and the policy re-decides on fresh data.
         """
         mine = [c for c in self.ledger.cycles(RunId(self.settings.run_id)) if not c.cycle_id.endswith("-outcome")]
         bad = tuple(self.ledger.skipped)
@@ -237,37 +298,54 @@ class Controller:
                       "them with the store's own tools): %s", len(bad), self.settings.run_id,
                       "; ".join(r.error for r in bad[:3])[:1000])
         self._n = max(nums, default=0)
+        self._pending = None
         acts = [c for c in mine for d in c.decisions
                 if d.action in ("scale_up", "scale_down") and d.plan.get("mode") == "act"]
         if not acts:
             return
         last = acts[-1]
         self._prev_action = last.decisions[0].decision_id
-        if self.ledger.get_cycle(CycleId(f"{last.cycle_id}-outcome")) is not None:
-            return
-        d = last.decisions[0]
-        state = self.actuator.state()
-        verdict = resume_verdict(d, state.spec_replicas, int(self._clock() * 1e9), self.settings.resume_limits)
+        if self.ledger.get_cycle(CycleId(f"{last.cycle_id}-outcome")) is None:
+            self._pending = (last, last.decisions[0])
+
+    def _settle_pending(self, span: Spans, seen: _Sensed, n: int, tick: Tick) -> CycleOutcome | None:
+        """Apply or close the decision a predecessor left without an outcome (:mod:`ebb.live.resume`)
+        and record its outcome. This cycle's outcome when it changed the fleet; None to go on deciding."""
+        assert self._pending is not None
+        cycle, d = self._pending
+        verdict = resume_verdict(d, seen.state, int(self._clock() * 1e9), self.settings.resume_limits,
+                                 data_note=seen.unfit)
+        if verdict.apply and self.settings.mode != "act":
+            # Restarted to only recommend: a predecessor's act-mode decision is not carried out.
+            verdict = replace(verdict, apply=False, to_replicas=seen.state.spec_replicas, victims=(),
+                              note="not resumed: the controller now runs in recommend mode")
+        fence = self._fence()  # NotLeader when leadership lapsed meanwhile: the next leader reconciles it
+        res = None
         if verdict.apply:
-            self._fence()  # NotLeader when leadership lapsed meanwhile: the next leader reconciles it
-            # Only scale-ups are replayed, and they name no victims.
-            res = self.actuator.apply(d.decision_id, ScaleRequest(verdict.to_replicas))
-            self._record_outcome(last, d, res, verdict.note, self._fence())
-        else:
-            self._record_outcome(last, d, None, verdict.note, self._fence())
+            with span.layer("ebb.actuate", **{"ebb.resume": True}) as a:
+                res = self.actuator.apply(d.decision_id, ScaleRequest(verdict.to_replicas, verdict.victims))
+                a.set(**{"ebb.actuate.applied": res.applied, "ebb.replicas.after": res.replicas_after})
+        self._append(outcome_cycle(cycle, d.decision_id, ts_ns=int(self._clock() * 1e9), note=verdict.note,
+                                   result=None if res is None else _actuated(res),
+                                   fencing_token=self._token(fence)), fence)
+        self._pending = None
         log.warning("decision %s (%s %d→%d) was left without an outcome: %s", d.decision_id, d.action,
                     d.from_replicas, d.to_replicas, verdict.note)
+        if res is None:
+            return None
+        return seen.outcome(n, tick.t_s, d.action, res.replicas_after, d.decision_id, acted=res.applied,
+                            note=verdict.note)
 
-    def _record_outcome(self, cycle: CycleRecord, d: DecisionRecord, res: ActuationResult | None, note: str,
-                        fence: Any) -> None:
-        snap: dict[str, JSON] = {"outcome_of": d.decision_id, "note": note}
-        if res is not None:
-            snap.update({"applied": res.applied, "replicas_before": res.replicas_before,
-                         "replicas_after": res.replicas_after, "removed": list(res.removed),
-                         "added": list(res.added)})
-        self._append(CycleRecord(cycle_id=CycleId(f"{cycle.cycle_id}-outcome"), run_id=cycle.run_id,
-                                 ts_ns=int(self._clock() * 1e9), policy="actuator", decisions=(),
-                                 snapshot=snap, fencing_token=self._token(fence)), fence)
+    def _write_outcome(self, span: Spans, cycle: CycleRecord, res: ActuationResult, fence: Any) -> None:
+        """The acted decision's outcome, best effort: unrecorded, the next leader's resume finds the
+        fleet at ``to`` and records it then."""
+        did = cycle.decisions[0].decision_id
+        try:
+            with span.layer("ebb.ledger.outcome"):
+                self._append(outcome_cycle(cycle, did, ts_ns=int(self._clock() * 1e9), note="applied",
+                                           result=_actuated(res), fencing_token=self._token(fence)), fence)
+        except (TransientError, NotLeader) as exc:
+            log.error("outcome of %s not recorded (%s); a restart reconciles it", did, exc)
 
     # -- one cycle ----------------------------------------------------------------------------
     def _on_clock_step(self, tick: Tick) -> None:
@@ -278,7 +356,7 @@ class Controller:
         self._cursor = tick.wall_s - self.settings.lookback_s
         self._newest = None
 
-    def _read(self, span: Any, tick: Tick) -> tuple[LiveSignals, str]:
+    def _read(self, span: Spans, tick: Tick) -> tuple[LiveSignals, str]:
         now = tick.wall_s
         if tick.step_s is not None:
             self._on_clock_step(tick)
@@ -313,7 +391,17 @@ class Controller:
         return LiveSignals(_empty_fine(), newest_sample_s=sig.newest_sample_s), \
             f"incomplete fleet: {seen} of {state.ready_replicas} ready replicas reported"
 
-    def _observation(self, sig: LiveSignals, state: FleetState, tick: Tick) -> Observation:
+    def _sense(self, span: Spans, tick: Tick) -> _Sensed:
+        """Read the source, then the fleet, then check the read covers the fleet."""
+        sig, note = self._read(span, tick)
+        with span.layer("ebb.actuate.state"):
+            state = self.actuator.state()
+        sig, note = self._completeness(sig, state, note)
+        stale = None if self._newest is None else tick.wall_s - self._newest
+        return _Sensed(sig, state, note, stale, self.settings.max_staleness_s)
+
+    def _observation(self, seen: _Sensed, tick: Tick) -> Observation:
+        sig, state = seen.sig, seen.state
         pods = tuple(PodView(replica=r.replica, created_s=tick.policy_time(r.created_s),
                              ready_s=None if r.ready_s is None else tick.policy_time(r.ready_s), util_ratio=None,
                              inflight=sig.inflight_by_replica.get(r.name), qps=None, zone=r.zone)
@@ -376,149 +464,127 @@ class Controller:
         return out
 
     def _follow(self, tick: Tick, start: float) -> CycleOutcome:
-        """A follower keeps the policy's windows warm and never writes or acts."""
-        now = tick.wall_s
-        sig, note = self._read(_NoSpan(), tick)
+        """A follower keeps the policy's windows warm and never writes or acts (nor traces)."""
         try:
-            state = self.actuator.state()
+            seen = self._sense(NO_SPANS, tick)
         except EbbError as exc:
             return self._finish(CycleOutcome(0, tick.t_s, "follower", 0, 0, 0, None, note=str(exc)), start)
-        sig, note = self._completeness(sig, state, note)
-        obs = self._observation(sig, state, tick)
-        inner = self.policy.inner if hasattr(self.policy, "inner") else self.policy
-        inner.observe(obs)
-        self.policy.log.clear()  # a guard's notes while following are not decisions of ours
-        stale = None if self._newest is None else now - self._newest
-        return self._finish(CycleOutcome(0, tick.t_s, "follower", state.spec_replicas, state.spec_replicas,
-                                         state.ready_replicas, stale, note=note or "not the leader"), start)
+        self.policy.observe(self._observation(seen, tick))
+        spec = seen.state.spec_replicas
+        return self._finish(seen.outcome(0, tick.t_s, "follower", spec, note=seen.note or "not the leader"), start)
 
-    def _decide_and_act(self, span: Any, n: int, cid: CycleId, tick: Tick) -> CycleOutcome:
-        s = self.settings
-        now = tick.wall_s
-        sig, data_note = self._read(span, tick)
-        with span.layer("ebb.actuate.state"):
-            state = self.actuator.state()
-        sig, data_note = self._completeness(sig, state, data_note)
-        obs = self._observation(sig, state, tick)
-        stale = None if self._newest is None else now - self._newest
-        if self.gate_probe is not None and getattr(self.policy, "active", False):
-            obs = replace(obs, gate_values=self._measure_gates(span))
+    def _decide_and_act(self, span: CycleSpan, n: int, cid: CycleId, tick: Tick) -> CycleOutcome:
+        """One leading cycle: sense, settle a predecessor's unfinished decision, observe (and measure
+        gates), decide, lock (bounds, stale data), record, act, record the outcome. Holds end early."""
+        seen = self._sense(span, tick)
+        if self._pending is not None and (resumed := self._settle_pending(span, seen, n, tick)) is not None:
+            return resumed  # the fleet changed under this cycle's read: the next cycle decides on it
+        obs = self._gated(span, self._observation(seen, tick))
         self._fault("before_plan")
-        with span.layer("ebb.decide") as ds:
-            answer = self.policy.decide(obs)
-            # Consume the explanations: they go to the ledger, and the list must not grow forever.
-            entries = list(self.policy.log)
-            self.policy.log.clear()
-            ds.set(**{"ebb.policy": self.policy.spec, "ebb.log_entries": len(entries)})
-        self._layer_spans(span, entries)
-        want = replicas_of(answer)
-        if not s.min_replicas <= want <= s.max_replicas:
-            # Third lock: the bounds hold whatever the policy computed.
-            log.warning("policy asked for %d replicas; clamped to [%d, %d]", want, s.min_replicas, s.max_replicas)
-            want = min(s.max_replicas, max(s.min_replicas, want))
-            answer = ScaleRequest(want) if want != state.spec_replicas else want
-        base = CycleOutcome(n, obs.t_s, "hold", state.spec_replicas, want, state.ready_replicas, stale,
-                            note=data_note)
-        if not entries and want == state.spec_replicas:
-            return base
-        e: dict[str, Any] = dict(entries[-1]) if entries else {
-            "action": "scale_up" if want > state.spec_replicas else "scale_down", "from": state.spec_replicas,
-            "to": want, "reasons": ["policy changed its target"]}
-        action = str(e.get("action", "hold"))
-        if action in ("scale_up", "scale_down") and e.get("to") != want:  # clamped above
-            action = "hold" if want == state.spec_replicas else action
-            e = {**e, "action": action, "to": want,
-                 "reasons": [*e.get("reasons", ()), f"clamped to [{s.min_replicas}, {s.max_replicas}] replicas"]}
-        blocked = ""
-        if want < state.spec_replicas and (data_note or stale is None or stale > s.max_staleness_s):
-            # Second lock: never scale down on data we cannot trust, whatever the policy said.
-            blocked = f"scale-down blocked by the controller: {data_note or 'no fresh data'}"
-            e = {**e, "action": "veto", "to": state.spec_replicas, "vetoes": [*e.get("vetoes", ()), blocked]}
-            action, want = "veto", state.spec_replicas
-        did = DecisionId(f"{s.run_id}-{n}")
-        acting = s.mode == "act" and action in ("scale_up", "scale_down")
+        d, blocked = self._locked(self._decide(span, obs), seen)
+        if not d.noteworthy:
+            return seen.outcome(n, obs.t_s, "hold", d.to_replicas, note=seen.note)
         fence = self._fence()
-        rec = decision_from_explanation(
-            e, decision_id=did, cycle_id=cid, run_id=RunId(s.run_id), ts_ns=int(now * 1e9), target=s.target,
-            policy=self.policy.spec,
-            caused_by=(self._prev_action,) if self._prev_action is not None and action == "scale_up" else (),
-            extra_plan={"mode": s.mode, "controller": "live"})
-        cycle = CycleRecord(cycle_id=cid, run_id=RunId(s.run_id), ts_ns=rec.ts_ns, policy=self.policy.spec,
-                            decisions=(rec,), snapshot={"replicas": state.spec_replicas,
-                                                        "ready": state.ready_replicas,
-                                                        "draining": state.draining},
-                            fencing_token=self._token(fence))
+        cycle = self._cycle_record(d, n, cid, tick, seen.state, fence)
+        rec = cycle.decisions[0]
+        if (refused := self._write(span, cycle, fence)) is not None:
+            return seen.outcome(n, obs.t_s, "error", seen.state.spec_replicas, rec.decision_id,
+                                note=f"ledger: {refused}")
+        self._fault("after_ledger")
+        self._count(rec)
+        if self.settings.mode != "act" or not d.changes:
+            return seen.outcome(n, obs.t_s, d.action, rec.to_replicas, rec.decision_id,
+                                note=blocked or seen.note, signals=rec.signals)
+        return self._act(span, cycle, d, fence, seen, n, obs.t_s)
+
+    def _gated(self, span: Spans, obs: Observation) -> Observation:
+        """``obs`` with each of the policy's gate queries measured once (only while it names any)."""
+        queries = self.policy.gate_queries()
+        if not queries or self.gate_probe is None:
+            return obs
+        return replace(obs, gate_values=self._measure_gates(span, queries))
+
+    def _measure_gates(self, span: Spans, queries: tuple[str, ...]) -> dict[str, float]:
+        """One measurement of every gate query; a failed query is no data (NaN)."""
+        assert self.gate_probe is not None
+        values: dict[str, float] = {}
+        for q in queries:
+            with span.layer("ebb.gate.measure", **{"ebb.gate.query": q}) as gs:
+                try:
+                    v = self.gate_probe(q)
+                except EbbError as exc:
+                    log.warning("gate query %r failed: %s (counted as no data)", q, exc)
+                    v = None
+                values[q] = math.nan if v is None else float(v)
+                gs.set(**{"ebb.gate.value": v})
+        return values
+
+    def _decide(self, span: CycleSpan, obs: Observation) -> Decision:
+        """The policy's decision; its layers open their spans under ``ebb.decide``."""
+        with span.layer("ebb.decide", **{"ebb.policy": self.policy.spec}) as ds:
+            d = self.policy.decide(obs, spans=span)
+            ds.set(**{"ebb.decision.action": d.action})
+        if d.gate is not None and self.metrics is not None:
+            self.metrics.gate_result("canary", d.gate.step)
+        return d if d.policy else replace(d, policy=self.policy.spec)
+
+    def _locked(self, d: Decision, seen: _Sensed) -> tuple[Decision, str]:
+        """The controller's own locks on ``d``: the replica bounds, then no scale-down on data it
+        cannot trust, whatever the policy said. Returns the decision and the lock's veto ("" if none)."""
+        s = self.settings
+        bounded = clamp(d, s.min_replicas, s.max_replicas)
+        if bounded is not d:
+            log.warning("policy asked for %d replicas; clamped to [%d, %d]", d.to_replicas, s.min_replicas,
+                        s.max_replicas)
+        locked = stale_data_veto(bounded, seen.unfit) if seen.unfit else bounded
+        return locked, (locked.vetoes[-1] if locked is not bounded else "")
+
+    def _cycle_record(self, d: Decision, n: int, cid: CycleId, tick: Tick, state: FleetState,
+                      fence: Any) -> CycleRecord:
+        """The ledger cycle of ``d``: victims under the actuator's names, caused by the last change."""
+        s = self.settings
+        rec = decision_record(d, decision_id=DecisionId(f"{s.run_id}-{n}"), cycle_id=cid, run_id=RunId(s.run_id),
+                              ts_ns=int(tick.wall_s * 1e9), target=s.target, victim_name=_victim_names(state),
+                              caused=caused_by(d, self._prev_action),
+                              extra_plan={"mode": s.mode, "controller": "live"})
+        return cycle_record(rec, policy=self.policy.spec, fencing_token=self._token(fence),
+                            snapshot={"replicas": state.spec_replicas, "ready": state.ready_replicas,
+                                      "draining": state.draining})
+
+    def _write(self, span: Spans, cycle: CycleRecord, fence: Any) -> str | None:
+        """Append the decision's cycle; the ledger's refusal (counted, logged) or None when written."""
         try:
             with span.layer("ebb.ledger"):
                 self._append(cycle, fence)
         except (TransientError, NotLeader) as exc:
             if self.metrics is not None:
                 self.metrics.ledger_write_error()
-            log.error("ledger refused decision %s (%s): not acting", did, exc)
-            return CycleOutcome(n, obs.t_s, "error", state.spec_replicas, state.spec_replicas,
-                                state.ready_replicas, stale, did, note=f"ledger: {exc}")
-        self._fault("after_ledger")
+            log.error("ledger refused decision %s (%s): not acting", cycle.decisions[0].decision_id, exc)
+            return str(exc)
+        return None
+
+    def _count(self, rec: DecisionRecord) -> None:
         if self.metrics is not None:
-            self.metrics.decision(action, list(rec.vetoes))
-        log.info("decision %s: %s %d→%d (%s)", did, action, rec.from_replicas, rec.to_replicas,
+            self.metrics.decision(rec.action, list(rec.vetoes))
+        log.info("decision %s: %s %d→%d (%s)", rec.decision_id, rec.action, rec.from_replicas, rec.to_replicas,
                  "; ".join(rec.reasons + rec.vetoes))
-        if not acting:
-            return CycleOutcome(n, obs.t_s, action, state.spec_replicas, rec.to_replicas, state.ready_replicas,
-                                stale, did, note=blocked or data_note, signals=dict(rec.signals))
+
+    def _act(self, span: Spans, cycle: CycleRecord, d: Decision, fence: Any, seen: _Sensed, n: int,
+             t_s: float) -> CycleOutcome:
+        """Apply a recorded change (unless deposed since the write), then record its outcome."""
+        rec = cycle.decisions[0]
+        did = rec.decision_id
         if self.elector is not None and self._token(self.elector.fence()) != self._token(fence):
             # Deposed between the write and the act: the successor's resume reconciles this decision.
             log.error("lost leadership after recording %s: not acting", did)
-            return CycleOutcome(n, obs.t_s, "error", state.spec_replicas, state.spec_replicas, state.ready_replicas,
-                                stale, did, note="lost leadership before acting")
-        request = answer if isinstance(answer, ScaleRequest) else ScaleRequest(want)
+            return seen.outcome(n, t_s, "error", seen.state.spec_replicas, did, note="lost leadership before acting")
         with span.layer("ebb.actuate") as a:
-            res = self.actuator.apply(did, request)
+            res = self.actuator.apply(did, ScaleRequest(d.to_replicas, d.victims))
             a.set(**{"ebb.actuate.applied": res.applied, "ebb.replicas.after": res.replicas_after})
         self._prev_action = did
         self._fault("after_actuation")
-        try:
-            with span.layer("ebb.ledger.outcome"):
-                self._record_outcome(cycle, rec, res, "applied", fence)
-        except (TransientError, NotLeader) as exc:
-            # The decision is recorded and applied; the next leader's resume finds the fleet at `to`.
-            log.error("outcome of %s not recorded (%s); a restart reconciles it", did, exc)
-        return CycleOutcome(n, obs.t_s, action, state.spec_replicas, res.replicas_after, state.ready_replicas,
-                            stale, did, acted=res.applied, signals=dict(rec.signals))
-
-    def _measure_gates(self, span: Any) -> dict[str, float]:
-        """One measurement of every PromQL gate of the canary guard; a failed query is no data."""
-        assert self.gate_probe is not None
-        values: dict[str, float] = {}
-        for g in getattr(self.policy, "gates", ()):
-            if g.query == L1_TTFT_QUERY:
-                continue
-            with span.layer("ebb.gate.measure", **{"ebb.gate.query": g.query}) as gs:
-                try:
-                    v = self.gate_probe(g.query)
-                except EbbError as exc:
-                    log.warning("gate query %r failed: %s (counted as no data)", g.query, exc)
-                    v = None
-                values[g.query] = math.nan if v is None else float(v)
-                gs.set(**{"ebb.gate.value": v})
-        return values
-
-    def _layer_spans(self, span: Any, entries: list[dict[str, Any]]) -> None:
-        """One span per layer carrying its result (the policy runs L1→L3 in one pure call)."""
-        e = entries[-1] if entries else {}
-        sig = e.get("signals", {})
-        with span.layer("ebb.l1", **{"ebb.l1.demand_p99_replicas": float(sig.get("demand_p99_replicas") or 0.0)}):
-            pass
-        with span.layer("ebb.l2", **{"ebb.veto.reasons": [str(v).split(":")[0] for v in e.get("vetoes", ())],
-                                     "ebb.l2.weight": float(e.get("weights", {}).get("workload", 0.0))}):
-            pass
-        with span.layer("ebb.l3", **{"ebb.l3.victims": len(e.get("victims", ()))}) as l3:
-            l3.set(**{"ebb.victims": [str(v) for v in e.get("victims", ())]})  # sampled: high cardinality
-        plan = e.get("plan", {})
-        if "gate" in plan:
-            with span.layer("ebb.gate.canary", **{"ebb.gate.result": str(plan.get("step", ""))}):
-                pass
-            if self.metrics is not None:
-                self.metrics.gate_result("canary", str(plan.get("step", "")))
+        self._write_outcome(span, cycle, res, fence)
+        return seen.outcome(n, t_s, d.action, res.replicas_after, did, acted=res.applied, signals=rec.signals)
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self, stop: threading.Event, *, max_cycles: int | None = None,
@@ -533,19 +599,3 @@ class Controller:
                 on_cycle(out)
             next_t += self.settings.interval_s
             stop.wait(max(0.0, next_t - time.monotonic()))
-
-
-class _NoSpan:
-    """Stand-in span for a follower's read (followers emit no traces)."""
-
-    def layer(self, name: str, **attrs: Any) -> _NoSpan:
-        return self
-
-    def set(self, **attrs: Any) -> None:
-        return None
-
-    def __enter__(self) -> _NoSpan:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None

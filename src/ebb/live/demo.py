@@ -14,7 +14,7 @@ What runs (all on 127.0.0.1, free ports, a temporary work dir):
 
 The default window of the bundled Azure code trace (minutes 9–15 of the slice) holds a busy phase,
 a lull of about three minutes and a burst, so a 3-minute run at ``time_scale=2`` shows the fleet
-shrinking in the lull and growing for the burst. The report is :mod:`ebb.sim.report`'s, filled from
+shrinking in the lull and growing for the burst. The report is :mod:`ebb.score.report`'s, filled from
 what really happened (:mod:`ebb.live.report`).
 """
 
@@ -43,15 +43,15 @@ from ebb.live.report import FleetSample, LiveRun, live_policy_run
 from ebb.live.router import Router
 from ebb.model.trace import RequestTrace
 from ebb.model.trace_ops import window
-from ebb.sim.report import write_report
-from ebb.sim.results import PolicyRun
+from ebb.score.report import write_report
+from ebb.score.results import PolicyRun
 from ebb.sources.agents import AgentSource
 from ebb.sources.live import SignalSource
 from ebb.sources.prometheus import PrometheusClient, PrometheusSource
 from ebb.sources.traces import open_trace
 from ebb.telemetry.metrics import EbbMetrics
 from ebb.telemetry.tracing import CycleTracer
-from ebb.testing.prometheus import PROMETHEUS_INSTALL, LocalPrometheus, prometheus_binary, write_config
+from ebb.live.local_prometheus import PROMETHEUS_INSTALL, LocalPrometheus, prometheus_binary, write_config
 
 __all__ = ["DEMO_POLICY", "DemoResult", "DemoSettings", "LiveDemo", "load_window"]
 

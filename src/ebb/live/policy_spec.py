@@ -19,11 +19,13 @@ from ebb.errors import ConfigError
 from ebb.gates.guard import CanaryGuard, ttft_gate
 from ebb.gates.metrics_gate import GateSpec
 from ebb.model.observation import Pipeline
-from ebb.sim.specs import check_keys, param_choice, param_float, param_int, parse_policies
+from ebb.config.policy_specs import check_keys, param_choice, param_float, param_int, parse_policies
 
 __all__ = ["LivePolicy", "build_live_policy", "replica_bounds"]
 
 LivePolicy = EbbPolicy | CanaryGuard
+"""What :func:`build_live_policy` returns. Both are :class:`ebb.decide.base.Policy`, which is all the
+controller uses; the concrete types are kept here for :func:`replica_bounds`."""
 
 _PROFILE_KEYS: dict[str, float] = {
     # profile field → lowest accepted value

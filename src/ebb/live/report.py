@@ -1,6 +1,6 @@
 """What really happened in a live run, as the simulator's records: a scorecard and a timeline.
 
-``ebb demo --live`` writes the same HTML report as ``ebb simulate`` (:mod:`ebb.sim.report`) from
+``ebb demo --live`` writes the same HTML report as ``ebb simulate`` (:mod:`ebb.score.report`) from
 measurements, not from a model:
 
 * requests — the load generator's client-side view: send time, success, TTFT and end-to-end
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ebb.sim.results import PolicyRun, Scorecard, Timeline
-from ebb.sim.scoring import grouped_percentiles, percentile_or_nan
+from ebb.score.results import PolicyRun, Scorecard, Timeline
+from ebb.score.percentiles import grouped_percentiles, percentile_or_nan
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]

@@ -3,17 +3,24 @@
 The ledger is write-ahead: a decision is recorded, then applied, then its outcome recorded. A
 controller that died in between leaves a decision without an outcome; its successor must neither
 lose it nor replay it blindly — the decision may be a day old, forged in an unauthenticated store,
-or made on data that no longer holds. :func:`resume_verdict` is the whole rule, pure:
+or made on data that no longer holds. :func:`resume_verdict` is the whole rule, pure; the
+controller asks it once, in its first leading cycle, *after* that cycle's read of the source and the
+fleet (so the verdict knows whether the data is fresh and complete):
 
 * The fleet already at the decision's ``to`` → nothing to do: "found applied after restart".
 * The fleet at neither ``from`` nor ``to`` → someone else changed it: "superseded".
-* At ``from``, a **scale-down is never replayed**: removing capacity needs the fresh, complete data
-  and the warm peak memory that a restarted policy does not have yet. It is recorded as "not
-  resumed" and the policy re-decides it on fresh data (after its warm-up) if it still holds.
-* At ``from``, a **scale-up** is replayed only when it is younger than ``max_age_s`` (default
-  60 s) and not from the future (more than ``clock_skew_s``, 5 s, ahead of this clock), with its
-  target clamped to ``[min_replicas, max_replicas]``; otherwise "not resumed" (the policy
-  re-decides on fresh data — adding capacity needs no history, so it does so at once).
+* At ``from``, nothing is resumed that was recorded more than ``max_age_s`` (60 s) ago or more than
+  ``clock_skew_s`` (5 s) in the future of this clock: "not resumed: recorded N s ago" (a day-old
+  forged 4 → 0 row lands here: red-team C2).
+* At ``from``, a **scale-up** is applied with its target clamped to ``[min_replicas, max_replicas]``
+  while that still adds replicas (adding capacity needs no history).
+* At ``from``, a **scale-down** is applied only when, besides its age, *all* of these hold: the
+  resuming cycle read fresh, complete data (``data_note`` empty); every recorded victim is still in
+  the fleet, by the actuator's name (replica ids are never trusted across a restart: a new actuator
+  may number the same pods differently); and the target clamped to ``[min_replicas, max_replicas]``
+  still removes replicas. It is then applied towards the clamped target, its recorded victims first
+  (mapped to the fleet's current ids, cut to the clamped count). Otherwise "not resumed: <why>" and
+  the policy re-decides on fresh data (after its warm-up) if the scale-down still holds.
 
 Whatever the verdict, it is recorded as the decision's outcome, so ``ebb explain`` shows what
 became of it and the same decision is never looked at twice.
@@ -23,9 +30,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ebb.actuate.base import FleetState
 from ebb.model.decisions import DecisionRecord
+from ebb.model.ids import ReplicaId
 
-__all__ = ["ResumeLimits", "ResumeVerdict", "resume_verdict"]
+__all__ = ["APPLIED_AFTER_RESTART", "ResumeLimits", "ResumeVerdict", "resume_verdict"]
+
+APPLIED_AFTER_RESTART = "applied after restart"
+"""The outcome note of a decision a successor applied."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +49,7 @@ class ResumeLimits:
     max_replicas: int = 1000
     """Nor above this (a forged scale-up to 10⁶ replicas is a bill, not a plan)."""
     max_age_s: float = 60.0
-    """Older scale-ups are re-decided instead: a minute is one cold start; past it the demand that
+    """Older decisions are re-decided instead: a minute is one cold start; past it the demand that
     justified the decision is history."""
     clock_skew_s: float = 5.0
     """A decision stamped further in the future than this was not made by an honest clock."""
@@ -59,26 +71,48 @@ class ResumeVerdict:
     """The replica count to apply (the decision's, clamped); the fleet's when not applying."""
     note: str
     """The outcome's note in the ledger."""
+    victims: tuple[ReplicaId, ...] = ()
+    """The recorded victims as the fleet's *current* replica ids, at most ``from − to`` of them."""
 
 
-def resume_verdict(d: DecisionRecord, spec_replicas: int, now_ns: int, limits: ResumeLimits) -> ResumeVerdict:
-    """The verdict for decision ``d`` with the fleet at ``spec_replicas`` at Unix time ``now_ns``."""
-    if spec_replicas == d.to_replicas:
-        return ResumeVerdict(False, spec_replicas, "found applied after restart")
-    if spec_replicas != d.from_replicas:
-        return ResumeVerdict(False, spec_replicas, f"superseded: fleet at {spec_replicas} replicas, "
-                                                   f"neither {d.from_replicas} nor {d.to_replicas}")
+def resume_verdict(d: DecisionRecord, fleet: FleetState, now_ns: int, limits: ResumeLimits, *,
+                   data_note: str = "") -> ResumeVerdict:
+    """The verdict for decision ``d`` with the fleet as ``fleet`` at Unix time ``now_ns``;
+    ``data_note`` is why the resuming cycle's data is not fresh and complete ("" when it is)."""
+    spec = fleet.spec_replicas
+    if spec == d.to_replicas:
+        return ResumeVerdict(False, spec, "found applied after restart")
+    if spec != d.from_replicas:
+        return ResumeVerdict(False, spec, f"superseded: fleet at {spec} replicas, "
+                                          f"neither {d.from_replicas} nor {d.to_replicas}")
     age_s = (now_ns - d.ts_ns) / 1e9
-    if d.to_replicas < d.from_replicas:
-        return ResumeVerdict(False, spec_replicas, f"not resumed: a scale-down is never replayed after a restart "
-                                                   f"(recorded {age_s:.0f} s ago); the policy re-decides it on "
-                                                   "fresh data")
     if age_s > limits.max_age_s or age_s < -limits.clock_skew_s:
-        return ResumeVerdict(False, spec_replicas, f"not resumed: recorded {age_s:.0f} s ago, outside "
-                                                   f"[-{limits.clock_skew_s:g}, {limits.max_age_s:g}] s; "
-                                                   "re-decided on fresh data")
+        return ResumeVerdict(False, spec, f"not resumed: recorded {age_s:.0f} s ago, outside "
+                                          f"[-{limits.clock_skew_s:g}, {limits.max_age_s:g}] s; "
+                                          "re-decided on fresh data")
     to = min(limits.max_replicas, max(limits.min_replicas, d.to_replicas))
-    if to <= spec_replicas:
-        return ResumeVerdict(False, spec_replicas, f"not resumed: {d.to_replicas} replicas clamped to {to}, "
-                                                   f"no increase over {spec_replicas}")
-    return ResumeVerdict(True, to, "applied after restart")
+    if d.to_replicas > d.from_replicas:
+        if to <= spec:
+            return ResumeVerdict(False, spec, f"not resumed: {d.to_replicas} replicas clamped to {to}, "
+                                              f"no increase over {spec}")
+        return ResumeVerdict(True, to, APPLIED_AFTER_RESTART)
+    return _scale_down_verdict(d, fleet, to, data_note)
+
+
+def _scale_down_verdict(d: DecisionRecord, fleet: FleetState, to: int, data_note: str) -> ResumeVerdict:
+    """The scale-down checks beyond age: fresh data, victims present, still a decrease once clamped."""
+    spec = fleet.spec_replicas
+    if data_note:
+        return ResumeVerdict(False, spec, f"not resumed: a scale-down needs fresh, complete data and this "
+                                          f"cycle has {data_note}: no fresh data; the policy re-decides it")
+    ids = {r.name: r.replica for r in fleet.replicas}
+    missing = [v for v in d.victims if v not in ids]
+    if missing:
+        return ResumeVerdict(False, spec, f"not resumed: victim(s) {', '.join(missing)[:300]} no longer in the "
+                                          "fleet; the policy re-decides on fresh data")
+    if to >= spec:
+        return ResumeVerdict(False, spec, f"not resumed: {d.to_replicas} replicas clamped to {to}, "
+                                          f"no decrease from {spec}")
+    victims = tuple(dict.fromkeys(ids[v] for v in d.victims))[: spec - to]  # a forged row may repeat one
+    note = APPLIED_AFTER_RESTART if to == d.to_replicas else f"{APPLIED_AFTER_RESTART} (clamped to {to} replicas)"
+    return ResumeVerdict(True, to, note, victims)

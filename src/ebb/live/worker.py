@@ -4,7 +4,7 @@
 127.0.0.1, prints exactly one stdout line ``LISTENING http://127.0.0.1:PORT`` once bound, and serves
 ``POST /v1/generate``, ``GET /healthz``, ``GET /stats?since=SEQ`` and ``GET /metrics``.
 
-Service model (:class:`ebb.sim.latency.LatencyModel`, the simulator's H200 fit, as in
+Service model (:class:`ebb.model.latency.LatencyModel`, the simulator's H200 fit, as in
 ``ebb.sim.request_engine``): requests wait in a FIFO until one of ``max_batch`` slots is free;
 admitted requests are prefilled one at a time (``prefill_ms(input_tokens)``), which produces their
 first token; then one decode step (``step_ms(batch)``) advances every running sequence by one token,
@@ -45,7 +45,7 @@ from ebb.live.stats import (
     MAX_BODY_BYTES, BadRequest, CompletionRing, GenerateRequest, parse_generate, parse_since, stats_envelope,
 )
 from ebb.model import live as names
-from ebb.sim.latency import H200_DEFAULT, LatencyModel
+from ebb.model.latency import H200_DEFAULT, LatencyModel
 
 __all__ = ["Engine", "WorkerServer", "main"]
 

@@ -117,7 +117,8 @@ class Decision:
                reasons: tuple[str, ...] = (), victims: tuple[ReplicaId, ...] = ()) -> Decision:
         """The decision that moves ``from`` to ``to`` (``hold`` when equal): what a policy without its
         own explanation (HPA, KEDA, static, oracle) answers."""
-        return cls(t_s, action_between(from_replicas, to_replicas), from_replicas, max(0, to_replicas),
+        to = max(0, to_replicas)  # clamped before the action is chosen: 0 -> -1 is a hold
+        return cls(t_s, action_between(from_replicas, to), from_replicas, to,
                    policy=policy, reasons=reasons, victims=victims)
 
     @property

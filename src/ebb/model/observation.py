@@ -90,11 +90,11 @@ class FineSignals:
 class ScaleRequest:
     """A policy's answer when it also names victims: replicas to keep, and which to remove first
     (ids of ready or cold-starting replicas; the engine falls back to its default order for the
-    rest). ``note`` is carried into the run's decision log (e.g. a ledger decision id)."""
+    rest). The actuator's request: a :class:`~ebb.model.decision.Decision`'s ``to_replicas`` and
+    ``victims`` once the controller has accepted it."""
 
     replicas: int
     victims: tuple[ReplicaId, ...] = ()
-    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -119,8 +119,3 @@ class Observation:
     """Values of metrics-gate queries at this reconcile, keyed by query text (NaN = no data). The
     live controller measures them (PromQL) while a canary step is gated; None in the simulator,
     where gates read L1 signals."""
-
-
-def replicas_of(answer: int | ScaleRequest) -> int:
-    """The replica count of a policy's answer (either form), never negative."""
-    return max(0, int(answer.replicas if isinstance(answer, ScaleRequest) else answer))

@@ -1,42 +1,38 @@
 """A simulated run's decisions as ledger records (pure: records out, the CLI writes them).
 
-One :class:`~ebb.model.decisions.CycleRecord` per decision cycle that did something: Ebb's
-cycles carry its own explanation (signals, weights, vetoes, victims, plan); a baseline's
-cycles carry what can be known from outside — the change and the policy that made it.
-Decision ids are short and stable within a run: ``<run>-<policy#>-<n>`` (e.g. ``r7f3a-2-15``).
-Timestamps are virtual seconds since the trace start, as nanoseconds.
+One :class:`~ebb.model.decisions.CycleRecord` per noteworthy decision of the run
+(:attr:`PolicyRun.noteworthy <ebb.score.results.PolicyRun.noteworthy>`: changes, recorded vetoes,
+canary gate steps), built by :mod:`ebb.decide.records` exactly as the live controller builds its
+own: Ebb's cycles carry its explanation (signals, weights, vetoes, victims, plan), a baseline's
+its change and reason. Victims are named ``replica-<id>``; the snapshot is the target the
+policy saw (``{"replicas": from}``); a scale-up is caused by the change recorded before it.
+
+Decision ids are short and stable within a run: ``<run>-<policy#>-<n>`` (e.g. ``r7f3a-2-15``),
+cycles ``<run>-<policy#>-c<n>``, ``n`` from 1 in time order. Timestamps are virtual seconds since
+the trace start, as nanoseconds.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from ebb.decide.records import decision_from_explanation
+from ebb.decide.records import caused_by, cycle_record, decision_record, sim_victim_name
 from ebb.model.decisions import CycleRecord
 from ebb.model.ids import CycleId, DecisionId, RunId
-from ebb.sim.results import PolicyRun
+from ebb.score.results import PolicyRun
+
+__all__ = ["run_cycles"]
 
 
 def run_cycles(run_id: str, policy_index: int, run: PolicyRun, target: str = "serving") -> list[CycleRecord]:
-    """Ledger cycles for one policy's run, in time order."""
+    """Ledger cycles for one policy's run, in time order (see the module docstring)."""
     pol = run.scorecard.policy
     out: list[CycleRecord] = []
-    items: list[tuple[float, dict[str, Any]]] = []
-    if run.explanations:
-        items = [(float(e["t_s"]), e) for e in run.explanations]
-    else:
-        items = [(t, {"action": "scale_up" if b > a else "scale_down", "from": a, "to": b,
-                      "reasons": [f"{pol} changed its target"]}) for t, a, b in run.decisions]
     prev: DecisionId | None = None
-    for n, (t, e) in enumerate(items, start=1):
+    for n, d in enumerate(run.noteworthy, start=1):
         did = DecisionId(f"{run_id}-{policy_index}-{n}")
-        cid = CycleId(f"{run_id}-{policy_index}-c{n}")
-        action = str(e.get("action", "hold"))
-        rec = decision_from_explanation(
-            e, decision_id=did, cycle_id=cid, run_id=RunId(run_id), ts_ns=int(round(t * 1e9)), target=target,
-            policy=pol, caused_by=(prev,) if prev is not None and action == "scale_up" else ())
-        out.append(CycleRecord(cycle_id=cid, run_id=RunId(run_id), ts_ns=rec.ts_ns, policy=pol, decisions=(rec,),
-                               snapshot={"replicas": rec.from_replicas}))
-        if action in ("scale_down", "scale_up"):
+        rec = decision_record(d, decision_id=did, cycle_id=CycleId(f"{run_id}-{policy_index}-c{n}"),
+                              run_id=RunId(run_id), ts_ns=int(round(d.t_s * 1e9)), target=target,
+                              victim_name=sim_victim_name, caused=caused_by(d, prev))
+        out.append(cycle_record(rec, policy=pol, snapshot={"replicas": d.from_replicas}))
+        if d.changes:
             prev = did
     return out

@@ -1,7 +1,8 @@
 """Replica lifecycles of one run and what they cost: billed replica-seconds, replicas per bin.
 
 A replica is billed from the instant it is requested (the GPU is held through the cold start)
-until it stops (after its drain). Both fidelities produce a :class:`FleetLog`.
+until it stops (after its drain). Both fidelities produce a :class:`FleetLog` through the shared
+lifecycle (:class:`ebb.sim.lifecycle.Lifecycles`, which refuses moves outside its transition table).
 """
 
 from __future__ import annotations

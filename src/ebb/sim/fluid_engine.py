@@ -2,7 +2,7 @@
 
 For months of per-second counts, simulating every request is wasteful; this engine advances one
 bin (default 1 s) at a time with the same fleet rules (cold start, drain, billing, policy ticks,
-metric pipelines) and the same calibrated :class:`~ebb.sim.latency.LatencyModel`:
+metric pipelines) and the same calibrated :class:`~ebb.model.latency.LatencyModel`:
 
 * **Admission.** Requests in the router queue and new arrivals take free slots
   (``max_batch × ready − active``), FIFO.
@@ -19,7 +19,8 @@ metric pipelines) and the same calibrated :class:`~ebb.sim.latency.LatencyModel`
   busy whenever occupancy reaches it, so GPU busy fraction = ``min(1, L̄ / ready)``; in-flight
   per replica = ``L̄ / ready``; completions per replica; policies read them through their pipeline.
 
-Agreement with the request engine is tested on the Azure traces (GPU-hours within 5 %,
+Replica phases move only along :data:`ebb.sim.lifecycle.TRANSITIONS` (shared with the request
+engine). Agreement with the request engine is tested on the Azure traces (GPU-hours within 5 %,
 violation rates within the tolerance documented in ``docs/simulator.md``).
 Cost: O(1) Python work per bin; ~5 M bins (58 days at 1 s) in well under 2 minutes.
 """
@@ -28,22 +29,23 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from ebb.model.ids import ReplicaId
-from ebb.sim.fleet import FleetLog, ReplicaLog, choose_victims, zone_of
-from ebb.model.decision import Decision
-from ebb.sim.fine import FineBuffer
 from ebb.decide.base import Policy
+from ebb.model.decision import Decision
+from ebb.model.ids import ReplicaId
 from ebb.model.observation import Observation, PodView
+from ebb.sim.fine import FineBuffer
+from ebb.sim.fleet import FleetLog, choose_victims, zone_of
+from ebb.sim.lifecycle import DRAINING, READY, STARTING, STOPPED, Lifecycles
 from ebb.sim.settings import SimSettings
 
 FloatArray = npt.NDArray[np.float64]
-
-_STARTING, _READY, _DRAINING, _STOPPED = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -82,283 +84,398 @@ class FluidOutcome:
 
 def simulate_fluid(demand: FluidDemand, policy: Policy, settings: SimSettings) -> tuple[FluidOutcome, FleetLog]:
     """Advance bin by bin; see the module docstring for the model."""
-    lat = settings.cluster.latency
-    dt = demand.bin_s
-    cold = settings.cluster.cold_start_s
-    mb = float(lat.max_batch)
-    slo_ttft = settings.slo.ttft_ms / 1000.0
-    slo_e2e = settings.slo.e2e_ms / 1000.0
-    tin = np.sort(demand.tokens_in_sample)
-    tout = np.sort(demand.tokens_out_sample)
-    pf_s = lat.prefill_ms(tin) / 1000.0  # sorted too (monotone in tokens)
-    pf_list = pf_s.tolist()
-    out_list = tout.tolist()
-    ns = len(out_list)
-    mean_pf = float(pf_s.mean()) if ns else 0.0
-    mean_out = max(1.0, float(tout.mean())) if ns else 1.0
-    d_base, d_per = lat.decode_base_ms / 1000.0, lat.decode_ms_per_seq / 1000.0
-    u_cap = lat.max_prefill_share
+    run = _FluidRun(demand, policy, settings)
+    run.start_fleet()
+    run.run_bins()
+    return run.finish_run()
 
-    counts = demand.counts.tolist()
-    nb = len(counts)
-    viol = np.zeros(nb)
-    ttft_base = np.zeros(nb)
-    tau_arr = np.zeros(nb)
 
-    # Per-second cumulative signals for pipelines (index = whole second).
-    n_sec = int(math.ceil(nb * dt + settings.drain_horizon_s)) + 2
-    cum_busy = np.zeros(n_sec)  # per ready replica
-    cum_done = np.zeros(n_sec)  # per ready replica
-    inflight_g = np.zeros(n_sec)  # per ready replica gauge
-    cum_arr = np.zeros(n_sec)
-    total_inflight = np.zeros(n_sec)
-    queued_g = np.zeros(n_sec)
-    acc_busy = acc_done = acc_arr = 0.0
+class _FluidRun:
+    """One run's state and its steps: the fleet (:attr:`fleet`), the fluid pool (active, decoding,
+    queue, prefill backlog), the per-second signals the pipelines read, and the per-bin outputs."""
 
-    logs: list[ReplicaLog] = []
-    state: list[int] = []
-    live: list[int] = []
-    ready_n = 0
-    starting: list[tuple[float, int]] = []
-    draining: list[tuple[float, int]] = []
-    spec = 0
-    scale_ups = scale_downs = 0
-    decisions: list[tuple[float, int, int]] = []
-    noteworthy: list[Decision] = []
-    fine_on = policy.pipeline.fine_ms is not None
-    fine_buf = FineBuffer()
-    f_t, f_pf, f_slot, f_q = fine_buf.t, fine_buf.prefill, fine_buf.slot, fine_buf.queued
-    d_t, d_ttft, d_e2e, d_w = fine_buf.done_t, fine_buf.done_ttft_ms, fine_buf.done_e2e_ms, fine_buf.done_weight
-    q_in = np.quantile(tin, [0.5, 0.99]) if ns else np.zeros(2)
-    q_out = np.quantile(tout, [0.5, 0.99]) if ns else np.ones(2)
-    pf_q = lat.prefill_ms(q_in) / 1000.0
+    __slots__ = ("policy", "settings", "dt", "cold", "mb", "slo_ttft", "slo_e2e", "pf_list", "out_list", "ns",
+                 "mean_pf", "mean_out", "d_base", "d_per", "u_cap", "counts", "nb", "viol", "ttft_base", "tau_arr",
+                 "n_sec", "cum_busy", "cum_done", "inflight_g", "cum_arr", "total_inflight", "queued_g",
+                 "fleet", "starting", "draining", "spec",
+                 "scale_ups", "scale_downs", "decisions", "noteworthy", "fine_on", "fine_buf", "q_out", "pf_q",
+                 "pool", "t")
 
-    def new_replica(t: float, warm: bool) -> None:
-        nonlocal ready_n
-        rid = len(logs)
-        logs.append(ReplicaLog(ReplicaId(rid), t, t if warm else math.nan, math.nan))
-        state.append(_READY if warm else _STARTING)
-        live.append(rid)
-        if warm:
-            ready_n += 1
-        else:
-            starting.append((t + cold, rid))
+    def __init__(self, demand: FluidDemand, policy: Policy, settings: SimSettings) -> None:
+        lat = settings.cluster.latency
+        self.policy, self.settings = policy, settings
+        self.dt = demand.bin_s
+        self.cold = settings.cluster.cold_start_s
+        self.mb = float(lat.max_batch)
+        self.slo_ttft = settings.slo.ttft_ms / 1000.0
+        self.slo_e2e = settings.slo.e2e_ms / 1000.0
+        tin = np.sort(demand.tokens_in_sample)
+        tout = np.sort(demand.tokens_out_sample)
+        pf_s = lat.prefill_ms(tin) / 1000.0  # sorted too (monotone in tokens)
+        self.pf_list: list[float] = pf_s.tolist()
+        self.out_list: list[float] = tout.tolist()
+        ns = self.ns = len(self.out_list)
+        self.mean_pf = float(pf_s.mean()) if ns else 0.0
+        self.mean_out = max(1.0, float(tout.mean())) if ns else 1.0
+        self.d_base, self.d_per = lat.decode_base_ms / 1000.0, lat.decode_ms_per_seq / 1000.0
+        self.u_cap = lat.max_prefill_share
+        # Typical and tail request (p50, p99) for the fine completions' two weighted samples.
+        self.q_out = np.quantile(tout, [0.5, 0.99]) if ns else np.ones(2)
+        self.pf_q = lat.prefill_ms(np.quantile(tin, [0.5, 0.99]) if ns else np.zeros(2)) / 1000.0
+        self.counts: list[float] = demand.counts.tolist()
+        nb = self.nb = len(self.counts)
+        self.viol, self.ttft_base, self.tau_arr = np.zeros(nb), np.zeros(nb), np.zeros(nb)
+        self._init_signals(int(math.ceil(nb * self.dt + settings.drain_horizon_s)) + 2)
+        self.fleet = Lifecycles()
+        self.starting: list[tuple[float, int]] = []  # (ready at, rid), in request order
+        self.draining: list[tuple[float, int]] = []  # (stops at, rid)
+        self.spec = self.scale_ups = self.scale_downs = 0
+        self.decisions: list[tuple[float, int, int]] = []
+        self.noteworthy: list[Decision] = []
+        self.fine_on = policy.pipeline.fine_ms is not None
+        self.fine_buf = FineBuffer()
+        self.pool = _pool(self)
+        self.t = 0.0
 
-    def stop(rid: int, t: float) -> None:
-        state[rid] = _STOPPED
-        live.remove(rid)
-        lg = logs[rid]
-        logs[rid] = ReplicaLog(lg.replica, lg.requested_s, lg.ready_s, t)
+    def _init_signals(self, n_sec: int) -> None:
+        """Per-second cumulative signals for the pipelines (index = whole second)."""
+        self.n_sec = n_sec
+        self.cum_busy = np.zeros(n_sec)  # per ready replica
+        self.cum_done = np.zeros(n_sec)  # per ready replica
+        self.inflight_g = np.zeros(n_sec)  # per ready replica gauge
+        self.cum_arr = np.zeros(n_sec)
+        self.total_inflight = np.zeros(n_sec)
+        self.queued_g = np.zeros(n_sec)
 
-    # Model state.
-    active = 0.0  # admitted, not finished (prefilling + decoding)
-    decoding = 0.0  # admitted and past their prefill
-    l_avg = 0.0  # time-average occupancy of the last bin
-    queue = 0.0  # router queue
-    backlog = 0.0  # prefill seconds not yet done, fleet-wide
-    tau = d_base + d_per
-    service_s = mean_pf + mean_out * tau
+    # -- fleet -----------------------------------------------------------------------------------
 
-    def observe(t: float) -> Observation:
-        pipe = policy.pipeline
-        sec_now = min(int(t), n_sec - 1)
-        s = (sec_now - pipe.offset_s) // pipe.period_s * pipe.period_s + pipe.offset_s
-        lo = max(s - pipe.window_s, 0)
-        pods: list[PodView] = []
-        util = qps = infl = None
-        if s > lo:
-            util = float((cum_busy[s] - cum_busy[lo]) / (s - lo))
-            qps = float((cum_done[s] - cum_done[lo]) / (s - lo))
-        if s >= 0:
-            infl = float(inflight_g[s])
-        for rid in (live if pipe.per_pod else ()):
-            st = state[rid]
-            lg = logs[rid]
-            if st == _DRAINING:
-                continue
-            if st == _READY and lg.ready_s <= s:
-                pods.append(PodView(ReplicaId(rid), lg.requested_s, lg.ready_s, util, infl, qps, zone_of(rid)))
-            elif lg.requested_s <= s:
-                pods.append(PodView(ReplicaId(rid), lg.requested_s, lg.ready_s if st == _READY else None,
-                                    0.0, 0.0, 0.0, zone_of(rid)))
-            else:
-                pods.append(PodView(ReplicaId(rid), lg.requested_s, lg.ready_s if st == _READY else None,
-                                    None, None, None, zone_of(rid)))
-        tq = float((cum_arr[s] - cum_arr[lo]) / (s - lo)) if s > lo else None
-        ti = float(total_inflight[s]) if s >= 0 else None
-        qq = float(queued_g[s]) if s >= 0 else None
-        fine = fine_buf.take() if fine_on else None
-        return Observation(t, spec, ready_n, tuple(pods), tq, ti, qq, fine)
+    def start_fleet(self) -> None:
+        """t = 0: the policy's first answer starts warm (the fleet was already serving)."""
+        init = self.settings.cluster.initial_replicas
+        if init is None:
+            init = max(1, self.policy.decide(Observation(0.0, 0, 0, (), None, None, None)).to_replicas)
+        for _ in range(init):
+            self.fleet.add(0.0, warm=True)
+        self.spec = init
 
-    def apply(decision: Decision, t: float) -> None:
-        nonlocal spec, scale_ups, scale_downs, ready_n, active, backlog, decoding
-        # Replicas are interchangeable in the fluid model: named victims change nothing.
-        if decision.noteworthy:
-            noteworthy.append(decision)
-        desired = decision.to_replicas
-        if desired == spec:
-            return
-        decisions.append((t, spec, desired))
-        if desired > spec:
-            scale_ups += 1
-            for _ in range(desired - spec):
-                new_replica(t, warm=False)
-        else:
-            scale_downs += 1
-            k = spec - desired
-            cancel, ready_ids = choose_victims([rid for _, rid in starting if state[rid] == _STARTING],
-                                               [rid for rid in live if state[rid] == _READY], k)
-            for rid in cancel:
-                stop(rid, t)
-            # Expected drain: an idle replica (prob. e^-b) stops at once; a busy one when the
-            # last of its ~b sequences ends (mean service × harmonic number ~ 1 + ln b).
-            b_now = l_avg / ready_n if ready_n else 0.0
-            drain_s = (1.0 - math.exp(-b_now)) * service_s * (1.0 + math.log(max(b_now, 1.0)))
-            for rid in ready_ids:
-                state[rid] = _DRAINING
-                # Its share of in-flight requests finishes on it, not on the others.
-                if ready_n > 0:
-                    active -= active / ready_n
-                    decoding -= decoding / ready_n
-                    backlog -= backlog / ready_n
-                ready_n -= 1
-                # It stops after drain_s (above); billing runs until then.
-                draining.append((t + drain_s, rid))
-        spec = desired
-
-    init = settings.cluster.initial_replicas
-    if init is None:
-        init = max(1, policy.decide(Observation(0.0, 0, 0, (), None, None, None)).to_replicas)
-    for _ in range(init):
-        new_replica(0.0, warm=True)
-    spec = init
-
-    interval = float(policy.interval_s)
-    next_tick = interval
-    next_sec = 0
-    last_t = nb * dt
-    k = 0
-    t = 0.0
-    exp = math.exp
-    while True:
-        t = k * dt
-        # Second boundaries inside this bin: record cumulative signals for pipelines.
-        while next_sec <= t and next_sec < n_sec:
-            cum_busy[next_sec] = acc_busy
-            cum_done[next_sec] = acc_done
-            cum_arr[next_sec] = acc_arr
-            inflight_g[next_sec] = l_avg / ready_n if ready_n else 0.0
-            total_inflight[next_sec] = active + queue
-            queued_g[next_sec] = queue
-            next_sec += 1
-        if starting:
+    def _lifecycle_step(self, t: float) -> None:
+        """Cold starts due by ``t`` become ready (at their own instant); drains due by ``t`` stop."""
+        fleet = self.fleet
+        phase = fleet.phase
+        if self.starting:
             still = []
-            for ra, rid in starting:
-                if state[rid] != _STARTING:
-                    continue
+            for ra, rid in self.starting:
+                if phase[rid] != STARTING:
+                    continue  # cancelled by a scale-down
                 if ra <= t:
-                    state[rid] = _READY
-                    lg = logs[rid]
-                    logs[rid] = ReplicaLog(lg.replica, lg.requested_s, ra, math.nan)
-                    ready_n += 1
+                    fleet.move(rid, READY, ra)
                 else:
                     still.append((ra, rid))
-            starting[:] = still
-        if draining:
+            self.starting[:] = still
+        if self.draining:
             rest = []
-            for te, rid in draining:
+            for te, rid in self.draining:
                 if te <= t:
-                    if state[rid] == _DRAINING:
-                        stop(rid, te)
+                    if phase[rid] == DRAINING:
+                        fleet.move(rid, STOPPED, te)
                 else:
                     rest.append((te, rid))
-            draining[:] = rest
-        while next_tick <= t:
-            apply(policy.decide(observe(next_tick)), next_tick)
-            next_tick += interval
-        if k >= nb and active < 1e-6 and queue < 1e-6:
-            break
-        if t > last_t + settings.drain_horizon_s:
-            break
-        a = counts[k] if k < nb else 0.0
-        acc_arr += a
-        # Admission (FIFO: the router queue first).
-        want = queue + a
-        slots = mb * ready_n - active
-        adm = want if want < slots else (slots if slots > 0 else 0.0)
-        queue = want - adm
-        active += adm
-        backlog += adm * mean_pf
-        cap = ready_n * dt
-        done_pf = backlog if backlog < cap else cap
-        backlog -= done_pf
-        # Requests whose prefill completed start decoding; only they can finish.
-        decoding += done_pf / mean_pf if mean_pf > 0 else adm
-        if decoding > active:
-            decoding = active
-        u = done_pf / cap if cap > 0 else 0.0
-        if u > u_cap:
-            u = u_cap
-        if ready_n:
-            b = active / ready_n
-            bb = 1.0 if b < 1.0 else (mb if b > mb else b)
-            step = d_base + d_per * bb
-            tau = step / (1.0 - u)
-            # Each sequence finishes at rate mu (1/s); below the batch cap the pool drains
-            # exponentially (exact for a constant rate over the bin), at the cap it is
-            # throughput-bound: ready × max_batch × mu completions per second.
-            mu = (1.0 - u) / (step * mean_out)
-            x = mu * dt
-            drained = 1.0 - exp(-x)
-            fin = decoding * drained
-            cap_fin = ready_n * mb * mu * dt
-            if fin > cap_fin:
-                fin = cap_fin
-            # Time-average occupancy over the bin (prefilling + exponentially decaying decode):
-            # with least-loaded routing a replica is busy whenever occupancy reaches it, so the
-            # busy fraction is min(1, occupancy / ready), and the in-flight gauge reads it too.
-            l_avg = (active - decoding) + (decoding * drained / x if x > 1e-9 else decoding)
-            active -= fin
-            decoding -= fin
-            acc_done += fin / ready_n
-            occ = l_avg / ready_n
-            acc_busy += (occ if occ < 1.0 else 1.0) * dt
-            wait_q = queue / (fin / dt) if fin > 1e-12 else (slo_e2e * 10 if queue > 0 else 0.0)
-            wait_p = backlog / ready_n
-        else:
-            wait_q = slo_e2e * 10 if (queue + active) > 0 else 0.0
-            wait_p = 0.0
-        if fine_on:
-            f_t.append(t + dt)
-            f_pf.append(done_pf / dt)
-            f_slot.append(l_avg / mb if ready_n else 0.0)
-            f_q.append(queue)
-            if ready_n and fin > 0:
-                # Completions of the bin as two weighted samples: typical and tail request.
-                b0 = wait_q + wait_p
-                for w_, j in ((0.99, 0), (0.01, 1)):
-                    ttft_s = b0 + pf_q[j]
-                    d_t.append(t + dt)
-                    d_ttft.append(ttft_s * 1000.0)
-                    d_e2e.append((ttft_s + q_out[j] * tau) * 1000.0)
-                    d_w.append(fin * w_)
-        if k < nb:
-            base = wait_q + wait_p
-            ttft_base[k] = base
-            tau_arr[k] = tau
-            service_s = mean_pf + mean_out * tau
-            if a > 0:
-                # P(ok) over the empirical token distributions.
-                p_ttft = bisect.bisect_right(pf_list, slo_ttft - base) / ns if ns else 1.0
-                lim = (slo_e2e - base - mean_pf) / tau
-                p_e2e = bisect.bisect_right(out_list, lim) / ns if ns else 1.0
-                viol[k] = a * (1.0 - p_ttft * p_e2e)
-        k += 1
+            self.draining[:] = rest
 
-    t_end = max(last_t, t)
-    for rid in list(live):
-        stop(rid, t_end)
-    dropped = queue + active
-    return (FluidOutcome(viol, ttft_base, tau_arr, dropped),
-            FleetLog(tuple(logs), scale_ups, scale_downs, end_s=t_end, decisions=tuple(decisions),
-                                 noteworthy=tuple(noteworthy)))
+    # -- the bin loop ----------------------------------------------------------------------------
+
+    def run_bins(self) -> None:
+        """Bin by bin: move the fleet, tick the policy, serve bins until one of those is due again;
+        until every bin is served and the pool is empty, or the drain horizon passed."""
+        policy, dt, nb, starting, draining = self.policy, self.dt, self.nb, self.starting, self.draining
+        stop_after = nb * dt + self.settings.drain_horizon_s
+        serve, empty = self.pool.serve, self.pool.empty
+        interval = float(policy.interval_s)
+        next_tick = interval
+        k = 0
+        t = 0.0
+        while True:
+            t = k * dt
+            if starting or draining:
+                self._lifecycle_step(t)
+            while next_tick <= t:
+                self._apply(policy.decide(self._observe(next_tick)), next_tick)
+                next_tick += interval
+            if k >= nb and empty():
+                break
+            if t > stop_after:
+                break
+            # The next bin start at which the fleet or the policy acts (cancelled cold starts included:
+            # an early stop there only costs one more pass through this loop).
+            t_event = next_tick
+            if starting:
+                t_event = min(t_event, min(starting)[0])
+            if draining:
+                t_event = min(t_event, min(draining)[0])
+            k = serve(k, t_event, stop_after)
+        self.t = t
+
+    # -- the policy ------------------------------------------------------------------------------
+
+    def _observe(self, t: float) -> Observation:
+        """What the policy sees at ``t``: the newest pipeline sample's window. Every ready replica
+        reads the fleet's per-replica values (replicas are interchangeable in the fluid model)."""
+        pipe = self.policy.pipeline
+        sec_now = min(int(t), self.n_sec - 1)
+        s = (sec_now - pipe.offset_s) // pipe.period_s * pipe.period_s + pipe.offset_s
+        lo = max(s - pipe.window_s, 0)
+        pods = tuple(self._pods(s, lo)) if pipe.per_pod else ()
+        cum_arr = self.cum_arr
+        tq = float((cum_arr[s] - cum_arr[lo]) / (s - lo)) if s > lo else None
+        ti = float(self.total_inflight[s]) if s >= 0 else None
+        qq = float(self.queued_g[s]) if s >= 0 else None
+        fine = self.fine_buf.take() if self.fine_on else None
+        return Observation(t, self.spec, len(self.fleet.ready), pods, tq, ti, qq, fine)
+
+    def _pods(self, s: int, lo: int) -> list[PodView]:
+        """Live replicas but the draining ones, oldest first, read over the window ``[lo, s]``: ready
+        ones since before ``s`` see the fleet's values, others requested by ``s`` zeros, later ones none."""
+        util = qps = infl = None
+        if s > lo:
+            util = float((self.cum_busy[s] - self.cum_busy[lo]) / (s - lo))
+            qps = float((self.cum_done[s] - self.cum_done[lo]) / (s - lo))
+        if s >= 0:
+            infl = float(self.inflight_g[s])
+        fleet = self.fleet
+        phase, requested, ready = fleet.phase, fleet.requested_s, fleet.ready_s
+        pods: list[PodView] = []
+        for rid in fleet.live:
+            st = phase[rid]
+            if st == DRAINING:
+                continue
+            if st == READY and ready[rid] <= s:
+                pods.append(PodView(ReplicaId(rid), requested[rid], ready[rid], util, infl, qps, zone_of(rid)))
+            elif requested[rid] <= s:
+                pods.append(PodView(ReplicaId(rid), requested[rid], ready[rid] if st == READY else None,
+                                    0.0, 0.0, 0.0, zone_of(rid)))
+            else:
+                pods.append(PodView(ReplicaId(rid), requested[rid], ready[rid] if st == READY else None,
+                                    None, None, None, zone_of(rid)))
+        return pods
+
+    def _apply(self, decision: Decision, t: float) -> None:
+        """Record ``decision`` and move the fleet to its target: add cold-starting replicas, or cancel
+        and drain victims in the ReplicaSet's order. Replicas are interchangeable in the fluid model:
+        named victims change nothing."""
+        if decision.noteworthy:
+            self.noteworthy.append(decision)
+        desired, spec = decision.to_replicas, self.spec
+        if desired == spec:
+            return
+        self.decisions.append((t, spec, desired))
+        if desired > spec:
+            self.scale_ups += 1
+            for _ in range(desired - spec):
+                self.starting.append((t + self.cold, self.fleet.add(t, warm=False)))
+        else:
+            self.scale_downs += 1
+            fleet = self.fleet
+            cancel, drain = choose_victims(fleet.starting(), fleet.ready, spec - desired)
+            for rid in cancel:
+                fleet.move(rid, STOPPED, t)
+            self._drain(drain, t)
+        self.spec = desired
+
+    def _drain(self, victims: list[int], t: float) -> None:
+        """Ready ``victims`` drain: each takes its share of the pool and stops after the expected drain."""
+        fleet, pool = self.fleet, self.pool
+        drain_s = pool.drain_s()
+        for rid in victims:
+            pool.shed()
+            fleet.move(rid, DRAINING, t)
+            # It stops after drain_s (above); billing runs until then.
+            self.draining.append((t + drain_s, rid))
+
+    def finish_run(self) -> tuple[FluidOutcome, FleetLog]:
+        """Stop every replica at the end (the last bin or the last served instant, whichever is later)."""
+        t_end = max(self.nb * self.dt, self.t)
+        self.fleet.stop_all(t_end)
+        fleet_log = self.fleet.fleet_log(scale_ups=self.scale_ups, scale_downs=self.scale_downs, end_s=t_end,
+                                         decisions=self.decisions, noteworthy=self.noteworthy)
+        return FluidOutcome(self.viol, self.ttft_base, self.tau_arr, self.pool.unserved()), fleet_log
+
+
+# -- the pool: state in closure cells shared by its operations; the bin loop runs on locals -------
+
+
+class _Pool(NamedTuple):
+    """The fluid pool's operations (see :func:`_pool`)."""
+
+    serve: Callable[[int, float, float], int]
+    """``serve(k, t_event, stop_after) -> k'``: serve bins k, k+1, ... with the fleet's ready replicas
+    (admission, prefill, decode, signals, fine samples, violations; module docstring), recording each
+    second boundary passed; stop at the first bin ``k'`` starting at or after ``t_event``, past
+    ``stop_after``, or after the last bin with the pool empty — where the caller acts, then resumes."""
+    shed: Callable[[], None]
+    """One ready replica starts draining: its 1/ready share of the pool finishes on it, off the books."""
+    drain_s: Callable[[], float]
+    """Expected drain time (s) of a replica chosen now: 0 when idle (prob. e^-b), else the mean service
+    time × the harmonic number of its ~b sequences (~ 1 + ln b)."""
+    empty: Callable[[], bool]
+    """Whether the router queue and the admitted-unfinished requests are both below 1e-6 (the end test)."""
+    unserved: Callable[[], float]
+    """Requests queued or in flight (dropped, at the end of the run)."""
+
+
+def _pool(run: _FluidRun) -> _Pool:
+    """The pool of ``run``: admitted requests (prefilling + decoding), the router queue and the prefill
+    backlog, served by the fleet's ready replicas. ``serve`` copies the state to locals for its run of
+    bins and back (a policy ticking every bin makes runs of one bin, so both copies are cell-cheap)."""
+    counts, nb, dt, mb, u_cap, d_base, d_per = run.counts, run.nb, run.dt, run.mb, run.u_cap, run.d_base, run.d_per
+    mean_pf, mean_out, slo_e2e, ready = run.mean_pf, run.mean_out, run.slo_e2e, run.fleet.ready
+    fine_on, fine_sample, score = run.fine_on, _fine_sampler(run), _bin_scorer(run)
+    cum_busy, cum_done, cum_arr, n_sec = run.cum_busy, run.cum_done, run.cum_arr, run.n_sec
+    inflight_g, total_inflight, queued_g = run.inflight_g, run.total_inflight, run.queued_g
+    exp = math.exp
+    p_active = 0.0  # admitted, not finished (prefilling + decoding)
+    p_decoding = 0.0  # admitted and past their prefill
+    p_l_avg = 0.0  # time-average occupancy of the last bin
+    p_queue = 0.0  # router queue
+    p_backlog = 0.0  # prefill seconds not yet done, fleet-wide
+    p_tau = d_base + d_per  # per-token decode time (s)
+    p_service_s = mean_pf + mean_out * p_tau  # mean request service time (s)
+    p_acc_busy = p_acc_done = p_acc_arr = 0.0  # cumulative busy s, completions (per ready replica), arrivals
+    p_sec = 1  # first second boundary not yet recorded (second 0 holds zeros: nothing happened yet)
+
+    def serve(k: int, t_event: float, stop_after: float) -> int:
+        nonlocal p_active, p_decoding, p_l_avg, p_queue, p_backlog, p_tau, p_service_s, p_acc_busy, p_acc_done
+        nonlocal p_acc_arr, p_sec
+        queue, active, backlog, decoding, l_avg, tau = p_queue, p_active, p_backlog, p_decoding, p_l_avg, p_tau
+        acc_arr, acc_done, acc_busy, service_s, sec = p_acc_arr, p_acc_done, p_acc_busy, p_service_s, p_sec
+        ready_n, t = len(ready), k * dt
+        while True:
+            a = counts[k] if k < nb else 0.0
+            acc_arr += a
+            # Admission (FIFO: the router queue first).
+            want = queue + a
+            slots = mb * ready_n - active
+            adm = want if want < slots else (slots if slots > 0 else 0.0)
+            queue = want - adm
+            active += adm
+            backlog += adm * mean_pf
+            cap = ready_n * dt
+            done_pf = backlog if backlog < cap else cap
+            backlog -= done_pf
+            # Requests whose prefill completed start decoding; only they can finish.
+            decoding += done_pf / mean_pf if mean_pf > 0 else adm
+            if decoding > active:
+                decoding = active
+            u = done_pf / cap if cap > 0 else 0.0
+            if u > u_cap:
+                u = u_cap
+            fin = 0.0
+            if ready_n:
+                b = active / ready_n
+                bb = 1.0 if b < 1.0 else (mb if b > mb else b)
+                step = d_base + d_per * bb
+                tau = step / (1.0 - u)
+                # Each sequence finishes at rate mu (1/s); below the batch cap the pool drains
+                # exponentially (exact for a constant rate over the bin), at the cap it is
+                # throughput-bound: ready × max_batch × mu completions per second.
+                mu = (1.0 - u) / (step * mean_out)
+                x = mu * dt
+                drained = 1.0 - exp(-x)
+                fin = decoding * drained
+                cap_fin = ready_n * mb * mu * dt
+                if fin > cap_fin:
+                    fin = cap_fin
+                # Time-average occupancy over the bin (prefilling + exponentially decaying decode):
+                # with least-loaded routing a replica is busy whenever occupancy reaches it, so the
+                # busy fraction is min(1, occupancy / ready), and the in-flight gauge reads it too.
+                l_avg = (active - decoding) + (decoding * drained / x if x > 1e-9 else decoding)
+                active -= fin
+                decoding -= fin
+                acc_done += fin / ready_n
+                occ = l_avg / ready_n
+                acc_busy += (occ if occ < 1.0 else 1.0) * dt
+                wait_q = queue / (fin / dt) if fin > 1e-12 else (slo_e2e * 10 if queue > 0 else 0.0)
+                wait_p = backlog / ready_n
+            else:
+                wait_q = slo_e2e * 10 if (queue + active) > 0 else 0.0
+                wait_p = 0.0
+            if fine_on:
+                fine_sample(t + dt, done_pf, l_avg / mb if ready_n else 0.0, queue, fin, wait_q + wait_p, tau)
+            if k < nb:
+                service_s = mean_pf + mean_out * tau
+                score(k, a, wait_q + wait_p, tau)
+            k += 1
+            t = k * dt
+            while sec <= t and sec < n_sec:  # the seconds up to the next bin's start
+                cum_busy[sec], cum_done[sec], cum_arr[sec] = acc_busy, acc_done, acc_arr
+                inflight_g[sec] = l_avg / ready_n if ready_n else 0.0
+                total_inflight[sec], queued_g[sec] = active + queue, queue
+                sec += 1
+            if t >= t_event or t > stop_after or (k >= nb and active < 1e-6 and queue < 1e-6):
+                break
+        p_queue, p_active, p_backlog, p_decoding, p_l_avg, p_tau = queue, active, backlog, decoding, l_avg, tau
+        p_acc_arr, p_acc_done, p_acc_busy, p_service_s, p_sec = acc_arr, acc_done, acc_busy, service_s, sec
+        return k
+
+    def shed() -> None:
+        nonlocal p_active, p_decoding, p_backlog
+        ready_n = len(ready)
+        if ready_n > 0:
+            p_active -= p_active / ready_n
+            p_decoding -= p_decoding / ready_n
+            p_backlog -= p_backlog / ready_n
+
+    def drain_s() -> float:
+        b_now = p_l_avg / len(ready) if ready else 0.0
+        return (1.0 - math.exp(-b_now)) * p_service_s * (1.0 + math.log(max(b_now, 1.0)))
+
+    def empty() -> bool:
+        return p_active < 1e-6 and p_queue < 1e-6
+
+    def unserved() -> float:
+        return p_queue + p_active
+
+    return _Pool(serve, shed, drain_s, empty, unserved)
+
+
+def _fine_sampler(run: _FluidRun) -> Callable[[float, float, float, float, float, float, float], None]:
+    """``sample(t, done_pf, slot, queue, fin, base, tau)``: the bin's fine sample at its end ``t``, and
+    its ``fin`` completions as two weighted samples — the typical (p50, weight 0.99) and the tail
+    (p99, weight 0.01) request at router + backlog wait ``base``."""
+    buf, pf_q, q_out, dt = run.fine_buf, run.pf_q, run.q_out, run.dt
+    f_t, f_pf, f_slot, f_q = buf.t.append, buf.prefill.append, buf.slot.append, buf.queued.append
+    d_t, d_ttft, d_e2e, d_w = buf.done_t.append, buf.done_ttft_ms.append, buf.done_e2e_ms.append, buf.done_weight.append
+
+    def sample(t: float, done_pf: float, slot: float, queue: float, fin: float, base: float, tau: float) -> None:
+        f_t(t)
+        f_pf(done_pf / dt)
+        f_slot(slot)
+        f_q(queue)
+        if fin > 0:
+            for w_, j in ((0.99, 0), (0.01, 1)):
+                ttft_s = base + pf_q[j]
+                d_t(t)
+                d_ttft(ttft_s * 1000.0)
+                d_e2e((ttft_s + q_out[j] * tau) * 1000.0)
+                d_w(fin * w_)
+
+    return sample
+
+
+def _bin_scorer(run: _FluidRun) -> Callable[[int, float, float, float], None]:
+    """``score(k, a, base, tau)``: bin ``k``'s outputs for its ``a`` arrivals at wait ``base`` and
+    per-token time ``tau`` — violations = a × (1 − P(ok)) over the empirical token distributions."""
+    viol, ttft_base, tau_arr = run.viol, run.ttft_base, run.tau_arr
+    pf_list, out_list, ns, mean_pf = run.pf_list, run.out_list, run.ns, run.mean_pf
+    slo_ttft, slo_e2e = run.slo_ttft, run.slo_e2e
+    bisect_right = bisect.bisect_right
+
+    def score(k: int, a: float, base: float, tau: float) -> None:
+        ttft_base[k] = base
+        tau_arr[k] = tau
+        if a > 0:
+            p_ttft = bisect_right(pf_list, slo_ttft - base) / ns if ns else 1.0
+            lim = (slo_e2e - base - mean_pf) / tau
+            p_e2e = bisect_right(out_list, lim) / ns if ns else 1.0
+            viol[k] = a * (1.0 - p_ttft * p_e2e)
+
+    return score

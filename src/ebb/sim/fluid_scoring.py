@@ -15,8 +15,8 @@ import numpy.typing as npt
 from ebb.sim import judgement
 from ebb.sim.fleet import FleetLog
 from ebb.sim.fluid_engine import FluidDemand, FluidOutcome
-from ebb.sim.results import PolicyRun, Scorecard, Timeline
-from ebb.sim.scoring import timeline_edges
+from ebb.score.results import PolicyRun, Scorecard, Timeline
+from ebb.score.percentiles import timeline_edges
 from ebb.sim.settings import SimSettings
 
 FloatArray = npt.NDArray[np.float64]

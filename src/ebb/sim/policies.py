@@ -35,13 +35,15 @@ import numpy.typing as npt
 from ebb.decide.policy import PROFILES, EbbPolicy
 from ebb.errors import ConfigError
 from ebb.gates.guard import CanaryGuard, ttft_gate
+from ebb.model.decision import Decision
+from ebb.model.spans import NO_SPANS, Spans
 from ebb.sim.baselines.hpa_calc import PodMetricSample, PodRecord, ReadyCondition
 from ebb.sim.baselines.hpa_controller import HpaConfig, HpaController, MetricSpec
 from ebb.sim.baselines.oracle import OraclePolicy
 from ebb.sim.baselines.static import StaticPolicy
 from ebb.sim.policy import Observation, Pipeline, Policy
 from ebb.sim.settings import SimSettings
-from ebb.sim.specs import PolicySpecItem, check_keys, param_choice, param_float, param_int
+from ebb.config.policy_specs import PolicySpecItem, check_keys, param_choice, param_float, param_int
 
 KNOWN_POLICIES = ("hpa", "keda", "static", "oracle", "ebb")
 
@@ -92,12 +94,21 @@ class HpaPolicy:
     interval_s: float = 15.0
     initial: int = 1
 
-    def decide(self, obs: Observation) -> int:
+    def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
         if obs.t_s == 0.0 and not obs.pods:
-            return max(self.initial, self.controller.config.min_replicas)
+            return Decision.change(0.0, 0, max(self.initial, self.controller.config.min_replicas),
+                                   policy=self.spec, reasons=(f"{self.spec}: initial fleet",))
         pods, metrics = _pods(obs, self.value, float(self.pipeline.window_s))
         d = self.controller.reconcile(obs.t_s, obs.spec_replicas, len(obs.pods), pods, metrics)
-        return d.desired_replicas
+        return Decision.change(obs.t_s, obs.spec_replicas, d.desired_replicas, policy=self.spec,
+                               reasons=(f"{self.spec}: desired {d.desired_replicas} ({d.reason})",))
+
+    def observe(self, obs: Observation) -> None:
+        """Nothing to ingest: the HPA reads the current metrics at each reconcile (its only history,
+        the stabilisation window, holds its own recommendations)."""
+
+    def gate_queries(self) -> tuple[str, ...]:
+        return ()
 
 
 @dataclass
@@ -115,11 +126,18 @@ class KedaPolicy:
     initial: int = 1
     _last_active_s: float = field(default=0.0)
 
-    def decide(self, obs: Observation) -> int:
+    def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
+        if obs.t_s == 0.0 and not obs.pods:
+            return Decision.change(0.0, 0, max(self.initial, self.min_replicas, 1), policy=self.spec,
+                                   reasons=(f"{self.spec}: initial fleet",))
+        n, why = self._desired(obs)
+        return Decision.change(obs.t_s, obs.spec_replicas, n, policy=self.spec,
+                               reasons=(f"{self.spec}: desired {n} ({why})",))
+
+    def _desired(self, obs: Observation) -> tuple[int, str]:
+        """KEDA's replica count for ``obs`` and which loop decided it."""
         total = obs.total_inflight if self.value == "inflight" else obs.total_qps
         cur = obs.spec_replicas
-        if obs.t_s == 0.0 and not obs.pods:
-            return max(self.initial, self.min_replicas, 1)
         active = total is not None and total > 0
         if active:
             self._last_active_s = obs.t_s
@@ -127,14 +145,20 @@ class KedaPolicy:
             math.isclose(obs.t_s % self.polling_s, self.polling_s, abs_tol=1e-6)
         if cur == 0:
             # Scale-from-zero is KEDA's job, at its polling interval.
-            return 1 if (active and on_poll) else 0
+            return (1, "activation") if (active and on_poll) else (0, "inactive")
         if self.min_replicas == 0 and on_poll and not active and obs.t_s - self._last_active_s >= self.cooldown_s:
-            return 0
+            return 0, "cooldown passed"
         if total is None:
-            return cur
+            return cur, "no metric"
         d = self.controller.reconcile(obs.t_s, cur, len(obs.pods), [], {},
                                       external_values_milli=(int(round(total * 1000)),))
-        return max(1, d.desired_replicas)
+        return max(1, d.desired_replicas), d.reason
+
+    def observe(self, obs: Observation) -> None:
+        """Nothing to ingest: KEDA reads the current metric at each poll and reconcile."""
+
+    def gate_queries(self) -> tuple[str, ...]:
+        return ()
 
 
 def _hpa_config(item: PolicySpecItem, ctx: PolicyContext, metric: MetricSpec, lo: int) -> HpaConfig:

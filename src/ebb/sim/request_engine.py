@@ -2,7 +2,7 @@
 
 Every request is simulated: routed on arrival to the least-loaded ready replica with a free
 batch slot (ties → oldest replica), or queued FIFO at the router until a slot frees — never
-dropped. On admission its timeline is fixed by the calibrated :class:`~ebb.sim.latency.LatencyModel`:
+dropped. On admission its timeline is fixed by the calibrated :class:`~ebb.model.latency.LatencyModel`:
 
 * prefill starts when the replica's prefill unit is free (prefills are serial, as in the real
   loop), so a burst on one replica queues its prefills: ``first_token = start + prefill_ms``;
@@ -14,7 +14,8 @@ The batch is frozen at admission (an approximation: later joins/leaves do not re
 decode step grows only 0.04 ms per sequence, so the error is small). Scale-up adds replicas that
 serve after ``cold_start_s``; scale-down removes cold-starting replicas first, then the newest
 ready ones (the ReplicaSet's default victim order), which drain: no new requests, in-flight ones
-finish, then the replica stops. Billing runs from request to stop.
+finish, then the replica stops. Billing runs from request to stop. Replica phases move only
+along :data:`ebb.sim.lifecycle.TRANSITIONS` (shared with the fluid engine).
 
 Determinism: no randomness inside; equal inputs give equal outputs. Cost: O(log n) per request
 (one heap push/pop) plus O(replicas) routing; ≥ 50 k requests/s on one core (bench/sim_throughput.py).
@@ -25,20 +26,21 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from ebb.model.ids import ReplicaId
-from ebb.model.trace import RequestTrace
-from ebb.sim.fleet import FleetLog, ReplicaLog, choose_victims, zone_of
-from ebb.model.decision import Decision
-from ebb.sim.fine import FineBuffer
 from ebb.decide.base import Policy
+from ebb.model.decision import Decision
+from ebb.model.ids import ReplicaId
 from ebb.model.observation import Observation, PodView
+from ebb.model.trace import RequestTrace
+from ebb.sim.fine import FineBuffer
+from ebb.sim.fleet import FleetLog, choose_victims, zone_of
+from ebb.sim.lifecycle import DRAINING, READY, STARTING, STOPPED, Lifecycles
 from ebb.sim.settings import SimSettings
 
-_STARTING, _READY, _DRAINING, _STOPPED = 0, 1, 2, 3
 _INF = math.inf
 _PREFILL_TAU_S = 1.0
 
@@ -50,6 +52,14 @@ class RequestOutcome:
     first_token_s: np.ndarray
     finish_s: np.ndarray
     replica: np.ndarray
+
+
+def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings) -> tuple[RequestOutcome, FleetLog]:
+    """Replay ``trace`` through ``policy``; returns per-request outcomes and the replica history."""
+    run = _RequestRun(trace, policy, settings)
+    run.start_fleet()
+    run.run_events()
+    return run.finish_run()
 
 
 class _Counters:
@@ -67,84 +77,293 @@ class _Counters:
         self.queued: list[float] = []
 
 
-def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings) -> tuple[RequestOutcome, FleetLog]:
-    """Replay ``trace`` through ``policy``; returns per-request outcomes and the replica history."""
-    lat = settings.cluster.latency
-    max_batch = lat.max_batch
-    cold = settings.cluster.cold_start_s
-    pf_floor, pf_per_tok = lat.prefill_floor_ms / 1000.0, lat.prefill_ms_per_token / 1000.0
-    d_base, d_per = lat.decode_base_ms / 1000.0, lat.decode_ms_per_seq / 1000.0
-    u_cap = lat.max_prefill_share
+class _RequestRun:
+    """One run's state and its steps. Per-replica state lives in parallel lists indexed by replica
+    id (ids are never reused); phases and times live in :attr:`fleet`."""
 
-    arr = trace.arrival_s.tolist()
-    tin = trace.tokens_in.tolist()
-    tout = trace.tokens_out.tolist()
-    n = len(arr)
-    first_tok = [math.nan] * n
-    finish = [math.nan] * n
-    where = [-1] * n
+    __slots__ = ("policy", "settings", "cold", "max_batch", "pf_floor", "pf_per_tok", "d_base", "d_per", "u_cap",
+                 "arr", "tin", "tout", "n", "first_tok", "finish", "where", "fleet", "active", "pf_free",
+                 "pf_work", "pf_t", "busy_since", "busy_cum", "done_cum", "starting", "queue", "fin_heap",
+                 "counters", "horizon", "t_end_arrivals", "spec", "scale_ups", "scale_downs", "decisions",
+                 "noteworthy", "fault", "slow", "fault_pre", "fine_ms", "fine_dt", "active_total",
+                 "pf_cum_total", "pf_prev", "fine_buf")
 
-    # Replica state as parallel lists indexed by replica id (ids are never reused).
-    state: list[int] = []
-    active: list[int] = []
-    pf_free: list[float] = []
-    pf_work: list[float] = []
-    pf_t: list[float] = []
-    busy_since: list[float] = []
-    busy_cum: list[float] = []
-    done_cum: list[float] = []
-    logs: list[ReplicaLog] = []
-    ready_list: list[int] = []  # READY replicas, oldest first
-    live: list[int] = []  # not yet STOPPED, oldest first
-    starting: list[tuple[float, int]] = []  # heap of (ready_at, rid)
+    def __init__(self, trace: RequestTrace, policy: Policy, settings: SimSettings) -> None:
+        lat = settings.cluster.latency
+        self.policy, self.settings = policy, settings
+        self.cold = settings.cluster.cold_start_s
+        self.max_batch = lat.max_batch
+        self.pf_floor, self.pf_per_tok = lat.prefill_floor_ms / 1000.0, lat.prefill_ms_per_token / 1000.0
+        self.d_base, self.d_per = lat.decode_base_ms / 1000.0, lat.decode_ms_per_seq / 1000.0
+        self.u_cap = lat.max_prefill_share
+        self.arr: list[float] = trace.arrival_s.tolist()
+        self.tin: list[int] = trace.tokens_in.tolist()
+        self.tout: list[int] = trace.tokens_out.tolist()
+        n = self.n = len(self.arr)
+        self.first_tok, self.finish, self.where = [math.nan] * n, [math.nan] * n, [-1] * n
+        self.fleet = Lifecycles()
+        self.active: list[int] = []
+        self.pf_free: list[float] = []
+        self.pf_work: list[float] = []
+        self.pf_t: list[float] = []
+        self.busy_since: list[float] = []
+        self.busy_cum: list[float] = []
+        self.done_cum: list[float] = []
+        self.starting: list[tuple[float, int]] = []  # heap of (ready_at, rid); cancelled ones stay until popped
+        self.queue: deque[int] = deque()
+        self.fin_heap: list[tuple[float, int, int]] = []
+        self.counters = _Counters()
+        self.t_end_arrivals = self.arr[-1] if n else 0.0
+        self.horizon = self.t_end_arrivals + settings.drain_horizon_s
+        self.spec = self.scale_ups = self.scale_downs = 0
+        self.decisions: list[tuple[float, int, int]] = []
+        self.noteworthy: list[Decision] = []
+        self.fault = settings.fault
+        self.slow = 1.0  # service-time multiplier of the injected fault (1 = none)
+        self.fault_pre = -1  # fleet size before the scale-down that triggered the fault
+        self.fine_ms = policy.pipeline.fine_ms
+        self.fine_dt = (self.fine_ms / 1000.0) if self.fine_ms else _INF
+        self.active_total = 0  # requests admitted and not finished, fleet-wide (counted when fine samples are on)
+        self.pf_cum_total = 0.0
+        self.pf_prev = 0.0
+        self.fine_buf = FineBuffer()
 
-    queue: deque[int] = deque()
-    fin_heap: list[tuple[float, int, int]] = []
-    counters = _Counters()
-    arrivals_cum = 0
-    t_end_arrivals = arr[-1] if n else 0.0
-    horizon = t_end_arrivals + settings.drain_horizon_s
-    scale_ups = scale_downs = 0
-    spec = 0
-    decisions: list[tuple[float, int, int]] = []
-    noteworthy: list[Decision] = []
-    fault = settings.fault
-    slow = 1.0  # service-time multiplier of the injected fault (1 = none)
-    fault_pre = -1  # fleet size before the scale-down that triggered the fault
-    fine_ms = policy.pipeline.fine_ms
-    fine_dt = (fine_ms / 1000.0) if fine_ms else _INF
-    next_fine = fine_dt
-    active_total = 0
-    pf_cum_total = 0.0
-    pf_prev = 0.0
-    fine_buf = FineBuffer()
-    f_t, f_pf, f_slot, f_q = fine_buf.t, fine_buf.prefill, fine_buf.slot, fine_buf.queued
-    d_t, d_ttft, d_e2e = fine_buf.done_t, fine_buf.done_ttft_ms, fine_buf.done_e2e_ms
+    # -- fleet -----------------------------------------------------------------------------------
 
-    def new_replica(t: float, warm: bool) -> None:
-        rid = len(state)
-        state.append(_READY if warm else _STARTING)
-        active.append(0)
-        pf_free.append(t)
-        pf_work.append(0.0)
-        pf_t.append(t)
-        busy_since.append(t)
-        busy_cum.append(0.0)
-        done_cum.append(0.0)
-        logs.append(ReplicaLog(ReplicaId(rid), requested_s=t, ready_s=t if warm else math.nan, stopped_s=math.nan))
-        live.append(rid)
-        if warm:
-            ready_list.append(rid)
+    def start_fleet(self) -> None:
+        """t = 0: the policy's first answer starts warm (the fleet was already serving)."""
+        init = self.settings.cluster.initial_replicas
+        if init is None:
+            init = max(1, self.policy.decide(Observation(0.0, 0, 0, (), None, None, None)).to_replicas)
+        for _ in range(init):
+            self._new_replica(0.0, warm=True)
+        self.spec = init
+
+    def _new_replica(self, t: float, warm: bool) -> None:
+        """Request a replica at ``t`` (ready at once when ``warm``, else after the cold start)."""
+        rid = self.fleet.add(t, warm=warm)
+        self.active.append(0)
+        self.pf_free.append(t)
+        self.pf_work.append(0.0)
+        self.pf_t.append(t)
+        self.busy_since.append(t)
+        self.busy_cum.append(0.0)
+        self.done_cum.append(0.0)
+        if not warm:
+            heapq.heappush(self.starting, (t + self.cold, rid))
+
+    def _ready(self, admit: _Admit) -> None:
+        """The earliest cold start ends: the replica serves and takes what the router queue holds."""
+        t, rid = heapq.heappop(self.starting)
+        if self.fleet.phase[rid] != STARTING:
+            return  # cancelled by a scale-down while it was starting
+        self.fleet.move(rid, READY, t)
+        self.busy_since[rid] = t
+        self.pf_free[rid] = t
+        queue, active, max_batch = self.queue, self.active, self.max_batch
+        while queue and active[rid] < max_batch:
+            admit(queue.popleft(), rid, t)
+
+    # -- the event loop --------------------------------------------------------------------------
+
+    def run_events(self) -> None:
+        """Process events in time order until every request finished (or the drain horizon passed).
+        At equal times: finishes, arrivals, cold-start ends, fine samples, snapshots, policy ticks."""
+        arr, n, fin_heap, starting, queue = self.arr, self.n, self.fin_heap, self.starting, self.queue
+        horizon, fine_dt, policy = self.horizon, self.fine_dt, self.policy
+        admit = _admitter(self)
+        arrive, complete = _router(self, admit), _completer(self, admit)
+        interval = float(policy.interval_s)
+        next_tick = interval
+        next_snap = 0
+        next_fine = fine_dt
+        i = 0
+        while True:
+            t_arr = arr[i] if i < n else _INF
+            fin_top = fin_heap[0][0] if fin_heap else _INF
+            t_ready = starting[0][0] if starting else _INF
+            t_ctrl = float(next_snap)
+            if next_fine < t_ctrl:
+                t_ctrl = next_fine
+            if next_tick < t_ctrl:
+                t_ctrl = next_tick
+            if t_ready < t_ctrl:
+                t_ctrl = t_ready
+            if i >= n and not fin_heap and not queue:
+                break
+            if t_ctrl > horizon and t_arr == _INF and fin_top > horizon:
+                break
+            if fin_top <= t_arr and fin_top <= t_ctrl:
+                complete()
+            elif t_arr <= t_ctrl:
+                arrive(i, t_arr)
+                i += 1
+            elif t_ready == t_ctrl:
+                self._ready(admit)
+            elif next_fine == t_ctrl:
+                self._fine_sample(next_fine)
+                next_fine += fine_dt
+            elif float(next_snap) == t_ctrl:
+                self._snapshot(next_snap, arrivals=i)
+                next_snap += 1
+            else:
+                self._apply(policy.decide(self._observe(next_tick)), next_tick)
+                next_tick += interval
+
+    # -- signals ---------------------------------------------------------------------------------
+
+    def _snapshot(self, sec: int, *, arrivals: int) -> None:
+        """Second ``sec``: append each live replica's cumulative busy time, completions and batch,
+        and the fleet's arrivals (``arrivals`` so far), in-flight and queued counts."""
+        t = float(sec)
+        c = self.counters
+        active, busy_cum, busy_since, done_cum = self.active, self.busy_cum, self.busy_since, self.done_cum
+        inflight_total = len(self.queue)
+        for r in self.fleet.live:
+            if r not in c.first_sec:
+                c.first_sec[r] = sec
+                c.busy[r] = []
+                c.done[r] = []
+                c.inflight[r] = []
+            b = busy_cum[r] + (t - busy_since[r] if active[r] > 0 else 0.0)
+            c.busy[r].append(b)
+            c.done[r].append(done_cum[r])
+            c.inflight[r].append(float(active[r]))
+            inflight_total += active[r]
+        c.arrivals.append(float(arrivals))
+        c.total_inflight.append(float(inflight_total))
+        c.queued.append(float(len(self.queue)))
+
+    def _fine_sample(self, t: float) -> None:
+        """One fine sample at ``t``: the fleet's prefill work since the previous one, slots, queue."""
+        # Prefill work done by t = scheduled − still pending (pending work on a replica is contiguous).
+        pf_free = self.pf_free
+        pending = 0.0
+        for r in self.fleet.live:
+            if pf_free[r] > t:
+                pending += pf_free[r] - t
+        done = self.pf_cum_total - pending
+        buf = self.fine_buf
+        buf.t.append(t)
+        buf.prefill.append((done - self.pf_prev) / self.fine_dt)
+        self.pf_prev = done
+        buf.slot.append(self.active_total / self.max_batch)
+        buf.queued.append(float(len(self.queue)))
+
+    def _observe(self, t: float) -> Observation:
+        """What the policy sees at ``t``: the newest pipeline sample's window, per pod and fleet-wide."""
+        pipe = self.policy.pipeline
+        per, win, off = pipe.period_s, pipe.window_s, pipe.offset_s
+        c = self.counters
+        last_snap = len(c.arrivals) - 1  # second index of the newest snapshot
+        s = int(math.floor((min(t, float(last_snap)) - off) / per)) * per + off
+        pods = tuple(self._pods(s, win)) if pipe.per_pod else ()
+        total_qps = total_inflight = queued = None
+        if s >= 0 and last_snap >= 0:
+            lo = max(s - win, 0)
+            if s > lo:
+                total_qps = (c.arrivals[s] - c.arrivals[lo]) / (s - lo)
+            total_inflight = c.total_inflight[s]
+            queued = c.queued[s]
+        fine = self.fine_buf.take() if self.fine_ms else None
+        return Observation(t, self.spec, len(self.fleet.ready), pods, total_qps, total_inflight, queued, fine)
+
+    def _pods(self, s: int, win: int) -> list[PodView]:
+        """Every live replica but the draining ones, oldest first, read at sample second ``s``."""
+        c, fleet = self.counters, self.fleet
+        phase = fleet.phase
+        pods: list[PodView] = []
+        for r in fleet.live:
+            if phase[r] == DRAINING:
+                continue
+            util = inflight = qps = None
+            f = c.first_sec.get(r)
+            if f is not None and s >= f:
+                lo = max(s - win, f)
+                span = s - lo
+                bus = c.busy[r]
+                if span > 0:
+                    util = min(1.0, max(0.0, (bus[s - f] - bus[lo - f]) / span))
+                    qps = (c.done[r][s - f] - c.done[r][lo - f]) / span
+                else:
+                    util, qps = 0.0, 0.0
+                inflight = c.inflight[r][s - f]
+            pods.append(PodView(ReplicaId(r), fleet.requested_s[r], None if phase[r] == STARTING else fleet.ready_s[r],
+                                util, inflight, qps, zone_of(r)))
+        return pods
+
+    # -- decisions -------------------------------------------------------------------------------
+
+    def _apply(self, decision: Decision, t: float) -> None:
+        """Record ``decision`` and move the fleet to its target: add cold-starting replicas, or cancel
+        and drain victims (named ones first, :func:`~ebb.sim.fleet.choose_victims`)."""
+        if decision.noteworthy:
+            self.noteworthy.append(decision)
+        desired, spec = decision.to_replicas, self.spec
+        if desired == spec:
+            return
+        self.decisions.append((t, spec, desired))
+        self._fault_step(desired, t)
+        if desired > spec:
+            self.scale_ups += 1
+            for _ in range(desired - spec):
+                self._new_replica(t, warm=False)
         else:
-            heapq.heappush(starting, (t + cold, rid))
+            self.scale_downs += 1
+            fleet = self.fleet
+            cancel, drain = choose_victims(fleet.starting(), fleet.ready, spec - desired,
+                                           named=[int(v) for v in decision.victims])
+            for rid in cancel:
+                fleet.move(rid, STOPPED, t)
+            for rid in drain:
+                fleet.move(rid, DRAINING, t)
+                if self.active[rid] == 0:
+                    fleet.move(rid, STOPPED, t)
+        self.spec = desired
+
+    def _fault_step(self, desired: int, t: float) -> None:
+        """Arm the injected fault on the first scale-down after ``after_s``; clear it once the target
+        is back at the size it had before."""
+        fault = self.fault
+        if fault is None:
+            return
+        if desired < self.spec and self.fault_pre < 0 and t >= fault.after_s:
+            self.slow, self.fault_pre = fault.slowdown, self.spec
+        elif self.fault_pre >= 0 and desired >= self.fault_pre:
+            self.slow = 1.0
+
+    def finish_run(self) -> tuple[RequestOutcome, FleetLog]:
+        """Stop every replica at the end of the billed horizon (last arrival or last completion)."""
+        t_stop = max(self.t_end_arrivals, max((f for f in self.finish if f == f), default=0.0))
+        self.fleet.stop_all(t_stop)
+        outcome = RequestOutcome(np.asarray(self.first_tok, dtype=np.float64),
+                                 np.asarray(self.finish, dtype=np.float64), np.asarray(self.where, dtype=np.int64))
+        return outcome, self.fleet.fleet_log(scale_ups=self.scale_ups, scale_downs=self.scale_downs, end_s=t_stop,
+                                             decisions=self.decisions, noteworthy=self.noteworthy)
+
+
+# -- the hot path: closures over the run's lists (local cells, no attribute lookups per request) ---
+
+_Admit = Callable[[int, int, float], None]
+
+
+def _admitter(run: _RequestRun) -> _Admit:
+    """``admit(req, r, t)``: start request ``req`` on replica ``r`` at ``t``, fixing its first-token
+    and finish times (see the module docstring) and pushing its finish event."""
+    active, busy_since, pf_free, pf_work, pf_t = run.active, run.busy_since, run.pf_free, run.pf_work, run.pf_t
+    tin, tout, first_tok, finish, where = run.tin, run.tout, run.first_tok, run.finish, run.where
+    pf_floor, pf_per_tok, d_base, d_per, u_cap = run.pf_floor, run.pf_per_tok, run.d_base, run.d_per, run.u_cap
+    max_batch, fin_heap, fine_ms = run.max_batch, run.fin_heap, run.fine_ms
+    exp, push = math.exp, heapq.heappush
 
     def admit(req: int, r: int, t: float) -> None:
-        nonlocal active_total, pf_cum_total
-        active_total += 1
+        if fine_ms:
+            run.active_total += 1  # only fine samples read it
         a = active[r] + 1
         active[r] = a
         if a == 1:
             busy_since[r] = t
+        slow = run.slow
         pf = tin[req] * pf_per_tok
         if pf < pf_floor:
             pf = pf_floor
@@ -152,9 +371,9 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
         start = pf_free[r] if pf_free[r] > t else t
         ft = start + pf
         pf_free[r] = ft
-        pf_cum_total += pf
+        run.pf_cum_total += pf
         # Recent prefill share: exponentially decayed prefill seconds per second.
-        w = pf_work[r] * math.exp((pf_t[r] - t) / _PREFILL_TAU_S) + pf
+        w = pf_work[r] * exp((pf_t[r] - t) / _PREFILL_TAU_S) + pf
         pf_work[r] = w
         pf_t[r] = t
         u = w / _PREFILL_TAU_S
@@ -168,203 +387,58 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
         first_tok[req] = ft
         finish[req] = fin
         where[req] = r
-        heapq.heappush(fin_heap, (fin, req, r))
+        push(fin_heap, (fin, req, r))
 
-    def route(t: float) -> int:
+    return admit
+
+
+def _router(run: _RequestRun, admit: _Admit) -> Callable[[int, float], None]:
+    """``arrive(req, t)``: route request ``req`` to the least-loaded ready replica with a free slot
+    (ties → the oldest), or queue it behind the ones already waiting (FIFO)."""
+    active, ready, queue, max_batch = run.active, run.fleet.ready, run.queue, run.max_batch
+
+    def arrive(req: int, t: float) -> None:
         best = -1
         best_a = max_batch
-        for r in ready_list:
+        for r in ready:
             a = active[r]
             if a < best_a:
                 best, best_a = r, a
                 if a == 0:
                     break
-        return best
-
-    def stop(r: int, t: float) -> None:
-        state[r] = _STOPPED
-        live.remove(r)
-        logs[r] = ReplicaLog(logs[r].replica, logs[r].requested_s, logs[r].ready_s, t)
-
-    def snapshot(sec: int) -> None:
-        t = float(sec)
-        inflight_total = len(queue)
-        for r in live:
-            if r not in counters.first_sec:
-                counters.first_sec[r] = sec
-                counters.busy[r] = []
-                counters.done[r] = []
-                counters.inflight[r] = []
-            b = busy_cum[r] + (t - busy_since[r] if active[r] > 0 else 0.0)
-            counters.busy[r].append(b)
-            counters.done[r].append(done_cum[r])
-            counters.inflight[r].append(float(active[r]))
-            inflight_total += active[r]
-        counters.arrivals.append(float(arrivals_cum))
-        counters.total_inflight.append(float(inflight_total))
-        counters.queued.append(float(len(queue)))
-
-    def fine_sample(t: float) -> None:
-        nonlocal pf_prev
-        # Prefill work done by t = scheduled − still pending (pending work on a replica is contiguous).
-        pending = 0.0
-        for r in live:
-            if pf_free[r] > t:
-                pending += pf_free[r] - t
-        done = pf_cum_total - pending
-        f_t.append(t)
-        f_pf.append((done - pf_prev) / fine_dt)
-        pf_prev = done
-        f_slot.append(active_total / max_batch)
-        f_q.append(float(len(queue)))
-
-    def observe(t: float) -> Observation:
-        pipe = policy.pipeline
-        per, win, off = pipe.period_s, pipe.window_s, pipe.offset_s
-        last_snap = len(counters.arrivals) - 1  # second index of the newest snapshot
-        s = int(math.floor((min(t, float(last_snap)) - off) / per)) * per + off
-        pods: list[PodView] = []
-        for r in (live if pipe.per_pod else ()):
-            if state[r] == _DRAINING:
-                continue
-            log = logs[r]
-            util = inflight = qps = None
-            f = counters.first_sec.get(r)
-            if f is not None and s >= f:
-                lo = max(s - win, f)
-                span = s - lo
-                bus = counters.busy[r]
-                if span > 0:
-                    util = min(1.0, max(0.0, (bus[s - f] - bus[lo - f]) / span))
-                    qps = (counters.done[r][s - f] - counters.done[r][lo - f]) / span
-                else:
-                    util, qps = 0.0, 0.0
-                inflight = counters.inflight[r][s - f]
-            pods.append(PodView(ReplicaId(r), log.requested_s, None if state[r] == _STARTING else log.ready_s,
-                                util, inflight, qps, zone_of(r)))
-        total_qps = total_inflight = queued = None
-        if s >= 0 and last_snap >= 0:
-            lo = max(s - win, 0)
-            if s > lo:
-                total_qps = (counters.arrivals[s] - counters.arrivals[lo]) / (s - lo)
-            total_inflight = counters.total_inflight[s]
-            queued = counters.queued[s]
-        fine = fine_buf.take() if fine_ms else None
-        return Observation(t, spec, len(ready_list), tuple(pods), total_qps, total_inflight, queued, fine)
-
-    def apply(decision: Decision, t: float) -> None:
-        nonlocal spec, scale_ups, scale_downs, slow, fault_pre
-        if decision.noteworthy:
-            noteworthy.append(decision)
-        desired = decision.to_replicas
-        named = decision.victims
-        if desired == spec:
-            return
-        decisions.append((t, spec, desired))
-        if fault is not None:
-            if desired < spec and fault_pre < 0 and t >= fault.after_s:
-                slow, fault_pre = fault.slowdown, spec
-            elif fault_pre >= 0 and desired >= fault_pre:
-                slow = 1.0
-        if desired > spec:
-            scale_ups += 1
-            for _ in range(desired - spec):
-                new_replica(t, warm=False)
+        if best >= 0 and not queue:
+            admit(req, best, t)
         else:
-            scale_downs += 1
-            k = spec - desired
-            cancel, drain = choose_victims([rid for _, rid in starting if state[rid] == _STARTING],
-                                           ready_list, k, named=[int(v) for v in named])
-            for rid in cancel:
-                stop(rid, t)
-            for rid in drain:
-                ready_list.remove(rid)
-                state[rid] = _DRAINING
-                if active[rid] == 0:
-                    stop(rid, t)
-        spec = desired
+            queue.append(req)
 
-    # t = 0: the policy's first answer starts warm (the fleet was already serving).
-    init = settings.cluster.initial_replicas
-    if init is None:
-        init = max(1, policy.decide(Observation(0.0, 0, 0, (), None, None, None)).to_replicas)
-    for _ in range(init):
-        new_replica(0.0, warm=True)
-    spec = init
+    return arrive
 
-    interval = float(policy.interval_s)
-    next_tick = interval
-    next_snap = 0
-    i = 0
-    fin_top = _INF
-    while True:
-        t_arr = arr[i] if i < n else _INF
-        fin_top = fin_heap[0][0] if fin_heap else _INF
-        t_ready = starting[0][0] if starting else _INF
-        t_ctrl = float(next_snap)
-        if next_fine < t_ctrl:
-            t_ctrl = next_fine
-        if next_tick < t_ctrl:
-            t_ctrl = next_tick
-        if t_ready < t_ctrl:
-            t_ctrl = t_ready
-        if i >= n and not fin_heap and not queue:
-            break
-        if t_ctrl > horizon and t_arr == _INF and fin_top > horizon:
-            break
-        if fin_top <= t_arr and fin_top <= t_ctrl:
-            t, req, r = heapq.heappop(fin_heap)
-            a = active[r] - 1
-            active[r] = a
-            active_total -= 1
-            done_cum[r] += 1.0
-            if fine_ms:
-                d_t.append(t)
-                d_ttft.append((first_tok[req] - arr[req]) * 1000.0)
-                d_e2e.append((t - arr[req]) * 1000.0)
-            if a == 0:
-                busy_cum[r] += t - busy_since[r]
-            st = state[r]
-            if st == _READY:
-                if queue:
-                    admit(queue.popleft(), r, t)
-            elif st == _DRAINING and a == 0:
-                stop(r, t)
-        elif t_arr <= t_ctrl:
-            t = t_arr
-            arrivals_cum += 1
-            r = route(t)
-            if r >= 0 and not queue:
-                admit(i, r, t)
-            else:
-                queue.append(i)
-            i += 1
-        elif t_ready == t_ctrl:
-            t, rid = heapq.heappop(starting)
-            if state[rid] != _STARTING:
-                continue
-            state[rid] = _READY
-            logs[rid] = ReplicaLog(logs[rid].replica, logs[rid].requested_s, t, math.nan)
-            busy_since[rid] = t
-            pf_free[rid] = t
-            ready_list.append(rid)
-            while queue and active[rid] < max_batch:
-                admit(queue.popleft(), rid, t)
-        elif next_fine == t_ctrl:
-            fine_sample(next_fine)
-            next_fine += fine_dt
-        elif float(next_snap) == t_ctrl:
-            snapshot(next_snap)
-            next_snap += 1
-        else:
-            t = next_tick
-            apply(policy.decide(observe(t)), t)
-            next_tick += interval
 
-    t_stop = max(t_end_arrivals, max((f for f in finish if f == f), default=0.0))
-    for r in list(live):
-        stop(r, t_stop)
-    outcome = RequestOutcome(np.asarray(first_tok, dtype=np.float64), np.asarray(finish, dtype=np.float64),
-                             np.asarray(where, dtype=np.int64))
-    return outcome, FleetLog(tuple(logs), scale_ups, scale_downs, end_s=t_stop, decisions=tuple(decisions),
-                                 noteworthy=tuple(noteworthy))
+def _completer(run: _RequestRun, admit: _Admit) -> Callable[[], None]:
+    """``complete()``: the earliest finish frees its slot, is recorded (fine completions), and hands
+    the slot to the router queue — or stops its replica when that was draining its last request."""
+    active, done_cum, busy_cum, busy_since = run.active, run.done_cum, run.busy_cum, run.busy_since
+    fin_heap, queue, arr, first_tok, fleet = run.fin_heap, run.queue, run.arr, run.first_tok, run.fleet
+    phase, fine_ms, pop = fleet.phase, run.fine_ms, heapq.heappop
+    d_t, d_ttft, d_e2e = run.fine_buf.done_t.append, run.fine_buf.done_ttft_ms.append, run.fine_buf.done_e2e_ms.append
+
+    def complete() -> None:
+        t, req, r = pop(fin_heap)
+        a = active[r] - 1
+        active[r] = a
+        done_cum[r] += 1.0
+        if fine_ms:
+            run.active_total -= 1
+            d_t(t)
+            d_ttft((first_tok[req] - arr[req]) * 1000.0)
+            d_e2e((t - arr[req]) * 1000.0)
+        if a == 0:
+            busy_cum[r] += t - busy_since[r]
+        st = phase[r]
+        if st == READY:
+            if queue:
+                admit(queue.popleft(), r, t)
+        elif st == DRAINING and a == 0:
+            fleet.move(r, STOPPED, t)
+
+    return complete

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ebb.sim.latency import H200_DEFAULT, LatencyModel
+from ebb.model.latency import H200_DEFAULT, LatencyModel
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class ClusterSettings:
     initial_replicas: int | None = None
     """Replicas ready at t=0; None = the policy's own first answer, started warm at t=0."""
     latency: LatencyModel = field(default_factory=lambda: H200_DEFAULT)
-    """Per-replica service-time model (calibrated on a real H200; see ``ebb.sim.latency``)."""
+    """Per-replica service-time model (calibrated on a real H200; see ``ebb.model.latency``)."""
 
     def __post_init__(self) -> None:
         if self.cold_start_s < 0:

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ebb.agent.wire import Bucket, BucketPage, Sketch, decode_page_json
+from ebb.sources.agent_wire import Bucket, BucketPage, Sketch, decode_page_json
 from ebb.errors import InputError, SourceUnavailable
 from ebb.model.live import LiveSignals
 from ebb.model.observation import FineSignals

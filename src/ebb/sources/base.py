@@ -1,4 +1,4 @@
-"""The one contract every metric source honours, and an in-memory fake for tests.
+"""The one contract every metric source honours (its fake: :class:`ebb.testing.fakes.StaticSource`).
 
 Guarantees of :class:`MetricSource` (every adapter in :mod:`ebb.sources` keeps them):
 
@@ -21,7 +21,7 @@ import numpy as np
 
 from ebb.model.samples import SampleBatch
 
-__all__ = ["MetricSource", "StaticSource", "batch_from_columns", "empty_batch"]
+__all__ = ["MetricSource", "batch_from_columns"]
 
 
 @runtime_checkable
@@ -36,16 +36,6 @@ class MetricSource(Protocol):
     def read(self) -> SampleBatch:
         """Return the samples current now, each stamped with its own observation time."""
         ...
-
-
-def empty_batch() -> SampleBatch:
-    """A batch with no series and no samples."""
-    return SampleBatch(
-        series=(),
-        series_idx=np.zeros(0, dtype=np.int64),
-        value=np.zeros(0, dtype=np.float64),
-        ts_ns=np.zeros(0, dtype=np.int64),
-    )
 
 
 def batch_from_columns(
@@ -72,24 +62,3 @@ def batch_from_columns(
         value=values.reshape(-1),
         ts_ns=np.repeat(ts, n_cols),
     )
-
-
-class StaticSource:
-    """An in-memory fake: returns the same batch on every ``read()`` (or each of a sequence in turn).
-
-    With a sequence, ``read`` serves the batches in order and then keeps returning the last one,
-    which mimics a source whose data stopped changing (its ``ts_ns`` then ages: useful for
-    staleness tests). ``reads`` counts calls.
-    """
-
-    def __init__(self, batches: SampleBatch | Sequence[SampleBatch]) -> None:
-        seq = (batches,) if isinstance(batches, SampleBatch) else tuple(batches)
-        if not seq:
-            raise ValueError("StaticSource needs at least one batch, got an empty sequence")
-        self._batches = seq
-        self.reads = 0
-
-    def read(self) -> SampleBatch:
-        batch = self._batches[min(self.reads, len(self._batches) - 1)]
-        self.reads += 1
-        return batch

@@ -32,7 +32,7 @@ import numpy as np
 from ebb.errors import InputError
 from ebb.model.samples import SampleBatch
 
-__all__ = ["parse_comm_log", "parse_comm_lines", "DeepSpeedCommSource", "series_for_op"]
+__all__ = ["parse_comm_log", "parse_comm_lines", "series_for_op"]
 
 _STAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(\d{3})\]")
 _OP = re.compile(r"comm op:\s*(?P<op>[A-Za-z0-9_]+)(?:\s*\|\s*\[Caller Func:[^\]]*\])?\s*\|"
@@ -94,17 +94,3 @@ def parse_comm_log(path: str | Path, *, ops: Collection[str] | None = None, base
             return parse_comm_lines(fh, path=p, ops=ops, base_ns=base_ns, assumed_interval_ns=assumed_interval_ns)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path=p, fix="check the path") from exc
-
-
-class DeepSpeedCommSource:
-    """A :class:`~ebb.sources.base.MetricSource` over one log file; re-parses on each ``read()``
-    so a log that is still being written yields its newest lines (reading never changes the file)."""
-
-    def __init__(self, path: str | Path, *, ops: Collection[str] | None = ("all_reduce",),
-                 base_ns: int = 0, assumed_interval_ns: int = DEFAULT_INTERVAL_NS) -> None:
-        self.path = str(path)
-        self._ops, self._base_ns, self._interval = ops, base_ns, assumed_interval_ns
-
-    def read(self) -> SampleBatch:
-        return parse_comm_log(self.path, ops=self._ops, base_ns=self._base_ns,
-                              assumed_interval_ns=self._interval)

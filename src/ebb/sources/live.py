@@ -1,6 +1,7 @@
-"""The :class:`SignalSource` seam the live controller reads each cycle, and an in-memory fake.
+"""The :class:`SignalSource` seam the live controller reads each cycle.
 
-Guarantees of every live source (agents, Prometheus, the fake):
+Guarantees of every live source (agents, Prometheus, and the fake
+:class:`ebb.testing.fakes.FakeSignalSource`):
 
 * ``read(since_s)`` is synchronous and side-effect free for the observed system; it returns the
   samples with timestamps ``> since_s`` (Unix seconds) that are available now, plus the newest
@@ -16,13 +17,11 @@ Guarantees of every live source (agents, Prometheus, the fake):
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from ebb.model.live import LiveSignals
 
-__all__ = ["FakeSignalSource", "SignalSource"]
+__all__ = ["SignalSource"]
 
 
 @runtime_checkable
@@ -32,20 +31,3 @@ class SignalSource(Protocol):
     def read(self, since_s: float) -> LiveSignals:
         """Samples newer than ``since_s`` (Unix s) and the newest gauges, each with its time."""
         ...
-
-
-class FakeSignalSource:
-    """Serves whatever ``produce(since_s)`` returns; ``fail`` makes ``read`` raise it (outage drills)."""
-
-    def __init__(self, produce: Callable[[float], LiveSignals]) -> None:
-        self._produce = produce
-        self._lock = threading.Lock()
-        self.fail: Exception | None = None
-        self.reads = 0
-
-    def read(self, since_s: float) -> LiveSignals:
-        with self._lock:
-            self.reads += 1
-            if self.fail is not None:
-                raise self.fail
-        return self._produce(since_s)

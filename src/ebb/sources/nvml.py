@@ -17,7 +17,7 @@ Guarantees: each sample is stamped with the time its NVML value was read (GPM: t
 interval). A metric NVML reports as not supported on a device is omitted, never invented. Any
 other NVML failure raises :class:`~ebb.errors.SourceUnavailable` with the NVML error chained.
 All NVML calls go through the :class:`NvmlApi` seam: :class:`PynvmlApi` talks to the driver
-(``pip install 'ebb[nvml]'``), :class:`ReplayNvml` replays recorded CSVs so tests run on CPU.
+(``pip install 'ebb[nvml]'``); tests replay recorded CSVs through :class:`ebb.testing.fakes.ReplayNvml`.
 
 Live check: ``python -m ebb.sources.nvml --seconds 5 --out FILE.csv`` samples at 100 ms and writes
 a long-format ``ts_ns,series,value`` CSV that :mod:`ebb.sources.replay` and ``ebb analyze`` read.
@@ -31,7 +31,6 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
 
@@ -39,11 +38,10 @@ import numpy as np
 
 from ebb.errors import SourceUnavailable, require_extra
 from ebb.model.samples import SampleBatch
-from ebb.sources.replay import read_table
 
 __all__ = [
     "CLASSIC_METRICS", "GPM_METRICS", "ClassicReading", "GpmSample", "NvmlApi", "NvmlSampler",
-    "PynvmlApi", "ReplayNvml", "main",
+    "PynvmlApi", "main",
 ]
 
 CLASSIC_METRICS = ("util_gpu_pct", "util_mem_pct", "mem_used_mib", "power_w", "sm_clock_mhz",
@@ -56,11 +54,6 @@ GPM_METRICS: dict[str, str] = {
     "gpm_dram_bw_util_pct": "NVML_GPM_METRIC_DRAM_BW_UTIL",
     "gpm_pcie_tx_mibs": "NVML_GPM_METRIC_PCIE_TX_PER_SEC",
     "gpm_pcie_rx_mibs": "NVML_GPM_METRIC_PCIE_RX_PER_SEC",
-}
-# gpm.csv column (written by data/gpu/h200-gpm-probe/gpm_probe.py) -> series suffix.
-_GPM_REPLAY_COLUMNS = {
-    "sm_util": "gpm_sm_util_pct", "sm_occupancy": "gpm_sm_occupancy_pct", "tensor_util": "gpm_tensor_util_pct",
-    "dram_bw_util": "gpm_dram_bw_util_pct", "pcie_tx_mibs": "gpm_pcie_tx_mibs", "pcie_rx_mibs": "gpm_pcie_rx_mibs",
 }
 _NVML_ERROR_NOT_SUPPORTED = 3  # NVML_ERROR_NOT_SUPPORTED in nvml.h
 
@@ -250,89 +243,6 @@ class PynvmlApi:
 
     def close(self) -> None:
         self._call("nvmlShutdown")
-
-
-class ReplayNvml:
-    """:class:`NvmlApi` that replays recorded CSVs, with the recorded timestamps.
-
-    * ``fast_csv``: ``t, util_gpu, util_mem, mem_used_mib, power_w, sm_clock_mhz`` (as
-      ``data/gpu/h200-serving/nvml_fast.csv``); each ``classic()`` call serves the next row.
-    * ``pcie_csv`` (optional): ``t, pcie_tx_kbs, pcie_rx_kbs``; a classic reading carries the latest
-      PCIe row at or before its time (NVML returns its last value); absent -> PCIe series omitted.
-    * ``gpm_csv`` (optional): the GPM probe's ``gpm.csv``; each ``gpm_sample()`` takes the next
-      row and ``gpm_metrics(a, b)`` returns row ``b``'s values (already rates over its interval).
-      ``gpm_supported=False`` (or no file) replays a pre-Hopper GPU.
-
-    Every GPU index serves the same recording, each with its own cursor. Timestamps are
-    ``epoch_ns + t * 1e9``. Running past the end raises :class:`SourceUnavailable`.
-    """
-
-    def __init__(self, fast_csv: str | Path, *, pcie_csv: str | Path | None = None,
-                 gpm_csv: str | Path | None = None, gpm_supported: bool = True, gpus: int = 1,
-                 epoch_ns: int = 0) -> None:
-        fast = read_table(fast_csv, time_col="t",
-                          columns=["util_gpu", "util_mem", "mem_used_mib", "power_w", "sm_clock_mhz"])
-        self._fast_path = str(fast_csv)
-        self._fast_ts = epoch_ns + np.rint(fast.t_s * 1e9).astype(np.int64)
-        self._fast = np.column_stack([fast.columns[c] for c in fast.columns])
-        self._pcie_ts: np.ndarray | None = None
-        self._pcie = np.zeros((0, 2))
-        if pcie_csv is not None:
-            pcie = read_table(pcie_csv, time_col="t", columns=["pcie_tx_kbs", "pcie_rx_kbs"])
-            self._pcie_ts = epoch_ns + np.rint(pcie.t_s * 1e9).astype(np.int64)
-            self._pcie = np.column_stack([pcie.columns["pcie_tx_kbs"], pcie.columns["pcie_rx_kbs"]])
-        self._gpm_ts: np.ndarray | None = None
-        self._gpm = np.zeros((0, len(_GPM_REPLAY_COLUMNS)))
-        if gpm_csv is not None:
-            gpm = read_table(gpm_csv, time_col="t", columns=list(_GPM_REPLAY_COLUMNS))
-            self._gpm_ts = epoch_ns + np.rint(gpm.t_s * 1e9).astype(np.int64)
-            self._gpm = np.column_stack([gpm.columns[c] for c in _GPM_REPLAY_COLUMNS])
-        self._gpm_supported = gpm_supported and gpm_csv is not None
-        self._gpus = gpus
-        self._fast_cursor = [0] * gpus
-        self._gpm_cursor = [0] * gpus
-        self.released = 0
-
-    def device_count(self) -> int:
-        return self._gpus
-
-    def classic(self, gpu: int) -> ClassicReading:
-        i = self._fast_cursor[gpu]
-        if i >= len(self._fast_ts):
-            raise SourceUnavailable(f"NVML replay {self._fast_path} exhausted after {i} rows")
-        self._fast_cursor[gpu] = i + 1
-        row, ts = self._fast[i], int(self._fast_ts[i])
-        values: dict[str, float | None] = dict(zip(CLASSIC_METRICS[:5], (float(x) for x in row)))
-        tx: float | None = None
-        rx: float | None = None
-        if self._pcie_ts is not None:
-            j = int(np.searchsorted(self._pcie_ts, ts, side="right")) - 1
-            if j >= 0:
-                tx, rx = float(self._pcie[j, 0]), float(self._pcie[j, 1])
-        values["pcie_tx_kbs"], values["pcie_rx_kbs"] = tx, rx
-        return ClassicReading(ts_ns=ts, values=values)
-
-    def gpm_supported(self, gpu: int) -> bool:
-        return self._gpm_supported
-
-    def gpm_sample(self, gpu: int) -> GpmSample:
-        if self._gpm_ts is None or not self._gpm_supported:
-            raise SourceUnavailable("NVML replay: GPM is not supported by this recording")
-        i = self._gpm_cursor[gpu]
-        if i >= len(self._gpm_ts):
-            raise SourceUnavailable(f"NVML replay: GPM recording exhausted after {i} rows")
-        self._gpm_cursor[gpu] = i + 1
-        return GpmSample(ts_ns=int(self._gpm_ts[i]), handle=i)
-
-    def gpm_metrics(self, gpu: int, first: GpmSample, second: GpmSample) -> dict[str, float | None]:
-        row = self._gpm[int(second.handle)]
-        return {name: float(row[k]) for k, name in enumerate(_GPM_REPLAY_COLUMNS.values())}
-
-    def release(self, sample: GpmSample) -> None:
-        self.released += 1
-
-    def close(self) -> None:
-        return None
 
 
 def _run_live(seconds: float, out: str, interval_s: float, gpm: bool) -> int:

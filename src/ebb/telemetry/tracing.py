@@ -3,11 +3,13 @@
 Span tree of one cycle (``docs/telemetry.md`` has the attribute table)::
 
     ebb.cycle                      root of a NEW trace every cycle (never parented to an ambient span)
-    ├── ebb.source                 url.full, server.address, server.port, ebb.data.staleness_s
+    ├── ebb.source                 reading the signal source
     ├── ebb.l1 / ebb.l2 / ebb.l3   the policy's layers
     ├── ebb.gate.<name>            ebb.gate.result
-    ├── ebb.ledger                 url.full / server.address of the store
+    ├── ebb.ledger                 appending the decision
     └── ebb.actuate                ebb.replicas.from, ebb.replicas.to
+
+Tests record spans with :func:`ebb.testing.tracing.in_memory_provider`.
 
 Guarantees:
 
@@ -34,7 +36,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final, TypeVar, cast
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -47,12 +49,10 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 __all__ = [
     "CycleSpan", "CycleTracer", "HIGH_CARDINALITY_KEYS", "LayerSpan", "configure_otlp",
-    "current_span_id", "current_trace_id", "guarded_exporter", "in_memory_provider", "local_provider",
-    "url_attributes",
+    "guarded_exporter", "local_provider",
 ]
 
 OTEL_INSTALL: Final = "pip install 'ebb[otel]'"
@@ -101,41 +101,11 @@ def _coerce(value: object) -> AttributeValue | None:
     return str(value)
 
 
-def url_attributes(url: str) -> dict[str, AttributeValue]:
-    """``url.full`` (credentials removed), ``server.address`` and ``server.port`` of a source/ledger URL."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        netloc = host if parts.port is None else f"{host}:{parts.port}"
-        if ":" in host:
-            netloc = f"[{host}]" if parts.port is None else f"[{host}]:{parts.port}"
-        attrs: dict[str, AttributeValue] = {"url.full": urlunsplit(parts._replace(netloc=netloc))}
-        if host:
-            attrs["server.address"] = host
-        if parts.port is not None:
-            attrs["server.port"] = parts.port
-        return attrs
-    except ValueError:
-        return {"url.full": "<unparseable>"}
-
-
 def _ids(span: Span) -> tuple[str, str] | None:
     ctx = span.get_span_context()
     if not ctx.is_valid:
         return None
     return trace.format_trace_id(ctx.trace_id), trace.format_span_id(ctx.span_id)
-
-
-def current_trace_id() -> str | None:
-    """The 32-hex trace id of the current span, or None outside any (or with no SDK)."""
-    ids = _ids(trace.get_current_span())
-    return None if ids is None else ids[0]
-
-
-def current_span_id() -> str | None:
-    """The 16-hex span id of the current span, or None outside any (or with no SDK)."""
-    ids = _ids(trace.get_current_span())
-    return None if ids is None else ids[1]
 
 
 class LayerSpan:
@@ -287,23 +257,6 @@ class CycleTracer:
                 attrs["k8s.deployment.name"] = deployment
             root.set(**attrs)
             yield root
-
-
-def in_memory_provider(service_name: str = "ebb-controller"
-                       ) -> tuple[SdkTracerProvider, InMemorySpanExporter]:
-    """An SDK provider exporting synchronously to memory (tests); never touches the global provider."""
-    try:
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider as SdkProvider
-        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-    except ImportError as exc:
-        raise MissingExtraError(
-            f"in_memory_provider needs the OpenTelemetry SDK; install it with: {OTEL_INSTALL}") from exc
-    exporter = InMemorySpanExporter()
-    provider = SdkProvider(resource=Resource.create({"service.name": service_name}))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider, exporter
 
 
 def local_provider(service_name: str = "ebb-controller") -> SdkTracerProvider | None:

@@ -4,6 +4,9 @@ process, for the crash-point matrix and fail-over tests (``python -m ebb.testing
 * **Deterministic decisions**, ``mode=act``: plan k (k = 0, 1, ... in *this process*) wants, when
   ``k % --every == 0`` (2), 5 replicas if the Deployment has fewer, else 2; otherwise it holds: every
   decision changes replicas, up and down in turn. ``--script FILE`` (JSON list) wants item k instead.
+  A scale-down names the *oldest* replicas as its victims (``--victims oldest``, the default: the
+  opposite of every actuator's newest-first choice, so a resumed decision that lost its victims
+  shows); ``--victims none`` names none. Each plan is a :class:`~ebb.model.decision.Decision`.
 * **Fresh data** (ten 100 ms samples ending now: nothing vetoed as stale); the real Kubernetes actuator
   on the fake API server ``--kube-url`` of the *test* process (it outlives this one); ``open_ledger``.
 * **Crash points.** ``--crash-at POINT:N`` SIGKILLs, ``--stop-at POINT:N`` SIGSTOPs this process the
@@ -30,9 +33,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -41,10 +44,11 @@ from ebb.errors import ConfigError, EbbError, require_extra
 from ebb.ledger import open_ledger
 from ebb.ledger.election import LeaderElector
 from ebb.live.controller import Controller, ControllerSettings
-from ebb.live.policy_spec import LivePolicy
+from ebb.model.decision import Decision
 from ebb.model.live import LiveSignals
-from ebb.model.observation import FineSignals, Observation, ScaleRequest
-from ebb.sources.live import FakeSignalSource
+from ebb.model.observation import FineSignals, Observation, Pipeline
+from ebb.model.spans import NO_SPANS, Spans
+from ebb.testing.fakes import FakeSignalSource
 from ebb.testing.fake_kube import RequestRecord
 
 __all__ = ["FAULT_POINTS", "HarnessPolicy", "fault_at", "fresh_source", "main", "scale_writes"]
@@ -59,26 +63,31 @@ def emit(record: dict[str, Any]) -> None:
 
 @dataclass
 class HarnessPolicy:
-    """The deterministic scripted policy described in the module docstring."""
+    """The deterministic scripted policy described in the module docstring (a
+    :class:`~ebb.decide.base.Policy`)."""
 
     every: int = 2
     script: tuple[int, ...] = ()
     spec: str = "harness"
-    log: list[dict[str, Any]] = field(default_factory=list)
+    oldest_victims: bool = True
+    """Scale-downs name the oldest replicas (``obs.pods`` is oldest first) as their victims."""
+    interval_s: float = 0.2
+    pipeline: Pipeline = Pipeline(1, 1)
     plans: int = 0
 
-    def decide(self, obs: Observation) -> ScaleRequest:
+    def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
         k, self.plans, have = self.plans, self.plans + 1, obs.spec_replicas
         n = (self.script[min(k, len(self.script) - 1)] if self.script
              else have if k % self.every else HIGH if have < HIGH else LOW)
-        if n != have:
-            self.log.append({"t_s": obs.t_s, "action": "scale_up" if n > have else "scale_down", "from": have,
-                             "to": n, "reasons": [f"harness plan {k}"], "signals": {}, "weights": {},
-                             "vetoes": [], "victims": [], "plan": {}})
-        return ScaleRequest(n)
+        victims = tuple(p.replica for p in obs.pods[:max(0, have - n)]) if self.oldest_victims else ()
+        return Decision.change(obs.t_s, have, n, policy=self.spec, reasons=(f"harness plan {k}",) if n != have else (),
+                               victims=victims if n < have else ())
 
     def observe(self, obs: Observation) -> None:  # followers keep windows warm; there are none here
         pass
+
+    def gate_queries(self) -> tuple[str, ...]:
+        return ()
 
 
 def fresh_source(clock: Callable[[], float] = time.time) -> FakeSignalSource:
@@ -146,6 +155,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--script", type=Path, help="JSON list: replicas wanted by the k-th plan")
     p.add_argument("--interval-s", type=float, default=0.2, help="cycle period (s)")
     p.add_argument("--every", type=int, default=2, help="decide on every N-th plan")
+    p.add_argument("--victims", choices=("oldest", "none"), default="oldest",
+                   help="victims a scale-down names (oldest replicas, or none: the actuator chooses)")
     return p
 
 
@@ -157,7 +168,8 @@ def _policy(args: argparse.Namespace) -> HarnessPolicy:
     except (OSError, TypeError, ValueError) as exc:
         raise ConfigError(f"harness policy from --script {args.script} --every {args.every}: {exc} "
                           "(fix: a JSON list of replica counts, e.g. [5, 5, 2])") from exc
-    return HarnessPolicy(every=args.every, script=script, spec=f"harness:every={args.every}")
+    return HarnessPolicy(every=args.every, script=script, spec=f"harness:every={args.every}",
+                         oldest_victims=args.victims == "oldest", interval_s=args.interval_s)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -182,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             elector = closing.enter_context(LeaderElector(args.etcd, f"ebb-harness/{args.run_id}/leader",
                                                           args.candidate, ttl_s=args.ttl_s))
             elector.start()
-        ctl = Controller(cast(LivePolicy, policy), fresh_source(), actuator, ledger,
+        ctl = Controller(policy, fresh_source(), actuator, ledger,
                          ControllerSettings(run_id=args.run_id, target=actuator.target, mode="act",
                                             interval_s=args.interval_s),
                          elector=elector, fault_point=fault_at(args.crash_at, args.stop_at))

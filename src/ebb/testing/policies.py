@@ -1,16 +1,38 @@
-"""Fake :class:`~ebb.sim.policy.Policy` implementations for engine tests: fixed, stepped, recording."""
+"""Fake :class:`~ebb.decide.base.Policy` implementations for engine tests: fixed, stepped, recording.
+
+Each answers a :class:`~ebb.model.decision.Decision` from the observed target (from 0 at t = 0
+with no pods, like every real policy) to its count, negative counts clamped to 0.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ebb.model.decision import Decision
+from ebb.model.spans import NO_SPANS, Spans
 from ebb.sim.policy import Observation, Pipeline
 
-__all__ = ["FixedPolicy", "RecordingPolicy", "StepPolicy"]
+__all__ = ["FixedPolicy", "RecordingPolicy", "StepPolicy", "answer"]
+
+
+def answer(obs: Observation, n: int, spec: str) -> Decision:
+    """The decision that moves the observed target to ``n`` (≥ 0)."""
+    frm = 0 if obs.t_s == 0.0 and not obs.pods else obs.spec_replicas
+    return Decision.change(obs.t_s, frm, max(0, n), policy=spec, reasons=(f"{spec}: desired {n}",))
+
+
+class _NoHistory:
+    """``observe`` and ``gate_queries`` of a fake without history or gates."""
+
+    def observe(self, obs: Observation) -> None:
+        """Nothing to ingest: a fake's answer depends on the clock (or nothing) only."""
+
+    def gate_queries(self) -> tuple[str, ...]:
+        return ()
 
 
 @dataclass
-class FixedPolicy:
+class FixedPolicy(_NoHistory):
     """Always the same count."""
 
     replicas: int
@@ -18,12 +40,12 @@ class FixedPolicy:
     interval_s: float = 1.0
     pipeline: Pipeline = field(default_factory=lambda: Pipeline(1, 1))
 
-    def decide(self, obs: Observation) -> int:
-        return self.replicas
+    def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
+        return answer(obs, self.replicas, self.spec)
 
 
 @dataclass
-class StepPolicy:
+class StepPolicy(_NoHistory):
     """``steps`` = ((t0, n0), (t1, n1), ...): answers the count of the last step at or before t."""
 
     steps: tuple[tuple[float, int], ...]
@@ -31,16 +53,16 @@ class StepPolicy:
     interval_s: float = 1.0
     pipeline: Pipeline = field(default_factory=lambda: Pipeline(1, 1))
 
-    def decide(self, obs: Observation) -> int:
+    def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
         n = self.steps[0][1]
         for t, k in self.steps:
             if obs.t_s >= t:
                 n = k
-        return n
+        return answer(obs, n, self.spec)
 
 
 @dataclass
-class RecordingPolicy:
+class RecordingPolicy(_NoHistory):
     """A fixed count that keeps every observation it was shown."""
 
     replicas: int
@@ -49,6 +71,6 @@ class RecordingPolicy:
     interval_s: float = 1.0
     seen: list[Observation] = field(default_factory=list)
 
-    def decide(self, obs: Observation) -> int:
+    def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
         self.seen.append(obs)
-        return self.replicas
+        return answer(obs, self.replicas, self.spec)

@@ -1,181 +1,19 @@
-"""A throwaway Prometheus server on loopback, for tests and demos (Debian's ``prometheus``).
+"""Test support around the demo's Prometheus launcher (:mod:`ebb.live.local_prometheus`).
 
-:class:`LocalPrometheus` runs the real binary as a plain process on ``127.0.0.1`` with its own
-TSDB directory and ``--web.enable-lifecycle`` (so ``reload()`` re-reads the config). ``start()``
-returns once ``/-/ready`` answers 200 (at most 30 s, RuntimeError with the log's tail otherwise);
-``stop()`` terminates (SIGTERM, SIGKILL after 10 s), ``kill()`` sends SIGKILL at once (no clean
-shutdown: no staleness markers are written, the state a crashed server leaves). ``start()`` again
-reuses the same port and data dir, so a test can bring the server back over its old samples.
-
-:func:`write_file_sd_config` writes a config whose job discovers targets from a JSON file
-refreshed every 1 s; :func:`write_targets` replaces that file atomically, so an actuator can add
-and remove worker targets while Prometheus runs.
+:func:`local_prometheus` runs one server for the length of a ``with`` block, configured from scrape
+configs or a file-SD job, and stops it cleanly at the end (the fixtures' way of using it).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import yaml
+from ebb.live.local_prometheus import LocalPrometheus, write_config, write_file_sd_config
 
-from ebb.testing.etcd import free_port
-
-__all__ = ["PROMETHEUS_INSTALL", "LocalPrometheus", "local_prometheus", "prometheus_binary",
-           "write_config", "write_file_sd_config", "write_targets"]
-
-PROMETHEUS_INSTALL = "apt-get install -y prometheus"
-
-
-def prometheus_binary() -> str | None:
-    """Path of the prometheus binary, or None when it is not installed."""
-    found = shutil.which("prometheus")
-    if found:
-        return found
-    return "/usr/bin/prometheus" if os.access("/usr/bin/prometheus", os.X_OK) else None
-
-
-def write_config(path: Path, scrape_configs: Sequence[Mapping[str, Any]], *,
-                 scrape_interval_s: float = 1.0) -> Path:
-    """Write a Prometheus config with these ``scrape_configs`` (dicts as in prometheus.yml)."""
-    interval = _duration(scrape_interval_s)
-    doc = {"global": {"scrape_interval": interval, "evaluation_interval": interval,
-                      "scrape_timeout": _duration(min(scrape_interval_s, 10.0))},
-           "scrape_configs": [dict(c) for c in scrape_configs]}
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
-
-
-def write_file_sd_config(path: Path, targets_file: Path, *, job: str = "ebb",
-                         scrape_interval_s: float = 1.0) -> Path:
-    """Write a config with one job reading its targets from ``targets_file`` (refreshed every 1 s).
-
-    The targets file is created empty when missing; fill it with :func:`write_targets`."""
-    if not targets_file.exists():
-        write_targets(targets_file, [])
-    return write_config(path, [{"job_name": job, "file_sd_configs": [
-        {"files": [str(targets_file.resolve())], "refresh_interval": "1s"}]}], scrape_interval_s=scrape_interval_s)
-
-
-def write_targets(targets_file: Path, targets: Sequence[str],
-                  labels: Mapping[str, str] | None = None) -> None:
-    """Replace the file-SD targets (``host:port`` strings) atomically (write, then rename)."""
-    tmp = targets_file.with_name(targets_file.name + ".tmp")
-    tmp.write_text(json.dumps([{"targets": list(targets), "labels": dict(labels or {})}]))
-    os.replace(tmp, targets_file)
-
-
-def _duration(seconds: float) -> str:
-    # Prometheus durations take integer units: express sub-second values in milliseconds.
-    ms = round(seconds * 1000)
-    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
-
-
-class LocalPrometheus:
-    """One Prometheus process on a fixed loopback port and data dir; restartable."""
-
-    def __init__(self, binary: str, data_dir: Path, config_path: Path, *, port: int | None = None,
-                 log_path: Path | None = None, ready_within_s: float = 30.0) -> None:
-        self.binary = binary
-        # Prometheus resolves relative paths against the config's directory, not our cwd.
-        self.data_dir = data_dir.resolve()
-        self.config_path = config_path.resolve()
-        self.port = port if port is not None else free_port()
-        self.log_path = log_path
-        self.ready_within_s = ready_within_s
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    def start(self) -> str:
-        """Start the server (no-op when running) and wait until ready; returns its URL."""
-        if self.running:
-            return self.url
-        args = [self.binary, f"--config.file={self.config_path}",
-                f"--storage.tsdb.path={self.data_dir / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle",
-                "--storage.tsdb.retention.time=1d", "--log.level=warn"]
-        out = self.log_path.open("ab") if self.log_path is not None else subprocess.DEVNULL
-        try:
-            self._proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL)
-        finally:
-            if not isinstance(out, int):
-                out.close()
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.kill()
-            raise
-        return self.url
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.ready_within_s
-        assert self._proc is not None
-        while True:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited with {self._proc.returncode}: {self._log_tail()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1.0) as resp:
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"prometheus not ready at {self.url} within {self.ready_within_s:g} s: "
-                                   f"{self._log_tail()}")
-            time.sleep(0.05)
-
-    def _log_tail(self) -> str:
-        if self.log_path is None or not self.log_path.exists():
-            return "(no log kept)"
-        return self.log_path.read_text(errors="replace")[-2000:]
-
-    def reload(self) -> None:
-        """Ask the server to re-read its config (``POST /-/reload``)."""
-        req = urllib.request.Request(f"{self.url}/-/reload", method="POST", data=b"")
-        with urllib.request.urlopen(req, timeout=10.0) as resp:
-            resp.read()
-
-    def stop(self) -> None:
-        """Clean shutdown: SIGTERM, SIGKILL after 10 s."""
-        if self._proc is None:
-            return
-        self._proc.terminate()
-        try:
-            self._proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        self._proc = None
-
-    def kill(self) -> None:
-        """Crash: SIGKILL, no shutdown work (no staleness markers for the live series)."""
-        if self._proc is None:
-            return
-        self._proc.kill()
-        self._proc.wait()
-        self._proc = None
-
-    def restart(self) -> str:
-        """Stop (cleanly) when running, then start again on the same port and data dir."""
-        self.stop()
-        return self.start()
+__all__ = ["local_prometheus"]
 
 
 @contextmanager

@@ -88,6 +88,23 @@ def test_applied_ids_survive_a_new_actuator_through_the_state_file(router: Route
         assert act.state().spec_replicas == 1  # processes are not restored: a restart starts from `initial`
 
 
+def test_worker_names_are_never_reused_by_a_later_actuator_on_the_same_state_file(
+        router: Router, tmp_path: Path) -> None:
+    state = tmp_path / "actuator.json"
+    with local(router, initial=2, state_file=state) as act:
+        act.apply(DecisionId("up"), ScaleRequest(3))  # worker-0..2
+    with local(router, initial=2, state_file=state) as act:
+        assert [r.name for r in act.state().replicas] == ["worker-3", "worker-4"]
+    # A file written before next_id was kept still reads (as 0).
+    doc = json.loads(state.read_text())
+    assert doc["next_id"] == 5
+    del doc["next_id"]
+    state.write_text(json.dumps(doc))
+    with local(router, initial=1, state_file=state) as act:
+        assert [r.name for r in act.state().replicas] == ["worker-0"]
+        assert not act.apply(DecisionId("up"), ScaleRequest(3)).applied, "its applied ids still count"
+
+
 def test_a_corrupt_state_file_is_refused_with_its_path(router: Router, tmp_path: Path) -> None:
     state = tmp_path / "actuator.json"
     state.write_text("{not json")

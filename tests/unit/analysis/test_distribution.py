@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ebb.analysis import analyze, distribution, find_modes, pearson_matrix
+from ebb.analysis import analyze, distribution, pearson_matrix
 from ebb.analysis.correlation import align
 from ebb.sources.base import batch_from_columns
 
@@ -32,11 +32,13 @@ def test_a_bimodal_mixture_yields_two_modes_with_the_right_ranges_and_shares() -
 
 def test_a_unimodal_sample_yields_one_mode() -> None:
     rng = np.random.default_rng(1)
-    assert len(find_modes(rng.normal(50, 5, 20_000), value_range=(0, 100))) == 1
+    d = distribution("gpu_util_pct", rng.normal(50, 5, 20_000))
+    assert d.edges[0] == 0.0 and d.edges[-1] == 100.0  # a percent series is binned over [0, 100]
+    assert len(d.modes) == 1
 
 
 def test_a_constant_series_is_one_mode_holding_every_sample() -> None:
-    (m,) = find_modes(np.full(100, 7.0))
+    (m,) = distribution("x", np.full(100, 7.0)).modes
     assert m.share == 1.0 and m.lo <= 7.0 <= m.hi
 
 
@@ -44,7 +46,7 @@ def test_a_constant_series_is_one_mode_holding_every_sample() -> None:
 @given(st.lists(st.floats(min_value=-1e6, max_value=1e6, allow_nan=False), min_size=1, max_size=400),
        st.integers(min_value=3, max_value=120))
 def test_mode_shares_sum_to_at_most_one_and_mode_ranges_are_disjoint(values: list[float], bins: int) -> None:
-    modes = find_modes(np.array(values), bins=bins, min_share=0.0)
+    modes = distribution("x", np.array(values), bins=bins, min_share=0.0).modes
     assert sum(m.share for m in modes) <= 1.0 + 1e-12
     for m in modes:
         assert 0.0 <= m.share <= 1.0 and m.lo <= m.peak <= m.hi

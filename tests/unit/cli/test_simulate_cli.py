@@ -37,6 +37,8 @@ def test_simulate_on_the_bundled_trace_writes_the_scorecard_json_and_a_report(tm
     html = rep.read_text()
     assert html.startswith("<!DOCTYPE html>") and "keda:threshold=40" in html
     assert "oracle" in res.output
+    # HPA settings are in the run: the table and the report compare the others with the HPA frontier.
+    assert "vs HPA" in res.output and "frontier" in res.output and "GPU-hours against the HPA frontier" in html
 
 
 def test_simulate_runs_a_count_series_in_fluid_mode(tmp_path: Path) -> None:

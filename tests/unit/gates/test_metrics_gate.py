@@ -11,14 +11,12 @@ from hypothesis import strategies as st
 
 from ebb.errors import ConfigError
 from ebb.gates.metrics_gate import (
-    ERROR_RETRY_INTERVAL_S,
     GateSpec,
     GateState,
     Measurement,
     classify,
     evaluate,
     gate_spec_from_mapping,
-    next_due_s,
     parse_condition,
     step,
     stop,
@@ -216,16 +214,6 @@ def test_step_refuses_measurements_that_go_back_in_time() -> None:
         step(SUCC_ONLY, s, Measurement(99.0, 1.0))
     with pytest.raises(ValueError, match="finite"):
         step(SUCC_ONLY, s, Measurement(math.inf, 1.0))
-
-
-def test_the_next_measurement_is_due_one_interval_later_or_ten_seconds_after_an_error() -> None:
-    s = GateState()
-    assert next_due_s(NOTE, s, start_s=5.0) == 5.0
-    s = step(NOTE, s, Measurement(5.0, 1.0))
-    assert next_due_s(NOTE, s, start_s=5.0) == 65.0
-    s = step(NOTE, s, Measurement(65.0, None, "timeout"))
-    assert next_due_s(NOTE, s, start_s=5.0) == 65.0 + ERROR_RETRY_INTERVAL_S
-    assert next_due_s(SUCC_ONLY, evaluate(SUCC_ONLY, ms(900.0)).state, start_s=0.0) is None
 
 
 # --- property ---------------------------------------------------------------------------------------

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,8 +15,7 @@ from ebb.gates.quota import (
     QuotaPolicy,
     admit,
     borrowed,
-    constrain_victims,
-    reclaim_order,
+    borrower_keys,
 )
 
 G, B, BE = QoSClass.GUARANTEED, QoSClass.BURSTABLE, QoSClass.BEST_EFFORT
@@ -91,10 +88,23 @@ def test_a_resource_listed_only_in_min_has_no_cap() -> None:
     assert admit(Quota("ns", min={"cpu": 1}), {"cpu": 10**9}, {"cpu": 10**9}, G).allowed
 
 
-def test_admission_unpacks_as_allowed_and_reason() -> None:
-    allowed, reason = admit(Q, {}, {"cpu": 1}, G)
-    assert allowed and reason.startswith("allowed")
+def test_admission_unpacks_as_allowed_reason_and_borrows() -> None:
+    allowed, reason, borrows = admit(Q, {}, {"cpu": 1}, G)
+    assert allowed and reason.startswith("allowed") and not borrows
     assert isinstance(admit(Q, {}, {}, G), Admission)
+
+
+@pytest.mark.parametrize(
+    ("qos", "usage", "allowed", "borrows"),
+    [(G, {"cpu": 0}, True, False), (G, {"cpu": 3000}, True, True), (B, {"cpu": 3000}, False, False),
+     (G, {"cpu": 7000}, False, False)],
+    ids=["within_min", "guaranteed_borrows", "burstable_refused", "over_max"],
+)
+def test_borrows_is_set_exactly_when_a_pod_is_let_into_the_elastic_share(
+        qos: QoSClass, usage: dict[str, int], allowed: bool, borrows: bool) -> None:
+    got = admit(Q, usage, {"cpu": 2000}, qos)
+    assert (got.allowed, got.borrows) == (allowed, borrows)
+    assert ("borrows" in got.reason) is borrows
 
 
 def test_a_policy_can_let_burstable_pods_borrow() -> None:
@@ -123,7 +133,7 @@ def test_the_default_policy_is_the_notes() -> None:
         (lambda: admit(Q, {"cpu": -2}, {}, G), "-2"),
         (lambda: admit(Q, {}, {}, "Burstable"), "'Burstable'"),  # type: ignore[arg-type]
         (lambda: borrowed(Q, [pod("x"), pod("x")]), "'x'"),
-        (lambda: reclaim_order([pod("x")], {"other": Q}), "'other'"),
+        (lambda: borrower_keys([pod("x")], {"other": Q}), "'other'"),
     ],
     ids=["min_above_max", "unknown_resource", "negative_max", "empty_namespace",
          "fractional_milli", "qos_as_plain_string", "negative_request", "negative_usage",
@@ -165,41 +175,6 @@ def test_a_pod_past_min_in_any_one_resource_borrows() -> None:
 
 def test_borrowed_ignores_pods_of_other_namespaces() -> None:
     assert borrowed(Q, [pod("x", ns="team-b", cpu=10**6)]) == []
-
-
-# --- reclaim order -----------------------------------------------------------------------------
-
-def test_reclaim_takes_borrowers_first_then_lowest_priority_then_newest() -> None:
-    pods = [
-        pod("keep-high", cpu=1000, priority=5, created_s=1),
-        pod("keep-low-old", cpu=1000, priority=0, created_s=2),
-        pod("keep-low-new", cpu=1000, priority=0, created_s=3),
-        pod("borrow-big", cpu=5000, priority=9, created_s=4),
-        pod("other-ns", ns="team-b", cpu=1000, priority=-1, created_s=0),
-    ]
-    order = reclaim_order(pods, {"team-a": Q})
-    assert [p.name for p in order] == ["borrow-big", "other-ns", "keep-low-new", "keep-low-old",
-                                       "keep-high"]
-
-
-def test_namespaces_without_a_quota_have_no_borrowers() -> None:
-    pods = [pod("a", ns="free", cpu=10**9)]
-    assert reclaim_order(pods, {}) == pods
-
-
-@dataclass(frozen=True)
-class Replica:
-    replica_id: str
-    namespace: str
-
-
-def test_constrain_victims_moves_borrowers_first_and_keeps_the_planners_order() -> None:
-    pods = [pod("a", cpu=3000, created_s=1), pod("b", cpu=3000, created_s=2),
-            pod("c", cpu=3000, created_s=3)]
-    plan = [Replica("a", "team-a"), Replica("c", "team-a"), Replica("z", "team-a"),
-            Replica("b", "team-a")]
-    got = constrain_victims(plan, pods, {"team-a": Q}, key=lambda r: (r.namespace, r.replica_id))
-    assert [r.replica_id for r in got] == ["c", "b", "a", "z"]
 
 
 # --- properties --------------------------------------------------------------------------------
@@ -248,22 +223,12 @@ def test_usage_never_exceeds_max_after_admitted_pods(
 
 @settings(max_examples=200)
 @given(quotas(), pod_lists())
-def test_reclaim_order_lists_every_borrower_before_any_non_borrower(
-        quota: Quota, pods: list[QuotaPod]) -> None:
-    borrower_keys = {p.key for p in borrowed(quota, pods)}
-    flags = [p.key in borrower_keys for p in reclaim_order(pods, {"ns": quota})]
-    assert flags == sorted(flags, reverse=True)
-    assert sorted(p.key for p in reclaim_order(pods, {"ns": quota})) == sorted(p.key for p in pods)
-
-
-@settings(max_examples=200)
-@given(quotas(), pod_lists())
 def test_removing_every_borrower_brings_usage_back_within_min(
         quota: Quota, pods: list[QuotaPod]) -> None:
-    borrower_keys = {p.key for p in borrowed(quota, pods)}
+    keys = {p.key for p in borrowed(quota, pods)}
     for r in filter(quota.governs, RES):
         kept = sum(p.requests.get(r, 0) for p in pods
-                   if p.namespace == "ns" and p.key not in borrower_keys)
+                   if p.namespace == "ns" and p.key not in keys)
         assert kept <= quota.min_of(r)
 
 

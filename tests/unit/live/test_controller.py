@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pytest
 
-from ebb.actuate.base import FakeActuator
 from ebb.errors import NotLeader, SourceUnavailable
 from ebb.ledger.memory import MemoryLedger
 from ebb.live.controller import Controller, ControllerSettings
 from ebb.live.policy_spec import build_live_policy
-from ebb.model.ids import CycleId, DecisionId, RunId
+from ebb.model.decision import Decision, action_between
+from ebb.model.ids import CycleId, DecisionId, ReplicaId, RunId
 from ebb.model.live import LiveSignals
-from ebb.model.observation import FineSignals, Observation, ScaleRequest
-from ebb.sources.live import FakeSignalSource
-from ebb.telemetry.tracing import CycleTracer, in_memory_provider
+from ebb.model.observation import FineSignals, Observation, Pipeline, ScaleRequest
+from ebb.model.spans import NO_SPANS, Spans
+from ebb.telemetry.tracing import CycleTracer
+from ebb.testing.fakes import FakeActuator, FakeSignalSource
+from ebb.testing.tracing import in_memory_provider
 
 
 class Clock:
@@ -30,24 +33,38 @@ class Clock:
 
 @dataclass
 class ScriptedPolicy:
-    """Answers ``want(obs)``; logs an explanation whenever the answer differs from the fleet."""
+    """A :class:`~ebb.decide.base.Policy` answering ``want(obs)`` replicas, a scale-down naming
+    ``victims(obs)`` (at most as many as it removes); it opens the three layer spans as Ebb's does."""
 
     want: Any
     spec: str = "scripted"
-    log: list[dict[str, Any]] = field(default_factory=list)
+    victims: Callable[[Observation], tuple[ReplicaId, ...]] | None = None
+    interval_s: float = 1.0
+    pipeline: Pipeline = Pipeline(1, 1)
     observed: int = 0
 
-    def decide(self, obs: Observation) -> int | ScaleRequest:
-        n = self.want(obs)
-        if n != obs.spec_replicas:
-            self.log.append({"t_s": obs.t_s, "action": "scale_up" if n > obs.spec_replicas else "scale_down",
-                             "from": obs.spec_replicas, "to": n, "reasons": ["scripted"],
-                             "signals": {"demand_p99_replicas": 1.0}, "weights": {}, "vetoes": [],
-                             "victims": [], "plan": {}})
-        return ScaleRequest(n)
+    def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
+        have, n = obs.spec_replicas, self.want(obs)
+        with spans.layer("ebb.l1", **{"ebb.l1.demand_p99_replicas": 1.0}):
+            pass
+        with spans.layer("ebb.l2"):
+            pass
+        with spans.layer("ebb.l3"):
+            victims = self.victims(obs)[:max(0, have - n)] if self.victims is not None and n < have else ()
+        return Decision(obs.t_s, action_between(have, n), have, n, policy=self.spec,
+                        reasons=("scripted",) if n != have else (), victims=victims,
+                        signals={"demand_p99_replicas": 1.0})
 
     def observe(self, obs: Observation) -> None:
         self.observed += 1
+
+    def gate_queries(self) -> tuple[str, ...]:
+        return ()
+
+
+def oldest(obs: Observation) -> tuple[ReplicaId, ...]:
+    """Victims no actuator picks by itself (they remove the newest first)."""
+    return tuple(p.replica for p in obs.pods)
 
 
 def fresh_signals(clock: Clock, n: int = 10) -> FakeSignalSource:
@@ -166,9 +183,10 @@ def test_a_ledger_that_refuses_the_write_means_no_action() -> None:
     assert act.applied_ids == []
 
 
-def _crashed_decision(ledger: MemoryLedger, clock: Clock, frm: int, to: int, age_s: float = 0.0) -> None:
+def _crashed_decision(ledger: MemoryLedger, clock: Clock, frm: int, to: int, age_s: float = 0.0,
+                      victims: Callable[[Observation], tuple[ReplicaId, ...]] | None = None) -> None:
     """Leave an act-mode decision ``frm → to`` without an outcome, as a crash after the write does."""
-    first = make(ScriptedPolicy(lambda o: to), clock, ledger=ledger, mode="recommend",
+    first = make(ScriptedPolicy(lambda o: to, victims=victims), clock, ledger=ledger, mode="recommend",
                  actuator=FakeActuator(frm, clock=clock))
     first.cycle()
     (cyc,) = ledger.cycles()
@@ -181,12 +199,19 @@ def _crashed_decision(ledger: MemoryLedger, clock: Clock, frm: int, to: int, age
     ledger.append_cycle(crashed)
 
 
+def _outcome_note(ledger: MemoryLedger) -> str:
+    outcome = ledger.get_cycle(CycleId("r1-c2-outcome"))
+    assert outcome is not None, "the unfinished decision got no outcome"
+    return str(outcome.snapshot["note"])
+
+
 @pytest.mark.parametrize(("frm", "to", "fleet_at", "expect_note", "applies", "final"), [
     (4, 6, 4, "applied after restart", True, 6),
     (4, 6, 6, "found applied after restart", False, 6),
     (4, 6, 7, "superseded", False, 7),
-    (4, 2, 4, "not resumed: a scale-down is never replayed", False, 4),
+    (4, 2, 4, "applied after restart", True, 2),
     (4, 2, 2, "found applied after restart", False, 2),
+    (4, 2, 3, "superseded", False, 3),
 ])
 def test_a_restarted_controller_rechecks_a_decision_left_without_an_outcome(
         frm: int, to: int, fleet_at: int, expect_note: str, applies: bool, final: int) -> None:
@@ -195,19 +220,133 @@ def test_a_restarted_controller_rechecks_a_decision_left_without_an_outcome(
     _crashed_decision(ledger, clock, frm, to)
     act = FakeActuator(fleet_at, clock=clock)
     second = make(ScriptedPolicy(lambda o: o.spec_replicas), clock, ledger=ledger, actuator=act)
-    second.cycle()
-    outcome = ledger.get_cycle(CycleId("r1-c2-outcome"))
-    assert outcome is not None and str(outcome.snapshot["note"]).startswith(expect_note)
+    out = second.cycle()
+    assert _outcome_note(ledger).startswith(expect_note)
     assert (act.applied_ids == [DecisionId("r1-2")]) is applies
     assert act.state().spec_replicas == final
+    if applies:  # the resuming cycle ends there; the next one decides on the new fleet
+        assert (out.decision_id, out.acted, out.note) == (DecisionId("r1-2"), True, "applied after restart")
     # Numbering continues after the ledger's last cycle; a second restart does not re-apply.
     third = make(ScriptedPolicy(lambda o: o.spec_replicas), clock, ledger=ledger, actuator=act)
     third.cycle()
     assert act.applied_ids.count(DecisionId("r1-2")) == (1 if applies else 0)
 
 
+def test_a_resumed_scale_down_removes_its_recorded_victims_not_the_actuators_choice() -> None:
+    clock = Clock()
+    ledger = MemoryLedger()
+    _crashed_decision(ledger, clock, 4, 2, victims=oldest)
+    (d,) = [x for x in ledger.decisions() if x.decision_id == "r1-2"]
+    assert d.victims == ("replica-0", "replica-1"), "victims are recorded under the actuator's names"
+    act = FakeActuator(4, clock=clock)
+    make(ScriptedPolicy(lambda o: o.spec_replicas), clock, ledger=ledger, actuator=act).cycle()
+    assert [r.name for r in act.state().replicas] == ["replica-2", "replica-3"]
+    assert _outcome_note(ledger) == "applied after restart"
+
+
+def test_a_resumed_scale_down_whose_victim_left_the_fleet_is_not_resumed() -> None:
+    clock = Clock()
+    ledger = MemoryLedger()
+    _crashed_decision(ledger, clock, 4, 3, victims=oldest)
+    act = FakeActuator(5, clock=clock)
+    act.apply(DecisionId("someone-else"), ScaleRequest(4, victims=(ReplicaId(0),)))  # replica-0 gone, still 4
+    make(ScriptedPolicy(lambda o: o.spec_replicas), clock, ledger=ledger, actuator=act).cycle()
+    assert _outcome_note(ledger).startswith("not resumed: victim(s) replica-0 no longer in the fleet")
+    assert act.applied_ids == [DecisionId("someone-else")] and act.state().spec_replicas == 4
+
+
+def test_a_young_scale_down_is_not_resumed_on_stale_data() -> None:
+    clock = Clock()
+    ledger = MemoryLedger()
+    _crashed_decision(ledger, clock, 4, 2)
+
+    def old(since_s: float) -> LiveSignals:
+        return LiveSignals(FineSignals(), newest_sample_s=clock.t - 60.0)
+
+    act = FakeActuator(4, clock=clock)
+    c = make(ScriptedPolicy(lambda o: o.spec_replicas), clock, ledger=ledger, actuator=act,
+             source=FakeSignalSource(old))
+    c.cycle()
+    note = _outcome_note(ledger)
+    assert note.startswith("not resumed") and "no fresh data" in note and "stale data" in note
+    assert act.applied_ids == [] and act.state().spec_replicas == 4
+
+
+def test_a_young_scale_down_is_not_resumed_on_an_incomplete_fleet() -> None:
+    clock = Clock()
+    ledger = MemoryLedger()
+    _crashed_decision(ledger, clock, 4, 2)
+    act = FakeActuator(4, clock=clock)
+    make(ScriptedPolicy(lambda o: o.spec_replicas), clock, ledger=ledger, actuator=act,
+         source=partial_fleet(clock, 3)).cycle()
+    note = _outcome_note(ledger)
+    assert note.startswith("not resumed") and "incomplete fleet: 3 of 4" in note
+    assert act.applied_ids == []
+
+
+def _forge(ledger: MemoryLedger, clock: Clock, frm: int, to: int, age_s: float) -> None:
+    """The red team's forged row (``/work/shared/redteam/forge_ledger.py``, recipe C): an act-mode
+    scale-down without an outcome, no victims, written straight into the store."""
+    from ebb.model.decisions import CycleRecord, DecisionRecord
+
+    ts = int((clock.t - age_s) * 1e9)
+    d = DecisionRecord(decision_id=DecisionId("r1-100000"), cycle_id=CycleId("r1-c100000"), run_id=RunId("r1"),
+                       ts_ns=ts, target="local/serving", action="scale_down", from_replicas=frm, to_replicas=to,
+                       reasons=("peak demand over 600 s needs 1 at 90%",),
+                       plan={"mode": "act", "controller": "live", "policy": "ebb"})
+    ledger.append_cycle(CycleRecord(cycle_id=CycleId("r1-c100000"), run_id=RunId("r1"), ts_ns=ts, policy="ebb",
+                                    decisions=(d,), snapshot={"replicas": frm, "ready": frm, "draining": 0}))
+
+
+@pytest.mark.parametrize("source_up", [True, False], ids=["fresh-data", "agent-down"])
+def test_a_day_old_forged_scale_down_is_not_resumed(source_up: bool) -> None:
+    # Red-team C2: a forged one-day-old 4 → 0 row; whether the agent answers or not, nothing is removed.
+    clock = Clock()
+    ledger = MemoryLedger()
+    _forge(ledger, clock, 4, 0, age_s=86_400)
+    src = fresh_signals(clock)
+    if not source_up:
+        src.fail = SourceUnavailable("agent did not answer")
+    act = FakeActuator(4, clock=clock)
+    c = make(ScriptedPolicy(lambda o: o.spec_replicas), clock, ledger=ledger, actuator=act, source=src)
+    for _ in range(3):
+        clock.t += 1.0
+        c.cycle()
+    assert act.applied_ids == [] and act.state().spec_replicas == 4
+    outcome = ledger.get_cycle(CycleId("r1-c100000-outcome"))
+    assert outcome is not None and str(outcome.snapshot["note"]).startswith("not resumed: recorded 8640")
+    assert outcome.snapshot.get("applied") is None
+
+
+def test_a_young_forged_scale_down_to_zero_is_held_at_the_replica_floor() -> None:
+    clock = Clock()
+    ledger = MemoryLedger()
+    _forge(ledger, clock, 4, 0, age_s=1.0)
+    act = FakeActuator(4, clock=clock)
+    c = Controller(ScriptedPolicy(lambda o: o.spec_replicas), fresh_signals(clock), act, ledger,
+                   ControllerSettings(run_id="r1", mode="act", min_replicas=2), clock=clock)
+    c.cycle()
+    assert act.state().spec_replicas == 2
+    outcome = ledger.get_cycle(CycleId("r1-c100000-outcome"))
+    assert outcome is not None and outcome.snapshot["note"] == "applied after restart (clamped to 2 replicas)"
+
+
+@pytest.mark.parametrize("to", [2, 6])
+def test_a_controller_restarted_in_recommend_mode_does_not_carry_out_an_act_mode_decision(to: int) -> None:
+    clock = Clock()
+    ledger = MemoryLedger()
+    _forge(ledger, clock, 4, to, age_s=1.0)
+    act = FakeActuator(4, clock=clock)
+    c = Controller(ScriptedPolicy(lambda o: o.spec_replicas), fresh_signals(clock), act, ledger,
+                   ControllerSettings(run_id="r1", mode="recommend"), clock=clock)
+    c.cycle()
+    assert act.applied_ids == [] and act.state().spec_replicas == 4
+    outcome = ledger.get_cycle(CycleId("r1-c100000-outcome"))
+    assert outcome is not None and outcome.snapshot["note"] == "not resumed: the controller now runs in recommend mode"
+
+
 def test_a_resumed_stale_scale_down_removes_nothing_even_while_the_source_is_down() -> None:
-    # C2: a day-old (forged or honest) 4 → 0 decision, the agent unreachable at restart.
+    # C2 with the real policy: a day-old (forged or honest) 4 → 0 decision, the agent unreachable at restart.
     clock = Clock()
     ledger = MemoryLedger()
     _crashed_decision(ledger, clock, 4, 0, age_s=86_400)
@@ -225,16 +364,17 @@ def test_a_resumed_stale_scale_down_removes_nothing_even_while_the_source_is_dow
     assert outcome.snapshot.get("applied") is None
 
 
-@pytest.mark.parametrize(("age_s", "note"), [(600.0, "not resumed: recorded 600 s ago"),
-                                             (-3600.0, "not resumed: recorded -3600 s ago")])
-def test_an_old_or_future_stamped_scale_up_is_re_decided_not_replayed(age_s: float, note: str) -> None:
+@pytest.mark.parametrize(("to", "age_s", "note"), [(40, 600.0, "not resumed: recorded 600 s ago"),
+                                                   (40, -3600.0, "not resumed: recorded -3600 s ago"),
+                                                   (2, 600.0, "not resumed: recorded 600 s ago"),
+                                                   (2, -3600.0, "not resumed: recorded -3600 s ago")])
+def test_an_old_or_future_stamped_decision_is_re_decided_not_replayed(to: int, age_s: float, note: str) -> None:
     clock = Clock()
     ledger = MemoryLedger()
-    _crashed_decision(ledger, clock, 4, 40, age_s=age_s)
+    _crashed_decision(ledger, clock, 4, to, age_s=age_s)
     act = FakeActuator(4, clock=clock)
     make(ScriptedPolicy(lambda o: o.spec_replicas), clock, ledger=ledger, actuator=act).cycle()
-    outcome = ledger.get_cycle(CycleId("r1-c2-outcome"))
-    assert outcome is not None and str(outcome.snapshot["note"]).startswith(note)
+    assert _outcome_note(ledger).startswith(note)
     assert act.applied_ids == []
 
 
@@ -404,7 +544,8 @@ def test_promql_gates_are_measured_only_while_a_canary_step_is_gated() -> None:
         clock.t += 1.0
         c.cycle()
     assert asked and set(asked) == {"p99_q"}
-    assert guard.passes == 1 and act.state().spec_replicas == 2
+    steps = [d.plan.get("step") for d in c.ledger.decisions()]
+    assert steps.count("proceed") == 1 and act.state().spec_replicas == 2
     n = len(asked)
     clock.t += 1.0
     c.cycle()

@@ -62,4 +62,4 @@ def test_a_workload_class_sets_weights_floor_and_latency_bound() -> None:
 def test_gates_wrap_the_policy_in_the_canary_guard_with_every_gate() -> None:
     gates = (GateSpec(query="a", success_condition="result < 1"), GateSpec(query="b", success_condition="result > 0"))
     p = build("ebb", gates=gates)
-    assert isinstance(p, CanaryGuard) and p.gates == gates
+    assert isinstance(p, CanaryGuard) and (p.gate, *p.extra_gates) == gates

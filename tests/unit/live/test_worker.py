@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ebb.live.stats import CompletionRing
 from ebb.model import live as names
-from ebb.sim.latency import H200_DEFAULT
+from ebb.model.latency import H200_DEFAULT
 
 SPEED = 2.0
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))

@@ -14,9 +14,9 @@ from ebb.model.trace_ops import counts_to_requests
 from ebb.sim.compare import Comparison, compare, prepare
 from ebb.sim.fluid_engine import FluidDemand
 from ebb.sim.policies import KNOWN_POLICIES
-from ebb.sim.results import Scorecard
+from ebb.score.results import Scorecard
 from ebb.sim.settings import ClusterSettings, SimSettings
-from ebb.sim.specs import parse_policies
+from ebb.config.policy_specs import parse_policies
 
 POLICIES = parse_policies("hpa,keda,static,oracle", KNOWN_POLICIES)
 SETTINGS = SimSettings(seed=3)

@@ -8,10 +8,11 @@ from typing import Any
 import numpy as np
 
 from ebb.ledger import MemoryLedger, SqliteLedger, open_ledger
-from ebb.model.decisions import CycleRecord
-from ebb.model.ids import DecisionId, RunId
+from ebb.model.decision import Decision, GateStep
+from ebb.model.decisions import Action, CycleRecord
+from ebb.model.ids import DecisionId, ReplicaId, RunId
 from ebb.sim.decision_log import run_cycles
-from ebb.sim.results import PolicyRun, Scorecard, Timeline
+from ebb.score.results import PolicyRun, Scorecard, Timeline
 
 
 def _card(policy: str) -> Scorecard:
@@ -28,37 +29,40 @@ def _timeline() -> Timeline:
                     ttft_p99_ms=z, e2e_p50_ms=z, e2e_p99_ms=z, violations=np.zeros(3, dtype=np.int64))
 
 
-def _explanation(t: float, action: str, frm: int, to: int, **extra: Any) -> dict[str, Any]:
-    e: dict[str, Any] = {
-        "t_s": t, "cycle": int(t), "action": action, "from": frm, "to": to,
-        "signals": {"demand_mean_replicas": 2.5, "ttft_p99_ms": None, "e2e_p99_ms": float("nan"),
-                    "ready_replicas": 4, "flag": True, "inf": float("inf")},
+def _decision(t: float, action: Action, frm: int, to: int, **extra: Any) -> Decision:
+    fields: dict[str, Any] = {
+        "signals": {"demand_mean_replicas": 2.5, "ttft_p99_ms": float("nan"), "e2e_p99_ms": float("nan"),
+                    "ready_replicas": 4, "inf": float("inf")},
         "weights": {"workload": 0.65, "base": 0.65, "alpha": 1.2},
-        "reasons": [f"{action} because"], "vetoes": [], "victims": [],
-        "plan": {"profile": "balanced", "target_util": 0.9, "nested": {"x": 1}, "dry": False},
+        "reasons": (f"{action} because",),
+        "plan": {"profile": "balanced", "target_util": 0.9},
     }
-    e.update(extra)
-    return e
+    fields.update(extra)
+    return Decision(t, action, frm, to, policy="ebb", **fields)
 
 
 def ebb_run() -> PolicyRun:
-    explanations = (
-        _explanation(30.0, "veto", 4, 4, vetoes=["warming up: 29 s of history < 300 s"]),
-        _explanation(301.5, "scale_down", 4, 3, victims=["replica-2"]),
-        _explanation(340.0, "scale_up", 3, 5),
-        _explanation(400.0, "veto", 5, 5, vetoes=["cooldown"]),
-        _explanation(460.25, "scale_up", 5, 6),
-        _explanation(470.0, "pause", 6, 6),  # unknown action → hold
+    noteworthy = (
+        _decision(30.0, "veto", 4, 4, vetoes=("warming up: 29 s of history < 300 s",)),
+        _decision(301.5, "scale_down", 4, 3, victims=(ReplicaId(2),)),
+        _decision(340.0, "scale_up", 3, 5),
+        _decision(400.0, "veto", 5, 5, vetoes=("cooldown",)),
+        _decision(460.25, "scale_up", 5, 6),
+        _decision(470.0, "hold", 6, 6, gate=GateStep("proceed", "ttft", "pass")),  # a gate step at its target
     )
     decisions = ((301.5, 4, 3), (340.0, 3, 5), (460.25, 5, 6))
-    return PolicyRun(_card("ebb"), _timeline(), decisions=decisions, explanations=explanations)
+    return PolicyRun(_card("ebb"), _timeline(), decisions=decisions, noteworthy=noteworthy)
 
 
 def baseline_run() -> PolicyRun:
-    return PolicyRun(_card("hpa:target=0.5"), _timeline(), decisions=((15.0, 1, 3), (75.0, 3, 2), (90.0, 2, 4)))
+    pol = "hpa:target=0.5"
+    changes = ((15.0, 1, 3), (75.0, 3, 2), (90.0, 2, 4))
+    return PolicyRun(_card(pol), _timeline(), decisions=changes,
+                     noteworthy=tuple(Decision.change(t, a, b, policy=pol, reasons=(f"{pol}: desired {b}",))
+                                      for t, a, b in changes))
 
 
-def test_ebb_explanations_become_one_cycle_each_with_stable_ids_and_times() -> None:
+def test_each_noteworthy_decision_becomes_one_cycle_with_stable_ids_and_times() -> None:
     cycles = run_cycles("r1", 2, ebb_run())
     assert [c.cycle_id for c in cycles] == [f"r1-2-c{n}" for n in range(1, 7)]
     ds = [c.decisions[0] for c in cycles]
@@ -70,37 +74,41 @@ def test_ebb_explanations_become_one_cycle_each_with_stable_ids_and_times() -> N
                                      460_250_000_000, 470_000_000_000]
     assert all(c.ts_ns == c.decisions[0].ts_ns and c.run_id == RunId("r1") and c.policy == "ebb" for c in cycles)
     assert all(d.target == "serving" for d in ds)
-    assert cycles[1].snapshot == {"replicas": 4}
+    assert [c.snapshot for c in cycles[:2]] == [{"replicas": 4}, {"replicas": 4}]
 
 
-def test_ebb_signals_drop_nan_none_infinite_and_boolean_values() -> None:
-    d = run_cycles("r1", 1, ebb_run())[1].decisions[0]
+def test_signals_drop_nan_and_infinite_values_and_victims_are_named() -> None:
+    cycles = run_cycles("r1", 1, ebb_run())
+    d = cycles[1].decisions[0]
     assert dict(d.signals) == {"demand_mean_replicas": 2.5, "ready_replicas": 4.0}
     assert dict(d.weights) == {"workload": 0.65, "base": 0.65, "alpha": 1.2}
     assert d.victims == ("replica-2",) and d.reasons == ("scale_down because",)
     assert dict(d.plan) == {"policy": "ebb", "profile": "balanced", "target_util": 0.9}
-    assert run_cycles("r1", 1, ebb_run())[0].decisions[0].vetoes == ("warming up: 29 s of history < 300 s",)
+    assert cycles[0].decisions[0].vetoes == ("warming up: 29 s of history < 300 s",)
+    gate = cycles[5].decisions[0].plan
+    assert (gate["gate"], gate["step"], gate["verdict"]) == ("ttft", "proceed", "pass")
 
 
-def test_a_scale_up_is_caused_by_the_previous_scale_decision_and_nothing_else_is() -> None:
+def test_a_scale_up_is_caused_by_the_previous_change_and_nothing_else_is() -> None:
     ds = [c.decisions[0] for c in run_cycles("r1", 3, ebb_run())]
     assert [d.caused_by for d in ds] == [(), (), (DecisionId("r1-3-2"),), (), (DecisionId("r1-3-3"),), ()]
 
 
-def test_a_baseline_run_records_its_decisions_with_the_policy_as_the_reason() -> None:
+def test_a_baseline_run_records_its_changes_with_its_own_reasons() -> None:
     cycles = run_cycles("rb", 1, baseline_run(), target="chat")
     ds = [c.decisions[0] for c in cycles]
     assert [d.decision_id for d in ds] == ["rb-1-1", "rb-1-2", "rb-1-3"]
     assert [d.action for d in ds] == ["scale_up", "scale_down", "scale_up"]
     assert [(d.from_replicas, d.to_replicas) for d in ds] == [(1, 3), (3, 2), (2, 4)]
     assert [d.ts_ns for d in ds] == [15_000_000_000, 75_000_000_000, 90_000_000_000]
-    assert all(d.reasons == ("hpa:target=0.5 changed its target",) for d in ds)
+    assert [d.reasons for d in ds] == [("hpa:target=0.5: desired 3",), ("hpa:target=0.5: desired 2",),
+                                       ("hpa:target=0.5: desired 4",)]
     assert all(d.signals == {} and d.weights == {} and d.vetoes == () and d.victims == () for d in ds)
     assert all(d.plan == {"policy": "hpa:target=0.5"} and d.target == "chat" for d in ds)
     assert [d.caused_by for d in ds] == [(), (), (DecisionId("rb-1-2"),)]
 
 
-def test_a_run_without_decisions_records_nothing() -> None:
+def test_a_run_without_noteworthy_decisions_records_nothing() -> None:
     assert run_cycles("r0", 1, PolicyRun(_card("static"), _timeline())) == []
 
 

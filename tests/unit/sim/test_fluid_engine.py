@@ -7,13 +7,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
+from ebb.model.decision import Decision
 from ebb.model.ids import TraceName
+from ebb.model.spans import NO_SPANS, Spans
 from ebb.model.trace import RequestTrace
 from ebb.sim.fleet import FleetLog
 from ebb.sim.fluid_engine import FluidDemand, FluidOutcome, simulate_fluid
 from ebb.sim.fluid_scoring import score_fluid
 from ebb.sim.policy import Observation, Pipeline
-from ebb.testing.policies import FixedPolicy, RecordingPolicy, StepPolicy
+from ebb.testing.policies import FixedPolicy, RecordingPolicy, StepPolicy, answer
 from ebb.sim.request_engine import simulate_requests
 from ebb.sim.scoring import score_requests
 from ebb.sim.settings import ClusterSettings, SimSettings
@@ -118,9 +120,9 @@ def test_ready_replicas_track_the_cold_start_in_what_the_policy_sees() -> None:
 
     @dataclass
     class UpAt10(RecordingPolicy):
-        def decide(self, obs: Observation) -> int:
+        def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
             self.seen.append(obs)
-            return 1 if obs.t_s < 10.0 else 2
+            return answer(obs, 1 if obs.t_s < 10.0 else 2, self.spec)
 
     policy = UpAt10(1, Pipeline(1, 1))
     _run(demand, policy)

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ebb.errors import ConfigError
 from ebb.model.ids import TraceName
 from ebb.model.trace import CountSeries
 from ebb.sim import compare
@@ -22,7 +23,7 @@ from ebb.sim.baselines.oracle import (
     work_per_request,
     work_rate,
 )
-from ebb.sim.latency import H200_DEFAULT
+from ebb.model.latency import H200_DEFAULT
 from ebb.sim.policy import Observation
 from ebb.sim.settings import ClusterSettings, SimSettings
 
@@ -116,7 +117,16 @@ def test_work_rate_bins_work_by_arrival_second() -> None:
 def test_oracle_policy_follows_its_schedule_and_holds_the_last_value() -> None:
     pol = OraclePolicy(np.array([2, 3, 5], dtype=np.int64))
     answers = [pol.decide(Observation(t, 0, 0, (), None, None, None)) for t in (0.0, 1.0, 1.9, 2.0, 50.0)]
-    assert answers == [2, 3, 3, 5, 5]
+    assert [a.to_replicas for a in answers] == [2, 3, 3, 5, 5]
+    assert all(a.from_replicas == 0 and a.action == "scale_up" and a.policy == "oracle" for a in answers)
+
+
+def test_the_oracle_holds_without_a_reason_when_its_schedule_matches_the_fleet() -> None:
+    pol = OraclePolicy(np.array([2, 3, 5], dtype=np.int64))
+    hold = pol.decide(Observation(1.0, 3, 3, (), None, None, None))
+    assert hold.action == "hold" and hold.reasons == () and not hold.noteworthy
+    down = pol.decide(Observation(1.0, 4, 4, (), None, None, None))
+    assert (down.action, down.to_replicas, down.reasons) == ("scale_down", 3, ("oracle: schedule 3 at 1 s",))
 
 
 class _FakeEval:
@@ -162,9 +172,9 @@ def test_search_oracle_widens_the_bracket_when_the_top_fails() -> None:
     assert _FakeEval(need)(found.schedule)[1] <= 0.1
 
 
-def test_search_oracle_raises_when_no_headroom_meets_the_target() -> None:
+def test_search_oracle_raises_a_config_error_with_a_fix_when_no_headroom_meets_the_target() -> None:
     rate, _ = _rate_and_need()
-    with pytest.raises(RuntimeError, match="256x"):
+    with pytest.raises(ConfigError, match="256x headroom.*fix: relax --slo"):
         search_oracle(rate, 10.0, lambda s: (float(s.sum()), 50.0), target_violation_pct=0.1)
 
 

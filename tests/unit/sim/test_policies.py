@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 
 from ebb.errors import ConfigError
+from ebb.model.decision import Decision
 from ebb.model.ids import ReplicaId
 from ebb.sim.baselines.oracle import OraclePolicy
 from ebb.sim.baselines.static import StaticPolicy
 from ebb.sim.policies import KNOWN_POLICIES, HpaPolicy, KedaPolicy, PolicyContext, build_policy
 from ebb.sim.policy import Observation, Pipeline, PodView
 from ebb.sim.settings import SimSettings
-from ebb.sim.specs import parse_policies
+from ebb.config.policy_specs import parse_policies
 
 SCHEDULE = np.array([2, 3, 5, 4, 4, 3], dtype=np.int64)
 CTX = PolicyContext(settings=SimSettings(), oracle_schedule=SCHEDULE)
@@ -30,6 +31,17 @@ def _obs(t: float, *, util: float | None = None, n: int = 4, total_inflight: flo
     return Observation(t, n if spec is None else spec, n, pods, total_qps, total_inflight, 0.0)
 
 
+def _to(pol: object, obs: Observation) -> int:
+    """The count a policy's decision asks for, after checking the decision's frame: from the observed
+    target (0 at t = 0 with no pods), by the policy's spec, with a reason when it changes anything."""
+    d = pol.decide(obs)  # type: ignore[attr-defined]
+    assert isinstance(d, Decision)
+    assert d.from_replicas == (0 if obs.t_s == 0.0 and not obs.pods else obs.spec_replicas)
+    assert d.policy == pol.spec  # type: ignore[attr-defined]
+    assert d.reasons or not d.changes
+    return d.to_replicas
+
+
 def test_the_context_starts_reactive_policies_at_the_static_fleet_the_oracles_peak() -> None:
     assert CTX.initial_replicas == 5
     assert CTX.oracle_peak == 5
@@ -42,7 +54,7 @@ def test_oracle_builds_an_oracle_policy_on_the_verified_schedule() -> None:
     assert isinstance(pol, OraclePolicy)
     assert pol.spec == "oracle"
     assert pol.schedule is SCHEDULE
-    assert [pol.decide(_obs(float(t))) for t in range(8)] == [2, 3, 5, 4, 4, 3, 3, 3]
+    assert [_to(pol, _obs(float(t))) for t in range(8)] == [2, 3, 5, 4, 4, 3, 3, 3]
 
 
 def test_static_defaults_to_the_oracle_peak_and_always_returns_its_replicas() -> None:
@@ -50,7 +62,7 @@ def test_static_defaults_to_the_oracle_peak_and_always_returns_its_replicas() ->
     assert isinstance(pol, StaticPolicy) and pol.replicas == 5
     pinned = _build("static:replicas=7")
     assert isinstance(pinned, StaticPolicy) and pinned.spec == "static:replicas=7"
-    assert {pinned.decide(_obs(t, util=u)) for t, u in ((0.0, 0.0), (15.0, 1.0), (900.0, 0.5))} == {7}
+    assert {_to(pinned, _obs(t, util=u)) for t, u in ((0.0, 0.0), (15.0, 1.0), (900.0, 0.5))} == {7}
 
 
 def test_hpa_builds_on_gpu_utilisation_by_default_through_the_dcgm_pipeline() -> None:
@@ -101,27 +113,27 @@ def test_unknown_or_invalid_parameters_are_rejected_naming_the_policy(text: str)
 def test_hpa_answers_its_initial_fleet_before_any_pod_exists() -> None:
     pol = _build("hpa")
     assert isinstance(pol, HpaPolicy)
-    assert pol.decide(Observation(0.0, 0, 0, (), None, None, None)) == 5  # the static fleet (oracle peak)
+    assert _to(pol, Observation(0.0, 0, 0, (), None, None, None)) == 5  # the static fleet (oracle peak)
 
 
 def test_hpa_on_gpu_util_scales_up_when_util_is_above_target() -> None:
     pol = _build("hpa:target=0.5")
     assert isinstance(pol, HpaPolicy)
-    assert pol.decide(_obs(15.0, util=0.9)) == 8  # ceil(4 x 0.9 / 0.5) = 8
+    assert _to(pol, _obs(15.0, util=0.9)) == 8  # ceil(4 x 0.9 / 0.5) = 8
 
 
 def test_hpa_on_gpu_util_holds_within_tolerance() -> None:
     pol = _build("hpa:target=0.5")
     assert isinstance(pol, HpaPolicy)
-    assert pol.decide(_obs(15.0, util=0.54)) == 4
-    assert pol.decide(_obs(30.0, util=0.46)) == 4
+    assert _to(pol, _obs(15.0, util=0.54)) == 4
+    assert _to(pol, _obs(30.0, util=0.46)) == 4
 
 
 def test_hpa_on_gpu_util_waits_out_the_stabilisation_window_before_scaling_down() -> None:
     pol = _build("hpa:target=0.5,stabilization=60")
     assert isinstance(pol, HpaPolicy)
-    assert pol.decide(_obs(15.0, util=0.5)) == 4
-    answers = [pol.decide(_obs(t, util=0.1)) for t in (30.0, 45.0, 60.0, 75.0, 90.0)]
+    assert _to(pol, _obs(15.0, util=0.5)) == 4
+    answers = [_to(pol, _obs(t, util=0.1)) for t in (30.0, 45.0, 60.0, 75.0, 90.0)]
     assert answers[0] == 4
     assert answers[-1] == 1
 
@@ -129,35 +141,35 @@ def test_hpa_on_gpu_util_waits_out_the_stabilisation_window_before_scaling_down(
 def test_hpa_with_no_metric_samples_keeps_the_current_count() -> None:
     pol = _build("hpa")
     assert isinstance(pol, HpaPolicy)
-    assert pol.decide(_obs(15.0, util=None)) == 4
+    assert _to(pol, _obs(15.0, util=None)) == 4
 
 
 def test_keda_with_min_zero_scales_from_zero_only_at_polling_instants() -> None:
     pol = _build("keda:min=0")
     assert isinstance(pol, KedaPolicy)
-    answers = {t: pol.decide(_obs(t, n=0, spec=0, total_inflight=5.0)) for t in (15.0, 45.0, 60.0, 75.0, 90.0)}
+    answers = {t: _to(pol, _obs(t, n=0, spec=0, total_inflight=5.0)) for t in (15.0, 45.0, 60.0, 75.0, 90.0)}
     assert answers == {15.0: 0, 45.0: 0, 60.0: 1, 75.0: 0, 90.0: 1}
 
 
 def test_keda_with_min_zero_stays_at_zero_without_demand() -> None:
     pol = _build("keda:min=0")
     assert isinstance(pol, KedaPolicy)
-    assert [pol.decide(_obs(t, n=0, spec=0, total_inflight=0.0)) for t in (30.0, 60.0)] == [0, 0]
+    assert [_to(pol, _obs(t, n=0, spec=0, total_inflight=0.0)) for t in (30.0, 60.0)] == [0, 0]
 
 
 def test_keda_with_min_zero_scales_to_zero_after_the_cooldown_at_a_polling_instant() -> None:
     pol = _build("keda:min=0,cooldown=60")
     assert isinstance(pol, KedaPolicy)
-    assert pol.decide(_obs(30.0, n=1, total_inflight=3.0)) >= 1
-    assert pol.decide(_obs(60.0, n=1, total_inflight=0.0)) >= 1  # inactive only 30 s
-    assert pol.decide(_obs(75.0, n=1, total_inflight=0.0)) >= 1  # cooled down, but not a polling instant
-    assert pol.decide(_obs(90.0, n=1, total_inflight=0.0)) == 0
+    assert _to(pol, _obs(30.0, n=1, total_inflight=3.0)) >= 1
+    assert _to(pol, _obs(60.0, n=1, total_inflight=0.0)) >= 1  # inactive only 30 s
+    assert _to(pol, _obs(75.0, n=1, total_inflight=0.0)) >= 1  # cooled down, but not a polling instant
+    assert _to(pol, _obs(90.0, n=1, total_inflight=0.0)) == 0
 
 
 def test_keda_with_the_default_minimum_never_goes_below_one() -> None:
     pol = _build("keda:cooldown=0")
     assert isinstance(pol, KedaPolicy)
-    answers = [pol.decide(_obs(t, n=3, total_inflight=0.0)) for t in (30.0, 330.0, 660.0, 990.0)]
+    answers = [_to(pol, _obs(t, n=3, total_inflight=0.0)) for t in (30.0, 330.0, 660.0, 990.0)]
     assert answers[0] == 3  # the scale-down waits for the stabilisation window
     assert answers[-1] == 1 and min(answers) == 1
 
@@ -165,13 +177,13 @@ def test_keda_with_the_default_minimum_never_goes_below_one() -> None:
 def test_keda_scales_up_on_total_inflight_per_replica_above_the_threshold() -> None:
     pol = _build("keda:threshold=10")
     assert isinstance(pol, KedaPolicy)
-    assert pol.decide(_obs(15.0, n=2, total_inflight=60.0)) == 4  # HPA caps at 2 x current (or 4)
+    assert _to(pol, _obs(15.0, n=2, total_inflight=60.0)) == 4  # HPA caps at 2 x current (or 4)
 
 
 def test_keda_without_a_sample_keeps_the_current_count() -> None:
     pol = _build("keda")
     assert isinstance(pol, KedaPolicy)
-    assert pol.decide(_obs(15.0, n=3, total_inflight=None)) == 3
+    assert _to(pol, _obs(15.0, n=3, total_inflight=None)) == 3
 
 
 def test_ebb_takes_a_backlog_weight_and_refuses_a_negative_one() -> None:
@@ -183,3 +195,21 @@ def test_ebb_takes_a_backlog_weight_and_refuses_a_negative_one() -> None:
     assert isinstance(plain, EbbPolicy) and plain.profile.backlog_weight == 0.0
     with pytest.raises(ConfigError):
         _build("ebb:backlog_weight=-1")
+
+
+@pytest.mark.parametrize("text", ["hpa", "keda", "static", "oracle", "ebb", "ebb:canary=on"])
+def test_every_policy_answers_a_decision_ignores_observe_and_asks_for_no_gate_queries(text: str) -> None:
+    pol = _build(text)
+    pol.observe(_obs(1.0, util=0.5, total_inflight=1.0))  # type: ignore[attr-defined]
+    assert pol.gate_queries() == ()  # type: ignore[attr-defined]
+    first = pol.decide(Observation(0.0, 0, 0, (), None, None, None))  # type: ignore[attr-defined]
+    assert (first.action, first.from_replicas) == ("scale_up", 0) and first.to_replicas >= 1
+
+
+def test_a_baseline_change_is_noteworthy_and_says_what_the_policy_wanted() -> None:
+    pol = _build("hpa:target=0.5")
+    d = pol.decide(_obs(15.0, util=0.9))  # type: ignore[attr-defined]
+    assert (d.action, d.from_replicas, d.to_replicas) == ("scale_up", 4, 8) and d.noteworthy
+    assert d.reasons[0].startswith("hpa:target=0.5: desired 8")
+    hold = pol.decide(_obs(30.0, n=8, util=0.5))  # type: ignore[attr-defined]
+    assert hold.action == "hold" and not hold.noteworthy

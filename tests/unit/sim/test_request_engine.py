@@ -10,7 +10,7 @@ import pytest
 from ebb.model.ids import TraceName
 from ebb.model.trace import RequestTrace
 from ebb.sim.fleet import FleetLog
-from ebb.sim.latency import LatencyModel
+from ebb.model.latency import LatencyModel
 from ebb.sim.policy import Observation, Pipeline
 from ebb.testing.policies import FixedPolicy, RecordingPolicy, StepPolicy
 from ebb.sim.request_engine import RequestOutcome, simulate_requests

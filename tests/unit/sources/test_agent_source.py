@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from ebb.agent.wire import Bucket, BucketPage, RouterGauges, Sketch, WorkerGauges
+from ebb.sources.agent_wire import Bucket, BucketPage, RouterGauges, Sketch, WorkerGauges
 from ebb.errors import SourceUnavailable
 from ebb.sources.agents import AgentSource
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ebb.errors import InputError
-from ebb.sources.deepspeed_comm import DeepSpeedCommSource, parse_comm_lines, parse_comm_log
+from ebb.sources.deepspeed_comm import parse_comm_lines, parse_comm_log
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "deepspeed"
 
@@ -27,8 +27,8 @@ def test_each_logged_all_reduce_is_one_sample_stamped_with_its_log_time() -> Non
     assert batch.of("nccl_allgatherintotensor_latency_ms")[1].tolist() == [0.11]
 
 
-def test_the_source_keeps_only_all_reduce_by_default() -> None:
-    batch = DeepSpeedCommSource(DATA / "comms_verbose.log").read()
+def test_ops_keeps_only_the_named_ops() -> None:
+    batch = parse_comm_log(DATA / "comms_verbose.log", ops=("all_reduce",))
     assert batch.series == ("nccl_allreduce_latency_ms",)
     assert len(batch) == 3
 

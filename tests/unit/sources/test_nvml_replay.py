@@ -13,7 +13,8 @@ import pytest
 
 from ebb.errors import MissingExtraError, SourceUnavailable
 from ebb.sources.base import MetricSource
-from ebb.sources.nvml import GPM_METRICS, NvmlSampler, PynvmlApi, ReplayNvml
+from ebb.sources.nvml import GPM_METRICS, NvmlSampler, PynvmlApi
+from ebb.testing.fakes import ReplayNvml
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 FAST = DATA / "h200" / "nvml_fast.csv"

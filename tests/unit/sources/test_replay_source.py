@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from ebb.errors import InputError
-from ebb.sources.base import MetricSource, StaticSource, batch_from_columns
+from ebb.sources.base import MetricSource, batch_from_columns
 from ebb.sources.replay import CsvReplaySource, read_table
+from ebb.testing.fakes import StaticSource
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 

@@ -12,7 +12,8 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from ebb.telemetry.logs import configure_logging
-from ebb.telemetry.tracing import CycleTracer, in_memory_provider
+from ebb.telemetry.tracing import CycleTracer
+from ebb.testing.tracing import in_memory_provider
 
 
 @pytest.fixture(autouse=True)

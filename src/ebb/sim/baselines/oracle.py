@@ -29,7 +29,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from ebb.sim.latency import LatencyModel
+from ebb.errors import ConfigError
+from ebb.model.decision import Decision
+from ebb.model.spans import NO_SPANS, Spans
+from ebb.model.latency import LatencyModel
 from ebb.sim.policy import Observation, Pipeline
 
 FloatArray = npt.NDArray[np.float64]
@@ -95,9 +98,20 @@ class OraclePolicy:
     interval_s: float = 1.0
     pipeline: Pipeline = field(default_factory=lambda: Pipeline(1, 1, per_pod=False))
 
-    def decide(self, obs: Observation) -> int:
+    def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
         k = min(int(obs.t_s), len(self.schedule) - 1)
-        return int(self.schedule[max(k, 0)])
+        n = int(self.schedule[max(k, 0)])
+        frm = 0 if obs.t_s == 0.0 and not obs.pods else obs.spec_replicas
+        # A reason only on a change: the oracle search runs this every simulated second of every
+        # candidate schedule, and holds are never recorded.
+        why = (f"{self.spec}: schedule {n} at {k} s",) if n != frm else ()
+        return Decision.change(obs.t_s, frm, n, policy=self.spec, reasons=why)
+
+    def observe(self, obs: Observation) -> None:
+        """Nothing to ingest: the schedule was computed from the whole trace beforehand."""
+
+    def gate_queries(self) -> tuple[str, ...]:
+        return ()
 
 
 @dataclass(frozen=True)
@@ -157,6 +171,9 @@ def search_oracle(rate: FloatArray, cold_start_s: float,
         if best is None or cand.replica_seconds < best.replica_seconds:
             best = cand
     if best is None:
-        raise RuntimeError("oracle search found no schedule meeting the SLO even at 256x headroom")
+        # Permanent: the same trace, load and SLO fail the same way at any headroom; only the flags can change.
+        raise ConfigError(f"oracle: no schedule keeps SLO violations <= {target_violation_pct:g} % on this trace "
+                          "even at 256x headroom (fix: relax --slo-ttft-ms/--slo-e2e-ms, or lower --load-scale "
+                          "or --peak-replicas)")
     return OracleSearch(best.schedule, best.headroom, best.smoothing_s, best.replica_seconds,
                         best.violation_pct, tried)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ebb.model.decision import Decision
+from ebb.model.spans import NO_SPANS, Spans
 from ebb.sim.policy import Observation, Pipeline
 
 
@@ -17,5 +19,13 @@ class StaticPolicy:
     interval_s: float = 15.0
     pipeline: Pipeline = field(default_factory=Pipeline)
 
-    def decide(self, obs: Observation) -> int:
-        return self.replicas
+    def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
+        frm = 0 if obs.t_s == 0.0 and not obs.pods else obs.spec_replicas
+        return Decision.change(obs.t_s, frm, self.replicas, policy=self.spec,
+                               reasons=(f"{self.spec}: fixed at {self.replicas}",))
+
+    def observe(self, obs: Observation) -> None:
+        """Nothing to ingest: the answer never depends on what it sees."""
+
+    def gate_queries(self) -> tuple[str, ...]:
+        return ()

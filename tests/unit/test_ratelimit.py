@@ -1,14 +1,12 @@
-"""State-store write rate limiting on virtual time (ebb.decide.ratelimit)."""
+"""State-store write rate limiting on virtual time (ebb.ratelimit)."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ebb.decide.ratelimit import ETCD_MAX_TXN_OPS, TokenBucket, WriteBatch, batch_writes
+from ebb.ratelimit import TokenBucket
 
 
 def test_the_default_bucket_allows_three_writes_at_once_then_one_per_33_ms() -> None:
@@ -87,33 +85,3 @@ def test_a_refused_take_is_granted_at_next_ok(waits: list[float]) -> None:
             retry = b.take(res.next_ok_s)
             assert retry.granted
             b, t = retry.bucket, res.next_ok_s
-
-
-def test_a_rebalance_of_twenty_moves_costs_one_write() -> None:
-    moves = [f"replica-{i}" for i in range(20)]
-    batch = batch_writes(moves, TokenBucket(), 0.0)
-    assert batch.writes == 1 and batch.transactions == (tuple(moves),) and batch.deferred == ()
-    assert batch.bucket.available(0.0) == pytest.approx(2.0)
-
-
-def test_plans_larger_than_etcds_txn_limit_are_split_and_the_rest_deferred() -> None:
-    items = list(range(ETCD_MAX_TXN_OPS * 4 + 1))  # 5 transactions, only 3 tokens
-    batch = batch_writes(items, TokenBucket(), 0.0)
-    assert batch.writes == 3 and [len(t) for t in batch.transactions] == [128, 128, 128]
-    assert batch.deferred == tuple(items[384:])
-    assert batch.next_ok_s == pytest.approx(1 / 30)
-
-
-def test_an_empty_plan_spends_nothing() -> None:
-    empty = dataclasses.replace(TokenBucket(), tokens=0.0, updated_s=0.0)
-    batch: WriteBatch[str] = batch_writes([], empty, 0.0)
-    assert batch.writes == 0 and batch.bucket == empty
-    assert batch.next_ok_s == pytest.approx(1 / 30)
-    assert batch_writes([], TokenBucket(), 2.0).next_ok_s == 2.0
-
-
-def test_an_exhausted_bucket_defers_the_whole_plan() -> None:
-    empty = dataclasses.replace(TokenBucket(), tokens=0.0, updated_s=0.0)
-    batch = batch_writes(["a", "b"], empty, 0.01)
-    assert batch.writes == 0 and batch.deferred == ("a", "b")
-    assert batch.next_ok_s == pytest.approx(1 / 30)

@@ -10,11 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ebb.agent.wire import (
+from ebb.sources.agent_wire import (
     Bucket, BucketPage, RouterGauges, Sketch, WorkerGauges, decode_page, decode_page_json, encode_bucket_json,
-    encode_page, page_json,
+    page_json,
 )
 from ebb.errors import InputError
+from ebb.testing.wire import encode_page
 from ebb.window.sketch import ColumnarSketch
 
 URL = "http://10.0.0.7:9100"

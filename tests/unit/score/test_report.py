@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from ebb.errors import InputError
-from ebb.sim.report import render_report, write_report
-from ebb.sim.results import PolicyRun, Scorecard, Timeline
-from ebb.sim.svgplot import downsample_max, downsample_minmax, line_path, step_path
+from ebb.score.report import render_report, write_report
+from ebb.score.results import PolicyRun, Scorecard, Timeline
+from ebb.score.svgplot import downsample_max, downsample_minmax, line_path, step_path
 
 _VOID = {"meta", "br", "hr", "img", "input", "link", "col", "area", "base", "wbr", "source"}
 

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ebb.model.decision import Decision
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
@@ -95,5 +97,7 @@ class PolicyRun:
     timeline: Timeline
     decisions: tuple[tuple[float, int, int], ...] = ()
     """Every change of the replica target: (time s, from, to)."""
-    explanations: tuple[dict[str, Any], ...] = ()
-    """Per-cycle explanations a policy kept (Ebb: signals, weights, vetoes, victims, plan)."""
+    noteworthy: tuple[Decision, ...] = ()
+    """The policy's decisions worth recording, in time order (:attr:`Decision.noteworthy`: changes,
+    recorded vetoes, canary gate steps; the initial fleet excluded). Each carries its own
+    explanation: Ebb's signals, weights, vetoes, victims and plan; a baseline's change and reason."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ebb.errors import ConfigError
-from ebb.sim.specs import PolicySpecItem, check_keys, param_choice, param_float, param_int, parse_policies
+from ebb.config.policy_specs import PolicySpecItem, check_keys, param_choice, param_float, param_int, parse_policies
 
 KNOWN = ("hpa", "keda", "static", "oracle")
 

@@ -10,8 +10,9 @@ keys, so the value ``2γ^k / (γ + 1)`` is within ``α`` = 1 % of every sample i
 
 Guarantees:
 
-* ``decode_page(json.loads(json.dumps(encode_page(p))), url) == p`` for every valid page (floats
-  travel as their ``repr``, which JSON reads back exactly; property-tested).
+* ``decode_page_json(page_json(p.agent, p.bucket_ms, p.newest_ns, [encode_bucket_json(b) for b in
+  p.buckets]), url) == p`` for every valid page (floats travel as their ``repr``, which JSON reads
+  back exactly; property-tested against the reference encoder :func:`ebb.testing.wire.encode_page`).
 * Decoding is strict: a version other than :data:`BUCKETS_VERSION`, an unknown or missing field, a
   non-finite or negative number, a ratio outside [0, 1], an integer outside the int64 range, a
   sketch with another ``α``, a key outside the L1 mapping's range or not written canonically
@@ -21,8 +22,8 @@ Guarantees:
   nesting, huge integers, NaN, wrong types); quoted values are cut to 80 characters.
 * :func:`decode_page_json` parses the text with :func:`ebb.untrusted.loads_json` first (at most 64
   levels of nesting and :data:`MAX_PAGE_BYTES` of text).
-* :func:`encode_bucket_json` + :func:`page_json` build the same JSON as ``json.dumps(encode_page(p))``
-  from buckets encoded once each (a closed bucket never changes), so serving a page costs a join.
+* :func:`encode_bucket_json` + :func:`page_json` build a page from buckets encoded once each (a
+  closed bucket never changes), so serving a page costs a join.
 * Sketches merge exactly (counts add), so a merged sketch answers quantiles within ``α`` of the
   rank-selected sample of the union, like :class:`~ebb.window.sketch.ColumnarSketch`.
 """
@@ -46,7 +47,7 @@ from ebb.untrusted import INT64_MAX, loads_json_input
 from ebb.window.mapping import LogMapping
 
 __all__ = ["MAX_PAGE_BYTES", "SKETCH_ALPHA", "Bucket", "BucketPage", "RouterGauges", "Sketch", "WorkerGauges",
-           "brief", "decode_page", "decode_page_json", "encode_bucket_json", "encode_page", "page_json"]
+           "brief", "decode_page", "decode_page_json", "encode_bucket_json", "page_json"]
 
 MAX_PAGE_BYTES: Final = 16 * 1024 * 1024
 """Largest page text :func:`decode_page_json` parses (16 MiB, the controller's read cap). An agent
@@ -223,12 +224,6 @@ def _enc_bucket(b: Bucket) -> dict[str, Any]:
     }
 
 
-def encode_page(page: BucketPage) -> dict[str, Any]:
-    """The JSON-ready dict of a page (``json.dumps`` it)."""
-    return {"version": BUCKETS_VERSION, "agent": page.agent, "bucket_ms": page.bucket_ms,
-            "newest_ns": page.newest_ns, "buckets": [_enc_bucket(b) for b in page.buckets]}
-
-
 # -- decode ------------------------------------------------------------------------------------
 class _Reader:
     """Typed field access that raises InputError naming the URL and the field path."""
@@ -370,7 +365,7 @@ def encode_bucket_json(bucket: Bucket) -> bytes:
 
 
 def page_json(agent: str, bucket_ms: int, newest_ns: int | None, buckets: Sequence[bytes]) -> bytes:
-    """The page JSON around already-encoded buckets; equal after parsing to ``encode_page``'s."""
+    """The page JSON (format in the module docstring) around buckets from :func:`encode_bucket_json`."""
     head = json.dumps({"version": BUCKETS_VERSION, "agent": agent, "bucket_ms": bucket_ms,
                        "newest_ns": newest_ns}, separators=(",", ":"))
     return b"".join((head[:-1].encode(), b',"buckets":[', b",".join(buckets), b"]}"))

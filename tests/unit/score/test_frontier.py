@@ -1,4 +1,4 @@
-"""The HPA frontier (ebb.sim.frontier): lower hull, interpolation, and the SVG chart."""
+"""The HPA frontier (ebb.score.frontier): lower hull, interpolation, and the SVG chart."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ebb.sim.frontier import hpa_frontier_at, lower_hull, render_frontier_svg
+from ebb.score.frontier import frontier_ratios, hpa_frontier_at, lower_hull, render_frontier_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -93,3 +93,16 @@ def test_render_frontier_svg_is_one_well_formed_svg_with_a_panel_per_trace_and_e
     assert all(len(p.findall(f"{SVG}polyline")) == 1 for p in panels)
     tips = {(c.findtext(f"{SVG}title") or "").split(":")[0] for c in panels[0].iter(f"{SVG}circle")}
     assert "hpa" in tips and "ebb" in tips
+
+
+def test_frontier_ratios_compare_each_non_hpa_policy_with_the_hull_at_its_own_violation_rate() -> None:
+    ratios = frontier_ratios(CARDS)
+    assert set(ratios) == {"ebb", "ebb:profile=lean", "keda:threshold=40", "oracle"}
+    assert ratios["ebb"] == pytest.approx(1.0 / hpa_frontier_at(CARDS, 0.5))
+    assert ratios["oracle"] == pytest.approx(0.5 / 10.0)  # at 0 % violations the hull starts at 10 GPU-h
+
+
+def test_frontier_ratios_are_empty_without_an_hpa_or_static_point_and_nan_for_a_nan_rate() -> None:
+    assert frontier_ratios([card("ebb", 0.1, 1.0), card("oracle", 0.0, 0.5)]) == {}
+    ratios = frontier_ratios([card("static", 0.0, 4.0), card("ebb", float("nan"), 1.0)])
+    assert math.isnan(ratios["ebb"])

@@ -2,7 +2,7 @@
 
 The simulate report must open offline and stay small, so charts are plain inline SVG built here
 instead of with a JavaScript charting library. Everything returns strings or numpy arrays; the
-caller (:mod:`ebb.sim.report`) decides layout and escapes any text it puts around them.
+caller (:mod:`ebb.score.report`) decides layout and escapes any text it puts around them.
 """
 
 from __future__ import annotations

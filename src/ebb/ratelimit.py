@@ -9,32 +9,25 @@ Guarantees (``r`` = rate, ``b`` = burst): over any closed interval of length ``T
 refilled), and the long-run average never exceeds ``r``. Refill is continuous; a 1e-9-token
 tolerance absorbs float rounding so that ``next_ok_s`` is honoured exactly.
 
-:func:`batch_writes` turns one cycle's decisions into as few writes as possible: all items in ONE
-transaction when they fit etcd's ``--max-txn-ops`` (default 128), otherwise one transaction per
-128 items. A zone rebalance that moves 20 replicas therefore costs one write per cycle, not 20,
-which is what keeps a rebalance from amplifying etcd writes (and the revisions that
-``--snapshot-count`` 5000 turns into snapshots).
+Users: the Kubernetes client's QPS limit (:mod:`ebb.actuate.kube_client`) and ``ebb simulate``'s
+etcd ledger writes. One write is one cycle: the etcd ledger puts a cycle's decisions in a single
+Txn (:mod:`ebb.ledger.etcd`), so a zone rebalance that moves 20 replicas costs one write, not 20.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Generic, NamedTuple, TypeVar
+from typing import NamedTuple
 
-__all__ = ["DEFAULT_BURST", "DEFAULT_RATE_PER_S", "ETCD_MAX_TXN_OPS", "Take", "TokenBucket",
-           "WriteBatch", "batch_writes"]
+__all__ = ["DEFAULT_BURST", "DEFAULT_RATE_PER_S", "Take", "TokenBucket"]
 
 #: 3 writes per 100 ms (the note) as a rate.
 DEFAULT_RATE_PER_S = 30.0
 #: The note's 3 writes may go at once; more than that waits for refill.
 DEFAULT_BURST = 3.0
-#: etcd's default ``--max-txn-ops``: operations allowed in one transaction.
-ETCD_MAX_TXN_OPS = 128
 # float slack in token comparisons (tokens, not seconds)
 _EPS = 1e-9
-
-T = TypeVar("T")
 
 
 class Take(NamedTuple):
@@ -90,47 +83,3 @@ class TokenBucket:
             return Take(True, nxt, replace(self, tokens=left, updated_s=now_s))
         nxt = now_s + (n - have) / self.rate_per_s
         return Take(False, nxt, replace(self, tokens=have, updated_s=now_s))
-
-
-@dataclass(frozen=True)
-class WriteBatch(Generic[T]):
-    """One cycle's decisions grouped into transactions, and what the bucket allowed."""
-
-    transactions: tuple[tuple[T, ...], ...]
-    """Written now, one write (one etcd Txn) each, in plan order."""
-    deferred: tuple[T, ...]
-    """Items the rate limit pushed to a later cycle, in plan order."""
-    next_ok_s: float
-    """When the next write may go (``now_s`` if tokens remain)."""
-    bucket: TokenBucket
-    """The bucket after these writes."""
-
-    @property
-    def writes(self) -> int:
-        """Writes spent: one per transaction."""
-        return len(self.transactions)
-
-
-def batch_writes(plan_items: tuple[T, ...] | list[T], bucket: TokenBucket, now_s: float, *,
-                 max_txn_ops: int = ETCD_MAX_TXN_OPS) -> WriteBatch[T]:
-    """Group a cycle's items into ⌈n / max_txn_ops⌉ transactions and spend one token on each.
-
-    Chunks the bucket cannot pay for now are deferred whole (later items keep their order), so a
-    caller replays ``deferred`` next cycle. An empty plan spends nothing.
-    """
-    if max_txn_ops < 1:
-        raise ValueError(f"max_txn_ops must be >= 1, got {max_txn_ops!r}")
-    items = tuple(plan_items)
-    chunks = [items[i:i + max_txn_ops] for i in range(0, len(items), max_txn_ops)]
-    written: list[tuple[T, ...]] = []
-    next_ok = now_s
-    for k, chunk in enumerate(chunks):
-        res = bucket.take(now_s, 1)
-        bucket, next_ok = res.bucket, res.next_ok_s
-        if not res.granted:
-            deferred = tuple(x for c in chunks[k:] for x in c)
-            return WriteBatch(tuple(written), deferred, next_ok, bucket)
-        written.append(chunk)
-    if not chunks:  # nothing written: report when one write could go
-        next_ok = now_s + max(0.0, 1.0 - _EPS - bucket.available(now_s)) / bucket.rate_per_s
-    return WriteBatch(tuple(written), (), next_ok, bucket)

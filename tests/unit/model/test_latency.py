@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ebb.sim.latency import H200_DEFAULT, LatencyModel
+from ebb.model.latency import H200_DEFAULT, LatencyModel
 
 _SHARED = Path(__file__).resolve().parents[3].parent / "shared"
 _H200 = _SHARED / "data" / "gpu" / "h200-serving"

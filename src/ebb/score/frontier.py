@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ebb.sim.svgplot import PALETTE, LinearScale, fmt_num, nice_ticks
+from ebb.score.svgplot import PALETTE, LinearScale, fmt_num, nice_ticks
 
 
 def _points(cards: Sequence[Mapping[str, Any]]) -> list[tuple[float, float]]:
@@ -47,6 +47,23 @@ def hpa_frontier_at(cards: Sequence[Mapping[str, Any]], violation_pct: float) ->
     xs = np.array([x for x, _ in hull])
     ys = np.array([y for _, y in hull])
     return float(np.interp(violation_pct, xs, ys))
+
+
+def frontier_ratios(cards: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """For every policy that is neither ``hpa`` nor ``static``: its GPU-hours over the HPA frontier's at
+    its own violation rate (< 1 = cheaper than any HPA mix at the same SLO). Empty without HPA/static
+    points; NaN for a policy whose violation rate is not finite."""
+    if not _points(cards):
+        return {}
+    out: dict[str, float] = {}
+    for c in cards:
+        pol = str(c["policy"])
+        if pol.split(":")[0] in ("hpa", "static"):
+            continue
+        v, gh = float(c["slo_violation_pct"]), float(c["gpu_hours"])
+        ref = hpa_frontier_at(cards, v) if np.isfinite(v) else float("nan")
+        out[pol] = gh / ref if ref > 0 and np.isfinite(ref) else float("nan")
+    return out
 
 
 def render_frontier_svg(results: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:

@@ -1,7 +1,7 @@
 """Self-contained HTML report for ``ebb simulate``: scorecard table plus three inline SVG charts.
 
 The file must open offline, be mailable and survive being archived next to a trace, so it has no
-external resources: CSS is inline, charts are SVG generated here (see :mod:`ebb.sim.svgplot`), and
+external resources: CSS is inline, charts are SVG generated here (see :mod:`ebb.score.svgplot`), and
 tooltips are native SVG ``<title>`` elements rather than JavaScript. Long timelines are
 downsampled peak-preserving before drawing so a multi-million-bin trace still yields a small file.
 All user-controlled text (policy specs, trace names, settings) is HTML-escaped.
@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from ebb.errors import InputError
-from ebb.sim.results import FloatArray, PolicyRun, Scorecard
-from ebb.sim.svgplot import (
+from ebb.score.frontier import frontier_ratios, render_frontier_svg
+from ebb.score.results import FloatArray, PolicyRun, Scorecard
+from ebb.score.svgplot import (
     PALETTE,
     LinearScale,
     LogScale,
@@ -332,6 +333,15 @@ def render_report(runs: Sequence[PolicyRun], *, title: str, trace_desc: str,
     parts.append("<h2>Replicas over time</h2>" + _replicas_chart(runs))
     parts.append("<h2>Tail latency over time</h2>" + _latency_chart(runs))
     parts.append("<h2>Cost and SLO violations</h2>" + _bars_chart(runs))
+    cards = [r.scorecard.as_dict() for r in runs]
+    if frontier_ratios(cards):
+        # Only with HPA/static points: the hull is what mixing HPA settings over time can reach.
+        parts.append('<h2>GPU-hours against the HPA frontier</h2><p class="muted">The dashed line is the lower '
+                     "convex hull of the HPA and static points; a policy below it is cheaper than any HPA mix at "
+                     "its own violation rate.</p>"
+                     # Inline SVG needs no namespace; the document references nothing external.
+                     + render_frontier_svg({runs[0].scorecard.trace: cards}).replace(
+                         ' xmlns="http://www.w3.org/2000/svg"', ""))
     parts.append("</body></html>")
     return "".join(parts)
 
