@@ -1,10 +1,13 @@
 """Shared fixtures. ``etcd_endpoint``: a real, throwaway etcd server for the whole test session;
-``prometheus_binary_path``: the real Prometheus binary (tests start their own servers with it)."""
+``prometheus_binary_path``: the real Prometheus binary (tests start their own servers with it);
+``ledger_url``: a fresh ledger location, once an SQLite file and once a key prefix on the real etcd."""
 
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +50,14 @@ def etcd_endpoint(etcd_binary_path: str, tmp_path_factory: pytest.TempPathFactor
         yield url
     finally:
         server.__exit__(None, None, None)
+
+
+@pytest.fixture(params=["sqlite", "etcd"])
+def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh ledger for ``open_ledger``: an SQLite file, then a unique prefix on the session's etcd
+    (skipped without etcd3gw or the binary; failed under CI=true without the binary)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "ledger.sqlite")
+    pytest.importorskip("etcd3gw")
+    endpoint: str = request.getfixturevalue("etcd_endpoint")
+    return f"etcd://{endpoint.removeprefix('http://')}/ledger-{uuid.uuid4().hex}"

@@ -54,15 +54,6 @@ def fake() -> Iterator[FakeKubeApiServer]:
         yield server
 
 
-@pytest.fixture(params=["sqlite", "etcd"])
-def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "ledger.sqlite")
-    pytest.importorskip("etcd3gw")
-    endpoint: str = request.getfixturevalue("etcd_endpoint")
-    return f"etcd://{endpoint.removeprefix('http://')}/crash-{uuid.uuid4().hex}"
-
-
 def harness(fake: FakeKubeApiServer, ledger: str, run_id: str, *extra: str) -> tuple[int, list[dict[str, Any]], str]:
     """Run the harness to its end: (exit status, its JSON lines, its stderr)."""
     args = [sys.executable, "-m", "ebb.testing.controller_proc", "--ledger", ledger, "--kube-url", fake.url,

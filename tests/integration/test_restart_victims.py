@@ -20,7 +20,6 @@ binary, failed under CI=true).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -142,15 +141,6 @@ def _kubernetes_fleet(stack: ExitStack) -> Fleet:
 def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fleet]:
     with ExitStack() as stack:
         yield _local_fleet(stack, tmp_path) if request.param == "local" else _kubernetes_fleet(stack)
-
-
-@pytest.fixture(params=["sqlite", "etcd"])
-def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "ledger.sqlite")
-    pytest.importorskip("etcd3gw")
-    endpoint: str = request.getfixturevalue("etcd_endpoint")
-    return f"etcd://{endpoint.removeprefix('http://')}/restart-{uuid.uuid4().hex}"
 
 
 def controller(actuator: Actuator, ledger: Ledger, **kw: Any) -> Controller:

@@ -184,5 +184,4 @@ def test_decode_page_json_turns_any_bad_text_into_an_input_error(raw: bytes) -> 
 @given(page=pages())
 def test_pages_joined_from_pre_encoded_buckets_decode_to_the_same_page(page: BucketPage) -> None:
     raw = page_json(page.agent, page.bucket_ms, page.newest_ns, [encode_bucket_json(b) for b in page.buckets])
-    assert json.loads(raw) == json.loads(json.dumps(encode_page(page)))
     assert decode_page_json(raw, URL) == page
