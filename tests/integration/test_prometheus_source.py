@@ -39,8 +39,8 @@ from ebb.model.live import LiveSignals
 from ebb.sources.prometheus import PrometheusClient, PrometheusSource
 from ebb.testing.etcd import free_port
 from ebb.testing.fakes import FakeActuator
-from ebb.live.local_prometheus import LocalPrometheus, write_targets
-from ebb.testing.prometheus import local_prometheus
+from ebb.live.local_prometheus import LocalPrometheus
+from ebb.testing.prometheus import local_prometheus, write_targets
 
 T = TypeVar("T")
 SCRAPE_S = 1.0

@@ -36,7 +36,6 @@ __all__ = [
     "FrontierMonitor",
     "ParetoPoint",
     "dominated_by",
-    "dominates",
     "pareto_mask",
 ]
 
@@ -64,13 +63,6 @@ def _as_points(points: npt.ArrayLike) -> _Arr:
         raise ValueError("objectives must not be NaN")
     return arr
 
-
-def dominates(a: Sequence[float] | npt.ArrayLike, b: Sequence[float] | npt.ArrayLike) -> bool:
-    """True iff ``a`` dominates ``b``: no worse in every objective, strictly better in one."""
-    x, y = np.asarray(a), np.asarray(b)
-    if x.shape != y.shape or x.ndim != 1:
-        raise ValueError(f"points must be 1-D of equal length, got {x.shape} and {y.shape}")
-    return bool(np.all(x <= y) and np.any(x < y))
 
 
 def _dominated_mask(dom: _Arr, cand: _Arr) -> npt.NDArray[np.bool_]:

@@ -8,14 +8,12 @@ with the log's tail and the fix);
 shutdown: no staleness markers are written, the state a crashed server leaves). ``start()`` again
 reuses the same port and data dir, so a test can bring the server back over its old samples.
 
-:func:`write_file_sd_config` writes a config whose job discovers targets from a JSON file
-refreshed every 1 s; :func:`write_targets` replaces that file atomically, so an actuator can add
-and remove worker targets while Prometheus runs.
+:func:`write_config` writes the config (global intervals + the given scrape configs); the
+file-SD variant tests use is in :mod:`ebb.testing.prometheus`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -31,8 +29,7 @@ import yaml
 
 from ebb.errors import SourceUnavailable
 
-__all__ = ["PROMETHEUS_INSTALL", "LocalPrometheus", "free_port", "prometheus_binary", "write_config",
-           "write_file_sd_config", "write_targets"]
+__all__ = ["PROMETHEUS_INSTALL", "LocalPrometheus", "free_port", "prometheus_binary", "write_config"]
 
 PROMETHEUS_INSTALL = "apt-get install -y prometheus"
 
@@ -61,25 +58,6 @@ def write_config(path: Path, scrape_configs: Sequence[Mapping[str, Any]], *,
            "scrape_configs": [dict(c) for c in scrape_configs]}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
-
-
-def write_file_sd_config(path: Path, targets_file: Path, *, job: str = "ebb",
-                         scrape_interval_s: float = 1.0) -> Path:
-    """Write a config with one job reading its targets from ``targets_file`` (refreshed every 1 s).
-
-    The targets file is created empty when missing; fill it with :func:`write_targets`."""
-    if not targets_file.exists():
-        write_targets(targets_file, [])
-    return write_config(path, [{"job_name": job, "file_sd_configs": [
-        {"files": [str(targets_file.resolve())], "refresh_interval": "1s"}]}], scrape_interval_s=scrape_interval_s)
-
-
-def write_targets(targets_file: Path, targets: Sequence[str],
-                  labels: Mapping[str, str] | None = None) -> None:
-    """Replace the file-SD targets (``host:port`` strings) atomically (write, then rename)."""
-    tmp = targets_file.with_name(targets_file.name + ".tmp")
-    tmp.write_text(json.dumps([{"targets": list(targets), "labels": dict(labels or {})}]))
-    os.replace(tmp, targets_file)
 
 
 def _duration(seconds: float) -> str:

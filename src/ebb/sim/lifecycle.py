@@ -113,7 +113,7 @@ class Lifecycles:
         """Move replica ``rid`` to phase ``to`` at time ``t``; :class:`ValueError` (naming the replica,
         its phase and ``to``) when :data:`TRANSITIONS` does not allow it, with nothing changed."""
         frm = self.phase[rid]
-        if not _LEGAL[frm][to]:
+        if not is_legal(frm, to):
             raise ValueError(f"replica {rid}: illegal lifecycle move {Phase(frm).name} -> {Phase(to).name} "
                              f"at t={t!r} s")
         self.phase[rid] = to

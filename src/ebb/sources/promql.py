@@ -2,7 +2,7 @@
 
 Scope (``selector``). Every series selector of every query carries the label matchers of
 ``selector`` (default :data:`DEFAULT_SELECTOR`, ``job=~"ebb|ebb-.+"``: the jobs of
-:func:`ebb.live.local_prometheus.write_file_sd_config` and of ``ebb demo --live``), so a target
+:func:`ebb.testing.prometheus.write_file_sd_config` and of ``ebb demo --live``), so a target
 outside it — any other pod Prometheus scrapes — cannot add a worker, a queue or latency rows.
 ``selector`` is a comma-separated list of matchers ``name="v"``, ``name!="v"``, ``name=~"re"``,
 ``name!~"re"`` (optionally in ``{}``; values in double or single quotes, escapes ``\\\\``, ``\\"``,
