@@ -200,3 +200,13 @@ def test_bad_pending_entries_name_the_key_path(tmp_path: Path) -> None:
         res = CliRunner().invoke(app, ["plan", str(f)])
         assert isinstance(res.exception, ConfigError), res.output
         assert where in str(res.exception)
+
+
+def test_the_shipped_example_snapshot_plans_a_cycle() -> None:
+    example = Path(__file__).resolve().parents[3] / "docs" / "examples" / "fleet.yaml"
+    res = CliRunner().invoke(app, ["plan", str(example), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["granted"] == 3
+    assert {w["workload"]: w["victims"] for w in out["workloads"]} == {
+        "trainer": ["tr-1", "tr-0"], "recs": [], "chat": ["chat-0"]}
