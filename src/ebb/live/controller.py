@@ -72,8 +72,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -82,7 +82,8 @@ from ebb.decide.base import Policy
 from ebb.decide.records import caused_by, clamp, cycle_record, decision_record, outcome_cycle, stale_data_veto
 from ebb.errors import EbbError, NotLeader, TransientError
 from ebb.ledger.base import Ledger
-from ebb.live.resume import ResumeLimits, resume_verdict
+from ebb.live.resume import resume_verdict
+from ebb.live.settings import ControllerSettings, CycleOutcome, Elector
 from ebb.live.timeline import Tick, Timeline
 from ebb.model.decision import Decision
 from ebb.model.decisions import JSON, CycleRecord, DecisionRecord
@@ -97,81 +98,6 @@ from ebb.telemetry.tracing import CycleSpan, CycleTracer
 __all__ = ["Controller", "ControllerSettings", "CycleOutcome", "Elector"]
 
 log = logging.getLogger(__name__)
-
-Mode = Literal["recommend", "act"]
-
-
-class Elector(Protocol):
-    """What the controller needs from leader election (:class:`ebb.ledger.election.LeaderElector`)."""
-
-    def is_leader(self) -> bool: ...
-
-    def fence(self) -> Any: ...
-
-
-@dataclass(frozen=True)
-class ControllerSettings:
-    """How the live loop runs. Every field: unit, default, why."""
-
-    run_id: str = "live"
-    """Ledger run id; decisions are ``<run_id>-<n>``. Keep it stable across restarts and replicas of
-    one controller so a successor continues the sequence."""
-    target: str = "serving"
-    """The scaled workload's name in the ledger (``namespace/deployment``)."""
-    mode: Mode = "recommend"
-    """``recommend`` records decisions without acting (the safe default); ``act`` applies them."""
-    interval_s: float = 1.0
-    """Cycle period (s): the policy's reconcile interval (it sizes on 100 ms samples)."""
-    max_staleness_s: float = 5.0
-    """Samples older than this (s) count as missing: no scale-down (fail static)."""
-    lookback_s: float = 30.0
-    """On start (and after an outage) read at most this much history (s) from the source."""
-    keep_outcomes: int | None = 3600
-    """Cycle outcomes kept in memory for views and reports (an hour at 1 s); None keeps all (a
-    bounded demo run). A long-running controller must not grow without bound."""
-    min_replicas: int = 1
-    """Floor for every applied decision, the policy's and a resumed one (the policy's own ``min``)."""
-    max_replicas: int = 1000
-    """Ceiling for every applied decision."""
-    resume_max_age_s: float = 60.0
-    """An unfinished decision older than this is not resumed after a restart (re-decided instead)."""
-
-    def __post_init__(self) -> None:
-        if self.mode not in ("recommend", "act"):
-            raise ValueError(f"mode must be 'recommend' or 'act', got {self.mode!r}")
-        if not (self.interval_s > 0 and self.max_staleness_s > 0 and self.lookback_s > 0):
-            raise ValueError(f"interval_s, max_staleness_s and lookback_s must be > 0: {self!r}")
-        if not 1 <= self.min_replicas <= self.max_replicas:
-            raise ValueError(f"need 1 <= min_replicas <= max_replicas: {self!r}")
-        if not self.resume_max_age_s > 0:
-            raise ValueError(f"resume_max_age_s must be > 0: {self!r}")
-
-    @property
-    def resume_limits(self) -> ResumeLimits:
-        return ResumeLimits(min_replicas=self.min_replicas, max_replicas=self.max_replicas,
-                            max_age_s=self.resume_max_age_s)
-
-
-@dataclass(frozen=True)
-class CycleOutcome:
-    """What one cycle did (returned by :meth:`Controller.cycle`, also drawn in the demo's view)."""
-
-    n: int
-    """Cycle number (0 for a follower's or a skipped cycle)."""
-    t_s: float
-    """Seconds since the controller started (monotonic)."""
-    action: str
-    """``hold``, ``scale_up``, ``scale_down``, ``veto``, ``follower`` or ``error``."""
-    spec_replicas: int
-    to_replicas: int
-    ready_replicas: int
-    staleness_s: float | None
-    """Age of the freshest sample (s); None when the source has never answered."""
-    decision_id: DecisionId | None = None
-    acted: bool = False
-    note: str = ""
-    signals: dict[str, float] = field(default_factory=dict)
-
 
 @dataclass(frozen=True)
 class _Sensed:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import pytest
 
@@ -11,7 +9,7 @@ from ebb.model.ids import TraceName
 from ebb.model.trace import RequestTrace
 from ebb.sim.fleet import FleetLog
 from ebb.model.latency import LatencyModel
-from ebb.sim.policy import Observation, Pipeline
+from ebb.sim.policy import Pipeline
 from ebb.testing.policies import FixedPolicy, RecordingPolicy, StepPolicy
 from ebb.sim.request_engine import RequestOutcome, simulate_requests
 from ebb.sim.settings import ClusterSettings, SimSettings
