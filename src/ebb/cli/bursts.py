@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -37,37 +38,39 @@ from ebb.errors import ConfigError, InputError
 from ebb.window.sliding import SlidingWindow
 from ebb.window.stream import windowed_quantiles
 
-__all__ = ["read_columns", "find_bursts", "evaluate_trigger_csv"]
+__all__ = ["read_columns", "read_series", "find_bursts", "evaluate_trigger_csv"]
 
 
 def read_columns(path: Path, time_col: str, value_col: str) -> tuple[np.ndarray, np.ndarray]:
     """(t seconds, value) as float64 arrays; InputError names the file, line and fix."""
+    t_s, values = read_series(path, time_col, {value_col: "pass --value-col with one of those names"})
+    return t_s, values[value_col]
+
+
+def read_series(path: Path, time_col: str, value_cols: Mapping[str, str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The time column and every column of ``value_cols`` (name → the fix when it is missing) as
+    float64 arrays, in one pass over the file; InputError names the file, line and fix."""
     p = str(path)
     try:
         fh = path.open(newline="", encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot open: {exc.strerror}", path=p, fix="check the --input path") from exc
+    wanted = {time_col: "pass --time-col with one of those names", **{c: src for c, src in value_cols.items() if c != time_col}}
     with fh:
         reader = csv.reader(fh)
         header = next(reader, None)
         if header is None:
             raise InputError("empty file, expected a header row", path=p, line=1)
         cols = [h.strip() for h in header]
-        idx: list[int] = []
-        for name, flag in ((time_col, "--time-col"), (value_col, "--value-col")):
+        for name, fix in wanted.items():
             if name not in cols:
-                raise InputError(
-                    f"no column {name!r}; columns are: {', '.join(cols)}",
-                    path=p, line=1, fix=f"pass {flag} with one of those names",
-                )
-            idx.append(cols.index(name))
-        ti, vi = idx
-        ts: list[float] = []
-        vs: list[float] = []
+                raise InputError(f"no column {name!r}; columns are: {', '.join(cols)}", path=p, line=1, fix=fix)
+        idx = [(cols.index(name), name) for name in wanted]
+        out: dict[str, list[float]] = {name: [] for name in wanted}
         for line_no, row in enumerate(reader, start=2):
             if not row:
                 continue
-            for col_i, name, out in ((ti, time_col, ts), (vi, value_col, vs)):
+            for col_i, name in idx:
                 cell = row[col_i].strip() if col_i < len(row) else ""
                 try:
                     x = float(cell)
@@ -81,10 +84,11 @@ def read_columns(path: Path, time_col: str, value_col: str) -> tuple[np.ndarray,
                         f"column {name!r} is not finite: {cell!r}", path=p, line=line_no,
                         fix="drop rows with NaN/inf before running ebb bursts",
                     )
-                out.append(x)
-    if not ts:
+                out[name].append(x)
+    if not out[time_col]:
         raise InputError("no data rows after the header", path=p, line=2)
-    return np.asarray(ts, dtype=np.float64), np.asarray(vs, dtype=np.float64)
+    arrays = {name: np.asarray(v, dtype=np.float64) for name, v in out.items()}
+    return arrays[time_col], {c: arrays[c] for c in value_cols}
 
 
 def find_bursts(
@@ -123,15 +127,16 @@ def evaluate_trigger_csv(path: Path, trigger: Trigger, *, time_col: str = "t", w
         # evaluate_trigger takes one stream per signal: two quantiles of one signal would need two.
         raise ConfigError(f"trigger {trigger.name!r}: rules on one signal use different quantiles "
                           "(fix: give every rule on a signal the same quantile)")
+    quantile_of = dict(quantiles)
+    # One pass over the file for every signal the rules name.
+    t_s, values = read_series(path, time_col, {
+        s: f"make each rule's signal in trigger {trigger.name!r} one of those names" for s in quantile_of})
+    ts_ns = np.round(t_s * 1e9).astype(np.int64)
+    bins = np.zeros(len(ts_ns), dtype=np.int64)
     streams: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for rule in trigger.rules:
-        if rule.signal in streams:
-            continue
-        t_s, value = read_columns(path, time_col, rule.signal)
-        window = _window(window_ms, bucket_ms)
-        ts_ns = np.round(t_s * 1e9).astype(np.int64)
-        times, qs = windowed_quantiles(window, np.zeros(len(ts_ns), dtype=np.int64), value, ts_ns, rule.quantile)
-        streams[rule.signal] = (times / 1e9, qs[:, 0])  # one series: column 0 of (T, 1)
+    for signal, q in quantile_of.items():
+        times, qs = windowed_quantiles(_window(window_ms, bucket_ms), bins, values[signal], ts_ns, q)
+        streams[signal] = (times / 1e9, qs[:, 0])  # one series: column 0 of (T, 1)
     return evaluate_trigger(trigger, streams)
 
 

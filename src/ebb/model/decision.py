@@ -39,6 +39,11 @@ _EMPTY: Final[Mapping[str, float]] = MappingProxyType({})
 _V = TypeVar("_V")
 
 
+def _empty() -> Mapping[str, float]:
+    """The shared empty mapping (a hold carries no signals: no dict is built per reconcile)."""
+    return _EMPTY
+
+
 def action_between(from_replicas: int, to_replicas: int) -> Action:
     """``scale_up``, ``scale_down`` or ``hold``: the action that moves ``from`` to ``to``."""
     if to_replicas > from_replicas:
@@ -85,10 +90,10 @@ class Decision:
     reasons: tuple[str, ...] = ()
     vetoes: tuple[str, ...] = ()
     """What blocked or shrank a scale-down (L2 vetoes, L3 limits, the controller's data lock)."""
-    signals: Mapping[str, float] = field(default_factory=dict, hash=False)
+    signals: Mapping[str, float] = field(default_factory=_empty, hash=False)
     """Inputs the policy saw, units in the names (``ttft_p99_ms``, ``demand_mean_replicas``); NaN = none."""
-    weights: Mapping[str, float] = field(default_factory=dict, hash=False)
-    plan: Mapping[str, str | float] = field(default_factory=dict, hash=False)
+    weights: Mapping[str, float] = field(default_factory=_empty, hash=False)
+    plan: Mapping[str, str | float] = field(default_factory=_empty, hash=False)
     """The execution plan's scalars (``profile``, ``target_util``)."""
     gate: GateStep | None = None
     """The canary gate step this decision is, if any."""

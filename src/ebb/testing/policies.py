@@ -17,8 +17,8 @@ __all__ = ["FixedPolicy", "RecordingPolicy", "StepPolicy", "answer"]
 
 def answer(obs: Observation, n: int, spec: str) -> Decision:
     """The decision that moves the observed target to ``n`` (≥ 0)."""
-    frm = 0 if obs.t_s == 0.0 and not obs.pods else obs.spec_replicas
-    return Decision.change(obs.t_s, frm, max(0, n), policy=spec, reasons=(f"{spec}: desired {n}",))
+    frm = obs.spec_replicas  # 0 at the engines' initial call (no pods yet)
+    return Decision.change(obs.t_s, frm, n, policy=spec, reasons=(f"{spec}: desired {n}",))
 
 
 class _NoHistory:

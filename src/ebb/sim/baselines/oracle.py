@@ -101,7 +101,7 @@ class OraclePolicy:
     def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
         k = min(int(obs.t_s), len(self.schedule) - 1)
         n = int(self.schedule[max(k, 0)])
-        frm = 0 if obs.t_s == 0.0 and not obs.pods else obs.spec_replicas
+        frm = obs.spec_replicas  # 0 at the engines' initial call (no pods yet)
         # A reason only on a change: the oracle search runs this every simulated second of every
         # candidate schedule, and holds are never recorded.
         why = (f"{self.spec}: schedule {n} at {k} s",) if n != frm else ()

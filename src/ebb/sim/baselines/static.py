@@ -20,7 +20,7 @@ class StaticPolicy:
     pipeline: Pipeline = field(default_factory=Pipeline)
 
     def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
-        frm = 0 if obs.t_s == 0.0 and not obs.pods else obs.spec_replicas
+        frm = obs.spec_replicas  # 0 at the engines' initial call (no pods yet)
         return Decision.change(obs.t_s, frm, self.replicas, policy=self.spec,
                                reasons=(f"{self.spec}: fixed at {self.replicas}",))
 
