@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test services venv dev lint typecheck clean
+.PHONY: demo test services llama-server venv dev lint typecheck clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -33,8 +33,15 @@ services:
 		&& command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server prometheus; fi
 
+## llama.cpp's llama-server for the real-engine live test, built once into ~/.cache/ebb (needs a C++
+## compiler and cmake, apt-installed when root; about 10 CPU-minutes the first time, instant after).
+## Without it that test skips, except under CI=true, where it fails.
+llama-server: $(BIN)/python
+	@if [ "$$(id -u)" = 0 ] || command -v cmake >/dev/null; then PYTHON=$(BIN)/python bash scripts/build-llama-server.sh; \
+		else echo "skipping the llama-server build (not root, no cmake): the llama.cpp test will skip"; fi
+
 ## Install dev dependencies and run every check: import contracts, mypy, the test suite.
-test: dev services
+test: dev services llama-server
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q

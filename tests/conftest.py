@@ -1,6 +1,8 @@
 """Shared fixtures. ``etcd_endpoint``: a real, throwaway etcd server for the whole test session;
 ``prometheus_binary_path``: the real Prometheus binary (tests start their own servers with it);
-``ledger_url``: a fresh ledger location, once an SQLite file and once a key prefix on the real etcd."""
+``ledger_url``: a fresh ledger location, once an SQLite file and once a key prefix on the real etcd;
+``llama_server_binary``: llama.cpp's real ``llama-server`` (``scripts/build-llama-server.sh``);
+``llama_model``: the tiny random-weight llama GGUF it serves (written once into the cache)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ebb.testing.etcd import ETCD_INSTALL, etcd_binary, local_etcd
+from ebb.errors import MissingExtraError
 from ebb.live.local_prometheus import PROMETHEUS_INSTALL, prometheus_binary
 
 
@@ -35,6 +38,35 @@ def etcd_binary_path() -> str:
 def prometheus_binary_path() -> str:
     """Path of the prometheus binary; skipped (failed under CI=true) when it is not installed."""
     return _binary_or_skip(prometheus_binary(), "prometheus", PROMETHEUS_INSTALL)
+
+
+def _missing(msg: str) -> None:
+    """Skip with ``msg`` — but fail under CI=true, which must provide it."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must provide it: {msg}")
+    pytest.skip(msg)
+
+
+@pytest.fixture(scope="session")
+def llama_server_binary() -> str:
+    """Path of llama-server ($EBB_LLAMA_SERVER, PATH, the build cache); skipped (failed under CI=true) without it."""
+    from ebb.live.llamacpp import llama_server_binary as find
+    try:
+        return find()
+    except MissingExtraError as exc:
+        _missing(str(exc))
+        raise  # unreachable: skip/fail raise
+
+
+@pytest.fixture(scope="session")
+def llama_model() -> Path:
+    """The cached tiny llama GGUF; skipped (failed under CI=true) without gguf or the vocab file."""
+    from ebb.live.llamacpp import tiny_model
+    try:
+        return tiny_model()
+    except MissingExtraError as exc:
+        _missing(str(exc))
+        raise
 
 
 @pytest.fixture(scope="session")

@@ -1,12 +1,19 @@
-"""The local actuator: scales ``python -m ebb.live.worker`` processes behind a :class:`~ebb.live.router.Router`.
+"""The local actuator: scales worker processes on this machine behind a :class:`~ebb.live.router.Router`.
+
+What a worker is comes from a :class:`WorkerLauncher`: by default :class:`EbbWorkerLauncher`
+(``python -m ebb.live.worker``, the calibrated emulated worker); ``ebb.live.llamacpp`` has one for
+real ``llama-server`` processes. A launcher builds the command, says how the worker's URL is known
+(printed on a ``LISTENING http://…`` stdout line, or fixed by the launcher before start, e.g. a port
+it picked), its health path, and which router API the worker speaks (``add_worker(..., api=)``).
 
 Keeps every guarantee of :mod:`ebb.actuate.base`, plus:
 
-* **Scale-up.** ``apply`` starts the workers and reads each one's ``LISTENING`` line (30 s deadline)
-  before returning, so ``state()`` shows their endpoints at once; if any fails to start, all just
-  started are killed and :class:`~ebb.errors.TransientError` is raised (nothing changed). A
-  supervisor thread polls ``/healthz`` every 0.1 s and adds a worker to the router when it answers
-  200; ``ready_s`` stays None until then. Ids are increasing ints never reused, names
+* **Scale-up.** ``apply`` starts the workers and, for launchers that print it, reads each one's
+  ``LISTENING`` line (30 s deadline) before returning, so ``state()`` shows their endpoints at once;
+  if any fails to start, all just started are killed and :class:`~ebb.errors.TransientError` is
+  raised (nothing changed). A supervisor thread polls the launcher's health path (``/healthz`` for
+  the ebb worker, ``/health`` for llama-server) every 0.1 s and adds a worker to the router when it
+  answers 200; ``ready_s`` stays None until then. Ids are increasing ints never reused, names
   ``worker-<id>``, zones round-robin. With ``state_file``, ids (and so names) are never reused by a
   later actuator sharing the file either: the next id is persisted *before* the workers that use it
   start, so ``worker-3`` of a dead incarnation never names a fresh, different worker (a controller
@@ -18,7 +25,8 @@ Keeps every guarantee of :mod:`ebb.actuate.base`, plus:
 * **Idempotent by decision id**, in memory and, with ``state_file``, on disk (atomic write +
   rename; the newest 10,000 ids, and ``next_id``: a file without it, written before it existed,
   reads as 0). The file covers the *ids*, not the worker processes: workers die with the actuator
-  (``--parent-pid``), and a new actuator starts ``initial`` fresh ones, numbered on from ``next_id``.
+  (the ebb worker through ``--parent-pid``, llama-server through ``PR_SET_PDEATHSIG``), and a new
+  actuator starts ``initial`` fresh ones, numbered on from ``next_id``.
 * A worker process that exits on its own leaves the fleet (``spec_replicas`` drops; the router
   stops routing to it); the controller sees the smaller fleet and scales up again if needed.
 * ``apply`` holds the actuator's lock while it starts workers (about 1 s per scale-up on a busy
@@ -41,6 +49,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Final, Protocol
@@ -50,7 +59,7 @@ from ebb.errors import ConfigError, EbbError, InputError, PermanentError, Transi
 from ebb.model.ids import DecisionId, ReplicaId
 from ebb.model.observation import ScaleRequest
 
-__all__ = ["LocalActuator", "WorkerRegistry"]
+__all__ = ["EbbWorkerLauncher", "Launch", "LocalActuator", "WorkerLauncher", "WorkerRegistry"]
 
 START_TIMEOUT_S: Final = 30.0
 KILL_AFTER_S: Final = 15.0
@@ -62,11 +71,58 @@ _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class WorkerRegistry(Protocol):
-    """What the actuator needs from a router (``ebb.live.router.Router`` provides it)."""
+    """What the actuator needs from a router (``ebb.live.router.Router`` provides it). ``api`` is the
+    worker's HTTP API: ``"ebb"`` (``POST /v1/generate``) or ``"llamacpp"`` (``POST /completion``)."""
 
-    def add_worker(self, name: str, url: str, max_batch: int) -> None: ...
+    def add_worker(self, name: str, url: str, max_batch: int, api: str = "ebb") -> None: ...
 
     def drain(self, name: str) -> cf.Future[None]: ...
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start one worker process."""
+
+    args: tuple[str, ...]
+    """argv (``args[0]`` is the executable)."""
+    url: str | None = None
+    """``http://HOST:PORT`` when known before start; None = read it from the ``LISTENING`` stdout line."""
+    log_path: Path | None = None
+    """File (appended) for the process' stdout and stderr; None = stderr inherited, stdout read by us."""
+    preexec: Callable[[], None] | None = None
+    """Run in the child before exec (e.g. ask for a signal when the parent dies)."""
+
+
+class WorkerLauncher(Protocol):
+    """What a worker is: the command, how its URL is known, its health path and router API."""
+
+    @property
+    def api(self) -> str: ...
+
+    @property
+    def health_path(self) -> str: ...
+
+    def launch(self, name: str, max_batch: int) -> Launch:
+        """The process for worker ``name`` with ``max_batch`` slots (ValueError if it cannot have that many)."""
+        ...
+
+
+@dataclass(frozen=True)
+class EbbWorkerLauncher:
+    """``python -m ebb.live.worker`` (prints ``LISTENING``, health ``/healthz``, drains itself on SIGTERM,
+    dies with ``--parent-pid``)."""
+
+    warmup_s: float = 5.0
+    speed: float = 1.0
+    python: str = sys.executable
+    drain_timeout_s: float = 120.0
+    api: str = "ebb"
+    health_path: str = "/healthz"
+
+    def launch(self, name: str, max_batch: int) -> Launch:
+        return Launch((self.python, "-m", "ebb.live.worker", "--name", name, "--port", "0",
+                       "--max-batch", str(max_batch), "--warmup-s", str(self.warmup_s), "--speed", str(self.speed),
+                       "--drain-timeout-s", str(self.drain_timeout_s), "--parent-pid", str(os.getpid())))
 
 
 @dataclass(eq=False)
@@ -92,7 +148,8 @@ class LocalActuator:
     def __init__(self, router: WorkerRegistry, *, name: str = "local/serving", initial: int = 1,
                  max_batch: int = 8, warmup_s: float = 5.0, speed: float = 1.0, python: str = sys.executable,
                  targets_file: Path | None = None, state_file: Path | None = None,
-                 zones: tuple[str, ...] = ("a", "b", "c"), drain_timeout_s: float = 120.0) -> None:
+                 zones: tuple[str, ...] = ("a", "b", "c"), drain_timeout_s: float = 120.0,
+                 launcher: WorkerLauncher | None = None) -> None:
         if initial < 0 or max_batch < 1 or warmup_s < 0 or speed <= 0 or drain_timeout_s <= 0 or not zones:
             raise ConfigError(f"LocalActuator needs initial ≥ 0, max_batch ≥ 1, warmup_s ≥ 0, speed > 0, "
                               f"drain_timeout_s > 0 and one zone at least; got initial={initial}, "
@@ -102,6 +159,7 @@ class LocalActuator:
         self._router = router
         self._max_batch, self._warmup_s, self._speed = max_batch, warmup_s, speed
         self._python, self._zones, self._drain_timeout_s = python, zones, drain_timeout_s
+        self._launcher: WorkerLauncher = launcher or EbbWorkerLauncher(warmup_s, speed, python, drain_timeout_s)
         self._targets_file, self._state_file = targets_file, state_file
         self._lock = threading.RLock()
         self._done, self._next_id = self._load_state()
@@ -209,19 +267,14 @@ class LocalActuator:
         try:
             for rid in range(first, first + count):
                 name = f"worker-{rid}"
-                args = [self._python, "-m", "ebb.live.worker", "--name", name, "--port", "0",
-                        "--max-batch", str(self._max_batch), "--warmup-s", str(self._warmup_s),
-                        "--speed", str(self._speed), "--drain-timeout-s", str(self._drain_timeout_s),
-                        "--parent-pid", str(os.getpid())]
-                try:
-                    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-                except OSError as exc:
-                    raise ConfigError(f"cannot start worker with {self._python!r}: {exc}; pass python= an "
-                                      "interpreter that can import ebb") from exc
-                started.append(_Replica(rid, name, self._zones[rid % len(self._zones)], time.time(), proc))
+                launch = self._launcher.launch(name, self._max_batch)
+                proc = _popen(launch)
+                started.append(_Replica(rid, name, self._zones[rid % len(self._zones)], time.time(), proc,
+                                        url=launch.url or ""))
             deadline = time.monotonic() + START_TIMEOUT_S
             for r in started:
-                r.url = _read_listening(r, deadline)
+                if not r.url:
+                    r.url = _read_listening(r, deadline)
         except BaseException:
             self._kill(started)
             raise
@@ -264,7 +317,7 @@ class LocalActuator:
         while not self._stop.wait(POLL_S):
             with self._lock:
                 starting = [r for r in self._replicas if r.ready_s is None]
-            healthy = [r for r in starting if _healthy(r.url)]
+            healthy = [r for r in starting if _healthy(r.url + self._launcher.health_path)]
             with self._lock:
                 if self._closed:
                     return
@@ -279,7 +332,7 @@ class LocalActuator:
         changed = False
         for r in healthy:
             if r in self._replicas and r.ready_s is None:
-                self._router.add_worker(r.name, r.url, self._max_batch)
+                self._router.add_worker(r.name, r.url, self._max_batch, api=self._launcher.api)
                 r.ready_s = time.time()
                 changed = True
         for r in [r for r in self._replicas if r.proc.poll() is not None]:
@@ -405,9 +458,23 @@ def _read_listening(r: _Replica, deadline: float) -> str:
     return line.removeprefix("LISTENING ")
 
 
+def _popen(launch: Launch) -> subprocess.Popen[bytes]:
+    """Start ``launch`` (stdin closed; stdout piped, or both streams appended to its log file)."""
+    try:
+        if launch.log_path is None:
+            return subprocess.Popen(launch.args, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                    preexec_fn=launch.preexec)
+        with open(launch.log_path, "ab") as log_fh:  # the child keeps its own copy of the descriptor
+            return subprocess.Popen(launch.args, stdout=log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    preexec_fn=launch.preexec)
+    except OSError as exc:
+        raise ConfigError(f"cannot start worker {launch.args[0]!r}: {exc}; for the ebb worker pass python= an "
+                          "interpreter that can import ebb, for llama-server check the binary") from exc
+
+
 def _healthy(url: str) -> bool:
     try:
-        with _NO_PROXY.open(url + "/healthz", timeout=1.0) as resp:
+        with _NO_PROXY.open(url, timeout=1.0) as resp:
             return bool(resp.status == 200)
     except urllib.error.HTTPError as exc:
         exc.close()  # 503 while warming: the error owns the open response

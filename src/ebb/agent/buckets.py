@@ -28,6 +28,11 @@ Guarantees:
   Names are 1-253 characters without ``@`` or control characters, so a label cannot be forged.
 * **Client view first.** When any polled endpoint is a router, latency sketches hold the router's
   completions only (queue time included); otherwise the workers'.
+* **Engine endpoints** (:meth:`~BucketAggregator.engine_ok`, fed by :mod:`ebb.agent.engine_poll`)
+  are workers whose gauges come ready-made in an :class:`EnginePoll` and whose latencies are
+  weighted rows (one per histogram bucket, at its upper bound); they land in the bucket the caller
+  names (the one being closed), follow the same missing, naming and collision rules, and count
+  against :data:`MAX_PENDING_ROWS` one row per bucket row.
 * Memory is bounded: the last ``keep`` buckets (default 600 = 60 s at 100 ms), at most
   :data:`MAX_PENDING_ROWS` (100,000) completions waiting for their bucket, and
   :data:`MAX_COMPLETIONS_PER_ANSWER` rows taken from one answer.
@@ -48,7 +53,7 @@ from ebb.model.samples import SampleBatch
 from ebb.untrusted import INT64_MAX, loads_json_input
 
 __all__ = ["FUTURE_BUCKETS", "MAX_COMPLETIONS_PER_ANSWER", "MAX_PENDING_ROWS", "MAX_NAME_CHARS", "MAX_STATS_BYTES",
-           "BucketAggregator", "StatsPoll", "decode_stats", "parse_stats"]
+           "BucketAggregator", "EnginePoll", "StatsPoll", "decode_stats", "parse_stats"]
 
 _FIX = "run the worker/router from the same Ebb release as the agent"
 
@@ -91,6 +96,24 @@ class StatsPoll:
     prefill_busy_s_total: float | None = None
     queued: float | None = None
     inflight: float | None = None
+
+
+@dataclass(frozen=True)
+class EnginePoll:
+    """One engine scrape turned into a worker's bucket entry (see :mod:`ebb.agent.engine_poll`)."""
+
+    name: str
+    """The worker's name: the endpoint's ``host:port`` (1-253 characters, no ``@``)."""
+    gauges: WorkerGauges
+    ttft_ms: tuple[tuple[float, int], ...] = ()
+    """(value ms, observations) rows since the previous scrape: bucket upper bounds."""
+    e2e_ms: tuple[tuple[float, int], ...] = ()
+    kind: str = "worker"
+
+    def __post_init__(self) -> None:
+        if not _good_name(self.name):
+            raise ValueError(f"engine worker name must be 1-{MAX_NAME_CHARS} printable characters without '@', "
+                             f"got {brief(self.name)}")
 
 
 def _num(d: dict[str, Any], key: str, url: str) -> float:
@@ -185,13 +208,17 @@ def _clamp01(x: float) -> float:
     return min(1.0, max(0.0, x))
 
 
+def _sketch(rows: list[tuple[float, int]]) -> Sketch:
+    return Sketch.of_counts([v for v, _ in rows], [w for _, w in rows])
+
+
 @dataclass
 class _Endpoint:
     kind: str | None = None
     cursor: int = 0
-    prev: StatsPoll | None = None
+    prev: StatsPoll | EnginePoll | None = None
     """The last answer before the open bucket (the base of the prefill Δ)."""
-    current: StatsPoll | None = None
+    current: StatsPoll | EnginePoll | None = None
     """The latest answer in the open bucket."""
 
 
@@ -203,7 +230,8 @@ class BucketAggregator:
             raise ValueError(f"bucket_ms and keep must be >= 1, got {bucket_ms!r}, {keep!r}")
         self.bucket_ns = bucket_ms * 1_000_000
         self._eps: dict[str, _Endpoint] = {}
-        self._pending: dict[str, dict[int, list[tuple[float, float]]]] = {"worker": {}, "router": {}}
+        # (ttft ms, e2e ms, weight); NaN where an engine row carries one of the two
+        self._pending: dict[str, dict[int, list[tuple[float, float, int]]]] = {"worker": {}, "router": {}}
         self._samples: dict[str, dict[str, tuple[int, float]]] = {"gpu": {}, "host": {}}
         self._buckets: deque[Bucket] = deque(maxlen=keep)
         self._keep_ns = keep * self.bucket_ns
@@ -243,8 +271,9 @@ class BucketAggregator:
         ep = self._eps.setdefault(endpoint, _Endpoint())
         last = ep.current or ep.prev
         # a new process behind the URL: its counters and seqs start again, nothing to difference
-        if last is not None and (poll.seq < ep.cursor or poll.name != last.name
-                                 or (poll.prefill_busy_s_total or 0.0) < (last.prefill_busy_s_total or 0.0)):
+        if isinstance(last, EnginePoll) or (last is not None and (
+                poll.seq < ep.cursor or poll.name != last.name
+                or (poll.prefill_busy_s_total or 0.0) < (last.prefill_busy_s_total or 0.0))):
             ep.cursor, ep.prev, ep.current = 0, None, None
         ep.kind = poll.kind
         if ep.current is not None and ep.prev is None:
@@ -273,8 +302,31 @@ class BucketAggregator:
             if self._closed_ns is not None and end <= self._closed_ns:
                 self.late += 1
                 end = self._closed_ns + self.bucket_ns
-            pend.setdefault(end, []).append((ttft, e2e))
+            pend.setdefault(end, []).append((ttft, e2e, 1))
         ep.cursor = max(ep.cursor, poll.seq)
+
+    def engine_ok(self, endpoint: str, poll: EnginePoll, end_ns: int) -> None:
+        """Record one engine scrape of ``endpoint``: its gauges for the open bucket and its latency
+        rows in the bucket ending at ``end_ns`` (the one the caller closes next; a time already
+        closed moves to the next bucket and counts in ``late``)."""
+        ep = self._eps.setdefault(endpoint, _Endpoint())
+        if isinstance(ep.current or ep.prev, StatsPoll):
+            ep.prev, ep.current = None, None
+        ep.kind = poll.kind
+        if ep.current is not None and ep.prev is None:
+            ep.prev = ep.current
+        ep.current = poll
+        if self._closed_ns is not None and end_ns <= self._closed_ns:
+            end_ns = self._closed_ns + self.bucket_ns
+            self.late += 1
+        rows = [(v, math.nan, w) for v, w in poll.ttft_ms if w > 0] + [(math.nan, v, w) for v, w in poll.e2e_ms if w > 0]
+        room = MAX_PENDING_ROWS - self._n_pending
+        if len(rows) > room:
+            self.implausible["pending_cap"] += len(rows) - max(room, 0)
+            rows = rows[:max(room, 0)]
+        if rows:
+            self._pending[poll.kind].setdefault(end_ns, []).extend(rows)
+            self._n_pending += len(rows)
 
     def poll_failed(self, endpoint: str) -> None:
         """``endpoint`` did not answer: nothing is recorded for it (it shows as missing)."""
@@ -301,27 +353,29 @@ class BucketAggregator:
             if p is None:
                 missing.append(url)
                 continue
-            if p.kind == "router":
+            if isinstance(p, EnginePoll):
+                workers[label[url]] = p.gauges
+            elif p.kind == "router":
                 routers[label[url]] = RouterGauges(p.queued or 0.0, p.inflight or 0.0)
             else:
                 workers[label[url]] = self._worker(ep, p)
             ep.prev, ep.current = p, None
         use = "router" if any(ep.kind == "router" for ep in self._eps.values()) else "worker"
         names = sorted({label[url] for url, ep in self._eps.items() if ep.kind == use and ep.prev is not None})
-        ttft: list[float] = []
-        e2e: list[float] = []
+        taken: list[tuple[float, float, int]] = []
         for kind, pend in self._pending.items():
             for end in [e for e in pend if e <= end_ns]:
                 rows = pend.pop(end)
                 self._n_pending -= len(rows)
                 if kind == use:
-                    ttft += [r[0] for r in rows]
-                    e2e += [r[1] for r in rows]
+                    taken += rows
+        ttft = [(r[0], r[2]) for r in taken if not math.isnan(r[0])]
+        e2e = [(r[1], r[2]) for r in taken if not math.isnan(r[1])]
         any_known = bool(self._eps)
         bucket = Bucket(
             ts_ns=end_ns, workers=workers, routers=routers,
             latency_from=("router" if use == "router" else "workers") if any_known else "",
-            latency_names=tuple(names), ttft_ms=Sketch.of(ttft), e2e_ms=Sketch.of(e2e),
+            latency_names=tuple(names), ttft_ms=_sketch(ttft), e2e_ms=_sketch(e2e),
             missing=tuple(missing), gpu=self._take("gpu"), host=self._take("host"))
         self._closed_ns = end_ns
         self._buckets.append(bucket)
@@ -347,7 +401,7 @@ class BucketAggregator:
     def _worker(self, ep: _Endpoint, p: StatsPoll) -> WorkerGauges:
         share = None
         base = ep.prev
-        if base is not None and p.now_s > base.now_s:
+        if isinstance(base, StatsPoll) and p.now_s > base.now_s:
             busy = (p.prefill_busy_s_total or 0.0) - (base.prefill_busy_s_total or 0.0)
             share = _clamp01(busy / (p.now_s - base.now_s))
         mb = p.max_batch or 1

@@ -50,6 +50,13 @@ ones are logged (at most once per 10 s) and counted in ``ebb_agent_refused_endpo
 Endpoints are keyed by URL: two reporting one name are both kept (see :mod:`ebb.agent.buckets`).
 GPU/host samplers (:class:`~ebb.sources.base.MetricSource`, blocking) run in worker threads, one
 read per bucket at most; the agent does not close them (their owner does).
+
+Engines (:mod:`ebb.agent.engine_poll`): with ``engine`` (an ``EngineProfile``), each of
+``engine_endpoints`` (full metrics URLs) is GET once per bucket under the same timeout, missing and
+never-stops rules (4 MiB at most) and is a worker named ``host:port``; a router's ``/workers`` are
+then polled at ``{url}{metrics_path}`` while the router stays a ``/stats`` endpoint (client view).
+``engine_pods`` (blocking, e.g. :class:`~ebb.agent.kube_pods.PodLister`) runs every ``discover_s``
+in a thread; the URLs it returns are engine endpoints, a failing call keeps the current ones.
 """
 
 from __future__ import annotations
@@ -63,7 +70,7 @@ import ssl
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import aiohttp
@@ -72,13 +79,15 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ebb.agent.buckets import MAX_STATS_BYTES, BucketAggregator, decode_stats
 from ebb.agent.discovery import MAX_ENDPOINTS, MAX_WORKERS_BYTES, check_endpoint, parse_workers, plan
+from ebb.agent.engine_poll import EnginePoller, read_capped
 from ebb.agent.log_limit import LogLimiter, held_note
 from ebb.agent.metrics import AgentMetrics
 from ebb.agent.serving import (ClientErrorLogFilter, ConnectionGate, GatedSite, ServerLimits, quiet_client_errors,
                                server_tls_context, token_ok, unauthorized)
 from ebb.sources.agent_wire import encode_bucket_json, page_json
-from ebb.errors import ConfigError, EbbError, InputError, SourceUnavailable
+from ebb.errors import ConfigError, EbbError, InputError
 from ebb.sources.base import MetricSource
+from ebb.sources.engines.profiles import EngineProfile
 from ebb.untrusted import INT64_MAX
 
 __all__ = ["Agent", "ClientErrorLogFilter", "ServerLimits", "quiet_client_errors", "server_tls_context"]
@@ -86,7 +95,7 @@ __all__ = ["Agent", "ClientErrorLogFilter", "ServerLimits", "quiet_client_errors
 log = logging.getLogger(__name__)
 _HEALTHY_TICK_S: Final = 5.0
 _POLL_HEADERS: Final = {"Accept": "application/json", "Accept-Encoding": "identity"}
-_CHUNK: Final = 64 * 1024
+_STATS_FIX: Final = "check that the URL points at an Ebb worker or router"
 
 
 # -- the agent -----------------------------------------------------------------------------------
@@ -102,15 +111,25 @@ class Agent:
                  name: str | None = None, endpoints_from: str | None = None, bind: str = "127.0.0.1",
                  keep: int = 600, discover_s: float = 1.0, token: str | None = None,
                  protect_metrics: bool = False, ssl_context: ssl.SSLContext | None = None,
-                 limits: ServerLimits = ServerLimits(), max_endpoints: int = MAX_ENDPOINTS) -> None:
-        if not endpoints and endpoints_from is None:
-            raise ValueError("Agent needs endpoints or endpoints_from (a router URL)")
+                 limits: ServerLimits = ServerLimits(), max_endpoints: int = MAX_ENDPOINTS,
+                 engine: EngineProfile | None = None, engine_endpoints: Sequence[str] = (),
+                 max_concurrency: int | None = None,
+                 engine_pods: Callable[[], Sequence[str]] | None = None) -> None:
+        if not endpoints and endpoints_from is None and not engine_endpoints and engine_pods is None:
+            raise ValueError("Agent needs endpoints, engine_endpoints, engine_pods or endpoints_from (a router URL)")
+        if (engine_endpoints or engine_pods is not None) and engine is None:
+            raise ConfigError("engine endpoints need an engine profile (fix: give --engine NAME)")
+        self._engines = EnginePoller(engine, max_concurrency) if engine is not None else None
         try:
             static = list(dict.fromkeys(check_endpoint(u) for u in endpoints))
             source = check_endpoint(endpoints_from) if endpoints_from is not None else None
+            eng = [u for u in dict.fromkeys(check_endpoint(u) for u in engine_endpoints) if u not in static]
         except InputError as exc:
             raise ConfigError(f"endpoint refused: {exc}") from exc
-        fixed = static + ([source] if source and source not in static else [])
+        self._engine_urls = set(eng)
+        self._pods = engine_pods
+        self._listed: dict[str, tuple[str, ...]] = {}  # discovery source -> the URLs it listed last
+        fixed = static + eng + ([source] if source and source not in static else [])
         if max_endpoints < 1 or len(fixed) > max_endpoints:
             raise ConfigError(f"{len(fixed)} endpoint(s) given but the agent polls at most {max_endpoints} "
                               "(fix: split them over several agents, or raise --max-endpoints)")
@@ -232,6 +251,8 @@ class Agent:
                 tasks += [asyncio.create_task(self._sample_loop(g, s)) for g, s in self._samplers.items()]
                 if self._from:
                     tasks.append(asyncio.create_task(self._discover_loop(session)))
+                if self._pods is not None:
+                    tasks.append(asyncio.create_task(self._pods_loop()))
                 self._ready.set()
                 await self._stop.wait()
                 for t in tasks:
@@ -265,7 +286,7 @@ class Agent:
 
     async def _tick(self, session: aiohttp.ClientSession, end: int) -> None:
         agg = self.aggregator
-        await asyncio.gather(*(self._poll(session, u) for u in agg.endpoints))
+        await asyncio.gather(*(self._poll(session, u, end) for u in agg.endpoints))
         late_before = agg.late
         bucket = agg.close(end)
         self.metrics.buckets.inc()
@@ -291,16 +312,21 @@ class Agent:
                         ", ".join(f"{k}={v}" for k, v in sorted(new.items())),
                         5 * self.bucket_ms, held_note(held))
 
-    async def _poll(self, session: aiohttp.ClientSession, url: str) -> None:
+    async def _poll(self, session: aiohttp.ClientSession, url: str, end: int) -> None:
         try:
-            params = {"since": str(self.aggregator.cursor(url))}
-            async with session.get(f"{url}/stats", params=params, headers=_POLL_HEADERS,
-                                   allow_redirects=False) as resp:
-                raw = await _read_capped(resp, MAX_STATS_BYTES, f"{url}/stats")
-            poll = decode_stats(raw, url)
-            if url not in self.aggregator.endpoints:
-                return  # removed by discovery while in flight
-            self.aggregator.poll_ok(url, poll, time.time_ns())
+            if self._engines is not None and url in self._engine_urls:
+                raw = await self._engines.fetch(session, url)
+                if url in self.aggregator.endpoints:  # not removed by discovery while in flight
+                    self.aggregator.engine_ok(url, self._engines.observe(url, raw), end)
+            else:
+                params = {"since": str(self.aggregator.cursor(url))}
+                async with session.get(f"{url}/stats", params=params, headers=_POLL_HEADERS,
+                                       allow_redirects=False) as resp:
+                    raw = await read_capped(resp, MAX_STATS_BYTES, f"{url}/stats", _STATS_FIX)
+                poll = decode_stats(raw, url)
+                if url not in self.aggregator.endpoints:
+                    return  # removed by discovery while in flight
+                self.aggregator.poll_ok(url, poll, time.time_ns())
         except (aiohttp.ClientError, asyncio.TimeoutError, EbbError) as exc:
             self._failed(url, exc)
             return
@@ -343,31 +369,55 @@ class Agent:
 
     async def _discover(self, session: aiohttp.ClientSession, src: str) -> None:
         async with session.get(src, headers=_POLL_HEADERS, allow_redirects=False) as resp:
-            raw = await _read_capped(resp, MAX_WORKERS_BYTES, src)
+            raw = await read_capped(resp, MAX_WORKERS_BYTES, src, _STATS_FIX)
         listed = parse_workers(raw, src)
         if src in self._failing:
             self._failing.discard(src)
             log.info("%s answers again", src)
+        eng = self._engines
+        urls = tuple(check_endpoint(eng.metrics_url(u)) for u in listed.urls) if eng else listed.urls
+        self._apply(src, urls, len(listed.refused), listed.refused[0] if listed.refused else "-")
+
+    async def _pods_loop(self) -> None:
+        assert self._pods is not None
+        while True:
+            try:
+                self._apply("pods", tuple(check_endpoint(u) for u in await asyncio.to_thread(self._pods)), 0, "-")
+            except Exception as exc:  # keep the current endpoints and try again
+                if (held := self._log.allow("pods")) is not None:
+                    log.warning("engine pod discovery failed (%s: %s); polling the pods known%s", type(exc).__name__,
+                                str(exc)[:300], held_note(held), exc_info=None if isinstance(exc, EbbError) else exc)
+            await asyncio.sleep(self._discover_s)
+
+    def _apply(self, src: str, urls: tuple[str, ...], n_invalid: int, first_invalid: str) -> None:
+        """Poll the fixed endpoints and what every discovery source listed last (``src`` now ``urls``)."""
+        self._listed[src] = urls
+        if self._engines is not None:
+            self._engine_urls |= set(urls)
+        listed = tuple(dict.fromkeys(u for us in self._listed.values() for u in us))
         agg = self.aggregator
-        want, over = plan(self._fixed, agg.endpoints, listed.urls, self.max_endpoints)
+        want, over = plan(self._fixed, agg.endpoints, listed, self.max_endpoints)
         keep = set(want)
         for u in [u for u in agg.endpoints if u not in keep]:
             self._forget(u)
             log.info("endpoint %s left %s; no longer polled", u, src)
         for u in want:
             agg.add(u)
-        self.metrics.refused_endpoints.labels(reason="invalid").set(len(listed.refused))
+        if src != "pods":
+            self.metrics.refused_endpoints.labels(reason="invalid").set(n_invalid)
         self.metrics.refused_endpoints.labels(reason="over_cap").set(len(over))
-        if (listed.refused or over) and (held := self._log.allow("discovery")) is not None:
+        if (n_invalid or over) and (held := self._log.allow("discovery")) is not None:
             log.warning("%s listed %d endpoint(s) the agent refused: %d invalid (first: %s), %d over the cap "
-                        "of %d polled endpoints (first: %s)%s", src, len(listed.refused) + len(over),
-                        len(listed.refused), listed.refused[0] if listed.refused else "-", len(over),
-                        self.max_endpoints, over[0] if over else "-", held_note(held))
+                        "of %d polled endpoints (first: %s)%s", src, n_invalid + len(over), n_invalid,
+                        first_invalid, len(over), self.max_endpoints, over[0] if over else "-", held_note(held))
 
     def _forget(self, url: str) -> None:
         """Stop polling ``url`` and drop its per-endpoint state and metric series."""
         self.aggregator.forget(url)
         self._failing.discard(url)
+        self._engine_urls.discard(url)
+        if self._engines is not None:
+            self._engines.forget(url)
         self._log.forget(url)
         try:
             self.metrics.poll_errors.remove(url)
@@ -449,19 +499,3 @@ class Agent:
         ok = age < _HEALTHY_TICK_S
         return web.json_response({"ok": ok, "agent": self.name, "last_tick_age_s": round(age, 3),
                                   "endpoints": len(self.aggregator.endpoints)}, status=200 if ok else 503)
-
-
-async def _read_capped(resp: aiohttp.ClientResponse, cap: int, what: str) -> bytes:
-    """The body of a 200 answer, at most ``cap`` bytes; SourceUnavailable / InputError otherwise."""
-    if resp.status != 200:
-        raise SourceUnavailable(f"{what} answered HTTP {resp.status}")
-    if resp.content_length is not None and resp.content_length > cap:
-        raise InputError(f"answer of {resp.content_length:,} bytes is over the {cap:,}-byte limit", path=what,
-                         fix="check that the URL points at an Ebb worker or router")
-    buf = bytearray()
-    async for chunk in resp.content.iter_chunked(_CHUNK):
-        buf += chunk
-        if len(buf) > cap:
-            raise InputError(f"answer is over the {cap:,}-byte limit; the rest was not read", path=what,
-                             fix="check that the URL points at an Ebb worker or router")
-    return bytes(buf)

@@ -15,6 +15,17 @@ token on an address other than loopback a warning says the data is open to anyon
 ``--tls-cert``/``--tls-key`` serve https; ``--tls-client-ca`` also requires client certificates
 signed by that CA (mutual TLS). ``--max-connections`` caps open connections (256).
 
+Engines: ``--engine vllm --endpoint http://10.0.0.7:8000/metrics`` polls inference servers' own
+metrics pages (profiles: :mod:`ebb.sources.engines.profiles`; ``--engines-file F`` adds custom
+ones) — with ``--engine`` every ``--endpoint`` is such a full metrics URL, and the workers of
+``--endpoints-from ROUTER`` are polled at ``{url}{metrics_path}`` while the router itself stays an
+Ebb ``/stats`` endpoint. ``--max-concurrency N`` gives the slots per pod when the engine does not
+report them (llama.cpp: its ``-np``); an engine that reports neither that nor KV usage exits 2 without
+it. ``--poll-ms`` (100-1000; the bucket length) sets the poll period. On Kubernetes, ``--pod-selector
+app=vllm --node-name $NODE_NAME [--pod-port 8000] [--pod-namespace NS]`` discovers the Running, Ready
+engine pods on this node every second (:mod:`ebb.agent.kube_pods`; ``pip install 'ebb[k8s]'``).
+``--dcgm URL`` reads the GPUs from a DCGM exporter instead of NVML.
+
 NVML: ``--nvml`` requires it (exit 2 with the install command when ``nvidia-ml-py`` is missing or no
 driver answers), ``--no-nvml`` skips it, and by default it is used when available. GPM metrics are
 sampled where the GPU supports them (Hopper and later). ``--host-metrics`` adds psutil CPU, memory,
@@ -95,7 +106,8 @@ def _loopback(bind: str) -> bool:
 
 @app.command("agent")
 def agent_command(
-    endpoint: list[str] = typer.Option([], "--endpoint", help="A worker or router URL to poll (repeatable)."),
+    endpoint: list[str] = typer.Option([], "--endpoint", help="A worker or router URL to poll (repeatable); with "
+                                       "--engine, an engine metrics URL such as http://POD:8000/metrics."),
     endpoints_from: str | None = typer.Option(
         None, "--endpoints-from", help="Router URL: poll it and the workers its GET /workers lists."),
     port: int = typer.Option(0, "--port", help="Port to serve on (0: any free port)."),
@@ -116,10 +128,39 @@ def agent_command(
     host_metrics: bool = typer.Option(False, "--host-metrics", help="Sample host CPU/memory/net/disk."),
     name: str | None = typer.Option(None, "--name", help="Agent name (default: agent-HOSTNAME)."),
     bucket_ms: int = typer.Option(100, "--bucket-ms", help="Bucket length in milliseconds."),
+    engine: str | None = typer.Option(None, "--engine", help="Engine profile (vllm, sglang, tgi, llamacpp, triton, "
+                                      "or one of --engines-file): --endpoint URLs are its metrics pages."),
+    engines_file: Path | None = typer.Option(None, "--engines-file", help="YAML file of custom engine profiles."),
+    max_concurrency: int | None = typer.Option(None, "--max-concurrency", help="Concurrent requests per engine pod "
+                                               "when the engine does not report it."),
+    poll_ms: int | None = typer.Option(None, "--poll-ms", help="Poll period in ms, 100-1000 (sets --bucket-ms)."),
+    pod_selector: str | None = typer.Option(None, "--pod-selector", help="Kubernetes label selector of the engine "
+                                            "pods on this node, e.g. app=vllm."),
+    node_name: str | None = typer.Option(None, "--node-name", envvar="NODE_NAME", help="This node's name "
+                                         "(default: $NODE_NAME)."),
+    pod_port: int | None = typer.Option(None, "--pod-port", help="Engine port on the pods (default: the "
+                                        "engine's usual port)."),
+    pod_namespace: str = typer.Option("default", "--pod-namespace", envvar="POD_NAMESPACE",
+                                      help="Namespace of the engine pods."),
+    dcgm: str | None = typer.Option(None, "--dcgm", help="DCGM exporter URL to read the GPUs from (instead of NVML)."),
 ) -> None:
     """Run the node agent: 100 ms sketch buckets at /v1/buckets, Prometheus text at /metrics."""
-    if not endpoint and endpoints_from is None:
-        raise ConfigError("ebb agent needs --endpoint URL (repeatable) or --endpoints-from ROUTER_URL")
+    if not endpoint and endpoints_from is None and pod_selector is None:
+        raise ConfigError("ebb agent needs --endpoint URL (repeatable), --endpoints-from ROUTER_URL or "
+                          "--pod-selector K=V with --engine")
+    if poll_ms is not None:
+        if not 100 <= poll_ms <= 1000:
+            raise ConfigError(f"--poll-ms must be in [100, 1000], got {poll_ms}")
+        if bucket_ms not in (100, poll_ms):
+            raise ConfigError(f"--poll-ms {poll_ms} and --bucket-ms {bucket_ms} disagree (fix: give one of them)")
+        bucket_ms = poll_ms
+    profile = None
+    if engine is not None:
+        from ebb.sources.engines.profiles import engine_profile
+
+        profile = engine_profile(engine, engines_file)
+    elif pod_selector is not None or max_concurrency is not None or engines_file is not None:
+        raise ConfigError("--pod-selector, --max-concurrency and --engines-file need --engine NAME")
     if bucket_ms < 1 or not 0 <= port < 65536:
         raise ConfigError(f"--bucket-ms must be >= 1 and --port in [0, 65535], got {bucket_ms}, {port}")
     if max_endpoints < 1 or max_connections < 1:
@@ -133,13 +174,25 @@ def agent_command(
     limits = ServerLimits(max_connections=max_connections,
                           max_connections_per_peer=min(ServerLimits.max_connections_per_peer, max_connections))
     # built before NVML is opened, so a bad URL or token exits 2 without touching the GPUs
-    agent = Agent(endpoint, port=port, bucket_ms=bucket_ms, name=name, endpoints_from=endpoints_from, bind=bind,
-                  token=token, protect_metrics=protect_metrics, ssl_context=tls, limits=limits,
-                  max_endpoints=max_endpoints)
+    pods = None
+    if pod_selector is not None and profile is not None:
+        from ebb.agent.kube_pods import PodLister
+
+        pods = PodLister(pod_selector, node_name or "", pod_port or profile.default_port, namespace=pod_namespace,
+                         metrics_path=profile.metrics_path)
+    agent = Agent([] if profile else endpoint, port=port, bucket_ms=bucket_ms, name=name,
+                  endpoints_from=endpoints_from, bind=bind, token=token, protect_metrics=protect_metrics,
+                  ssl_context=tls, limits=limits, max_endpoints=max_endpoints, engine=profile,
+                  engine_endpoints=endpoint if profile else (), max_concurrency=max_concurrency, engine_pods=pods)
     if token is None and not _loopback(bind):
         typer.echo(f"warning: serving /v1/buckets on {bind} without a token: anyone who can connect reads the "
                    f"fleet's data (fix: --token-file PATH or ${TOKEN_ENV})", err=True)
-    gpu = open_nvml(nvml)
+    if dcgm is not None:
+        from ebb.sources.engines.dcgm import DcgmSource
+
+        gpu: MetricSource | None = DcgmSource(dcgm)
+    else:
+        gpu = open_nvml(nvml)
     host = None
     if host_metrics:
         from ebb.sources.host import HostSampler
@@ -161,7 +214,7 @@ def agent_command(
         agent.stop()
         for s, h in previous.items():
             signal.signal(s, h)
-        if gpu is not None:
-            close = getattr(gpu, "close", None)
+        for owned in (gpu, pods):
+            close = getattr(owned, "close", None)
             if close is not None:
                 close()

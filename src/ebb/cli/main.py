@@ -23,6 +23,7 @@ _COMMAND_MODULES = (
     "ebb.cli.review",
     "ebb.cli.lint",
     "ebb.cli.agent",
+    "ebb.cli.probe",
     "ebb.cli.run",
 )
 

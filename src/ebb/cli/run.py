@@ -70,7 +70,13 @@ def _prometheus_client(url: str | None, token_file: Path | None, ca: Path | None
 
 def _source(kind: str, agents: list[str], prometheus: str | None, *, agent_token: str | None = None,
             agent_tls: Any = None, prometheus_client: Any = None, prometheus_selector: str | None = None,
-            replica_label: str = "worker") -> Any:
+            replica_label: str | None = None, engine: str | None = None, engines_file: Path | None = None,
+            max_concurrency: int | None = None) -> Any:
+    if engine is None and (engines_file is not None or max_concurrency is not None):
+        raise ConfigError("--engines-file and --max-concurrency need --engine NAME")
+    if engine is not None and kind != "prometheus":
+        raise ConfigError("--engine is for --source prometheus (the engines' own series); with --source agents "
+                          "give --engine to each `ebb agent` instead")
     if kind == "agents":
         if not agents:
             raise ConfigError("--source agents needs at least one --agent URL (an `ebb agent` endpoint)")
@@ -79,9 +85,14 @@ def _source(kind: str, agents: list[str], prometheus: str | None, *, agent_token
     if kind == "prometheus":
         if not prometheus:
             raise ConfigError("--source prometheus needs --prometheus URL (e.g. http://127.0.0.1:9090)")
-        from ebb.sources.prometheus import DEFAULT_SELECTOR, PrometheusClient, PrometheusSource
+        from ebb.sources.engines import engine_profile
+        from ebb.sources.prometheus import PrometheusClient, PrometheusSource
+        # No selector: Ebb's own jobs in Ebb mode; engine mode refuses to guess (one Prometheus often
+        # scrapes several fleets). No replica label: worker in Ebb mode, pod in engine mode.
         return PrometheusSource(prometheus_client or PrometheusClient(prometheus), replica_label=replica_label,
-                                selector=DEFAULT_SELECTOR if prometheus_selector is None else prometheus_selector)
+                                selector=prometheus_selector,
+                                engine=None if engine is None else engine_profile(engine, engines_file),
+                                max_concurrency=max_concurrency)
     raise ConfigError(f"--source must be agents or prometheus, got {kind!r}")
 
 
@@ -95,9 +106,14 @@ def run_cmd(
     prometheus_selector: Annotated[str | None, typer.Option(
         help='Label matchers added to every source query, e.g. job="ebb",namespace="serving" '
              '(default job=~"ebb|ebb-.+"; "" = unscoped, logged as a warning).')] = None,
-    prometheus_replica_label: Annotated[str, typer.Option(
-        help="Label naming a replica in Prometheus (worker; in Kubernetes a label the scrape sets, e.g. pod).")]
-    = "worker",
+    prometheus_replica_label: Annotated[str | None, typer.Option(
+        help="Label naming a replica in Prometheus (default worker; with --engine, pod).")] = None,
+    engine: Annotated[str | None, typer.Option(
+        help="Read an engine fleet's own series through Prometheus: vllm, sglang, tgi, llamacpp, triton or a "
+             "name in --engines-file (needs --source prometheus and --prometheus-selector).")] = None,
+    engines_file: Annotated[Path | None, typer.Option(help="YAML file of custom engine profiles.")] = None,
+    max_concurrency: Annotated[int | None, typer.Option(
+        help="With --engine: concurrent requests per pod (vLLM --max-num-seqs, llama-server -np).")] = None,
     prometheus_token_file: Annotated[Path | None, typer.Option(
         help="File holding Prometheus' bearer token, re-read when it changes (default: $EBB_PROMETHEUS_TOKEN).")]
     = None,
@@ -181,7 +197,8 @@ def run_cmd(
     src = _source(source, agent, prometheus, agent_token=_secret(agent_token_file, "EBB_AGENT_TOKEN",
                                                                   "--agent-token-file"),
                   agent_tls=_tls(agent_ca, agent_cert, agent_key, "agent"), prometheus_client=prom_client,
-                  prometheus_selector=prometheus_selector, replica_label=prometheus_replica_label)
+                  prometheus_selector=prometheus_selector, replica_label=prometheus_replica_label,
+                  engine=engine, engines_file=engines_file, max_concurrency=max_concurrency)
     gate_specs = _gates(gates)
     pol = build_live_policy(policy, slo_ttft_ms=slo_ttft_ms, slo_e2e_ms=slo_e2e_ms, initial=workers,
                             interval_s=interval_s, max_staleness_s=max_staleness_s,
@@ -267,6 +284,9 @@ def demo_cmd(
     source: Annotated[str, typer.Option(help="auto, prometheus or agents.")] = "auto",
     report: Annotated[Path, typer.Option(help="HTML report of what happened.")] = Path("ebb-live-report.html"),
     workdir: Annotated[Path, typer.Option(help="Ledger, Prometheus data and logs go here.")] = Path("ebb-live"),
+    engine: Annotated[str, typer.Option(
+        help="ebb (emulated workers, the default) or llamacpp (real llama-server processes; build them once "
+             "with scripts/build-llama-server.sh).")] = "ebb",
 ) -> None:
     """Scale real worker processes under a real trace with the live controller, and report what happened."""
     if not live:
@@ -276,13 +296,23 @@ def demo_cmd(
     import time
 
     from ebb.live.controller import CycleOutcome
-    from ebb.live.demo import DemoSettings, LiveDemo, recent_load
+    from ebb.live.demo import ENGINES, DemoSettings, LiveDemo, llamacpp_settings, recent_load
 
     from ebb.telemetry.logs import configure_logging
     from ebb.telemetry.tracing import CycleTracer, local_provider
 
-    settings = DemoSettings(minutes=minutes, trace=trace, start_s=start_s, time_scale=time_scale, source=source,
-                            report=report, workdir=workdir)
+    if engine not in ENGINES:
+        raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "llamacpp":
+        from ebb.live.llamacpp import llama_server_binary, tiny_model
+        llama_server_binary()  # MissingExtraError with the fix before anything starts
+        tiny_model()
+        settings = llamacpp_settings(minutes=minutes, trace=trace, start_s=start_s, time_scale=time_scale,
+                                     source="agents" if source == "auto" else source, report=report,
+                                     workdir=workdir)
+    else:
+        settings = DemoSettings(minutes=minutes, trace=trace, start_s=start_s, time_scale=time_scale, source=source,
+                                report=report, workdir=workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     # The terminal shows the live view; structured logs (with trace ids) go to a file beside the ledger.
     log_file = (workdir / "controller.log").open("a", encoding="utf-8")

@@ -12,6 +12,15 @@ What runs (all on 127.0.0.1, free ports, a temporary work dir):
 * a load generator replaying ``trace`` from ``start_s`` for ``minutes`` of wall time, ``time_scale``
   times faster than recorded.
 
+With ``engine="llamacpp"`` (``ebb demo --live --engine llamacpp``, settings from
+:func:`llamacpp_settings`) the workers are real ``llama-server`` processes (:mod:`ebb.live.llamacpp`:
+the binary built by ``scripts/build-llama-server.sh``, a tiny random-weight model with a real
+vocabulary, ``--metrics``, ``max_batch`` parallel slots, one CPU thread each), the router speaks
+llama.cpp's ``/completion``, the agent reads the router's ``/stats`` and every server's ``/metrics``
+through the ``llamacpp`` engine profile, and the trace's token counts are scaled to what CPU
+inference serves (``tokens_in_scale`` … ``max_tokens_out``). The source is the agent (Prometheus'
+``ebb_worker_*`` queries do not apply to llama.cpp's names).
+
 The default window of the bundled Azure code trace (minutes 9–15 of the slice) holds a busy phase,
 a lull of about three minutes and a burst, so a 3-minute run at ``time_scale=2`` shows the fleet
 shrinking in the lull and growing for the burst. The report is :mod:`ebb.score.report`'s, filled from
@@ -34,7 +43,7 @@ import numpy as np
 
 from ebb.actuate.local import LocalActuator
 from ebb.agent.server import Agent
-from ebb.errors import InputError, MissingExtraError
+from ebb.errors import ConfigError, InputError, MissingExtraError
 from ebb.ledger import open_ledger
 from ebb.live.controller import Controller, ControllerSettings, CycleOutcome
 from ebb.live.loadgen import LoadGenerator, LoadResults
@@ -53,7 +62,9 @@ from ebb.telemetry.metrics import EbbMetrics
 from ebb.telemetry.tracing import CycleTracer
 from ebb.live.local_prometheus import PROMETHEUS_INSTALL, LocalPrometheus, prometheus_binary, write_config
 
-__all__ = ["DEMO_POLICY", "DemoResult", "DemoSettings", "LiveDemo", "load_window"]
+__all__ = ["DEMO_POLICY", "ENGINES", "DemoResult", "DemoSettings", "LiveDemo", "llamacpp_settings", "load_window"]
+
+ENGINES = ("ebb", "llamacpp")
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +113,42 @@ class DemoSettings:
     report: Path | None = Path("ebb-live-report.html")
     """HTML report path; None = no report."""
     run_id: str = "live-demo"
+    engine: str = "ebb"
+    """``ebb`` (emulated workers, :mod:`ebb.live.worker`) or ``llamacpp`` (real ``llama-server``)."""
+    tokens_in_scale: float = 1.0
+    """Prompt tokens sent = ceil(trace's × this), then capped by ``max_tokens_in``."""
+    tokens_out_scale: float = 1.0
+    """Output tokens sent = ceil(trace's × this), then capped by ``max_tokens_out``."""
+    max_tokens_in: int | None = None
+    max_tokens_out: int | None = None
+    context_tokens: int = 512
+    """llamacpp: KV context per slot (tokens); ``max_tokens_in + max_tokens_out`` must fit."""
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.engine == "llamacpp":
+            if self.source == "prometheus":
+                raise ConfigError("the llamacpp demo reads the agent (source agents or auto): the Prometheus "
+                                  "source's ebb_worker_* queries do not match llama.cpp's metric names")
+            if self.max_tokens_in is None or self.max_tokens_out is None or \
+                    self.max_tokens_in + self.max_tokens_out > self.context_tokens:
+                raise ConfigError(f"the llamacpp demo needs max_tokens_in + max_tokens_out ≤ context_tokens="
+                                  f"{self.context_tokens} (a longer request would be refused by llama-server); "
+                                  f"got {self.max_tokens_in} + {self.max_tokens_out}")
+
+
+LLAMACPP_DEFAULTS: dict[str, Any] = {
+    "engine": "llamacpp", "source": "agents", "max_batch": 2, "initial": 3, "max_replicas": 6,
+    "time_scale": 2.0, "rate_scale": 1.0, "tokens_in_scale": 1 / 16, "tokens_out_scale": 2.0,
+    "max_tokens_in": 256, "max_tokens_out": 192, "context_tokens": 512, "run_id": "live-demo-llamacpp",
+}
+"""Measured on this project's 2-core machine (docs/live.md, "Real llama.cpp servers")."""
+
+
+def llamacpp_settings(**overrides: Any) -> DemoSettings:
+    """The llama.cpp demo's settings (:data:`LLAMACPP_DEFAULTS`) with ``overrides`` (DemoSettings fields)."""
+    return DemoSettings(**{**LLAMACPP_DEFAULTS, **overrides})
 
 
 @dataclass
@@ -148,11 +195,11 @@ class LiveDemo:
 
     def _source(self, stack: ExitStack, work: Path, agent_url: str, router_url: str) -> tuple[SignalSource, str]:
         want = self.s.source
-        binary = prometheus_binary() if want in ("auto", "prometheus") else None
+        binary = prometheus_binary() if want in ("auto", "prometheus") and self.s.engine == "ebb" else None
         if binary is None:
             if want == "prometheus":
                 raise MissingExtraError(f"the prometheus binary is not installed ({PROMETHEUS_INSTALL})")
-            if want == "auto":
+            if want == "auto" and self.s.engine == "ebb":
                 self.notes.append(f"Prometheus not found — skipping it (install: {PROMETHEUS_INSTALL}); "
                                   "the controller reads the agent directly")
             return AgentSource([agent_url]), "agents"
@@ -178,12 +225,23 @@ class LiveDemo:
             self.router = Router()
             router_url = self.router.start()
             stack.callback(self.router.stop)
+            launcher, engine = None, None
+            if s.engine == "llamacpp":
+                from ebb.live.llamacpp import LlamaServerLauncher, llama_server_binary, tiny_model
+                from ebb.sources.engines.profiles import engine_profile
+                (work / "llama-logs").mkdir(exist_ok=True)
+                launcher = LlamaServerLauncher(llama_server_binary(), tiny_model(), work / "llama-logs",
+                                               slots=s.max_batch, context_tokens=s.context_tokens)
+                engine = engine_profile("llamacpp")
             self.actuator = LocalActuator(self.router, name="local/serving", initial=s.initial,
                                           max_batch=s.max_batch, warmup_s=s.warmup_s, speed=s.speed,
-                                          targets_file=work / "workers.json", state_file=work / "actuator.json")
+                                          targets_file=work / "workers.json", state_file=work / "actuator.json",
+                                          launcher=launcher)
             stack.callback(self.actuator.close)
             self.actuator.wait_ready(timeout_s=60.0 + s.warmup_s)
-            agent = Agent(endpoints_from=router_url, name="demo-agent")
+            # llamacpp: the router's /stats (client view, queue) plus every server's /metrics it lists
+            agent = Agent(endpoints_from=router_url, name="demo-agent", engine=engine,
+                          max_concurrency=s.max_batch if engine is not None else None)
             agent_url = agent.start()
             stack.callback(agent.stop)
             source, kind = self._source(stack, work, agent_url, router_url)
@@ -197,7 +255,9 @@ class LiveDemo:
                                          ControllerSettings(run_id=s.run_id, target="local/serving", mode="act",
                                                             keep_outcomes=None, min_replicas=lo, max_replicas=hi),
                                          tracer=self.tracer, metrics=EbbMetrics())
-            self.loadgen = LoadGenerator(router_url, trace, time_scale=s.time_scale, rate_scale=s.rate_scale)
+            self.loadgen = LoadGenerator(router_url, trace, time_scale=s.time_scale, rate_scale=s.rate_scale,
+                                         tokens_in_scale=s.tokens_in_scale, tokens_out_scale=s.tokens_out_scale,
+                                         max_tokens_in=s.max_tokens_in, max_tokens_out=s.max_tokens_out)
             t0 = time.time()
             self.loadgen.start(duration_s=length_s)
             stop = threading.Event()
@@ -231,12 +291,18 @@ class LiveDemo:
         if s.report is not None:
             write_report(s.report, [prun], title="Ebb live demo — what really happened",
                          trace_desc=live.trace,
-                         settings={"source": kind, "workers": f"max batch {s.max_batch}, speed x{s.speed:g}, "
-                                                              f"warm-up {s.warmup_s:g} s",
+                         settings={"source": kind, "workers": _workers_desc(s),
                                    "policy": policy.spec, "requests sent": f"{len(load.sent_s):,}",
                                    "failed requests": str(load.failed)})
         return DemoResult(list(self.controller.outcomes), load, prun, ledger_path, kind,
                           None if self.prometheus is None else self.prometheus.url, s.report, self.notes)
+
+
+def _workers_desc(s: DemoSettings) -> str:
+    if s.engine == "llamacpp":
+        return (f"llama-server, {s.max_batch} slots × {s.context_tokens} tokens, 1 thread; tokens in ×{s.tokens_in_scale:g} "
+                f"≤ {s.max_tokens_in}, out ×{s.tokens_out_scale:g} ≤ {s.max_tokens_out}")
+    return f"max batch {s.max_batch}, speed x{s.speed:g}, warm-up {s.warmup_s:g} s"
 
 
 def recent_load(load: LoadResults, now_s: float, window_s: float = 10.0) -> tuple[float, float]:

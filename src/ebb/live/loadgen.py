@@ -8,6 +8,11 @@ lulls in place. ``rate_scale`` > 1 is refused: the only way to raise it would be
 which stacks copies at the same instants and manufactures bursts the trace never had (compress time
 with ``time_scale`` instead).
 
+Token scaling (for servers slower than the trace's, e.g. CPU inference): ``tokens_in_scale`` /
+``tokens_out_scale`` multiply the trace's counts (rounded up, so a request keeps ≥ 1 token each
+way), then ``max_tokens_in`` / ``max_tokens_out`` cap them (so prompt + output fit a server's
+context). Defaults (1, 1, no cap) send the trace's counts as recorded.
+
 Guarantees: one asyncio loop and one aiohttp session (up to 10,000 connections) for all requests, no
 thread per request; sustains well over 100 requests/s on two cores. A request that is late is sent at
 once (never skipped). Failures — any non-200 answer, connection error or timeout — are counted, never
@@ -51,11 +56,19 @@ class LoadResults:
     failed: int
 
 
+def _scaled(tokens: npt.NDArray[np.int64], scale: float, cap: int | None) -> npt.NDArray[np.int64]:
+    """``ceil(tokens × scale)`` in [1, cap] (no upper bound without a cap)."""
+    out = np.maximum(1, np.ceil(tokens.astype(np.float64) * scale)).astype(np.int64)
+    return out if cap is None else np.minimum(out, cap)
+
+
 class LoadGenerator:
     """Replays ``trace`` against ``url`` (the router's base URL, or a full ``/v1/generate`` URL)."""
 
     def __init__(self, url: str, trace: RequestTrace, time_scale: float = 1.0, rate_scale: float = 1.0,
-                 seed: int = 0, *, request_timeout_s: float = 600.0) -> None:
+                 seed: int = 0, *, request_timeout_s: float = 600.0, tokens_in_scale: float = 1.0,
+                 tokens_out_scale: float = 1.0, max_tokens_in: int | None = None,
+                 max_tokens_out: int | None = None) -> None:
         if not time_scale > 0:
             raise ConfigError(f"time_scale must be > 0 (2 replays twice as fast), got {time_scale!r}")
         if rate_scale > 1:
@@ -65,6 +78,12 @@ class LoadGenerator:
                 "use time_scale > 1 to replay faster instead")
         if not rate_scale > 0:
             raise ConfigError(f"rate_scale must be in (0, 1] (the share of requests kept), got {rate_scale!r}")
+        if not (tokens_in_scale > 0 and tokens_out_scale > 0):
+            raise ConfigError(f"token scales must be > 0, got tokens_in_scale={tokens_in_scale!r}, "
+                              f"tokens_out_scale={tokens_out_scale!r}")
+        if (max_tokens_in is not None and max_tokens_in < 1) or (max_tokens_out is not None and max_tokens_out < 1):
+            raise ConfigError(f"token caps must be ≥ 1, got max_tokens_in={max_tokens_in!r}, "
+                              f"max_tokens_out={max_tokens_out!r}")
         self.endpoint = url if url.rstrip("/").endswith("/v1/generate") else url.rstrip("/") + "/v1/generate"
         self.trace = trace
         self.time_scale = time_scale
@@ -73,8 +92,8 @@ class LoadGenerator:
         self.indices: npt.NDArray[np.int64] = np.flatnonzero(keep).astype(np.int64)
         """Trace positions that will be replayed (after thinning), in order."""
         self._offsets_s = trace.arrival_s[self.indices] / time_scale
-        self._tin = np.maximum(1, trace.tokens_in[self.indices])
-        self._tout = np.maximum(1, trace.tokens_out[self.indices])
+        self._tin = _scaled(trace.tokens_in[self.indices], tokens_in_scale, max_tokens_in)
+        self._tout = _scaled(trace.tokens_out[self.indices], tokens_out_scale, max_tokens_out)
         n = len(self.indices)
         self._sent_s = np.full(n, np.nan)
         self._ok = np.zeros(n, dtype=bool)

@@ -19,6 +19,16 @@ Guarantees:
   feed ``/stats`` completions and the :data:`~ebb.model.live.ROUTER_TTFT` / ``ROUTER_E2E``
   histograms. ``/stats`` ``ready`` means "at least one routable worker"; ``prefill_busy_s_total``
   is always 0 (the router does not prefill).
+* **Two worker APIs.** ``add_worker(..., api="ebb")`` workers get ``POST /v1/generate`` with the
+  token counts. ``api="llamacpp"`` workers (real ``llama-server``) get ``POST /completion`` with
+  ``{"prompt": [PROMPT_TOKEN_ID] * input_tokens, "n_predict": output_tokens, "ignore_eos": true,
+  "cache_prompt": false, "temperature": 0}`` — exactly ``input_tokens`` prompt tokens (a list of
+  token ids is not re-tokenized), exactly ``output_tokens`` generated, no prefix cache reuse. Their
+  ``ttft_ms`` = ``timings.prompt_ms`` (slot start → the last prompt batch, whose logits give the
+  first token) + one ``timings.predicted_per_token_ms`` (conservative by at most one decode step);
+  the router answers ``{"ttft_ms", "e2e_ms" (prompt_ms + predicted_ms), "input_tokens",
+  "output_tokens"}`` (llama.cpp's counts), not the generated text. An answer without numeric
+  timings, or with counts other than the ones asked, is a malformed answer.
 * **Hostile input is a 4xx, never a 500.** A ``/v1/generate`` body over 1 MiB gets 413 unread; a
   body that is not the documented JSON — nested past 64 levels, huge numbers, wrong types — gets
   400 naming the problem (:func:`~ebb.live.stats.parse_generate`). A worker's answer is read up to
@@ -54,6 +64,10 @@ COOLDOWN_S: Final = 1.0
 """How long a worker that refused a connection is skipped."""
 MAX_TTFT_MS: Final = 1e9
 """Largest ``ttft_ms`` taken from a worker's answer (11.6 days); more is a malformed answer."""
+PROMPT_TOKEN_ID: Final = 1000
+"""The token id llama.cpp prompts are made of (any id of the served vocabulary works; 1000 is a plain
+piece of the 32,000-token llama SPM vocabulary)."""
+APIS: Final = ("ebb", "llamacpp")
 
 
 async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
@@ -64,6 +78,30 @@ async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
         if len(buf) > cap:
             raise ValueError(f"answer larger than {cap:,} bytes")
     return bytes(buf)
+
+
+def _number(v: Any) -> float | None:
+    """``v`` as a finite float in [0, MAX_TTFT_MS], else None (bools are not numbers here)."""
+    if isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= MAX_TTFT_MS:
+        return float(v)
+    return None
+
+
+def _llamacpp_answer(answer: Any, payload: dict[str, int]) -> Any:
+    """llama.cpp's ``/completion`` answer as the router's ``{ttft_ms, e2e_ms, input_tokens,
+    output_tokens}``; None when the timings are missing or the counts differ from the request."""
+    timings = answer.get("timings") if isinstance(answer, dict) else None
+    if not isinstance(timings, dict):
+        return None
+    prompt_ms, per_token_ms, predicted_ms = (_number(timings.get(k)) for k in
+                                             ("prompt_ms", "predicted_per_token_ms", "predicted_ms"))
+    n_in, n_out = answer.get("tokens_evaluated"), answer.get("tokens_predicted")
+    if prompt_ms is None or per_token_ms is None or predicted_ms is None or \
+            type(n_in) is not int or type(n_out) is not int or \
+            n_in != payload["input_tokens"] or n_out != payload["output_tokens"]:
+        return None
+    return {"ttft_ms": prompt_ms + per_token_ms, "e2e_ms": prompt_ms + predicted_ms, "input_tokens": n_in,
+            "output_tokens": n_out}
 
 
 class _QueueTimeout(Exception):
@@ -80,6 +118,7 @@ class _Worker:
     url: str
     max_batch: int
     order: int
+    api: str = "ebb"
     inflight: int = 0
     draining: bool = False
     skip_until: float = 0.0
@@ -87,7 +126,7 @@ class _Worker:
 
     def view(self) -> dict[str, Any]:
         return {"name": self.name, "url": self.url, "max_batch": self.max_batch, "inflight": self.inflight,
-                "draining": self.draining}
+                "draining": self.draining, "api": self.api}
 
 
 @dataclass(eq=False)
@@ -215,16 +254,19 @@ class Router:
         loop.call_soon_threadsafe(run)
         return out.result(timeout=30.0)
 
-    def add_worker(self, name: str, url: str, max_batch: int) -> None:
-        """Make a ready worker routable (at once: queued requests may be dispatched to it)."""
+    def add_worker(self, name: str, url: str, max_batch: int, api: str = "ebb") -> None:
+        """Make a ready worker routable (at once: queued requests may be dispatched to it). ``api``:
+        ``"ebb"`` (an :mod:`ebb.live.worker`) or ``"llamacpp"`` (a ``llama-server``)."""
         if max_batch < 1:
             raise ValueError(f"max_batch must be ≥ 1, got {max_batch!r} for worker {name!r}")
+        if api not in APIS:
+            raise ValueError(f"api must be one of {', '.join(APIS)}, got {api!r} for worker {name!r}")
 
         def add() -> None:
             if name in self._workers:
                 raise ValueError(f"worker {name!r} is already known to router {self.name}; use a new name")
             self._added += 1
-            self._workers[name] = _Worker(name, url.rstrip("/"), max_batch, self._added)
+            self._workers[name] = _Worker(name, url.rstrip("/"), max_batch, self._added, api)
             self._pump()
 
         self._call(add)
@@ -357,12 +399,21 @@ class Router:
 
     async def _forward(self, w: _Worker, payload: dict[str, int]) -> tuple[dict[str, Any] | None, str]:
         assert self._session is not None
+        if w.api == "llamacpp":
+            path = "/completion"
+            body: dict[str, Any] = {"prompt": [PROMPT_TOKEN_ID] * payload["input_tokens"],
+                                    "n_predict": payload["output_tokens"], "ignore_eos": True,
+                                    "cache_prompt": False, "temperature": 0}
+        else:
+            path, body = "/v1/generate", dict(payload)
         try:
-            async with self._session.post(w.url + "/v1/generate", json=payload) as resp:
+            async with self._session.post(w.url + path, json=body) as resp:
                 raw = await _read_capped(resp, MAX_BODY_BYTES)
                 if resp.status == 200:
                     # the worker's answer is untrusted too: bounded, depth-capped, type-checked
                     answer = loads_json(raw, max_bytes=MAX_BODY_BYTES)
+                    if w.api == "llamacpp":
+                        answer = _llamacpp_answer(answer, payload)
                     ttft = answer.get("ttft_ms") if isinstance(answer, dict) else None
                     if isinstance(ttft, int | float) and not isinstance(ttft, bool) and 0 <= ttft <= MAX_TTFT_MS:
                         return answer, ""

@@ -121,6 +121,35 @@ class Sketch:
         return cls(alpha, int(np.count_nonzero(idx == m.zero_index)),
                    tuple((int(k) + offset, int(c)) for k, c in zip(keys, counts, strict=True)))
 
+    @classmethod
+    def of_counts(cls, values: Iterable[float], counts: Iterable[int], alpha: float = SKETCH_ALPHA) -> Sketch:
+        """The sketch of ``counts[i]`` samples equal to ``values[i]`` (weighted rows, e.g. histogram
+        buckets): ``of_counts(v, [1] * len(v)) == of(v)``, and ``of_counts(v, c).count == sum(c)``.
+        Values must be finite and >= 0, counts integers >= 0 (a zero count adds nothing), one per
+        value; ValueError quotes the first bad one."""
+        v = np.asarray(list(values), dtype=np.float64)
+        raw = list(counts)
+        if len(raw) != v.size:
+            raise ValueError(f"of_counts needs one count per value, got {len(raw)} counts for {v.size} values")
+        for c in raw:
+            if isinstance(c, bool) or not isinstance(c, int | np.integer) or c < 0:
+                raise ValueError(f"sketch counts must be integers >= 0, got {c!r}")
+        n = np.asarray(raw, dtype=np.int64)
+        if v.size and (not np.isfinite(v).all() or float(v.min()) < 0.0):
+            bad = v[~np.isfinite(v) | (v < 0)][0]
+            raise ValueError(f"sketch values must be finite and >= 0, got {float(bad)!r}")
+        keep = n > 0
+        v, n = v[keep], n[keep]
+        m = _mapping(alpha)
+        idx, _ = m.bin_index(v)
+        zero = int(n[idx == m.zero_index].sum())
+        pos = idx != m.zero_index
+        keys, inverse = np.unique(idx[pos], return_inverse=True)
+        sums = np.zeros(keys.size, dtype=np.int64)
+        np.add.at(sums, inverse.reshape(-1), n[pos])
+        offset = m.key_min - m.zero_index - 1  # bin index -> L1 key of a positive value
+        return cls(alpha, zero, tuple((int(k) + offset, int(c)) for k, c in zip(keys, sums, strict=True)))
+
     @property
     def count(self) -> int:
         return self.zero + sum(c for _, c in self.bins)

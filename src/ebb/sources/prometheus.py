@@ -63,6 +63,12 @@ without ``replica_label``; two series naming one replica; a NaN, infinite or neg
 ``max_batch`` ≤ 0; ``running`` > 10 × ``max_batch``; a prefill share > 2 per worker. A point at a
 NaN or infinite time is ignored.
 
+Engine mode (``engine=`` an :class:`~ebb.sources.engines.profiles.EngineProfile`, optionally
+``max_concurrency=``): the same read over an inference engine's own series (vLLM's
+``vllm:num_requests_running`` ...) for teams whose Prometheus already scrapes their engine pods —
+queries, replica rules and the differences (no router: ``queued`` = the engines' waiting requests;
+replica label ``pod`` by default; a selector is required) are in :mod:`ebb.sources.prometheus_engine`.
+
 Latency completions come from the histograms' raw cumulative buckets: the increase of each bucket
 counter between two consecutive steps (a drop is a counter reset: the new value is the increase)
 is summed over routers per ``le``; differences of neighbouring ``le`` give each bucket's count.
@@ -83,8 +89,8 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -94,6 +100,12 @@ from ebb.model import live as names
 from ebb.model.live import LiveSignals
 from ebb.model.observation import FineSignals
 from ebb.sources.prometheus_api import MAX_BYTES, MAX_SERIES, MAX_WARNINGS_LOGGED, PrometheusClient, PromSeries
+from ebb.sources.engines.profiles import EngineProfile
+from ebb.sources.prometheus_engine import ENGINE_ABSENT, EngineMode, engine_signals
+from ebb.sources.prometheus_grid import Grid as _Grid, Key, age_problem as _age_problem, lay
+from ebb.sources.engines.profiles import EngineProfile
+from ebb.sources.prometheus_engine import ENGINE_ABSENT, EngineMode, engine_signals
+from ebb.sources.prometheus_grid import bucket_bound as _bucket_bound
 from ebb.sources.promql import (DEFAULT_SELECTOR, LABEL_NAME, MAX_SELECTOR_CHARS, LabelMatcher, MatchOp,
                                 PromQueries, Selector, as_selector, duration)
 
@@ -114,34 +126,29 @@ MAX_POINTS = 11_000
 """Prometheus refuses range queries of more points than this per series."""
 
 
-Key = frozenset[tuple[str, str]]
-"""A series' labels without ``__name__``: the same worker in every query."""
-
-
-@dataclass
-class _Grid:
-    """The series of one metric name laid on the step grid: value and presence per step."""
-
-    values: dict[Key, FloatArray] = field(default_factory=dict)
-    present: dict[Key, npt.NDArray[np.bool_]] = field(default_factory=dict)
-
-    def at(self, key: Key, k: int) -> float | None:
-        """The value at step ``k`` (NaN stays NaN), None when the series has no point there."""
-        pres = self.present.get(key)
-        return float(self.values[key][k]) if pres is not None and pres[k] else None
-
-    def keys_at(self, k: int) -> list[Key]:
-        return [key for key, pres in self.present.items() if pres[k]]
-
-
 class PrometheusSource:
     """A :class:`~ebb.sources.live.SignalSource` over a Prometheus server; see the module docstring."""
 
-    def __init__(self, client: PrometheusClient, *, selector: str | Selector = DEFAULT_SELECTOR,
-                 replica_label: str = "worker", step_s: float = 1.0, lookback_s: float = 30.0,
+    def __init__(self, client: PrometheusClient, *, selector: str | Selector | None = None,
+                 replica_label: str | None = None, step_s: float = 1.0, lookback_s: float = 30.0,
                  scrape_interval_s: float = 1.0, rate_window_s: float | None = None,
                  max_sample_age_s: float | None = None, settle_s: float | None = None,
-                 read_timeout_s: float = 4.0, clock: Callable[[], float] = time.time) -> None:
+                 read_timeout_s: float = 4.0, clock: Callable[[], float] = time.time,
+                 engine: EngineProfile | None = None, max_concurrency: int | None = None) -> None:
+        """``selector`` None: :data:`DEFAULT_SELECTOR` in Ebb mode; engine mode (``engine`` given) needs
+        one (ConfigError). ``replica_label`` None: ``worker`` in Ebb mode, ``pod`` in engine mode."""
+        if engine is None and max_concurrency is not None:
+            raise ConfigError("max concurrency applies to engine mode only (fix: also pass the engine)")
+        if selector is None:
+            if engine is not None:
+                raise ConfigError(
+                    f"engine mode ({engine.name}) needs a Prometheus selector naming the engine pods' scrape "
+                    "targets (Ebb's default selects Ebb's own jobs, and a cluster often runs several "
+                    f"{engine.title} fleets) (fix: e.g. --prometheus-selector 'namespace=\"serving\","
+                    "job=\"vllm\"'; '' for unscoped)")
+            selector = DEFAULT_SELECTOR
+        if replica_label is None:
+            replica_label = "worker" if engine is None else "pod"
         if step_s <= 0 or lookback_s < step_s or scrape_interval_s <= 0:
             raise ValueError(f"need step_s > 0, lookback_s >= step_s, scrape_interval_s > 0; got "
                              f"{step_s!r}, {lookback_s!r}, {scrape_interval_s!r}")
@@ -167,6 +174,9 @@ class PrometheusSource:
             raise ValueError(f"settle_s must be >= 0, got {self.settle_s!r}")
         self.read_timeout_s = read_timeout_s
         self.queries = PromQueries.build(self.selector, duration(self.rate_window_s))
+        self.engine = None if engine is None else EngineMode.build(
+            engine, self.selector, duration(self.rate_window_s), self.rate_window_s, replica_label=replica_label,
+            max_concurrency=max_concurrency)
         self._clock = clock
         if not self.selector.matchers:
             log.warning("Prometheus at %s: queries are unscoped (empty selector): any target Prometheus scrapes "
@@ -202,6 +212,14 @@ class PrometheusSource:
             return self._lay(timed(lambda budget: self.client.range(query, first, end, step, timeout_s=budget)),
                              first, points)
 
+        if self.engine is not None:
+            up = self.engine.queries.up
+            sig, engine_drops = engine_signals(
+                self.engine, grid, step, fetch,
+                lambda: timed(lambda budget: self.client.instant(up, end, timeout_s=budget)),
+                since_s, self.max_sample_age_s, self.client.base_url)
+            self._log_drops(engine_drops)
+            return sig
         gauges = fetch(q.worker_gauges)
         inputs = _Inputs(
             running=gauges.get(names.WORKER_RUNNING, _Grid()),
@@ -239,19 +257,7 @@ class PrometheusSource:
                         "; ".join(f"{c} × {why}" for why, c in sorted(part.items())))
 
     def _lay(self, series: tuple[PromSeries, ...], start: float, n: int) -> dict[str, _Grid]:
-        out: dict[str, _Grid] = {}
-        for s in series:
-            finite = np.isfinite(s.ts_s)  # a NaN/inf time has no step (and would not cast to an index)
-            idx = np.round((s.ts_s[finite] - start) / self.step_s)
-            inside = (idx >= 0) & (idx < n)
-            at = idx[inside].astype(np.int64)
-            vals = np.full(n, np.nan)
-            pres = np.zeros(n, dtype=np.bool_)
-            vals[at] = s.value[finite][inside]
-            pres[at] = True
-            g = out.setdefault(s.labels.get("__name__", ""), _Grid())
-            g.values[s.key], g.present[s.key] = vals, pres
-        return out
+        return lay(series, start, n, self.step_s)
 
     def _qps(self, at_s: float, timeout_s: float) -> float | None:
         res = self.client.instant(self.queries.qps, at_s, timeout_s=timeout_s)
@@ -288,7 +294,7 @@ class _Fleet:
 
 
 _NO_ROUTER, _NO_WORKER = "step without a router queue sample", "step without any worker sample"
-_ABSENT = frozenset({_NO_ROUTER, _NO_WORKER})
+_ABSENT = frozenset({_NO_ROUTER, _NO_WORKER}) | ENGINE_ABSENT
 
 
 def _fleet_steps(grid: FloatArray, x: _Inputs, max_age_s: float, drops: Counter[str],
@@ -365,32 +371,6 @@ def _worker_problem(t: float, key: Key, k: int, x: _Inputs, max_age_s: float, la
     if p is not None and not (math.isfinite(p) and 0 <= p <= MAX_PREFILL_SHARE):
         return f"step with a worker prefill share outside [0, {MAX_PREFILL_SHARE:g}]"
     return None
-
-
-CLOCK_SLACK_S: Final = 0.001
-"""``timestamp()`` has millisecond resolution: a scrape time up to this far after its step is the step's."""
-
-
-def _age_problem(t: float, scraped_s: float, max_age_s: float, who: str) -> str | None:
-    """Why a value used at step ``t`` and scraped at ``scraped_s`` cannot count, or None.
-
-    Real Prometheus never uses a sample from after the step; a time after it (or NaN) would make
-    ``newest_sample_s`` lie about freshness, so it drops the step like a stale one."""
-    age = t - scraped_s
-    if age > max_age_s:
-        return f"step with a stale {who} sample"
-    if not age >= -CLOCK_SLACK_S:
-        return f"step with a {who} scrape time after the step (or not a time)"
-    return None
-
-
-def _bucket_bound(key: Key) -> float | None:
-    """A histogram series' upper bound ``le`` (``+Inf`` → inf); None unless a number >= 0 or +inf."""
-    try:
-        le = float(dict(key).get("le", ""))
-    except ValueError:
-        return None
-    return le if le >= 0 else None  # NaN and negatives fail the comparison
 
 
 def _latency_rows(grid: FloatArray, hist: Mapping[str, _Grid], drops: Counter[str],

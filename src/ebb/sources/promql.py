@@ -23,19 +23,38 @@ per read (:class:`PromQueries`; ``W`` = ``rate_window_s``, ``S`` = the selector'
                                                 (answered requests/s, the arrival rate when steady)
 
 Sums are taken by the source, not in PromQL, so every worker's value can be checked before it counts.
+
+Engine mode (:class:`EngineQueries`: an inference engine's own series, e.g. vLLM's). ``G`` = the
+replica label, ``job`` and ``instance`` (one scrape target). One query per metric name of the
+profile (a signal with a V1 and a V0 name has two; the source takes, per target and step, the
+first in the profile's order that answers). Names are checked against :data:`METRIC_NAME` and a
+name's own label pairs (``name{k="v"}``) are re-rendered as matchers beside ``S``, so nothing from
+an engines file can carry PromQL::
+
+    sum by (G) (RUNNING{S})   and   min by (G) (timestamp(RUNNING{S}))   count, and scrape time
+    sum by (G) (WAITING{S})   sum by (G) (MAX_CONCURRENCY{S})   max by (G) (KV_USAGE{S})
+    sum by (G) (rate(BUSY_SECONDS{S}[W]))
+    sum by (G, le) (TTFT_bucket{S})   sum by (G, le) (E2E_bucket{S})   raw cumulative, per target
+    up{S}                              only when no running series answers (which error to raise)
+
+The sums run within one target only (an engine's ``engine="0"``/``"1"`` or ``model_name`` series);
+targets are never summed in PromQL, so two targets claiming one replica are still seen, and a
+histogram's increase is taken per target (a target appearing with old counts adds nothing).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Final, Literal
+from collections.abc import Sequence
+from typing import Final, Literal, Protocol
 
 from ebb.errors import ConfigError
 from ebb.model import live as names
 
-__all__ = ["DEFAULT_SELECTOR", "LABEL_NAME", "MAX_SELECTOR_CHARS", "LabelMatcher", "MatchOp", "PromQueries",
-           "Selector", "as_selector", "duration"]
+__all__ = ["DEFAULT_SELECTOR", "LABEL_NAME", "MAX_SELECTOR_CHARS", "METRIC_NAME", "EngineQueries", "LabelMatcher",
+           "MatchOp", "MetricName", "PromQueries", "Selector", "as_selector", "check_label", "check_metric_name",
+           "duration"]
 
 DEFAULT_SELECTOR: Final = 'job=~"ebb|ebb-.+"'
 """The jobs Ebb's own Prometheus configs use: ``ebb`` (tests, file-SD) and ``ebb-router`` /
@@ -49,6 +68,16 @@ _SELECTOR_FIX = ('write label matchers separated by commas, e.g. job="ebb",names
 # -- the selector ------------------------------------------------------------------------------
 LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """A Prometheus label name (``fullmatch``)."""
+METRIC_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+"""A Prometheus metric name (``fullmatch``): no character that is special in PromQL or in an RE2 regex."""
+
+
+def check_metric_name(name: str, where: str) -> str:
+    """``name`` when it is a Prometheus metric name; ConfigError naming ``where`` otherwise."""
+    if not (isinstance(name, str) and len(name) <= 200 and METRIC_NAME.fullmatch(name)):
+        raise ConfigError(f"{where}: {str(name)[:80]!r} is not a Prometheus metric name "
+                          "(fix: letters, digits, '_' and ':' only, not starting with a digit)")
+    return name
 MatchOp = Literal["=", "!=", "=~", "!~"]
 _OPS: tuple[MatchOp, ...] = ("=~", "!~", "!=", "=")  # two-character operators first
 
@@ -195,6 +224,66 @@ class PromQueries:
             router_scraped=f"timestamp({sel.select(names.ROUTER_QUEUED)})",
             latency=sel.select_names((names.ROUTER_TTFT + "_bucket", names.ROUTER_E2E + "_bucket")),
             qps=f"sum(rate({sel.select(names.ROUTER_REQUESTS)}[{window}]))")
+
+
+@dataclass(frozen=True)
+class EngineQueries:
+    """The PromQL of engine mode (see the module docstring): one query per profile name, in the
+    profile's preference order, per signal."""
+
+    running: tuple[str, ...]
+    scraped: tuple[str, ...]
+    """``min by (G) (timestamp(...))`` of each running name: the target's scrape time."""
+    waiting: tuple[str, ...]
+    max_concurrency: tuple[str, ...]
+    kv: tuple[str, ...]
+    busy: tuple[str, ...]
+    ttft: tuple[str, ...]
+    e2e: tuple[str, ...]
+    up: str
+
+    @classmethod
+    def build(cls, selector: Selector, window: str, *, replica_label: str, running: Sequence[MetricName],
+              waiting: Sequence[MetricName], max_concurrency: Sequence[MetricName] = (),
+              kv: Sequence[MetricName] = (), busy: Sequence[MetricName] = (), ttft: Sequence[MetricName] = (),
+              e2e: Sequence[MetricName] = ()) -> EngineQueries:
+        """The queries for these metric names (each checked by :func:`check_metric_name`; a name's own
+        label pairs join the selector's matchers, re-rendered like them)."""
+        if not LABEL_NAME.fullmatch(replica_label):
+            raise ConfigError(f"replica label {replica_label[:80]!r} is not a Prometheus label name")
+        g = ",".join(dict.fromkeys((replica_label, "job", "instance")))
+
+        def sel(m: MetricName, suffix: str = "") -> str:
+            name = check_metric_name(m.name + suffix, "engine profile")
+            own = tuple(LabelMatcher(check_label(k), "=", v) for k, v in m.matchers)
+            return Selector(own + selector.matchers).select(name)
+
+        return cls(
+            running=tuple(f"sum by ({g}) ({sel(m)})" for m in running),
+            scraped=tuple(f"min by ({g}) (timestamp({sel(m)}))" for m in running),
+            waiting=tuple(f"sum by ({g}) ({sel(m)})" for m in waiting),
+            max_concurrency=tuple(f"sum by ({g}) ({sel(m)})" for m in max_concurrency),
+            kv=tuple(f"max by ({g}) ({sel(m)})" for m in kv),
+            busy=tuple(f"sum by ({g}) (rate({sel(m)}[{window}]))" for m in busy),
+            ttft=tuple(f"sum by ({g},le) ({sel(m, '_bucket')})" for m in ttft),
+            e2e=tuple(f"sum by ({g},le) ({sel(m, '_bucket')})" for m in e2e),
+            up=selector.select("up"))
+
+
+class MetricName(Protocol):
+    """A metric name with the label pairs its samples must carry (``name{k="v"}`` in a profile)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def matchers(self) -> tuple[tuple[str, str], ...]: ...
+
+
+def check_label(name: str) -> str:
+    """``name`` when it is a label name a profile may match on (not ``__``-reserved); ConfigError otherwise."""
+    if not (LABEL_NAME.fullmatch(name) and not name.startswith("__")):
+        raise ConfigError(f"engine profile: {name[:80]!r} is not a label name a profile may match on")
+    return name
 
 
 def duration(seconds: float) -> str:

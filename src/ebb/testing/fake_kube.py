@@ -13,7 +13,7 @@ GET      ``/apis/apps/v1/namespaces/{ns}/deployments/{name}``                   
 PATCH    ``/apis/apps/v1/namespaces/{ns}/deployments/{name}``                   apps/deployments patch
 GET      ``/apis/apps/v1/namespaces/{ns}/deployments/{name}/scale``             apps/deployments/scale get
 PATCH    ``/apis/apps/v1/namespaces/{ns}/deployments/{name}/scale``             apps/deployments/scale patch
-GET      ``/api/v1/namespaces/{ns}/pods?labelSelector=...``                     pods list
+GET      ``/api/v1/namespaces/{ns}/pods?labelSelector=...&fieldSelector=...``   pods list
 PATCH    ``/api/v1/namespaces/{ns}/pods/{name}``                                pods patch
 POST     ``/api/v1/namespaces/{ns}/pods/{name}/eviction``                       pods/eviction create
 GET      ``/api/v1/nodes/{name}``                                               nodes get
@@ -39,6 +39,11 @@ What it models, roughly as upstream does:
   evicting a healthy pod needs ``healthy − desired ≥ 1``. Blocked → 429 with upstream's message
   "Cannot evict pod as it would violate the pod's disruption budget." and a ``DisruptionBudget``
   cause. More than one budget → 500, as upstream refuses.
+* **Pod lists** filter by ``labelSelector`` and by ``fieldSelector`` on ``spec.nodeName``,
+  ``status.phase``, ``status.podIP``, ``metadata.name`` and ``metadata.namespace`` (``=``, ``==``,
+  ``!=``, comma-joined); any other field answers 400 as upstream does. :meth:`add_pod` adds a
+  standalone pod (no owner) with a node, a pod IP, a phase and a Ready condition that stays as
+  set (:meth:`set_pod_ready` changes it), as the agent's engine-pod discovery needs.
 * **Fault injection**: :meth:`inject` makes the next N requests to a path answer 409, 429 (with
   ``Retry-After``) or 500; :meth:`before` runs a callback before a matching request is served
   (a concurrent writer). :attr:`requests` logs every request (verb, path, status, body).
@@ -254,6 +259,32 @@ class FakeKubeApiServer:
                     and (terminating is None or ("deletionTimestamp" in p["metadata"]) == terminating)]
             return [p["metadata"]["name"] for p in sorted(pods, key=age_key)]
 
+    def add_pod(self, name: str, labels: Mapping[str, str], *, node: str, ip: str = "", namespace: str = "default",
+                phase: str = "Running", ready: bool = True, terminating: bool = False) -> None:
+        """A standalone pod (no owner, no Deployment reconciles it) whose readiness stays as given."""
+        now = self._clock()
+        with self._lock:
+            self.pods[(namespace, name)] = {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace, "uid": str(uuid.uuid4()),
+                             "resourceVersion": self._next_rv(), "creationTimestamp": now_text(now),
+                             "labels": dict(labels), "annotations": {},
+                             **({"deletionTimestamp": now_text(now)} if terminating else {})},
+                "spec": {"nodeName": node, "containers": [{"name": "engine", "image": "ebb/fake-engine:1"}]},
+                "status": {"phase": phase, **({"podIP": ip} if ip else {}),
+                           "conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                                           "lastTransitionTime": now_text(now)}]},
+                "_created_s": now, "_fixed_ready": True,
+            }
+
+    def set_pod_ready(self, name: str, ready: bool, *, namespace: str = "default") -> None:
+        """Change the Ready condition of a pod added with :meth:`add_pod`."""
+        with self._lock:
+            p = self.pods[(namespace, name)]
+            p["status"]["conditions"] = [{"type": "Ready", "status": "True" if ready else "False",
+                                          "lastTransitionTime": now_text(self._clock())}]
+            p["metadata"]["resourceVersion"] = self._next_rv()
+
     def pod(self, name: str, namespace: str = "default") -> dict[str, Any] | None:
         with self._lock:
             return self.pods.get((namespace, name))
@@ -283,7 +314,7 @@ class FakeKubeApiServer:
         for key, p in list(self.pods.items()):
             if "_gone_at_s" in p and now >= p["_gone_at_s"]:
                 del self.pods[key]
-            elif not is_ready(p) and now >= p["_created_s"] + self.ready_delay_s:
+            elif not is_ready(p) and not p.get("_fixed_ready") and now >= p["_created_s"] + self.ready_delay_s:
                 p["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastTransitionTime": now_text(now)}]
         for (ns, name), dep in self.deployments.items():
             match = parse_selector(",".join(f"{k}={v}" for k, v in dep["spec"]["selector"]["matchLabels"].items()))
@@ -386,8 +417,9 @@ class FakeKubeApiServer:
 
     def _list_pods(self, *, ns: str, query: dict[str, str], **_: Any) -> tuple[int, dict[str, Any]]:
         match = parse_selector(query.get("labelSelector", ""))
+        fields = _field_selector(query.get("fieldSelector", ""))
         items = [public_view(p) for (pns, _n), p in sorted(self.pods.items(), key=lambda kv: age_key(kv[1]))
-                 if pns == ns and match(p["metadata"]["labels"])]
+                 if pns == ns and match(p["metadata"]["labels"]) and fields(p)]
         return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": str(self._rv)},
                      "items": items}
 
@@ -443,3 +475,23 @@ class FakeKubeApiServer:
                                              "resourceVersion": self._next_rv()}})
         self.events.append(ev)
         return 201, ev
+
+
+_POD_FIELDS = {"spec.nodeName": ("spec", "nodeName"), "status.phase": ("status", "phase"),
+               "status.podIP": ("status", "podIP"), "metadata.name": ("metadata", "name"),
+               "metadata.namespace": ("metadata", "namespace")}
+
+
+def _field_selector(text: str) -> Callable[[dict[str, Any]], bool]:
+    """A pod field selector (see the module docstring); ApiError 400 for a field upstream would refuse."""
+    reqs: list[tuple[tuple[str, str], bool, str]] = []
+    for term in (t.strip() for t in text.split(",") if t.strip()):
+        neg = "!=" in term
+        key, _, value = term.partition("!=" if neg else ("==" if "==" in term else "="))
+        if key.strip() not in _POD_FIELDS:
+            raise ApiError(400, status_body(400, "BadRequest", f'field label not supported: {key.strip()}'))
+        reqs.append((_POD_FIELDS[key.strip()], neg, value.strip()))
+
+    def match(pod: dict[str, Any]) -> bool:
+        return all((str(pod.get(a, {}).get(b, "")) == v) != neg for (a, b), neg, v in reqs)
+    return match

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,141 @@ def test_serving_beyond_loopback_without_a_token_warns() -> None:
     finally:
         err_text = _stop(proc)
     assert "without a token" in err_text and "--token-file" in err_text
+
+
+# -- issue 14: engines -------------------------------------------------------------------------
+@pytest.mark.parametrize("args, needle", [
+    (["--engine", "tgi", "--endpoint", "http://10.0.0.1:80/metrics"], "--max-concurrency"),
+    (["--engine", "vllm", "--endpoint", "http://10.0.0.1:8000/metrics", "--poll-ms", "50"], "--poll-ms"),
+    (["--engine", "vllm", "--endpoint", "http://10.0.0.1:8000/metrics", "--poll-ms", "2000"], "--poll-ms"),
+    (["--engine", "vllm", "--endpoint", "http://10.0.0.1:8000/metrics", "--poll-ms", "500", "--bucket-ms", "200"],
+     "disagree"),
+    (["--engine", "nosuch", "--endpoint", "http://10.0.0.1:8000/metrics"], "nosuch"),
+    (["--endpoint", "http://10.0.0.1:8000", "--max-concurrency", "4"], "--engine"),
+    (["--pod-selector", "app=vllm"], "--engine"),
+    (["--engine", "vllm", "--pod-selector", "app=vllm", "--node-name", ""], "--node-name"),
+    (["--engine", "vllm", "--pod-selector", "novalue", "--node-name", "n1"], "--pod-selector"),
+    (["--engine", "vllm", "--endpoint", "http://10.0.0.1:8000/metrics?x=1"], "query"),
+], ids=lambda a: " ".join(a) if isinstance(a, list) else a)
+def test_engine_flags_that_cannot_work_are_config_errors(args: list[str], needle: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    res = CliRunner().invoke(app, ["agent", "--no-nvml", *args])
+    assert isinstance(res.exception, ConfigError), (res.output, res.exception)
+    assert needle in str(res.exception)
+
+
+_LLAMA_PAGE = (b"# TYPE llamacpp:prompt_seconds_total counter\nllamacpp:prompt_seconds_total 1.5\n"
+               b"# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 3\n"
+               b"# TYPE llamacpp:requests_deferred gauge\nllamacpp:requests_deferred 1\n")
+
+
+def _engine_page(page: bytes = _LLAMA_PAGE) -> tuple[str, Callable[[], None]]:
+    """``page`` served on a loopback port: (URL, stop)."""
+    import http.server
+    import threading
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *a: object) -> None:
+            pass
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
+
+    def stop() -> None:
+        srv.shutdown()
+        srv.server_close()
+    return f"http://127.0.0.1:{srv.server_address[1]}", stop
+
+
+def _worker_in_buckets(url: str, name: str) -> dict[str, object]:
+    import time
+
+    deadline = time.monotonic() + 20
+    while True:
+        with urllib.request.urlopen(f"{url}/v1/buckets", timeout=10) as resp:
+            page = json.loads(resp.read())
+        for b in page["buckets"]:
+            if name in b["workers"]:
+                return dict(b["workers"][name])
+        if time.monotonic() > deadline:
+            pytest.fail(f"{name} never in the agent's buckets: {page['buckets'][-1:]}")
+        time.sleep(0.2)
+
+
+def test_an_engine_agent_polls_its_endpoint_at_the_poll_period() -> None:
+    engine_url, stop = _engine_page()
+    try:
+        proc, url = _start("--engine", "llamacpp", "--endpoint", f"{engine_url}/metrics", "--max-concurrency", "4",
+                           "--poll-ms", "200")
+        try:
+            assert url.startswith("http://127.0.0.1:"), proc.stderr.read() if proc.stderr else ""
+            w = _worker_in_buckets(url, engine_url.removeprefix("http://"))
+            assert (w["running"], w["waiting"], w["max_batch"], w["slot_ratio"]) == (3.0, 1.0, 4, 0.75)
+            with urllib.request.urlopen(f"{url}/v1/buckets", timeout=10) as resp:
+                assert json.loads(resp.read())["bucket_ms"] == 200
+        finally:
+            _stop(proc)
+    finally:
+        stop()
+
+
+def test_engine_pods_are_found_through_the_kubeconfig(tmp_path: Path) -> None:
+    pytest.importorskip("kubernetes")
+    from ebb.testing.fake_kube import FakeKubeApiServer
+
+    engine_url, stop = _engine_page()
+    port = engine_url.rsplit(":", 1)[1]
+    try:
+        with FakeKubeApiServer() as fake:
+            fake.add_pod("llama-0", {"app": "llama"}, node="node-a", ip="127.0.0.1", namespace="serving")
+            kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
+            proc, url = _start("--engine", "llamacpp", "--max-concurrency", "2", "--pod-selector", "app=llama",
+                               "--pod-port", port, "--pod-namespace", "serving",
+                               env={"KUBECONFIG": str(kubeconfig), "NODE_NAME": "node-a",
+                                    "KUBERNETES_SERVICE_HOST": ""})
+            try:
+                assert url.startswith("http://127.0.0.1:"), proc.stderr.read() if proc.stderr else ""
+                w = _worker_in_buckets(url, f"127.0.0.1:{port}")
+                assert w["slot_ratio"] == 1.0 and w["max_batch"] == 2
+            finally:
+                _stop(proc)
+            listed = fake.calls("GET", "/api/v1/namespaces/serving/pods")
+            assert listed and listed[0].query["fieldSelector"] == "spec.nodeName=node-a"
+    finally:
+        stop()
+
+
+def test_the_gpus_can_come_from_a_dcgm_exporter() -> None:
+    dcgm = (b'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1",modelName="H200",Hostname="n1"} 37\n'
+            b'DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",UUID="GPU-1",modelName="H200",Hostname="n1"} 0.5\n'
+            b'DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-1",modelName="H200",Hostname="n1"} 2048\n')
+    exporter, stop_dcgm = _engine_page(dcgm)
+    engine_url, stop = _engine_page()
+    try:
+        proc, url = _start("--engine", "llamacpp", "--endpoint", f"{engine_url}/metrics", "--max-concurrency", "4",
+                           "--dcgm", f"{exporter}/metrics")
+        try:
+            import time
+
+            deadline = time.monotonic() + 20
+            gpu: dict[str, float] = {}
+            while not gpu and time.monotonic() < deadline:
+                with urllib.request.urlopen(f"{url}/v1/buckets", timeout=10) as resp:
+                    gpu = next((b["gpu"] for b in json.loads(resp.read())["buckets"] if b["gpu"]), {})
+                time.sleep(0.2)
+        finally:
+            _stop(proc)
+    finally:
+        stop()
+        stop_dcgm()
+    assert gpu.get("gpu0/busy_pct") == 50.0 and gpu.get("gpu0/util_gpu_pct") == 37.0
+    assert gpu.get("gpu0/mem_used_mib") == 2048.0

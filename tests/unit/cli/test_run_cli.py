@@ -24,6 +24,26 @@ def test_a_bad_mode_or_missing_source_url_is_a_usage_error() -> None:
     assert res.exit_code != 0
 
 
+def test_engine_mode_is_checked_before_anything_starts() -> None:
+    base = ["run", "--actuator", "kubernetes", "--deployment", "vllm", "--kubeconfig", "/nonexistent"]
+    for extra, said in ((["--engine", "vllm"], "--source prometheus"),
+                        (["--max-concurrency", "8"], "need --engine"),
+                        (["--source", "prometheus", "--prometheus-url", "http://127.0.0.1:9", "--engine", "vllm"],
+                         "selector"),
+                        (["--source", "prometheus", "--prometheus-url", "http://127.0.0.1:9", "--engine", "nope",
+                          "--prometheus-selector", 'job="vllm"'], "vllm")):
+        res = runner.invoke(app, base + extra)
+        assert res.exit_code != 0 and said in str(res.exception), (extra, res.exception)
+
+
+def test_engine_mode_builds_the_engine_source_with_the_pod_label() -> None:
+    from ebb.cli.run import _source
+    src = _source("prometheus", [], "http://127.0.0.1:9", prometheus_selector='job="vllm"', engine="vllm",
+                  max_concurrency=256)
+    assert src.engine is not None and src.replica_label == "pod"
+    assert _source("prometheus", [], "http://127.0.0.1:9").replica_label == "worker"
+
+
 def test_demo_without_live_points_at_the_simulator() -> None:
     res = runner.invoke(app, ["demo"])
     assert res.exit_code == 0 and "--live" in res.output

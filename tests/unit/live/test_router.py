@@ -251,7 +251,8 @@ def test_the_router_exports_latency_histograms_and_a_workers_view(router: Router
     assert metric(router.url, names.ROUTER_E2E + "_bucket", le="60.0") == 1
     assert metric(router.url, names.ROUTER_REQUESTS, outcome="ok") == 1
     assert get_json(router.url + "/workers") == [
-        {"name": "a", "url": router.workers()[0]["url"], "max_batch": 3, "inflight": 0, "draining": False}]
+        {"name": "a", "url": router.workers()[0]["url"], "max_batch": 3, "inflight": 0, "draining": False,
+         "api": "ebb"}]
     with pytest.raises(ValueError, match="already known"):
         router.add_worker("a", "http://127.0.0.1:1", max_batch=1)
     assert router.drain("unknown").result(timeout=5) is None
@@ -309,3 +310,100 @@ def test_stats_since_outside_int64_is_a_400(router: Router, since: str) -> None:
         OPENER.open(f"{router.url}/stats?since={since}", timeout=30)
     assert err.value.code == 400
     err.value.close()
+
+
+# ---- the llama.cpp backend -----------------------------------------------------------------------
+
+def llama_answer(body: dict[str, Any]) -> dict[str, Any]:
+    """What llama-server's /completion answers (trimmed): counts as asked, timings in ms."""
+    return {"content": "x" * body["n_predict"], "tokens_evaluated": len(body["prompt"]),
+            "tokens_predicted": body["n_predict"],
+            "timings": {"prompt_n": len(body["prompt"]), "prompt_ms": 12.5, "predicted_n": body["n_predict"],
+                        "predicted_ms": 30.0, "predicted_per_token_ms": 10.0}}
+
+
+def add_llama(fakes: FakeWorkers, name: str, make: Callable[[dict[str, Any]], Any]) -> tuple[str, list[Any]]:
+    """A stub llama-server answering ``POST /completion`` with ``make(body)`` (raw bytes are sent as is)."""
+    bodies: list[Any] = []
+
+    async def start() -> str:
+        async def handle(request: web.Request) -> web.Response:
+            body = await request.json()
+            bodies.append(body)
+            out = make(body)
+            return web.Response(body=out if isinstance(out, bytes) else json.dumps(out).encode(),
+                                content_type="application/json")
+
+        app = web.Application()
+        app.add_routes([web.post("/completion", handle)])
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        fakes.runners.append(runner)
+        return f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+    return asyncio.run_coroutine_threadsafe(start(), fakes.loop).result(10), bodies
+
+
+def test_a_llamacpp_worker_gets_a_completion_of_exactly_the_asked_tokens_and_ttft_from_its_timings(
+        router: Router, fakes: FakeWorkers) -> None:
+    url, bodies = add_llama(fakes, "llama", llama_answer)
+    router.add_worker("llama", url, max_batch=2, api="llamacpp")
+    status, body = post(router.url)
+    assert status == 200 and isinstance(body, dict)
+    assert bodies == [{"prompt": [1000] * 16, "n_predict": 4, "ignore_eos": True, "cache_prompt": False,
+                       "temperature": 0}]
+    # TTFT = prompt_ms + one decode step; e2e (worker side) = prompt_ms + predicted_ms; no generated text
+    assert body["ttft_ms"] == 22.5 and body["e2e_ms"] == 42.5
+    assert body["input_tokens"] == 16 and body["output_tokens"] == 4 and "content" not in body
+    assert 0 <= body["router_queue_ms"] < 1000
+    assert get_json(router.url + "/workers")[0]["api"] == "llamacpp"
+    assert metric(router.url, names.ROUTER_TTFT + "_count") == 1.0
+
+
+def _drop_timings(b: dict[str, Any]) -> Any:
+    return {k: v for k, v in llama_answer(b).items() if k != "timings"}
+
+
+def _short(b: dict[str, Any]) -> Any:
+    return {**llama_answer(b), "tokens_predicted": b["n_predict"] - 1}
+
+
+def _string_ms(b: dict[str, Any]) -> Any:
+    a = llama_answer(b)
+    return {**a, "timings": {**a["timings"], "prompt_ms": "12"}}
+
+
+def _negative_ms(b: dict[str, Any]) -> Any:
+    a = llama_answer(b)
+    return {**a, "timings": {**a["timings"], "predicted_per_token_ms": -1.0}}
+
+
+def _bool_count(b: dict[str, Any]) -> Any:
+    return {**llama_answer(b), "tokens_predicted": True}
+
+
+@pytest.mark.parametrize("make", [_drop_timings, _short, _string_ms, _negative_ms, _bool_count, lambda b: [1, 2],
+                                  lambda b: b"[" * 100_000 + b"]" * 100_000],
+                         ids=["no-timings", "fewer-tokens", "string-ms", "negative-ms", "bool-count", "list",
+                              "deep"])
+def test_a_malformed_llamacpp_answer_is_a_worker_error_retried_elsewhere(
+        router: Router, fakes: FakeWorkers, make: Callable[[dict[str, Any]], Any]) -> None:
+    bad, _ = add_llama(fakes, "bad", make)
+    router.add_worker("bad", bad, max_batch=4, api="llamacpp")  # older and idle: tried first
+    good, _ = add_llama(fakes, "good", llama_answer)
+    router.add_worker("good", good, max_batch=1, api="llamacpp")
+    status, body = post(router.url)
+    assert status == 200 and isinstance(body, dict) and body["ttft_ms"] == 22.5
+
+
+def test_a_malformed_llamacpp_answer_with_no_other_worker_is_a_502(router: Router, fakes: FakeWorkers) -> None:
+    bad, _ = add_llama(fakes, "bad", _short)
+    router.add_worker("bad", bad, max_batch=1, api="llamacpp")
+    status, text = post(router.url)
+    assert status == 502 and "malformed answer" in str(text)
+
+
+def test_an_unknown_worker_api_is_refused(router: Router) -> None:
+    with pytest.raises(ValueError, match="api must be one of ebb, llamacpp"):
+        router.add_worker("w", "http://127.0.0.1:1", max_batch=1, api="vllm")

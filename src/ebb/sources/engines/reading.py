@@ -1,0 +1,330 @@
+"""What one engine scrape says (:func:`read_engine`), and what two scrapes say about the interval between them (:func:`interval`).
+
+Per scrape, with an :class:`~ebb.sources.engines.profiles.EngineProfile`:
+
+* ``running`` / ``waiting``: the first listed name with any sample wins; its samples (every engine
+  and model of the pod; only those matching the name's label matchers) are **summed**. A scrape
+  without either is an :class:`~ebb.errors.InputError` naming the names tried, the engine and the
+  profile's ``enable_hint``.
+* ``kv_usage_ratio``: the **max** over series (the fullest pool bounds the pod); a value outside
+  [0, 1] is dropped with a reason, never clamped.
+* ``max_concurrency``: summed, rounded to an integer; ``busy_s_total``: summed × ``busy_unit_s``.
+* Histograms, per family: ``_bucket`` samples grouped by their labels without ``le``; bounds are
+  ``le`` parsed as numbers and sorted numerically; each group must have a ``+Inf`` bucket, no
+  repeated bound and cumulative counts that never decrease; groups (several engines or models in
+  one pod) with the same bound set are summed bound by bound; different bound sets, or any group
+  failing a check, drop the whole histogram with the reason (never a partial sum). Bounds are
+  converted to seconds with the spec's ``unit_s``. ``count`` is the ``+Inf`` bucket; ``sum_s`` the
+  summed ``_sum`` (NaN when a group has none).
+
+Per interval (:func:`interval`): per-bucket deltas of the cumulative counts. Any decrease (a
+counter reset: the engine restarted) or a changed bound set drops that signal for the interval and
+names it in ``resets``; the busy ratio is Δbusy_s / dt clamped to [0, 1], None after a reset.
+:meth:`LatencyDelta.quantile_ms` returns the **upper bound** of the bucket holding the rank, so a
+P99 read from it is never below the true P99 (inf when the rank falls in the ``+Inf`` bucket).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from ebb.errors import InputError
+from ebb.sources.engines.exposition import Exposition, Sample, parse_exposition
+from ebb.sources.engines.profiles import HISTOGRAM_SIGNALS, EngineProfile, HistogramSpec, parse_selector
+
+__all__ = [
+    "CumulativeHistogram", "EngineInterval", "EngineReading", "FloatArray", "LatencyDelta", "interval",
+    "read_engine", "read_engine_text",
+]
+
+FloatArray = npt.NDArray[np.float64]
+_OPTIONAL: Final = ("kv_usage", "max_concurrency", "busy_seconds", *HISTOGRAM_SIGNALS)
+
+
+def _frozen(a: FloatArray) -> FloatArray:
+    a = np.array(a, dtype=np.float64)
+    a.flags.writeable = False
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class CumulativeHistogram:
+    """A cumulative histogram as the engine exported it, bounds in seconds."""
+
+    upper_s: FloatArray
+    """Bucket upper bounds (s), strictly ascending, the last = +inf."""
+    cumulative: FloatArray
+    """Cumulative count at each bound (non-decreasing; validated)."""
+    count: float
+    """Observations in all (the +Inf bucket)."""
+    sum_s: float
+    """Sum of observations (s); NaN when a series had no ``_sum``."""
+    series: int = 1
+    """How many label sets (engines, models) were summed."""
+
+
+@dataclass(frozen=True)
+class EngineReading:
+    """The signals of one scrape of one engine endpoint."""
+
+    engine: str
+    running: float
+    """Requests being processed (summed over series)."""
+    waiting: float
+    """Requests queued (summed over series)."""
+    kv_usage_ratio: float | None
+    max_concurrency: int | None
+    busy_s_total: float | None
+    """Cumulative busy seconds (prefill/compute; see the profile's notes for what it overstates)."""
+    histograms: Mapping[str, CumulativeHistogram]
+    """Keys among ``ttft``, ``itl``, ``e2e``, ``queue``."""
+    read_from: Mapping[str, str]
+    """Signal -> the metric name (with matchers) it came from."""
+    missing: tuple[str, ...]
+    """Optional signals the profile defines but this scrape lacks (or had dropped)."""
+    dropped: tuple[str, ...]
+    """Every reason something was left out: parse and validation."""
+    source: str = ""
+
+
+def _selected(expo: Exposition, text: str, suffix: str = "") -> tuple[Sample, ...]:
+    sel = parse_selector(text)
+    got = expo.series(sel.name + suffix)
+    if not sel.matchers:
+        return got
+    return tuple(s for s in got if sel.matches(s.labels))
+
+
+def _first(expo: Exposition, names: tuple[str, ...]) -> tuple[str, tuple[Sample, ...]] | None:
+    for n in names:
+        got = _selected(expo, n)
+        if got:
+            return n, got
+    return None
+
+
+def _float_bound(le: str) -> float | None:
+    try:
+        return float(le)
+    except ValueError:
+        return None
+
+
+def assemble_histogram(expo: Exposition, name: str, unit_s: float) -> tuple[CumulativeHistogram | None, str | None]:
+    """The histogram family ``name`` (may carry label matchers) summed over its label sets, or (None, reason).
+
+    (None, None) when the family has no ``_bucket`` sample at all.
+    """
+    buckets = _selected(expo, name, "_bucket")
+    if not buckets:
+        return None, None
+    groups: dict[tuple[tuple[str, str], ...], list[tuple[float, float]]] = {}
+    for s in buckets:
+        le = s.label("le")
+        bound = None if le is None else _float_bound(le)
+        if bound is None or math.isnan(bound):
+            return None, f"histogram {name}: bucket {s.render()} has no numeric le label; histogram dropped"
+        key = tuple(p for p in s.labels if p[0] != "le")
+        groups.setdefault(key, []).append((bound, s.value))
+    bounds: FloatArray | None = None
+    total: FloatArray | None = None
+    for key, pairs in groups.items():
+        pairs.sort(key=lambda p: p[0])
+        b = np.array([p[0] for p in pairs], dtype=np.float64)
+        c = np.array([p[1] for p in pairs], dtype=np.float64)
+        where = "{" + ",".join(f'{k}="{v}"' for k, v in key) + "}" if key else ""
+        if b[-1] != math.inf:
+            return None, f"histogram {name}{where}: no le=\"+Inf\" bucket; histogram dropped"
+        if not bool(np.all(b[1:] > b[:-1])):  # comparisons, not differences: inf - inf is NaN
+            return None, f"histogram {name}{where}: a bucket bound appears twice; histogram dropped"
+        if not bool(np.all(c[1:] >= c[:-1])):
+            k = int(np.flatnonzero(c[1:] < c[:-1])[0])
+            return None, (f"histogram {name}{where}: cumulative counts decrease (le={b[k]:g}: {c[k]:g} > "
+                          f"le={b[k + 1]:g}: {c[k + 1]:g}); histogram dropped")
+        if bounds is None:
+            bounds, total = b, c
+        elif not np.array_equal(bounds, b):
+            return None, (f"histogram {name}: label sets have different bucket bounds ({len(bounds)} vs "
+                          f"{len(b)} bounds); cannot be summed, histogram dropped")
+        else:
+            assert total is not None
+            total = total + c
+    assert bounds is not None and total is not None
+    sums: dict[tuple[tuple[str, str], ...], float] = {}
+    for s in _selected(expo, name, "_sum"):
+        sums[s.labels] = sums.get(s.labels, 0.0) + s.value
+    sum_s = math.fsum(sums[k] for k in groups) * unit_s if all(k in sums for k in groups) else math.nan
+    return CumulativeHistogram(upper_s=_frozen(bounds * unit_s), cumulative=_frozen(total), count=float(total[-1]),
+                               sum_s=sum_s, series=len(groups)), None
+
+
+def read_engine(expo: Exposition, profile: EngineProfile, *, source: str) -> EngineReading:
+    """The signals of scrape ``expo`` read with ``profile`` (see the module docstring).
+
+    InputError (``path=source``) when a required signal (always ``running`` and ``waiting``) is
+    absent: the message names the metric names tried and the engine, the fix quotes ``enable_hint``.
+    """
+    dropped: list[str] = list(expo.dropped)
+    read_from: dict[str, str] = {}
+    missing: list[str] = []
+    values: dict[str, float] = {}
+    histograms: dict[str, CumulativeHistogram] = {}
+
+    def absent(signal: str, why: str = "") -> None:
+        if signal in profile.required:
+            names = ", ".join(profile.names_of(signal))
+            raise InputError(f"{profile.title} ({profile.name}) scrape has no {signal} metric: tried {names}"
+                             + (f"; {why}" if why else ""), path=source,
+                             fix=profile.enable_hint or f"check that this is a {profile.title} metrics endpoint")
+        missing.append(signal)
+
+    for signal in ("running", "waiting", "kv_usage", "max_concurrency", "busy_seconds"):
+        names = profile.names_of(signal)
+        if not names:
+            continue
+        hit = _first(expo, names)
+        if hit is None:
+            absent(signal)
+            continue
+        name, got = hit
+        read_from[signal] = name
+        if signal == "kv_usage":
+            v = max(s.value for s in got)
+            if not 0.0 <= v <= 1.0:
+                reason = f"{name}: KV usage {v:g} is outside [0, 1]; not used"
+                dropped.append(reason)
+                del read_from[signal]
+                absent(signal, reason)
+                continue
+        else:
+            v = math.fsum(s.value for s in got)
+        values[signal] = v
+    for signal in HISTOGRAM_SIGNALS:
+        spec: HistogramSpec | None = getattr(profile, signal)
+        if spec is None:
+            continue
+        found = False
+        for family in spec.names:
+            hist, why = assemble_histogram(expo, family, spec.unit_s)
+            if hist is None and why is None:
+                continue
+            found = True
+            if hist is None:
+                assert why is not None
+                dropped.append(why)
+                absent(signal, why)
+            else:
+                histograms[signal] = hist
+                read_from[signal] = family
+            break
+        if not found:
+            absent(signal)
+    mc = values.get("max_concurrency")
+    max_conc: int | None = None
+    if mc is not None:
+        if mc >= 1:
+            max_conc = int(round(mc))
+        else:
+            dropped.append(f"{read_from['max_concurrency']}: max concurrency {mc:g} < 1; not used")
+            missing.append("max_concurrency")
+    busy = values.get("busy_seconds")
+    return EngineReading(
+        engine=profile.name, running=values["running"], waiting=values["waiting"],
+        kv_usage_ratio=values.get("kv_usage"), max_concurrency=max_conc,
+        busy_s_total=None if busy is None else busy * profile.busy_unit_s,
+        histograms=MappingProxyType(histograms), read_from=MappingProxyType(read_from),
+        missing=tuple(dict.fromkeys(missing)), dropped=tuple(dropped), source=source)
+
+
+def read_engine_text(text: str | bytes, profile: EngineProfile, *, source: str) -> EngineReading:
+    """:func:`parse_exposition` then :func:`read_engine`; a text that is not exposition at all is an
+    InputError whose fix also quotes the profile's ``enable_hint``."""
+    try:
+        expo = parse_exposition(text, source=source)
+    except InputError as exc:
+        if not profile.enable_hint or exc.fix is None:
+            raise
+        what = str(exc).removesuffix(f" (fix: {exc.fix})").removeprefix(f"{exc.path}: ")
+        raise InputError(what, path=source, fix=f"{exc.fix}; for {profile.title}: {profile.enable_hint}") from None
+    return read_engine(expo, profile, source=source)
+
+
+@dataclass(frozen=True, eq=False)
+class LatencyDelta:
+    """Observations of one latency histogram during one interval."""
+
+    upper_ms: FloatArray
+    """Bucket upper bounds (ms), ascending, the last = inf."""
+    counts: FloatArray
+    """Observations per bucket in the interval (not cumulative; all >= 0)."""
+    count: float
+
+    def quantile_ms(self, q: float) -> float:
+        """The upper bound (ms) of the bucket holding rank ``q·count``: never below the true quantile.
+
+        inf when that bucket is ``+Inf``; NaN when the interval has no observation. q=0 gives the
+        bucket of the smallest observation. ValueError for q outside [0, 1].
+        """
+        if not 0.0 <= q <= 1.0:
+            raise ValueError(f"q must be in [0, 1], got {q!r}")
+        if not self.count > 0:
+            return math.nan
+        cum = np.cumsum(self.counts)
+        rank = q * self.count
+        if rank <= 0:
+            idx = int(np.flatnonzero(self.counts > 0)[0])
+        else:
+            idx = min(int(np.searchsorted(cum, rank, side="left")), len(cum) - 1)
+        return float(self.upper_ms[idx])
+
+
+@dataclass(frozen=True)
+class EngineInterval:
+    """What changed between two scrapes of one endpoint."""
+
+    dt_s: float
+    busy_ratio: float | None
+    """Δbusy_s / dt_s clamped to [0, 1]; None without the counter in both or after a reset."""
+    latency: Mapping[str, LatencyDelta]
+    """Per histogram signal present in both scrapes and not reset."""
+    resets: tuple[str, ...]
+    """Signals whose cumulative values went backwards (or whose bucket bounds changed): dropped."""
+
+
+def interval(prev: EngineReading, cur: EngineReading, dt_s: float) -> EngineInterval:
+    """The interval from ``prev`` to ``cur`` (``dt_s`` seconds apart; ValueError unless > 0 and finite,
+    or if the readings are of different engines)."""
+    if not (isinstance(dt_s, (int, float)) and math.isfinite(dt_s) and dt_s > 0):
+        raise ValueError(f"dt_s must be a finite number > 0, got {dt_s!r}")
+    if prev.engine != cur.engine:
+        raise ValueError(f"readings of different engines: {prev.engine!r} then {cur.engine!r}")
+    resets: list[str] = []
+    busy: float | None = None
+    if prev.busy_s_total is not None and cur.busy_s_total is not None:
+        d = cur.busy_s_total - prev.busy_s_total
+        if d < 0:
+            resets.append("busy_seconds")
+        else:
+            busy = min(1.0, max(0.0, d / dt_s))
+    latency: dict[str, LatencyDelta] = {}
+    for key, c in cur.histograms.items():
+        p = prev.histograms.get(key)
+        if p is None:
+            continue
+        if not np.array_equal(p.upper_s, c.upper_s):
+            resets.append(key)
+            continue
+        dc = c.cumulative - p.cumulative
+        per = np.diff(dc, prepend=0.0)
+        if bool(np.any(dc < 0)) or bool(np.any(per < 0)):
+            resets.append(key)
+            continue
+        latency[key] = LatencyDelta(upper_ms=_frozen(c.upper_s * 1e3), counts=_frozen(per), count=float(dc[-1]))
+    return EngineInterval(dt_s=float(dt_s), busy_ratio=busy, latency=MappingProxyType(latency), resets=tuple(resets))

@@ -1,0 +1,249 @@
+"""deploy/examples/vllm/: Ebb managing a vLLM Deployment, validated like deploy/ itself.
+
+``ebb.yaml`` must equal Ebb's base (deploy/*.yaml, in kustomization order) with the JSON-patch
+files of ``patches/`` applied (``KIND.NAME.yaml`` each); run this file as a script to regenerate it.
+Every document validates against the Kubernetes 1.30 schema (the PodMonitor, a CRD, is checked by
+field); ``kubectl kustomize`` renders the same documents when kubectl is installed; the agent's and
+the controller's args parse with the real CLI; the Ebb pods keep every hardening rule of the base;
+the vLLM pod (the user's workload) has the rules that do not stop vLLM from running, and the
+names, labels, ports and concurrency agree across every file.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+DEPLOY = ROOT / "deploy"
+EXAMPLE = DEPLOY / "examples" / "vllm"
+K8S_VERSION = "1.30"
+HEADER = ("# GENERATED: Ebb's base (deploy/*.yaml) with deploy/examples/vllm/patches/ applied; do not edit.\n"
+          "# Regenerate: .venv/bin/python tests/unit/deploy/test_vllm_example.py (the test fails when stale).\n"
+          "# The comments explaining each field are in the base files.\n")
+
+
+def load_all(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+
+
+def kustomized(root: Path) -> list[dict[str, Any]]:
+    """The documents of ``root``'s kustomization: its ``resources`` files, in order (all these use)."""
+    kust = yaml.safe_load((root / "kustomization.yaml").read_text(encoding="utf-8"))
+    assert set(kust) <= {"apiVersion", "kind", "resources"}, f"{root}: teach kustomized() {set(kust)}"
+    return [d for res in kust["resources"] for d in load_all(root / res)]
+
+
+def _pointer(doc: Any, path: str) -> tuple[Any, str | int]:
+    *parents, leaf = [p.replace("~1", "/").replace("~0", "~") for p in path.lstrip("/").split("/")]
+    node = doc
+    for p in parents:
+        node = node[int(p)] if isinstance(node, list) else node[p]
+    return node, (leaf if not isinstance(node, list) or leaf == "-" else int(leaf))
+
+
+def apply_patch(doc: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
+    """RFC 6902 ``replace`` and ``add`` (what patches/ uses); ``replace`` of a missing key fails."""
+    out = copy.deepcopy(doc)
+    for op in ops:
+        node, leaf = _pointer(out, op["path"])
+        if op["op"] == "replace":
+            assert (leaf in node) if isinstance(node, dict) else (0 <= int(leaf) < len(node)), op["path"]
+            node[leaf] = copy.deepcopy(op["value"])
+        elif op["op"] == "add":
+            if isinstance(node, list):
+                node.insert(len(node) if leaf == "-" else int(leaf), copy.deepcopy(op["value"]))
+            else:
+                node[leaf] = copy.deepcopy(op["value"])
+        else:
+            raise AssertionError(f"patch op {op['op']!r}: teach apply_patch() or use replace/add")
+    return out
+
+
+def expected_ebb() -> list[dict[str, Any]]:
+    """The base's documents with every patch applied to its target (each patch used exactly once)."""
+    patches = {tuple(p.name.removesuffix(".yaml").split(".", 1)): yaml.safe_load(p.read_text(encoding="utf-8"))
+               for p in sorted((EXAMPLE / "patches").glob("*.yaml"))}
+    out, used = [], set()
+    for d in kustomized(DEPLOY):
+        target = (d["kind"], d["metadata"]["name"])
+        if target in patches:
+            d = apply_patch(d, patches[target])
+            used.add(target)
+        out.append(d)
+    assert used == set(patches), f"patches without a target in the base: {set(patches) - used}"
+    return out
+
+
+def write_ebb() -> None:
+    (EXAMPLE / "ebb.yaml").write_text(HEADER + yaml.safe_dump_all(expected_ebb(), sort_keys=False, width=120),
+                                      encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[dict[str, Any]]:
+    return kustomized(EXAMPLE)
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind}/{name}, found {len(found)}"
+    return found[0]
+
+
+def flags(args: list[str]) -> dict[str, str]:
+    return dict(a.removeprefix("--").split("=", 1) for a in args if a.startswith("--") and "=" in a)
+
+
+def test_ebb_yaml_is_the_base_with_the_patches_applied() -> None:
+    assert load_all(EXAMPLE / "ebb.yaml") == expected_ebb(), \
+        "deploy/examples/vllm/ebb.yaml is stale: run .venv/bin/python tests/unit/deploy/test_vllm_example.py"
+
+
+def test_every_file_of_the_example_is_in_its_kustomization() -> None:
+    listed = set(yaml.safe_load((EXAMPLE / "kustomization.yaml").read_text())["resources"])
+    assert listed == {p.name for p in EXAMPLE.glob("*.yaml")} - {"kustomization.yaml"}
+
+
+@pytest.mark.parametrize("doc", [d for d in kustomized(EXAMPLE) if d["kind"] != "PodMonitor"],
+                         ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
+def test_every_document_validates_against_the_kubernetes_schema(doc: dict[str, Any]) -> None:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_kubectl_kustomize_renders_the_same_documents(docs: list[dict[str, Any]]) -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl not installed; kustomized() alone is checked")
+    out = subprocess.run([kubectl, "kustomize", str(EXAMPLE)], capture_output=True, text=True, timeout=60, check=True)
+
+    def key(d: dict[str, Any]) -> tuple[str, str, str]:
+        return d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]
+    assert sorted((d for d in yaml.safe_load_all(out.stdout) if d), key=key) == sorted(docs, key=key)
+
+
+def test_the_agent_and_controller_args_are_real_ebb_options(docs: list[dict[str, Any]]) -> None:
+    from typer.main import get_command
+
+    import ebb.cli.main  # noqa: F401  (registers every command)
+    from ebb.cli.app import app
+
+    group: Any = get_command(app)
+    for kind, name in (("DaemonSet", "ebb-agent"), ("Deployment", "ebb-controller")):
+        args = one(docs, kind, name)["spec"]["template"]["spec"]["containers"][0]["args"]
+        ctx = group.commands[args[0]].make_context(args[0], list(args[1:]), resilient_parsing=False)
+        assert ctx.params, (kind, args)
+
+
+def test_ebb_pods_keep_every_hardening_rule_of_the_base(docs: list[dict[str, Any]]) -> None:
+    base = kustomized(DEPLOY)
+    for kind, name in (("Deployment", "ebb-controller"), ("DaemonSet", "ebb-agent")):
+        ours, theirs = one(docs, kind, name)["spec"]["template"]["spec"], one(base, kind, name)["spec"]["template"]["spec"]
+        assert ours["securityContext"] == theirs["securityContext"]
+        assert ours.get("hostPID") == theirs.get("hostPID") and ours["serviceAccountName"] == theirs["serviceAccountName"]
+        for c, b in zip(ours["containers"], theirs["containers"], strict=True):
+            assert c["securityContext"] == b["securityContext"] and c["image"] == b["image"]
+            assert c["resources"] == b["resources"] and c["ports"] == b["ports"]
+
+
+def test_the_agent_may_only_list_pods_in_the_serving_namespace(docs: list[dict[str, Any]]) -> None:
+    role, binding = one(docs, "Role", "ebb-agent-pods"), one(docs, "RoleBinding", "ebb-agent-pods")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "serving"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "ebb-agent", "namespace": "ebb-system"}]
+    spec = one(docs, "DaemonSet", "ebb-agent")["spec"]["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is True
+    a = flags(spec["containers"][0]["args"])
+    assert a["pod-namespace"] == "serving" and a["node-name"] == "$(NODE_NAME)"
+    env = {e["name"]: e for e in spec["containers"][0]["env"]}
+    assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    # every other grant of the agent: none (the base's bindings do not name it)
+    others = [b for b in docs if b["kind"] in ("RoleBinding", "ClusterRoleBinding") and b is not binding
+              and any(s.get("name") == "ebb-agent" for s in b["subjects"])]
+    assert others == []
+
+
+def test_names_labels_ports_and_concurrency_agree_across_the_files(docs: list[dict[str, Any]]) -> None:
+    dep = one(docs, "Deployment", "vllm")
+    labels = dep["spec"]["selector"]["matchLabels"]
+    assert dep["spec"]["template"]["metadata"]["labels"] == labels == {"app.kubernetes.io/name": "vllm"}
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    vllm_args = flags(c["args"])
+    ctrl = flags(one(docs, "Deployment", "ebb-controller")["spec"]["template"]["spec"]["containers"][0]["args"])
+    agent = flags(one(docs, "DaemonSet", "ebb-agent")["spec"]["template"]["spec"]["containers"][0]["args"])
+    # what is scaled: the Deployment, in the Role, the admission fence and the pod selector
+    assert ctrl["deployment"] == dep["metadata"]["name"] and ctrl["namespace"] == dep["metadata"]["namespace"]
+    role = one(docs, "Role", "ebb-actuator")
+    assert role["metadata"]["namespace"] == ctrl["namespace"]
+    assert [r["resourceNames"] for r in role["rules"] if r["apiGroups"] == ["apps"]] == [["vllm"], ["vllm"]]
+    fence = one(docs, "ValidatingAdmissionPolicy", "ebb-controller-pod-patch")["spec"]["validations"][0]["expression"]
+    assert "== 'vllm'" in fence
+    assert agent["pod-selector"] == ",".join(f"{k}={v}" for k, v in labels.items())
+    # how it is read: one engine, one concurrency, one port
+    assert agent["engine"] == ctrl["engine"] == "vllm"
+    assert agent["max-concurrency"] == ctrl["max-concurrency"] == vllm_args["max-num-seqs"]
+    port = int(vllm_args["port"])
+    assert int(agent["pod-port"]) == port and c["ports"] == [{"name": "http", "containerPort": port, "protocol": "TCP"}]
+    svc = one(docs, "Service", "vllm")
+    assert svc["spec"]["selector"] == labels and svc["spec"]["ports"][0]["targetPort"] == "http"
+    assert one(docs, "PodDisruptionBudget", "vllm")["spec"]["selector"]["matchLabels"] == labels
+    pm = one(docs, "PodMonitor", "vllm")
+    assert pm["apiVersion"] == "monitoring.coreos.com/v1" and pm["spec"]["selector"]["matchLabels"] == labels
+    (ep,) = pm["spec"]["podMetricsEndpoints"]
+    assert ep == {"port": "http", "path": "/metrics", "interval": "1s", "scrapeTimeout": "1s"}
+    # the operator's job label is NAMESPACE/NAME; the source's replica label is the pod name
+    job = f'{pm["metadata"]["namespace"]}/{pm["metadata"]["name"]}'
+    assert ctrl["prometheus-selector"] == f'namespace="{pm["metadata"]["namespace"]}",job="{job}"'
+    assert ctrl["prometheus-replica-label"] == "pod" and ctrl["source"] == "prometheus"
+
+
+def test_the_vllm_pod_gets_a_gpu_readiness_and_a_drain_longer_than_its_generations(
+        docs: list[dict[str, Any]]) -> None:
+    spec = one(docs, "Deployment", "vllm")["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    image, tag = c["image"].rsplit(":", 1)
+    assert image == "vllm/vllm-openai" and tag.startswith("v") and tag != "latest"  # pinned release
+    assert c["command"] == ["vllm", "serve"]
+    assert c["resources"]["requests"]["nvidia.com/gpu"] == c["resources"]["limits"]["nvidia.com/gpu"] == 1
+    for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+        assert c[probe]["httpGet"] == {"path": "/health", "port": "http"}
+    # preStop (endpoints removed) + vLLM's drain (--shutdown-timeout) must end before SIGKILL
+    (sleep_cmd, seconds) = c["lifecycle"]["preStop"]["exec"]["command"]
+    assert sleep_cmd == "sleep"
+    drain = int(flags(c["args"])["shutdown-timeout"])
+    assert drain >= 300 and spec["terminationGracePeriodSeconds"] > int(seconds) + drain
+    # the rules of Ebb's pods that vLLM can keep (it runs as root and writes caches under /root):
+    # no privilege escalation, no capabilities, the runtime's seccomp profile, no host namespaces
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert not any(spec.get(k) for k in ("hostPID", "hostNetwork", "hostIPC"))
+    assert not c["securityContext"].get("privileged", False)
+    assert one(docs, "Deployment", "vllm")["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+
+
+def test_the_gates_parse_with_ebbs_loader_and_read_vllm_series(docs: list[dict[str, Any]]) -> None:
+    from ebb.gates.metrics_gate import load_gates
+
+    text = one(docs, "ConfigMap", "ebb-config")["data"]["gates.yaml"]
+    gates = load_gates(text, "deploy/examples/vllm/ebb.yaml:gates.yaml")
+    assert gates and all("vllm:" in g.query and 'job="serving/vllm"' in g.query for g in gates)
+
+
+def test_ebb_lint_finds_nothing_in_the_example() -> None:
+    from ebb.lint import ALL_RULES, lint_paths
+
+    result = lint_paths([EXAMPLE], ALL_RULES)
+    assert result.files >= 7 and not result.errors and not result.findings, (result.errors, result.findings)
+
+
+if __name__ == "__main__":
+    write_ebb()
+    print(f"wrote {EXAMPLE / 'ebb.yaml'}")
