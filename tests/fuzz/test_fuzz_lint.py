@@ -102,10 +102,13 @@ def data_mutated(draw: st.DrawFn) -> tuple[str, bytes]:
     for _ in range(draw(st.integers(1, 4))):
         i = draw(st.integers(0, len(docs) - 1))
         path = draw(st.sampled_from(paths(docs[i])))
+        # a copy: st.just() hands out one shared object, and a later swap inside it would change
+        # what the next test case draws (Hypothesis: FlakyStrategyDefinition)
+        value = copy.deepcopy(draw(wrong_types))
         if not path:
-            docs[i] = draw(wrong_types)
+            docs[i] = value
             continue
-        at(docs[i], path[:-1])[path[-1]] = draw(wrong_types)
+        at(docs[i], path[:-1])[path[-1]] = value
     if suffix == ".json" and len(docs) == 1:
         return suffix, json.dumps(docs[0]).encode()
     return suffix, yaml.safe_dump_all(docs, sort_keys=False).encode()
