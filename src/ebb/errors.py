@@ -50,6 +50,11 @@ class ConfigError(PermanentError):
     """A configuration value, CLI flag or policy spec is invalid."""
 
 
+MAX_MESSAGE_CHARS = 400
+"""Longest ``InputError`` message kept whole; a longer one (a reader quoting a huge hostile value)
+keeps its first and last 200 characters, so the path, line and fix always fit on one short line."""
+
+
 class InputError(PermanentError):
     """An input file is malformed. ``path`` and ``line`` (1-based, when known) locate it."""
 
@@ -61,6 +66,9 @@ class InputError(PermanentError):
         where = ""
         if path is not None:
             where = f"{path}:{line}: " if line is not None else f"{path}: "
+        if len(message) > MAX_MESSAGE_CHARS:  # a quoted input can be megabytes: keep its head and tail
+            cut = MAX_MESSAGE_CHARS // 2
+            message = f"{message[:cut]} …[{len(message) - 2 * cut:,} characters cut]… {message[-cut:]}"
         text = f"{where}{message}"
         if fix:
             text += f" (fix: {fix})"

@@ -106,6 +106,7 @@ from ebb.sources.prometheus_grid import Grid as _Grid, Key, age_problem as _age_
 from ebb.sources.engines.profiles import EngineProfile
 from ebb.sources.prometheus_engine import ENGINE_ABSENT, EngineMode, engine_signals
 from ebb.sources.prometheus_grid import bucket_bound as _bucket_bound
+from ebb.sources.prometheus_grid import per_bucket, step_increase
 from ebb.sources.promql import (DEFAULT_SELECTOR, LABEL_NAME, MAX_SELECTOR_CHARS, LabelMatcher, MatchOp,
                                 PromQueries, Selector, as_selector, duration)
 
@@ -386,19 +387,11 @@ def _latency_rows(grid: FloatArray, hist: Mapping[str, _Grid], drops: Counter[st
             if le is None:
                 drops["histogram series whose 'le' is not a number >= 0 or +Inf"] += 1
                 continue
-            pres = g.present[key]
-            prev, cur = vals[:-1], vals[1:]
-            both = pres[:-1] & pres[1:]
-            bad = both & ~(np.isfinite(prev) & np.isfinite(cur) & (prev >= 0) & (cur >= 0))
+            d, bad = step_increase(vals, g.present[key])
             if (bad & (grid > since_s)).any():
                 drops["histogram bucket step with a NaN, infinite or negative count"] += int((bad & (grid > since_s)).sum())
-            # A drop is a counter reset: the new value is all that was counted since.
-            d = np.where(cur >= prev, cur - prev, cur)
-            inc.setdefault(le, np.zeros(n))[:] += np.where(both & ~bad, d, 0.0)
-        below = np.zeros(n)
-        for le in sorted(inc):
-            count = inc[le] - below
-            below = np.maximum(below, inc[le])
+            inc.setdefault(le, np.zeros(n))[:] += d
+        for le, count in per_bucket(inc, n):
             for k in np.flatnonzero(count > 0):
                 cols["t"].append(float(grid[k]))
                 cols["w"].append(float(count[k]))

@@ -77,7 +77,7 @@ from ebb.model.live import LiveSignals
 from ebb.model.observation import FineSignals
 from ebb.sources.engines.profiles import EngineProfile, HistogramSpec, MetricSelector, parse_selector
 from ebb.sources.prometheus_api import PromSeries
-from ebb.sources.prometheus_grid import Grid, Key, age_problem, bucket_bound
+from ebb.sources.prometheus_grid import Grid, Key, age_problem, bucket_bound, per_bucket, step_increase
 from ebb.sources.promql import EngineQueries, Selector
 
 __all__ = ["ENGINE_ABSENT", "EngineMode", "engine_signals"]
@@ -316,21 +316,14 @@ def _rows(grid: FloatArray, specs: Sequence[tuple[str, HistogramSpec | None, Seq
                 if le is None:
                     drops["histogram series whose 'le' is not a number >= 0 or +Inf"] += 1
                     continue
-                pres = g.present[key]
-                prev, cur = vals[:-1], vals[1:]
-                both = pres[:-1] & pres[1:]
-                bad = both & ~(np.isfinite(prev) & np.isfinite(cur) & (prev >= 0) & (cur >= 0))
+                d, bad = step_increase(vals, g.present[key])
                 if (bad & (grid > since_s)).any():
                     drops["histogram bucket step with a NaN, infinite or negative count"] += int(
                         (bad & (grid > since_s)).sum())
-                d = np.where(cur >= prev, cur - prev, cur)  # a drop is a counter reset
                 ms = math.inf if math.isinf(le) else le * spec.unit_s * 1000.0
-                per.setdefault(target, {}).setdefault(ms, np.zeros(n))[:] += np.where(both & ~bad, d, 0.0)
+                per.setdefault(target, {}).setdefault(ms, np.zeros(n))[:] += d
         for buckets in per.values():  # each target with its own bounds
-            below = np.zeros(n)
-            for ms in sorted(buckets):
-                count = buckets[ms] - below
-                below = np.maximum(below, buckets[ms])
+            for ms, count in per_bucket(buckets, n):
                 for k in np.flatnonzero(count > 0):
                     acc[(col, int(k), ms)] = acc.get((col, int(k), ms), 0.0) + float(count[k])
     cols: dict[str, list[float]] = {"t": [], "ttft": [], "e2e": [], "w": []}

@@ -6,7 +6,10 @@ without ``__name__`` do) and per label set without ``__name__`` (:data:`Key`). A
 NaN or infinite is ignored; a point off the grid is ignored. :func:`age_problem` is the staleness
 rule of :mod:`ebb.sources.prometheus` (a value used at step ``t`` must have been scraped at most
 ``max_age_s`` before it and not more than :data:`CLOCK_SLACK_S` after it); :func:`bucket_bound`
-reads a histogram series' ``le``.
+reads a histogram series' ``le``; :func:`step_increase` is one cumulative bucket's count added per
+step (a drop is a counter reset: the new value is all that was counted since; a NaN, infinite or
+negative count adds nothing and is counted as bad) and :func:`per_bucket` turns cumulative
+increases by bound into per-bucket counts.
 """
 
 from __future__ import annotations
@@ -83,3 +86,23 @@ def bucket_bound(key: Key) -> float | None:
     except ValueError:
         return None
     return le if le >= 0 else None  # NaN and negatives fail the comparison
+
+
+def step_increase(vals: FloatArray, present: npt.NDArray[np.bool_]) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    """(count added at each step after the first, steps whose pair of points is unusable)."""
+    prev, cur = vals[:-1], vals[1:]
+    both = present[:-1] & present[1:]
+    bad = both & ~(np.isfinite(prev) & np.isfinite(cur) & (prev >= 0) & (cur >= 0))
+    d = np.where(cur >= prev, cur - prev, cur)
+    return np.where(both & ~bad, d, 0.0), bad
+
+
+def per_bucket(cumulative: dict[float, FloatArray], n: int) -> list[tuple[float, FloatArray]]:
+    """(bound, observations in that bucket per step), bounds ascending, from cumulative increases by
+    bound (``le``); never negative (a bound whose count fell below a lower one's adds nothing)."""
+    below = np.zeros(n)
+    out: list[tuple[float, FloatArray]] = []
+    for le in sorted(cumulative):
+        out.append((le, cumulative[le] - below))
+        below = np.maximum(below, cumulative[le])
+    return out
