@@ -127,7 +127,9 @@ def get(url: str, limits: HttpLimits = HttpLimits()) -> HttpReply:
         raise InputError(f"TLS handshake with {_safe(url)} failed: {exc}",
                          fix="check the client certificate/key and that the server speaks TLS") from exc
     except (OSError, http.client.HTTPException, ValueError) as exc:
-        if expired.is_set():
+        # The socket's own timeout is the deadline too: whichever of it and the watchdog fires
+        # first, the caller hears the same thing (a race the watchdog used to win only mostly).
+        if expired.is_set() or isinstance(exc, TimeoutError):
             raise _timeout(url, limits) from exc
         raise SourceUnavailable(f"{_safe(url)} did not answer properly: {type(exc).__name__}: {exc}"[:400]) from exc
     finally:
