@@ -98,7 +98,6 @@ import numpy.typing as npt
 from ebb.errors import ConfigError, SourceUnavailable
 from ebb.model import live as names
 from ebb.model.live import LiveSignals
-from ebb.model.observation import FineSignals
 from ebb.sources.prometheus_api import MAX_BYTES, MAX_SERIES, MAX_WARNINGS_LOGGED, PrometheusClient, PromSeries
 from ebb.sources.engines.profiles import EngineProfile
 from ebb.sources.prometheus_engine import ENGINE_ABSENT, EngineMode, engine_signals
@@ -106,7 +105,7 @@ from ebb.sources.prometheus_grid import Grid as _Grid, Key, age_problem as _age_
 from ebb.sources.engines.profiles import EngineProfile
 from ebb.sources.prometheus_engine import ENGINE_ABSENT, EngineMode, engine_signals
 from ebb.sources.prometheus_grid import bucket_bound as _bucket_bound
-from ebb.sources.prometheus_grid import per_bucket, step_increase
+from ebb.sources.prometheus_grid import Fleet, per_bucket, signals, step_increase
 from ebb.sources.promql import (DEFAULT_SELECTOR, LABEL_NAME, MAX_SELECTOR_CHARS, LabelMatcher, MatchOp,
                                 PromQueries, Selector, as_selector, duration)
 
@@ -237,17 +236,8 @@ class PrometheusSource:
         fleet = _fleet_steps(grid, inputs, self.max_sample_age_s, drops, since_s, self.replica_label)
         rows = _latency_rows(grid, hist, drops, since_s)
         self._log_drops(drops)
-        keep = fleet.ok & (grid > since_s)
-        fine = FineSignals(t_s=grid[keep], prefill_replicas=fleet.prefill[keep], slot_replicas=fleet.slot[keep],
-                           queued=fleet.queued[keep], **_rows_after(rows, since_s))
-        seen = int(fleet.seen[keep].min()) if keep.any() else None
-        good = np.flatnonzero(fleet.ok)
-        if len(good) == 0:
-            return LiveSignals(fine=fine, replicas_seen=seen)
-        k = int(good[-1])
-        return LiveSignals(fine=fine, inflight_by_replica=fleet.inflight[k], total_qps=timed(lambda budget: self._qps(float(grid[k]), budget)),
-                           queued=float(fleet.queued[k]), newest_sample_s=float(fleet.oldest_scrape_s[k]),
-                           replicas_seen=seen)
+        return signals(grid, fleet, rows, since_s,
+                       lambda k: timed(lambda budget: self._qps(float(grid[k]), budget)))
 
     def _log_drops(self, drops: Counter[str]) -> None:
         # Absent data is the normal state of a fleet starting or gone: not worth a warning.
@@ -282,16 +272,6 @@ class _Inputs:
     router_scraped: _Grid
 
 
-@dataclass(frozen=True)
-class _Fleet:
-    ok: npt.NDArray[np.bool_]
-    prefill: FloatArray
-    slot: FloatArray
-    queued: FloatArray
-    oldest_scrape_s: FloatArray
-    inflight: list[dict[str, float]]
-    seen: npt.NDArray[np.int64]
-    """Distinct replicas whose values were fresh and sane at each step."""
 
 
 _NO_ROUTER, _NO_WORKER = "step without a router queue sample", "step without any worker sample"
@@ -299,13 +279,12 @@ _ABSENT = frozenset({_NO_ROUTER, _NO_WORKER}) | ENGINE_ABSENT
 
 
 def _fleet_steps(grid: FloatArray, x: _Inputs, max_age_s: float, drops: Counter[str],
-                 since_s: float, label: str = "worker") -> _Fleet:
+                 since_s: float, label: str = "worker") -> Fleet:
     """Per step: whether every input is fresh and sane, the fleet sums, the oldest scrape behind it,
     the replicas counted. Reasons for dropping are counted for the steps after ``since_s`` (the
     ones a caller asked for)."""
     n = len(grid)
-    f = _Fleet(np.ones(n, dtype=np.bool_), np.zeros(n), np.zeros(n), np.zeros(n), np.full(n, np.inf),
-               [{} for _ in range(n)], np.zeros(n, dtype=np.int64))
+    f = Fleet.empty(n)
     for k in range(n):
         t = float(grid[k])
         problems: list[str] = []
@@ -401,7 +380,3 @@ def _latency_rows(grid: FloatArray, hist: Mapping[str, _Grid], drops: Counter[st
     return {c: np.array(v, dtype=np.float64)[order] for c, v in cols.items()}
 
 
-def _rows_after(rows: Mapping[str, FloatArray], since_s: float) -> dict[str, FloatArray]:
-    keep = rows["t"] > since_s
-    return {"done_t_s": rows["t"][keep], "done_ttft_ms": rows["ttft"][keep],
-            "done_e2e_ms": rows["e2e"][keep], "done_weight": rows["w"][keep]}

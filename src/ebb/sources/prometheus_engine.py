@@ -74,10 +74,10 @@ import numpy.typing as npt
 
 from ebb.errors import ConfigError, InputError, SourceUnavailable
 from ebb.model.live import LiveSignals
-from ebb.model.observation import FineSignals
 from ebb.sources.engines.profiles import EngineProfile, HistogramSpec, MetricSelector, parse_selector
 from ebb.sources.prometheus_api import PromSeries
-from ebb.sources.prometheus_grid import Grid, Key, age_problem, bucket_bound, per_bucket, step_increase
+from ebb.sources.prometheus_grid import (Fleet, Grid, Key, age_problem, bucket_bound, per_bucket, signals,
+                                         step_increase)
 from ebb.sources.promql import EngineQueries, Selector
 
 __all__ = ["ENGINE_ABSENT", "EngineMode", "engine_signals"]
@@ -158,15 +158,6 @@ class _Read:
     busy: list[Grid]
 
 
-@dataclass
-class _Fleet:
-    ok: npt.NDArray[np.bool_]
-    prefill: FloatArray
-    slot: FloatArray
-    queued: FloatArray
-    oldest_scrape_s: FloatArray
-    inflight: list[dict[str, float]]
-    seen: npt.NDArray[np.int64]
 
 
 def engine_signals(mode: EngineMode, grid: FloatArray, step_s: float, fetch: Fetch,
@@ -186,20 +177,8 @@ def engine_signals(mode: EngineMode, grid: FloatArray, step_s: float, fetch: Fet
     drops: Counter[str] = Counter()
     f = _fleet(mode, grid, x, max_age_s, drops, since_s)
     rows = _rows(grid, [("ttft", p.ttft, ttft), ("e2e", p.e2e, e2e)], drops, since_s)
-    keep = f.ok & (grid > since_s)
-    after = rows["t"] > since_s
-    fine = FineSignals(t_s=grid[keep], prefill_replicas=f.prefill[keep], slot_replicas=f.slot[keep],
-                       queued=f.queued[keep], done_t_s=rows["t"][after], done_ttft_ms=rows["ttft"][after],
-                       done_e2e_ms=rows["e2e"][after], done_weight=rows["w"][after])
-    seen = int(f.seen[keep].min()) if keep.any() else None
-    good = np.flatnonzero(f.ok)
-    if len(good) == 0:
-        return LiveSignals(fine=fine, replicas_seen=seen), drops
-    k = int(good[-1])
-    qps = _qps(mode.window_s, float(grid[k]), rows, [("e2e", e2e), ("ttft", ttft)])
-    return LiveSignals(fine=fine, inflight_by_replica=f.inflight[k], total_qps=qps,
-                       queued=float(f.queued[k]), newest_sample_s=float(f.oldest_scrape_s[k]),
-                       replicas_seen=seen), drops
+    return signals(grid, f, rows, since_s,
+                   lambda k: _qps(mode.window_s, float(grid[k]), rows, [("e2e", e2e), ("ttft", ttft)])), drops
 
 
 def _require(mode: EngineMode, x: _Read, probe_up: Callable[[], tuple[PromSeries, ...]], where: str) -> None:
@@ -228,11 +207,10 @@ def _require(mode: EngineMode, x: _Read, probe_up: Callable[[], tuple[PromSeries
 
 
 def _fleet(mode: EngineMode, grid: FloatArray, x: _Read, max_age_s: float, drops: Counter[str],
-           since_s: float) -> _Fleet:
+           since_s: float) -> Fleet:
     label = mode.replica_label
     n = len(grid)
-    f = _Fleet(np.ones(n, dtype=np.bool_), np.zeros(n), np.zeros(n), np.zeros(n), np.full(n, np.inf),
-               [{} for _ in range(n)], np.zeros(n, dtype=np.int64))
+    f = Fleet.empty(n)
     for k in range(n):
         t = float(grid[k])
         problems: list[str] = []

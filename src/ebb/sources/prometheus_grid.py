@@ -9,18 +9,21 @@ rule of :mod:`ebb.sources.prometheus` (a value used at step ``t`` must have been
 reads a histogram series' ``le``; :func:`step_increase` is one cumulative bucket's count added per
 step (a drop is a counter reset: the new value is all that was counted since; a NaN, infinite or
 negative count adds nothing and is counted as bad) and :func:`per_bucket` turns cumulative
-increases by bound into per-bucket counts.
+increases by bound into per-bucket counts. Both modes fill one :class:`Fleet` per read and
+:func:`signals` turns it and the completion rows into the controller's :class:`LiveSignals`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
+from ebb.model.live import LiveSignals
+from ebb.model.observation import FineSignals
 from ebb.sources.prometheus_api import PromSeries
 
 __all__ = ["CLOCK_SLACK_S", "Grid", "Key", "age_problem", "bucket_bound", "lay"]
@@ -106,3 +109,44 @@ def per_bucket(cumulative: dict[float, FloatArray], n: int) -> list[tuple[float,
         out.append((le, cumulative[le] - below))
         below = np.maximum(below, cumulative[le])
     return out
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """Per grid step: whether every input was fresh and sane, the fleet sums, the oldest scrape
+    behind them, in-flight requests by replica, and the replicas counted."""
+
+    ok: npt.NDArray[np.bool_]
+    prefill: FloatArray
+    slot: FloatArray
+    queued: FloatArray
+    oldest_scrape_s: FloatArray
+    inflight: list[dict[str, float]]
+    seen: npt.NDArray[np.int64]
+    """Distinct replicas whose values were fresh and sane at each step."""
+
+    @classmethod
+    def empty(cls, n: int) -> Fleet:
+        """``n`` steps, all usable until a check says otherwise, sums at 0."""
+        return cls(np.ones(n, dtype=np.bool_), np.zeros(n), np.zeros(n), np.zeros(n), np.full(n, np.inf),
+                   [{} for _ in range(n)], np.zeros(n, dtype=np.int64))
+
+
+def signals(grid: FloatArray, fleet: Fleet, rows: Mapping[str, FloatArray], since_s: float,
+            qps: Callable[[int], float | None]) -> LiveSignals:
+    """The read's :class:`LiveSignals`: the usable steps after ``since_s`` and the completion rows
+    (``t``, ``ttft``, ``e2e``, ``w``) after it; gauges from the newest usable step ``k``, whose
+    ``qps(k)`` is asked only when there is one."""
+    keep = fleet.ok & (grid > since_s)
+    after = rows["t"] > since_s
+    fine = FineSignals(t_s=grid[keep], prefill_replicas=fleet.prefill[keep], slot_replicas=fleet.slot[keep],
+                       queued=fleet.queued[keep], done_t_s=rows["t"][after], done_ttft_ms=rows["ttft"][after],
+                       done_e2e_ms=rows["e2e"][after], done_weight=rows["w"][after])
+    seen = int(fleet.seen[keep].min()) if keep.any() else None
+    good = np.flatnonzero(fleet.ok)
+    if len(good) == 0:
+        return LiveSignals(fine=fine, replicas_seen=seen)
+    k = int(good[-1])
+    return LiveSignals(fine=fine, inflight_by_replica=fleet.inflight[k], total_qps=qps(k),
+                       queued=float(fleet.queued[k]), newest_sample_s=float(fleet.oldest_scrape_s[k]),
+                       replicas_seen=seen)
