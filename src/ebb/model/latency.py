@@ -47,6 +47,10 @@ class LatencyModel:
     max_batch: int = 64
     """Concurrent sequences per replica (KV-cache slots); more requests wait in a queue."""
     max_prefill_share: float = 0.9
+    kv_capacity_tokens: int = 65_536
+    """KV-cache capacity of one replica (tokens): the H200 run preallocated 64 slots × 1,024
+    positions (``h200-serving/README.md``). The simulator reports usage against it
+    (:attr:`~ebb.model.observation.PodView.kv_usage_ratio`); admission stays slot-bound."""
     """Cap on the prefill share used to stretch decode, so decode always progresses."""
 
     def prefill_ms(self, tokens_in: FloatArray | float) -> FloatArray:

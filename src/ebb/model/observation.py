@@ -63,6 +63,17 @@ class PodView:
     """Requests completed per second on the replica over the pipeline window."""
     zone: str = ""
     """Availability zone of the replica's node (the simulator spreads replicas over 3 zones)."""
+    running: float | None = None
+    """Sequences running on the replica at the sample instant (``vllm:num_requests_running``)."""
+    waiting: float | None = None
+    """Requests waiting for the replica at the sample instant (``vllm:num_requests_waiting``). The
+    simulator's router holds one FIFO queue; an engine-side queue behind a spreading router would
+    hold the same requests, so each ready replica reports an equal share of it."""
+    kv_usage_ratio: float | None = None
+    """KV-cache fraction in use at the sample instant, in [0, 1] (``vllm:kv_cache_usage_perc``).
+    Simulator: tokens held by the replica's running sequences (prompt + half the output, a
+    sequence's mean footprint over its life) / :attr:`~ebb.model.latency.LatencyModel.kv_capacity_tokens`,
+    capped at 1 (the simulator admits on slots; past 1 a real engine would preempt)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,77 @@ class FineSignals:
     done_ttft_ms: FloatArray = field(default_factory=lambda: _EMPTY)
     done_e2e_ms: FloatArray = field(default_factory=lambda: _EMPTY)
     done_weight: FloatArray = field(default_factory=lambda: _EMPTY)
+
+
+QUEUE_TIME_BOUNDS_S: tuple[float, ...] = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0)
+"""Upper bounds (s) of ``vllm:request_queue_time_seconds`` (vLLM ``v1/metrics/loggers.py``,
+``request_latency_buckets``; saved in ``shared/data/engine-metrics/vllm/source``)."""
+
+
+@dataclass(frozen=True)
+class ServingCounters:
+    """Cumulative fleet-wide serving counters at one sample instant, as a model server's
+    ``/metrics`` exposes them (vLLM names in each field's docstring). Monotone over a run: a policy
+    takes the rate over its own interval with :meth:`minus`. Requests count when they finish."""
+
+    requests_total: float = 0.0
+    """Finished requests (``vllm:request_success_total``; the histograms' ``_count``)."""
+    prompt_tokens_total: float = 0.0
+    """Prompt tokens of finished requests (``vllm:prompt_tokens_total``)."""
+    generation_tokens_total: float = 0.0
+    """Output tokens of finished requests (``vllm:generation_tokens_total``)."""
+    ttft_sum_s: float = 0.0
+    """Σ time to first token (s) (``vllm:time_to_first_token_seconds_sum``)."""
+    itl_sum_s: float = 0.0
+    """Σ inter-token gaps (s) = Σ (finish − first token) (``vllm:inter_token_latency_seconds_sum``)."""
+    itl_count: float = 0.0
+    """Number of inter-token gaps = Σ (output tokens − 1) (``..._count``)."""
+    e2e_sum_s: float = 0.0
+    """Σ end-to-end latency (s) (``vllm:e2e_request_latency_seconds_sum``)."""
+    queue_time_sum_s: float = 0.0
+    """Σ time waiting for a slot (s) (``vllm:request_queue_time_seconds_sum``)."""
+    queue_time_le: tuple[float, ...] = ()
+    """Cumulative bucket counts of queue time ≤ each of :data:`QUEUE_TIME_BOUNDS_S` (the +Inf
+    bucket is :attr:`requests_total`); empty = no histogram."""
+
+    def minus(self, earlier: ServingCounters) -> ServingCounters:
+        """The increase since ``earlier`` (a counter reset — a smaller value — counts from zero)."""
+        def d(a: float, b: float) -> float:
+            return a - b if a >= b else a
+        le = tuple(d(a, b) for a, b in zip(self.queue_time_le, earlier.queue_time_le)) \
+            if len(self.queue_time_le) == len(earlier.queue_time_le) else self.queue_time_le
+        return ServingCounters(
+            d(self.requests_total, earlier.requests_total), d(self.prompt_tokens_total, earlier.prompt_tokens_total),
+            d(self.generation_tokens_total, earlier.generation_tokens_total), d(self.ttft_sum_s, earlier.ttft_sum_s),
+            d(self.itl_sum_s, earlier.itl_sum_s), d(self.itl_count, earlier.itl_count),
+            d(self.e2e_sum_s, earlier.e2e_sum_s), d(self.queue_time_sum_s, earlier.queue_time_sum_s), le)
+
+    @property
+    def mean_ttft_s(self) -> float:
+        """Mean TTFT (s); NaN without requests."""
+        return self.ttft_sum_s / self.requests_total if self.requests_total > 0 else float("nan")
+
+    @property
+    def mean_itl_s(self) -> float:
+        """Mean inter-token latency (s); NaN without gaps."""
+        return self.itl_sum_s / self.itl_count if self.itl_count > 0 else float("nan")
+
+    @property
+    def mean_isl(self) -> float:
+        """Mean prompt length (tokens); NaN without requests."""
+        return self.prompt_tokens_total / self.requests_total if self.requests_total > 0 else float("nan")
+
+    @property
+    def mean_osl(self) -> float:
+        """Mean output length (tokens); NaN without requests."""
+        return self.generation_tokens_total / self.requests_total if self.requests_total > 0 else float("nan")
+
+    @property
+    def mean_queue_time_s(self) -> float:
+        """Mean queue time (s); NaN without requests."""
+        return self.queue_time_sum_s / self.requests_total if self.requests_total > 0 else float("nan")
 
 
 @dataclass(frozen=True)
@@ -119,3 +201,6 @@ class Observation:
     """Values of metrics-gate queries at this reconcile, keyed by query text (NaN = no data). The
     live controller measures them (PromQL) while a canary step is gated; None in the simulator,
     where gates read L1 signals."""
+    serving: ServingCounters | None = None
+    """Cumulative serving counters (requests, tokens, TTFT/ITL/queue-time sums and the queue-time
+    histogram) at the newest pipeline sample; None where the source has none."""

@@ -42,29 +42,11 @@ from ebb.sim.baselines.hpa_controller import HpaConfig, HpaController, MetricSpe
 from ebb.sim.baselines.oracle import OraclePolicy
 from ebb.sim.baselines.static import StaticPolicy
 from ebb.sim.policy import Observation, Pipeline, Policy
+from ebb.sim.policy_context import PolicyContext
 from ebb.sim.settings import SimSettings
 from ebb.config.policy_specs import PolicySpecItem, check_keys, param_choice, param_float, param_int
 
 KNOWN_POLICIES = ("hpa", "keda", "static", "oracle", "ebb")
-
-
-@dataclass(frozen=True)
-class PolicyContext:
-    """What builders may use besides the spec: settings and the oracle's verified schedule."""
-
-    settings: SimSettings
-    oracle_schedule: npt.NDArray[np.int64]
-
-    @property
-    def initial_replicas(self) -> int:
-        """Warm fleet at t=0 for every reactive policy: the static size (the oracle's peak), as
-        when an autoscaler is switched on over an existing fleet — the same start for all, and
-        the situation scale-down exists for. The oracle starts from its own schedule."""
-        return self.oracle_peak
-
-    @property
-    def oracle_peak(self) -> int:
-        return int(self.oracle_schedule.max()) if len(self.oracle_schedule) else 1
 
 
 def _pods(obs: Observation, value: str, window_s: float) -> tuple[list[PodRecord], dict[str, PodMetricSample]]:
