@@ -21,7 +21,8 @@ import pytest
 
 from ebb.model.trace import RequestTrace
 from ebb.sim.compare import prepare, simulate_one
-from ebb.sim.policies import KNOWN_POLICIES, PolicyContext, build_policy
+from ebb.sim.policies import KNOWN_POLICIES, build_policy
+from ebb.sim.policy_context import PolicyContext
 from ebb.sim.settings import SimSettings
 from ebb.config.policy_specs import parse_policies
 from ebb.sources.traces import bundled_trace, load_trace

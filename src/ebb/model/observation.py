@@ -40,6 +40,9 @@ class Pipeline:
     fine_ms: int | None = None
     """When set, the observation also carries :class:`FineSignals` sampled every ``fine_ms``
     milliseconds since the previous decision (an Ebb node agent streams at 100 ms)."""
+    serving: bool = False
+    """Whether the policy reads :attr:`Observation.serving` (cumulative request counters, as a
+    model server's ``/metrics`` has them); off, the simulator skips their bookkeeping."""
 
     def __post_init__(self) -> None:
         if self.period_s < 1 or self.window_s < 1 or self.offset_s < 0:

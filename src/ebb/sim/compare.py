@@ -34,7 +34,8 @@ from ebb.sim.baselines.oracle import (
 )
 from ebb.sim.fluid_engine import FluidDemand, simulate_fluid
 from ebb.sim.fluid_scoring import score_fluid
-from ebb.sim.policies import PolicyContext, build_policy
+from ebb.sim.policies import build_policy
+from ebb.sim.policy_context import PolicyContext
 from ebb.sim.policy import Policy
 from ebb.sim.request_engine import simulate_requests
 from ebb.score.results import PolicyRun

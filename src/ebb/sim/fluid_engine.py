@@ -39,7 +39,7 @@ import numpy.typing as npt
 from ebb.decide.base import Policy
 from ebb.model.decision import Decision
 from ebb.model.ids import ReplicaId
-from ebb.model.observation import Observation, PodView
+from ebb.model.observation import Observation, PodView, ServingCounters
 from ebb.sim.fine import FineBuffer
 from ebb.sim.fleet import FleetLog, choose_victims, zone_of
 from ebb.sim.lifecycle import DRAINING, READY, STARTING, STOPPED, Lifecycles
@@ -97,7 +97,8 @@ class _FluidRun:
     __slots__ = ("policy", "settings", "dt", "cold", "mb", "slo_ttft", "slo_e2e", "pf_list", "out_list", "ns",
                  "mean_pf", "mean_out", "d_base", "d_per", "u_cap", "counts", "nb", "viol", "ttft_base", "tau_arr",
                  "n_sec", "cum_busy", "cum_done", "inflight_g", "cum_arr", "total_inflight", "queued_g",
-                 "fleet", "starting", "draining", "spec",
+                 "fleet", "starting", "draining", "spec", "waiting_g", "serving_on", "cum_serving",
+                 "kv_per_seq", "mean_in",
                  "scale_ups", "scale_downs", "decisions", "noteworthy", "fine_on", "fine_buf", "q_out", "pf_q",
                  "pool", "t")
 
@@ -117,6 +118,10 @@ class _FluidRun:
         ns = self.ns = len(self.out_list)
         self.mean_pf = float(pf_s.mean()) if ns else 0.0
         self.mean_out = max(1.0, float(tout.mean())) if ns else 1.0
+        self.mean_in = float(tin.mean()) if ns else 0.0
+        # A running sequence's mean KV footprint (prompt + half its output) as a share of capacity.
+        self.kv_per_seq = (self.mean_in + 0.5 * self.mean_out) / float(lat.kv_capacity_tokens)
+        self.serving_on = policy.pipeline.serving
         self.d_base, self.d_per = lat.decode_base_ms / 1000.0, lat.decode_ms_per_seq / 1000.0
         self.u_cap = lat.max_prefill_share
         # Typical and tail request (p50, p99) for the fine completions' two weighted samples.
@@ -146,6 +151,10 @@ class _FluidRun:
         self.cum_arr = np.zeros(n_sec)
         self.total_inflight = np.zeros(n_sec)
         self.queued_g = np.zeros(n_sec)
+        self.waiting_g = np.zeros(n_sec)  # router queue per ready replica
+        # Cumulative completions and their TTFT, inter-token, end-to-end and queue-time sums (s):
+        # only when the policy reads ServingCounters (5 × 8 bytes per second otherwise saved).
+        self.cum_serving = np.zeros((5, n_sec)) if self.serving_on else np.zeros((5, 0))
 
     # -- fleet -----------------------------------------------------------------------------------
 
@@ -230,17 +239,28 @@ class _FluidRun:
         ti = float(self.total_inflight[s]) if s >= 0 else None
         qq = float(self.queued_g[s]) if s >= 0 else None
         fine = self.fine_buf.take() if self.fine_on else None
-        return Observation(t, self.spec, len(self.fleet.ready), pods, tq, ti, qq, fine)
+        return Observation(t, self.spec, len(self.fleet.ready), pods, tq, ti, qq, fine,
+                           serving=self._serving(s) if self.serving_on and s >= 0 else None)
+
+    def _serving(self, s: int) -> ServingCounters:
+        """The fleet's cumulative serving counters at second ``s``. Fluid approximation: a bin's
+        completions carry that bin's wait and per-token time and the trace's mean token counts; no
+        queue-time histogram (the per-bucket counts would cost 21 values per second)."""
+        done, ttft, itl, e2e, queue = (float(v) for v in self.cum_serving[:, s])
+        return ServingCounters(done, done * self.mean_in, done * self.mean_out, ttft, itl,
+                               done * (self.mean_out - 1.0), e2e, queue)
 
     def _pods(self, s: int, lo: int) -> list[PodView]:
         """Live replicas but the draining ones, oldest first, read over the window ``[lo, s]``: ready
         ones since before ``s`` see the fleet's values, others requested by ``s`` zeros, later ones none."""
-        util = qps = infl = None
+        util = qps = infl = kv = wait = None
         if s > lo:
             util = float((self.cum_busy[s] - self.cum_busy[lo]) / (s - lo))
             qps = float((self.cum_done[s] - self.cum_done[lo]) / (s - lo))
         if s >= 0:
             infl = float(self.inflight_g[s])
+            kv = min(1.0, infl * self.kv_per_seq)
+            wait = float(self.waiting_g[s])
         fleet = self.fleet
         phase, requested, ready = fleet.phase, fleet.requested_s, fleet.ready_s
         pods: list[PodView] = []
@@ -249,10 +269,11 @@ class _FluidRun:
             if st == DRAINING:
                 continue
             if st == READY and ready[rid] <= s:
-                pods.append(PodView(ReplicaId(rid), requested[rid], ready[rid], util, infl, qps, zone_of(rid)))
+                pods.append(PodView(ReplicaId(rid), requested[rid], ready[rid], util, infl, qps, zone_of(rid),
+                                    running=infl, waiting=wait, kv_usage_ratio=kv))
             elif requested[rid] <= s:
                 pods.append(PodView(ReplicaId(rid), requested[rid], ready[rid] if st == READY else None,
-                                    0.0, 0.0, 0.0, zone_of(rid)))
+                                    0.0, 0.0, 0.0, zone_of(rid), running=0.0, waiting=0.0, kv_usage_ratio=0.0))
             else:
                 pods.append(PodView(ReplicaId(rid), requested[rid], ready[rid] if st == READY else None,
                                     None, None, None, zone_of(rid)))
@@ -330,7 +351,8 @@ def _pool(run: _FluidRun) -> _Pool:
     mean_pf, mean_out, slo_e2e, ready = run.mean_pf, run.mean_out, run.slo_e2e, run.fleet.ready
     fine_on, fine_sample, score = run.fine_on, _fine_sampler(run), _bin_scorer(run)
     cum_busy, cum_done, cum_arr, n_sec = run.cum_busy, run.cum_done, run.cum_arr, run.n_sec
-    inflight_g, total_inflight, queued_g = run.inflight_g, run.total_inflight, run.queued_g
+    inflight_g, total_inflight, queued_g, waiting_g = run.inflight_g, run.total_inflight, run.queued_g, run.waiting_g
+    serving_on, cum_serving, gaps = run.serving_on, run.cum_serving, mean_out - 1.0
     exp = math.exp
     p_active = 0.0  # admitted, not finished (prefilling + decoding)
     p_decoding = 0.0  # admitted and past their prefill
@@ -341,6 +363,7 @@ def _pool(run: _FluidRun) -> _Pool:
     p_service_s = mean_pf + mean_out * p_tau  # mean request service time (s)
     p_acc_busy = p_acc_done = p_acc_arr = 0.0  # cumulative busy s, completions (per ready replica), arrivals
     p_sec = 1  # first second boundary not yet recorded (second 0 holds zeros: nothing happened yet)
+    p_sv = [0.0] * 5  # cumulative completions, TTFT, inter-token, end-to-end and queue-time sums (s)
 
     def serve(k: int, t_event: float, stop_after: float) -> int:
         nonlocal p_active, p_decoding, p_l_avg, p_queue, p_backlog, p_tau, p_service_s, p_acc_busy, p_acc_done
@@ -400,6 +423,13 @@ def _pool(run: _FluidRun) -> _Pool:
                 wait_p = 0.0
             if fine_on:
                 fine_sample(t + dt, done_pf, l_avg / mb if ready_n else 0.0, queue, fin, wait_q + wait_p, tau)
+            if serving_on and fin > 0:
+                ttft_s = wait_q + wait_p + mean_pf
+                p_sv[0] += fin
+                p_sv[1] += fin * ttft_s
+                p_sv[2] += fin * gaps * tau
+                p_sv[3] += fin * (ttft_s + gaps * tau)
+                p_sv[4] += fin * wait_q
             if k < nb:
                 service_s = mean_pf + mean_out * tau
                 score(k, a, wait_q + wait_p, tau)
@@ -409,6 +439,9 @@ def _pool(run: _FluidRun) -> _Pool:
                 cum_busy[sec], cum_done[sec], cum_arr[sec] = acc_busy, acc_done, acc_arr
                 inflight_g[sec] = l_avg / ready_n if ready_n else 0.0
                 total_inflight[sec], queued_g[sec] = active + queue, queue
+                waiting_g[sec] = queue / ready_n if ready_n else 0.0
+                if serving_on:
+                    cum_serving[:, sec] = p_sv
                 sec += 1
             if t >= t_event or t > stop_after or (k >= nb and active < 1e-6 and queue < 1e-6):
                 break

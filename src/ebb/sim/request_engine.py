@@ -23,6 +23,7 @@ Determinism: no randomness inside; equal inputs give equal outputs. Cost: O(log 
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import deque
@@ -34,7 +35,7 @@ import numpy as np
 from ebb.decide.base import Policy
 from ebb.model.decision import Decision
 from ebb.model.ids import ReplicaId
-from ebb.model.observation import Observation, PodView
+from ebb.model.observation import QUEUE_TIME_BOUNDS_S, Observation, PodView, ServingCounters
 from ebb.model.trace import RequestTrace
 from ebb.sim.fine import FineBuffer
 from ebb.sim.fleet import FleetLog, choose_victims, zone_of
@@ -65,16 +66,20 @@ def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings
 class _Counters:
     """Cumulative per-replica counters sampled once per virtual second for metric pipelines."""
 
-    __slots__ = ("busy", "done", "inflight", "arrivals", "total_inflight", "queued", "first_sec")
+    __slots__ = ("busy", "done", "inflight", "kv", "arrivals", "total_inflight", "queued", "ready_n", "serving",
+                 "first_sec")
 
     def __init__(self) -> None:
         self.busy: dict[int, list[float]] = {}
         self.done: dict[int, list[float]] = {}
         self.inflight: dict[int, list[float]] = {}
+        self.kv: dict[int, list[float]] = {}  # KV tokens held (prompt + half the output per sequence)
         self.first_sec: dict[int, int] = {}
         self.arrivals: list[float] = []
         self.total_inflight: list[float] = []
         self.queued: list[float] = []
+        self.ready_n: list[int] = []
+        self.serving: list[ServingCounters] = []
 
 
 class _RequestRun:
@@ -86,7 +91,7 @@ class _RequestRun:
                  "pf_work", "pf_t", "busy_since", "busy_cum", "done_cum", "starting", "queue", "fin_heap",
                  "counters", "horizon", "t_end_arrivals", "spec", "scale_ups", "scale_downs", "decisions",
                  "noteworthy", "fault", "slow", "fault_pre", "fine_ms", "fine_dt", "active_total",
-                 "pf_cum_total", "pf_prev", "fine_buf")
+                 "pf_cum_total", "pf_prev", "fine_buf", "kv_held", "kv_cap", "admit_t", "serving_on", "sv", "qb")
 
     def __init__(self, trace: RequestTrace, policy: Policy, settings: SimSettings) -> None:
         lat = settings.cluster.latency
@@ -127,6 +132,14 @@ class _RequestRun:
         self.pf_cum_total = 0.0
         self.pf_prev = 0.0
         self.fine_buf = FineBuffer()
+        self.kv_held: list[float] = []  # per replica: tokens its running sequences hold
+        self.kv_cap = float(lat.kv_capacity_tokens)
+        self.admit_t: list[float] = [math.nan] * n
+        self.serving_on = policy.pipeline.serving
+        # Cumulative serving sums (ServingCounters' scalar fields, in order) and queue-time buckets
+        # (one per bound of QUEUE_TIME_BOUNDS_S plus +Inf, not cumulative); kept when serving_on.
+        self.sv: list[float] = [0.0] * 8
+        self.qb: list[float] = [0.0] * (len(QUEUE_TIME_BOUNDS_S) + 1)
 
     # -- fleet -----------------------------------------------------------------------------------
 
@@ -149,6 +162,7 @@ class _RequestRun:
         self.busy_since.append(t)
         self.busy_cum.append(0.0)
         self.done_cum.append(0.0)
+        self.kv_held.append(0.0)
         if not warm:
             heapq.heappush(self.starting, (t + self.cold, rid))
 
@@ -218,6 +232,7 @@ class _RequestRun:
         t = float(sec)
         c = self.counters
         active, busy_cum, busy_since, done_cum = self.active, self.busy_cum, self.busy_since, self.done_cum
+        kv_held = self.kv_held
         inflight_total = len(self.queue)
         for r in self.fleet.live:
             if r not in c.first_sec:
@@ -225,14 +240,19 @@ class _RequestRun:
                 c.busy[r] = []
                 c.done[r] = []
                 c.inflight[r] = []
+                c.kv[r] = []
             b = busy_cum[r] + (t - busy_since[r] if active[r] > 0 else 0.0)
             c.busy[r].append(b)
             c.done[r].append(done_cum[r])
             c.inflight[r].append(float(active[r]))
+            c.kv[r].append(kv_held[r])
             inflight_total += active[r]
         c.arrivals.append(float(arrivals))
         c.total_inflight.append(float(inflight_total))
         c.queued.append(float(len(self.queue)))
+        c.ready_n.append(len(self.fleet.ready))
+        if self.serving_on:
+            c.serving.append(_counters(self.sv, self.qb))
 
     def _fine_sample(self, t: float) -> None:
         """One fine sample at ``t``: the fleet's prefill work since the previous one, slots, queue."""
@@ -266,17 +286,21 @@ class _RequestRun:
             total_inflight = c.total_inflight[s]
             queued = c.queued[s]
         fine = self.fine_buf.take() if self.fine_ms else None
-        return Observation(t, self.spec, len(self.fleet.ready), pods, total_qps, total_inflight, queued, fine)
+        serving = c.serving[s] if self.serving_on and 0 <= s < len(c.serving) else None
+        return Observation(t, self.spec, len(self.fleet.ready), pods, total_qps, total_inflight, queued, fine,
+                           serving=serving)
 
     def _pods(self, s: int, win: int) -> list[PodView]:
         """Every live replica but the draining ones, oldest first, read at sample second ``s``."""
         c, fleet = self.counters, self.fleet
-        phase = fleet.phase
+        phase, ready_s, kv_cap = fleet.phase, fleet.ready_s, self.kv_cap
+        # The router queue, spread over the replicas ready at s (an engine-side queue's view).
+        share = c.queued[s] / c.ready_n[s] if 0 <= s < len(c.ready_n) and c.ready_n[s] > 0 else 0.0
         pods: list[PodView] = []
         for r in fleet.live:
             if phase[r] == DRAINING:
                 continue
-            util = inflight = qps = None
+            util = inflight = qps = kv = waiting = None
             f = c.first_sec.get(r)
             if f is not None and s >= f:
                 lo = max(s - win, f)
@@ -288,8 +312,11 @@ class _RequestRun:
                 else:
                     util, qps = 0.0, 0.0
                 inflight = c.inflight[r][s - f]
-            pods.append(PodView(ReplicaId(r), fleet.requested_s[r], None if phase[r] == STARTING else fleet.ready_s[r],
-                                util, inflight, qps, zone_of(r)))
+                kv = min(1.0, c.kv[r][s - f] / kv_cap)
+                waiting = share if phase[r] != STARTING and ready_s[r] <= s else 0.0
+            pods.append(PodView(ReplicaId(r), fleet.requested_s[r], None if phase[r] == STARTING else ready_s[r],
+                                util, inflight, qps, zone_of(r), running=inflight, waiting=waiting,
+                                kv_usage_ratio=kv))
         return pods
 
     # -- decisions -------------------------------------------------------------------------------
@@ -354,11 +381,14 @@ def _admitter(run: _RequestRun) -> _Admit:
     tin, tout, first_tok, finish, where = run.tin, run.tout, run.first_tok, run.finish, run.where
     pf_floor, pf_per_tok, d_base, d_per, u_cap = run.pf_floor, run.pf_per_tok, run.d_base, run.d_per, run.u_cap
     max_batch, fin_heap, fine_ms = run.max_batch, run.fin_heap, run.fine_ms
+    kv_held, admit_t = run.kv_held, run.admit_t
     exp, push = math.exp, heapq.heappush
 
     def admit(req: int, r: int, t: float) -> None:
         if fine_ms:
             run.active_total += 1  # only fine samples read it
+        kv_held[r] += tin[req] + 0.5 * tout[req]
+        admit_t[req] = t
         a = active[r] + 1
         active[r] = a
         if a == 1:
@@ -421,12 +451,27 @@ def _completer(run: _RequestRun, admit: _Admit) -> Callable[[], None]:
     fin_heap, queue, arr, first_tok, fleet = run.fin_heap, run.queue, run.arr, run.first_tok, run.fleet
     phase, fine_ms, pop = fleet.phase, run.fine_ms, heapq.heappop
     d_t, d_ttft, d_e2e = run.fine_buf.done_t.append, run.fine_buf.done_ttft_ms.append, run.fine_buf.done_e2e_ms.append
+    kv_held, tin, tout, admit_t, serving_on = run.kv_held, run.tin, run.tout, run.admit_t, run.serving_on
+    sv, qb, bounds, bisect_left = run.sv, run.qb, QUEUE_TIME_BOUNDS_S, bisect.bisect_left
 
     def complete() -> None:
         t, req, r = pop(fin_heap)
         a = active[r] - 1
         active[r] = a
         done_cum[r] += 1.0
+        n_in, n_out = tin[req], tout[req]
+        kv_held[r] -= n_in + 0.5 * n_out
+        if serving_on:
+            ft, t0, q = first_tok[req], arr[req], admit_t[req] - arr[req]
+            sv[0] += 1.0
+            sv[1] += n_in
+            sv[2] += n_out
+            sv[3] += ft - t0
+            sv[4] += t - ft
+            sv[5] += n_out - 1 if n_out > 1 else 0
+            sv[6] += t - t0
+            sv[7] += q
+            qb[bisect_left(bounds, q)] += 1.0  # le semantics: q == bound counts in that bucket
         if fine_ms:
             run.active_total -= 1
             d_t(t)
@@ -442,3 +487,13 @@ def _completer(run: _RequestRun, admit: _Admit) -> Callable[[], None]:
             fleet.move(r, STOPPED, t)
 
     return complete
+
+
+def _counters(sv: list[float], qb: list[float]) -> ServingCounters:
+    """The cumulative :class:`ServingCounters` of the sums ``sv`` and queue-time buckets ``qb``."""
+    le: list[float] = []
+    acc = 0.0
+    for v in qb[:-1]:
+        acc += v
+        le.append(acc)
+    return ServingCounters(sv[0], sv[1], sv[2], sv[3], sv[4], sv[5], sv[6], sv[7], tuple(le))

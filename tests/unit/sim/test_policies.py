@@ -10,7 +10,8 @@ from ebb.model.decision import Decision
 from ebb.model.ids import ReplicaId
 from ebb.sim.baselines.oracle import OraclePolicy
 from ebb.sim.baselines.static import StaticPolicy
-from ebb.sim.policies import KNOWN_POLICIES, HpaPolicy, KedaPolicy, PolicyContext, build_policy
+from ebb.sim.policies import KNOWN_POLICIES, HpaPolicy, KedaPolicy, build_policy
+from ebb.sim.policy_context import PolicyContext
 from ebb.sim.policy import Observation, Pipeline, PodView
 from ebb.sim.settings import SimSettings
 from ebb.config.policy_specs import parse_policies
