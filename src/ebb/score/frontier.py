@@ -1,9 +1,14 @@
-"""The HPA frontier and the cost–violation chart of a comparison.
+"""Frontiers and the cost–violation chart of a comparison.
 
-The HPA frontier is the lower convex hull of the (``slo_violation_pct``, ``gpu_hours``) points
-of every ``hpa`` setting and ``static``: mixing two settings over time reaches any point on the
-segment between them, so the hull is the fairest reading of what the HPA can do. Beyond the
-hull's last point it stays flat at that point's GPU-hours (more violations buy nothing).
+A frontier is the lower convex hull of the (``slo_violation_pct``, ``gpu_hours``) points of a set
+of policies: mixing two settings over time reaches any point on the segment between them, so the
+hull is the fairest reading of what those policies can do. Beyond the hull's last point it stays
+flat at that point's GPU-hours (more violations buy nothing).
+
+* The **HPA frontier**: every ``hpa`` setting and ``static``.
+* The **best-peer frontier**: every setting of every peer autoscaler (:data:`PEER_FAMILIES`: the
+  HPA, KEDA, the LLM-serving autoscalers) and ``static`` — what a team could pick instead of Ebb.
+  Ebb and the oracle are never members.
 """
 
 from __future__ import annotations
@@ -17,9 +22,20 @@ import numpy as np
 from ebb.score.svgplot import PALETTE, LinearScale, fmt_num, nice_ticks
 
 
-def _points(cards: Sequence[Mapping[str, Any]]) -> list[tuple[float, float]]:
+HPA_FAMILIES: tuple[str, ...] = ("hpa", "static")
+PEER_FAMILIES: tuple[str, ...] = ("hpa", "keda", "static", "kpa", "ray", "keda-vllm", "wva", "dynamo", "aibrix")
+"""Policy names whose settings form the best-peer frontier (Ebb and the oracle excluded)."""
+
+
+def family(policy: str) -> str:
+    """The policy name of a scorecard's ``policy`` text (``kpa:target=8`` → ``kpa``)."""
+    return policy.split(":")[0]
+
+
+def _points(cards: Sequence[Mapping[str, Any]],
+            families: tuple[str, ...] = HPA_FAMILIES) -> list[tuple[float, float]]:
     pts = [(float(c["slo_violation_pct"]), float(c["gpu_hours"])) for c in cards
-           if str(c["policy"]).split(":")[0] in ("hpa", "static")]
+           if family(str(c["policy"])) in families and np.isfinite(float(c["slo_violation_pct"]))]
     return sorted(set(pts))
 
 
@@ -41,7 +57,25 @@ def lower_hull(points: Sequence[tuple[float, float]]) -> list[tuple[float, float
 
 def hpa_frontier_at(cards: Sequence[Mapping[str, Any]], violation_pct: float) -> float:
     """GPU-hours of the HPA frontier at ``violation_pct`` (NaN without HPA/static points)."""
-    hull = lower_hull(_points(cards))
+    return frontier_at(cards, violation_pct, HPA_FAMILIES)
+
+
+def peer_frontier_at(cards: Sequence[Mapping[str, Any]], violation_pct: float) -> float:
+    """GPU-hours of the best-peer frontier at ``violation_pct`` (NaN without peer points)."""
+    return frontier_at(cards, violation_pct, PEER_FAMILIES)
+
+
+def best_peer_below(cards: Sequence[Mapping[str, Any]], violation_pct: float) -> Mapping[str, Any] | None:
+    """The cheapest single peer setting whose violations do not exceed ``violation_pct`` (None if
+    no peer setting is that good): the one configuration a team would deploy instead."""
+    ok = [c for c in cards if family(str(c["policy"])) in PEER_FAMILIES
+          and float(c["slo_violation_pct"]) <= violation_pct + 1e-12]
+    return min(ok, key=lambda c: float(c["gpu_hours"])) if ok else None
+
+
+def frontier_at(cards: Sequence[Mapping[str, Any]], violation_pct: float, families: tuple[str, ...]) -> float:
+    """GPU-hours of the lower hull of ``families``' points at ``violation_pct`` (NaN without points)."""
+    hull = lower_hull(_points(cards, families))
     if not hull:
         return float("nan")
     xs = np.array([x for x, _ in hull])
@@ -66,8 +100,20 @@ def frontier_ratios(cards: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return out
 
 
+_COLORS = {"hpa": PALETTE[0], "keda": PALETTE[1], "static": "#555", "ebb": PALETTE[2], "oracle": "#000",
+           "kpa": "#8e44ad", "ray": "#e67e22", "keda-vllm": "#16a085", "wva": "#c0392b", "dynamo": "#76b900",
+           "aibrix": "#2c3e50"}
+
+
+def _families(cards: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The policy families present, in first-seen order."""
+    return list(dict.fromkeys(family(str(c["policy"])) for c in cards))
+
+
 def render_frontier_svg(results: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
-    """One panel per trace: every policy as a labelled point, the HPA frontier as a line."""
+    """One panel per trace: every policy as a point (labelled, or coloured by family with a legend
+    when a sweep has many), the HPA frontier dashed and — when other peers ran — the best-peer
+    frontier solid."""
     w, h, pad = 420, 320, 48
     panels = []
     for i, (name, cards) in enumerate(results.items()):
@@ -89,23 +135,28 @@ def render_frontier_svg(results: Mapping[str, Sequence[Mapping[str, Any]]]) -> s
         parts.append(f'<text x="{w / 2}" y="{h - 12}" font-size="11" text-anchor="middle">SLO violations (%)</text>'
                      f'<text x="12" y="{h / 2}" font-size="11" transform="rotate(-90 12 {h / 2})" '
                      f'text-anchor="middle">GPU-hours</text>')
-        hull = lower_hull(_points(cards))
-        if hull:
-            pts = " ".join(f"{sx.at(min(x, xmax)):.1f},{sy.at(y):.1f}" for x, y in hull)
-            last = hull[-1]
-            pts += f" {sx.at(xmax):.1f},{sy.at(last[1]):.1f}"
-            parts.append(f'<polyline points="{pts}" fill="none" stroke="#888" stroke-dasharray="5 3"/>')
+        for fams, dash in ((HPA_FAMILIES, "5 3"), (PEER_FAMILIES, "")):
+            hull = lower_hull(_points(cards, fams))
+            if hull and (fams == HPA_FAMILIES or set(_families(cards)) - set(HPA_FAMILIES) - {"ebb", "oracle"}):
+                pts = " ".join(f"{sx.at(min(x, xmax)):.1f},{sy.at(y):.1f}" for x, y in hull)
+                last = hull[-1]
+                pts += f" {sx.at(xmax):.1f},{sy.at(last[1]):.1f}"
+                parts.append(f'<polyline points="{pts}" fill="none" stroke="#888" stroke-dasharray="{dash}"/>')
+        many = len(cards) > 16  # a sweep: label only Ebb, static and the oracle, colour the rest by family
         for c, x, y in zip(cards, xs, ys, strict=True):
             pol = str(c["policy"])
-            kind = pol.split(":")[0]
-            color = {"hpa": PALETTE[0], "keda": PALETTE[1], "static": "#555", "ebb": PALETTE[2],
-                     "oracle": "#000"}.get(kind, PALETTE[3])
+            kind = family(pol)
+            color = _COLORS.get(kind, PALETTE[3])
             cx, cy = sx.at(min(x, xmax)), sy.at(y)
             label = pol.replace("hpa:target=", "hpa ").replace("ebb:profile=", "ebb ")
-            parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="{color}"><title>{html.escape(pol)}: '
-                         f'{y:.2f} GPU-h, {x:.3f} %</title></circle>'
-                         f'<text x="{cx + 5:.1f}" y="{cy - 4:.1f}" font-size="9" fill="{color}">'
-                         f'{html.escape(label)}</text>')
+            text = "" if many and kind not in ("ebb", "static", "oracle") else (
+                f'<text x="{cx + 5:.1f}" y="{cy - 4:.1f}" font-size="9" fill="{color}">{html.escape(label)}</text>')
+            parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{3 if many else 4}" fill="{color}"><title>'
+                         f'{html.escape(pol)}: {y:.2f} GPU-h, {x:.3f} %</title></circle>{text}')
+        if many:
+            for j, kind in enumerate(_families(cards)):
+                parts.append(f'<circle cx="{w - 90}" cy="{30 + 11 * j}" r="3" fill="{_COLORS.get(kind, PALETTE[3])}"/>'
+                             f'<text x="{w - 84}" y="{33 + 11 * j}" font-size="9">{html.escape(kind)}</text>')
         parts.append("</g>")
         panels.append("".join(parts))
     total_w = max(1, len(results)) * (w + 10)

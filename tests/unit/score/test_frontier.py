@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from ebb.score.frontier import frontier_ratios, hpa_frontier_at, lower_hull, render_frontier_svg
+from ebb.score.frontier import (best_peer_below, frontier_ratios, hpa_frontier_at, lower_hull,
+                                peer_frontier_at, render_frontier_svg)
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -89,8 +90,9 @@ def test_render_frontier_svg_is_one_well_formed_svg_with_a_panel_per_trace_and_e
     assert {"hpa 0.5", "hpa 0.8", "hpa 0.95", "static", "ebb", "ebb lean", "keda:threshold=40", "oracle"} <= labels
     assert len(panels[0].findall(f"{SVG}circle")) == len(CARDS)
     assert len(panels[1].findall(f"{SVG}circle")) == len(other)
-    # each panel draws the frontier as one dashed polyline
-    assert all(len(p.findall(f"{SVG}polyline")) == 1 for p in panels)
+    # the HPA frontier dashed in each panel; the best-peer frontier solid where another peer (KEDA) ran
+    dashes = [[line.get("stroke-dasharray") for line in p.findall(f"{SVG}polyline")] for p in panels]
+    assert dashes == [["5 3", ""], ["5 3"]]
     tips = {(c.findtext(f"{SVG}title") or "").split(":")[0] for c in panels[0].iter(f"{SVG}circle")}
     assert "hpa" in tips and "ebb" in tips
 
@@ -106,3 +108,21 @@ def test_frontier_ratios_are_empty_without_an_hpa_or_static_point_and_nan_for_a_
     assert frontier_ratios([card("ebb", 0.1, 1.0), card("oracle", 0.0, 0.5)]) == {}
     ratios = frontier_ratios([card("static", 0.0, 4.0), card("ebb", float("nan"), 1.0)])
     assert math.isnan(ratios["ebb"])
+
+
+def test_the_best_peer_frontier_takes_every_peer_but_never_ebb_or_the_oracle() -> None:
+    cards = [card("hpa:target=0.5", 0.0, 10.0), card("kpa:target=8", 1.0, 5.0), card("ray", 2.0, 6.0),
+             card("ebb", 0.5, 1.0), card("oracle", 0.0, 0.5)]
+    assert hpa_frontier_at(cards, 1.0) == 10.0
+    assert peer_frontier_at(cards, 0.0) == 10.0
+    assert peer_frontier_at(cards, 0.5) == pytest.approx(7.5)
+    assert peer_frontier_at(cards, 3.0) == 5.0  # flat past the cheapest point: ray's costlier point is off the hull
+
+
+def test_the_best_single_peer_is_the_cheapest_setting_within_the_violation_level() -> None:
+    cards = [card("hpa:target=0.5", 0.0, 10.0), card("kpa:target=8", 1.0, 5.0), card("ebb", 0.1, 1.0)]
+    best = best_peer_below(cards, 0.5)
+    assert best is not None and best["policy"] == "hpa:target=0.5"
+    best = best_peer_below(cards, 1.0)
+    assert best is not None and best["policy"] == "kpa:target=8"
+    assert best_peer_below([card("ebb", 0.0, 1.0)], 5.0) is None

@@ -11,7 +11,9 @@ Public API::
 
 Formats: ``azure`` (Azure LLM inference 2023 CSV), ``mooncake`` (Mooncake FAST'25 JSONL),
 ``counts`` (integers per bin, optional ``# start=`` / ``# bin_s=`` header), ``csv`` (any headed
-CSV with the column flags). See each reader module for the exact rules.
+CSV with the column flags), ``servegen`` (a ServeGen model folder of per-client rate windows,
+turned into arrivals per second as ServeGen's generator does, seed 0; detected for a folder).
+See each reader module for the exact rules.
 
 Guarantees:
 
@@ -26,7 +28,8 @@ Guarantees:
   :class:`~ebb.errors.ConfigError`.
 * Unsorted input is stable-sorted; the result's ``notes`` say so and the ``ebb.sources.traces``
   logger warns (``warnings`` is not used, because callers run with warnings as errors).
-* Loading has no randomness: the same file always yields the same arrays.
+* Loading has no randomness: the same file always yields the same arrays (ServeGen folders: a
+  generator seeded with 0, so the same folder always yields the same counts).
 """
 
 from __future__ import annotations
@@ -38,13 +41,13 @@ from pathlib import Path
 from ebb.errors import ConfigError, TraceFormatError
 from ebb.model.ids import TraceName
 from ebb.model.trace import CountSeries, RequestTrace
-from ebb.sources.traces import azure, counts, generic_csv, mooncake
+from ebb.sources.traces import azure, counts, generic_csv, mooncake, servegen
 from ebb.sources.traces._common import open_binary
 from ebb.untrusted import UntrustedInput
 
 __all__ = ["BUNDLED_TRACES", "FORMATS", "bundled_trace", "detect_format", "load_trace", "open_trace"]
 
-FORMATS: tuple[str, ...] = ("auto", "azure", "mooncake", "counts", "csv")
+FORMATS: tuple[str, ...] = ("auto", "azure", "mooncake", "counts", "csv", "servegen")
 
 _BUNDLED_FILES: dict[str, str] = {
     "azure-code": "azure_code_2023_slice.csv.gz",
@@ -125,7 +128,7 @@ def load_trace(
         raise ConfigError(f"bin_s must be > 0 seconds, got {bin_s!r}")
     column_opts = any(c is not None for c in (time_col, count_col, tokens_in_col, tokens_out_col))
     if fmt == "auto":
-        fmt = "csv" if column_opts else detect_format(p)
+        fmt = "csv" if column_opts else ("servegen" if servegen.is_servegen_folder(p) else detect_format(p))
     elif column_opts and fmt != "csv":
         raise ConfigError(f"column options (--time-col, --count-col, ...) only apply to --format csv, not {fmt!r}")
     if fmt == "azure":
@@ -134,6 +137,8 @@ def load_trace(
         return mooncake.read_mooncake(p)
     if fmt == "counts":
         return counts.read_counts(p, bin_s=bin_s)
+    if fmt == "servegen":
+        return servegen.load_servegen(p)
     return generic_csv.read_csv(p, time_col=time_col, count_col=count_col, tokens_in_col=tokens_in_col,
                                 tokens_out_col=tokens_out_col, bin_s=1.0 if bin_s is None else bin_s)
 
