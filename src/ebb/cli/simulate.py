@@ -22,7 +22,7 @@ from ebb.errors import InputError
 from ebb.ledger.location import EtcdAuth, check_auth_fits, parse_location
 from ebb.model.trace import CountSeries
 from ebb.sim.compare import FIDELITIES, Comparison, compare
-from ebb.sim.policies import KNOWN_POLICIES
+from ebb.sim.policies import KNOWN_POLICIES, POLICY_HELP
 from ebb.score.frontier import frontier_ratios
 from ebb.score.report import meets_slo, write_report
 from ebb.sim.settings import ClusterSettings, FaultSettings, MetricPipelineSettings, SimSettings, SloSettings
@@ -86,12 +86,17 @@ def _record(where: str, cmp: Comparison, console: Console, etcd: EtcdAuth | None
                   + (f" --ledger {where}" if where != "ebb-ledger.sqlite" else ""))
 
 
-@app.command("simulate")
+# Typer keeps single newlines only inside a "\b" paragraph (click's no-rewrap marker).
+POLICIES_EPILOG = "Policies (--policy NAME:key=value,...):\n\n\b\n" + "\n".join(
+    f"{name:<10} {line}" for name, line in POLICY_HELP.items())
+
+
+@app.command("simulate", epilog=POLICIES_EPILOG)
 def simulate(
     trace: Annotated[str, typer.Option(help="Trace file, or a bundled trace: " + ", ".join(BUNDLED_TRACES))] = "azure-code",
     policy: Annotated[str, typer.Option(help="Comma-separated policies with inline parameters, e.g. "
-                                        "'hpa:target=0.5,hpa:target=0.8,keda:threshold=40,oracle'. "
-                                        "Known: " + ", ".join(KNOWN_POLICIES))] = DEFAULT_POLICIES,
+                                        "'hpa:target=0.5,kpa:target=8,ray,oracle'. "
+                                        "Known: " + ", ".join(KNOWN_POLICIES) + " (each listed below)")] = DEFAULT_POLICIES,
     fmt: Annotated[str, typer.Option("--format", help="Trace format: " + "|".join(FORMATS))] = "auto",
     time_col: Annotated[str | None, typer.Option(help="Generic CSV: time column")] = None,
     count_col: Annotated[str | None, typer.Option(help="Generic CSV: count column")] = None,
@@ -127,7 +132,8 @@ def simulate(
     report: Annotated[Path | None, typer.Option(help="Write the self-contained HTML report here")] = None,
     quiet: Annotated[bool, typer.Option(help="No progress output")] = False,
 ) -> None:
-    """Replay a trace through HPA, KEDA, static and oracle policies; print cost and SLO side by side."""
+    """Replay a trace through the autoscalers (HPA, KEDA, KPA, Ray Serve, production-stack KEDA, llm-d WVA,
+    Dynamo planner, AIBrix), Ebb, static and the oracle; print cost and SLO side by side."""
     # Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
     console = Console() if sys.stdout.isatty() else Console(width=150)
     ledger_auth = etcd_auth(etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file)

@@ -4,11 +4,14 @@
 ``hpa``    Kubernetes HPA (upstream algorithm, :mod:`ebb.sim.baselines.hpa_controller`) on
            ``metric=gpu`` (default: per-pod GPU utilisation as dcgm-exporter + Prometheus +
            prometheus-adapter expose it, a Pods metric with an AverageValue target in percent),
-           ``metric=inflight`` (requests running or queued per pod, a vLLM-style gauge) or
-           ``metric=qps`` (completions per second per pod, ``rate(...[1m])``). Parameters:
+           ``metric=inflight`` (requests running or queued per pod, a vLLM-style gauge),
+           ``metric=qps`` (completions per second per pod, ``rate(...[1m])``),
+           ``metric=waiting`` (``vllm:num_requests_waiting`` per pod) or ``metric=kv``
+           (``vllm:kv_cache_usage_perc`` per pod, a ratio), each gauge scraped every 30 s. Parameters:
            ``target`` (ratio 0–1 for gpu, default 0.6; requests for inflight, default 32; req/s for
-           qps, default 10), ``min`` (1), ``max`` (2 × the oracle's peak, at least 4),
-           ``stabilization`` (300 s), ``tolerance`` (0.1).
+           qps, default 10; requests for waiting, default 5 — the production-stack KEDA threshold;
+           ratio for kv, default 0.8 — llm-d's saturation level), ``min`` (1), ``max`` (2 × the
+           oracle's peak, at least 4), ``stabilization`` (300 s), ``tolerance`` (0.1).
 ``keda``   KEDA ScaledObject with a Prometheus trigger: ``metric=inflight`` (default,
            ``sum(running + waiting)``) or ``qps`` (``sum(rate(requests[1m]))``) compared to
            ``threshold`` per replica (default 32 / 10) through the HPA KEDA creates (External
@@ -16,6 +19,10 @@
            minReplicaCount; default 1 here, 0 enables scale-to-zero after ``cooldown`` 300 s).
 ``static`` ``replicas`` fixed; default the oracle's peak.
 ``oracle`` Perfect foresight (:mod:`ebb.sim.baselines.oracle`); the lower bound.
+``kpa`` ``ray`` ``keda-vllm`` ``wva`` ``dynamo`` ``aibrix``
+           The LLM-serving autoscalers, each emulating its upstream controller (:mod:`ebb.sim.peers`;
+           the module docstrings name the source files and versions; ``ebb simulate --help`` lists
+           their knobs).
 ``ebb``    Ebb's own policy (:mod:`ebb.decide.policy`): ``profile=cautious|balanced|lean``
            (default balanced) on the cost–SLO curve; ``min`` (1), ``max`` (4 × the oracle's peak);
            ``backlog_weight=W`` also sizes scale-ups on the router backlog (default 0);
@@ -28,9 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-
-import numpy as np
-import numpy.typing as npt
+from typing import Protocol
 
 from ebb.decide.policy import PROFILES, EbbPolicy
 from ebb.errors import ConfigError
@@ -43,10 +48,28 @@ from ebb.sim.baselines.oracle import OraclePolicy
 from ebb.sim.baselines.static import StaticPolicy
 from ebb.sim.policy import Observation, Pipeline, Policy
 from ebb.sim.policy_context import PolicyContext
+from ebb.sim.peers import aibrix, dynamo, keda_vllm, kpa, ray_serve, wva
 from ebb.sim.settings import SimSettings
 from ebb.config.policy_specs import PolicySpecItem, check_keys, param_choice, param_float, param_int
 
-KNOWN_POLICIES = ("hpa", "keda", "static", "oracle", "ebb")
+PEERS: dict[str, PeerModule] = {
+    "kpa": kpa, "ray": ray_serve, "keda-vllm": keda_vllm, "wva": wva, "dynamo": dynamo, "aibrix": aibrix,
+}
+"""The peer autoscalers by policy name (each module: ``KEYS``, ``HELP``, ``build``)."""
+
+KNOWN_POLICIES = ("hpa", "keda", "static", "oracle", "ebb", *PEERS)
+
+POLICY_HELP: dict[str, str] = {
+    "hpa": "Kubernetes HPA, upstream algorithm: metric=gpu|inflight|qps|waiting|kv, target (0.6 / 32 / 10 / 5 / "
+           "0.8), min (1), max, stabilization (300 s), tolerance (0.1)",
+    "keda": "KEDA Prometheus trigger + its HPA: metric=inflight|qps, threshold (32 / 10), polling (30 s), "
+            "cooldown (300 s), min (1; 0 = scale to zero), max",
+    "static": "a fixed fleet: replicas (default: the oracle's peak)",
+    "oracle": "perfect foresight: the cheapest schedule that meets the SLO (the lower bound)",
+    "ebb": "Ebb: profile=cautious|balanced|lean (balanced), canary=on|off, backlog_weight (0), min (1), max",
+    **{name: mod.HELP for name, mod in PEERS.items()},
+}
+"""One line per policy for ``ebb simulate --help``: what it is, its knobs and their defaults."""
 
 
 def _pods(obs: Observation, value: str, window_s: float) -> tuple[list[PodRecord], dict[str, PodMetricSample]]:
@@ -58,11 +81,21 @@ def _pods(obs: Observation, value: str, window_s: float) -> tuple[list[PodRecord
         ready = ReadyCondition("True" if p.ready_s is not None else "False",
                                p.ready_s if p.ready_s is not None else p.created_s)
         pods.append(PodRecord(name, phase="Running", start_time_s=p.created_s, ready=ready))
-        v = {"util": p.util_ratio, "inflight": p.inflight, "qps": p.qps}[value]
+        v = {"util": p.util_ratio, "inflight": p.inflight, "qps": p.qps, "waiting": p.waiting,
+             "kv": p.kv_usage_ratio}[value]
         if v is not None:
             scale = 100_000.0 if value == "util" else 1000.0  # util ratio → percent milli
             metrics[name] = PodMetricSample(int(round(v * scale)), obs.t_s, window_s)
     return pods, metrics
+
+
+class PeerModule(Protocol):
+    """What each :mod:`ebb.sim.peers` module provides."""
+
+    KEYS: tuple[str, ...]
+    HELP: str
+
+    def build(self, item: PolicySpecItem, ctx: PolicyContext) -> Policy: ...
 
 
 @dataclass
@@ -166,7 +199,7 @@ def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
         return StaticPolicy(param_int(item, "replicas", ctx.oracle_peak, lo=1), spec=item.text)
     if item.name == "hpa":
         check_keys(item, ("target", "metric", "min", "max", "stabilization", "tolerance"))
-        metric = param_choice(item, "metric", "gpu", ("gpu", "inflight", "qps"))
+        metric = param_choice(item, "metric", "gpu", ("gpu", "inflight", "qps", "waiting", "kv"))
         if metric == "gpu":
             target = param_float(item, "target", 0.6, lo=0.01, hi=1.0)
             spec = MetricSpec.pods_average_value(int(round(target * 100_000)))
@@ -177,11 +210,17 @@ def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
             spec = MetricSpec.pods_average_value(int(round(target * 1000)))
             pipeline = Pipeline(pipe.scrape_interval_s, 1)
             value = "inflight"
-        else:
+        elif metric == "qps":
             target = param_float(item, "target", 10.0, lo=0.001)
             spec = MetricSpec.pods_average_value(int(round(target * 1000)))
             pipeline = Pipeline(pipe.scrape_interval_s, pipe.rate_window_s)
             value = "qps"
+        else:  # an engine gauge through prometheus-adapter: waiting requests, or the KV-cache ratio
+            target = param_float(item, "target", 5.0 if metric == "waiting" else 0.8, lo=0.001,
+                                 hi=None if metric == "waiting" else 1.0)
+            spec = MetricSpec.pods_average_value(int(round(target * 1000)))
+            pipeline = Pipeline(pipe.scrape_interval_s, 1)
+            value = metric
         cfg = _hpa_config(item, ctx, spec, 1)
         return HpaPolicy(item.text, HpaController(cfg), value, pipeline, float(pipe.hpa_sync_s),
                          initial=min(cfg.max_replicas, ctx.initial_replicas))
@@ -210,4 +249,8 @@ def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
         if param_choice(item, "canary", "off", ("on", "off")) == "on":
             return CanaryGuard(ebb, ttft_gate(ctx.settings.slo.ttft_ms, profile.veto_margin))
         return ebb
+    peer = PEERS.get(item.name)
+    if peer is not None:
+        check_keys(item, peer.KEYS)
+        return peer.build(item, ctx)
     raise ConfigError(f"unknown policy {item.name!r}; known: {', '.join(KNOWN_POLICIES)}")

@@ -73,3 +73,23 @@ def test_an_empty_trace_file_exits_2_with_a_fix(tmp_path: Path) -> None:
     res = _ebb("simulate", "--trace", str(empty), "--quiet")
     assert res.returncode == 2
     assert "empty.csv" in res.stderr
+
+
+def test_simulate_help_lists_every_policy_with_its_knobs() -> None:
+    from ebb.sim.policies import KNOWN_POLICIES, POLICY_HELP
+
+    out = CliRunner().invoke(app, ["simulate", "--help"], env={"COLUMNS": "200"}).output
+    for name in KNOWN_POLICIES:
+        assert f"{name:<10} {POLICY_HELP[name][:40]}" in out, name
+
+
+def test_simulate_runs_the_llm_serving_peers_with_inline_knobs(tmp_path: Path) -> None:
+    out = tmp_path / "peers.json"
+    res = CliRunner().invoke(app, ["simulate", "--policy", "kpa:target=8,ray:target=4,keda-vllm,wva:actuator=direct,"
+                                   "dynamo:predictor=constant,aibrix,static", "--fidelity", "fluid",
+                                   "--peak-replicas", "6", "--ledger", "", "--quiet", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    cards = json.loads(out.read_text(encoding="utf-8"))
+    cards = cards["scorecards"] if isinstance(cards, dict) else cards
+    assert [c["policy"] for c in cards][:3] == ["kpa:target=8", "ray:target=4", "keda-vllm"]
+    assert all(c["gpu_hours"] > 0 for c in cards)

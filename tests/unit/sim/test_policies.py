@@ -10,7 +10,7 @@ from ebb.model.decision import Decision
 from ebb.model.ids import ReplicaId
 from ebb.sim.baselines.oracle import OraclePolicy
 from ebb.sim.baselines.static import StaticPolicy
-from ebb.sim.policies import KNOWN_POLICIES, HpaPolicy, KedaPolicy, build_policy
+from ebb.sim.policies import KNOWN_POLICIES, PEERS, POLICY_HELP, HpaPolicy, KedaPolicy, build_policy
 from ebb.sim.policy_context import PolicyContext
 from ebb.sim.policy import Observation, Pipeline, PodView
 from ebb.sim.settings import SimSettings
@@ -80,6 +80,8 @@ def test_hpa_builds_on_gpu_utilisation_by_default_through_the_dcgm_pipeline() ->
 @pytest.mark.parametrize(("text", "value", "pipeline"), [
     ("hpa:metric=inflight", "inflight", Pipeline(30, 1)),
     ("hpa:metric=qps,target=5", "qps", Pipeline(30, 60)),
+    ("hpa:metric=waiting", "waiting", Pipeline(30, 1)),
+    ("hpa:metric=kv,target=0.7", "kv", Pipeline(30, 1)),
 ])
 def test_hpa_on_other_metrics_reads_through_their_pipelines(text: str, value: str, pipeline: Pipeline) -> None:
     pol = _build(text)
@@ -105,7 +107,9 @@ def test_the_max_default_is_at_least_four() -> None:
 
 @pytest.mark.parametrize("text", ["oracle:headroom=2", "static:replica=3", "hpa:targt=0.5", "keda:target=3",
                                   "hpa:metric=cpu", "hpa:target=2", "hpa:min=5,max=3", "keda:polling=0.5",
-                                  "static:replicas=0"])
+                                  "static:replicas=0", "hpa:metric=kv,target=1.5", "kpa:targt=8",
+                                  "ray:target=0", "wva:kv_threshold=abc", "dynamo:predictor=prophet",
+                                  "aibrix:algo=xyz", "keda-vllm:threshold=-1"])
 def test_unknown_or_invalid_parameters_are_rejected_naming_the_policy(text: str) -> None:
     with pytest.raises(ConfigError, match="policy"):
         _build(text)
@@ -198,7 +202,7 @@ def test_ebb_takes_a_backlog_weight_and_refuses_a_negative_one() -> None:
         _build("ebb:backlog_weight=-1")
 
 
-@pytest.mark.parametrize("text", ["hpa", "keda", "static", "oracle", "ebb", "ebb:canary=on"])
+@pytest.mark.parametrize("text", ["hpa", "keda", "static", "oracle", "ebb", "ebb:canary=on", *PEERS])
 def test_every_policy_answers_a_decision_ignores_observe_and_asks_for_no_gate_queries(text: str) -> None:
     pol = _build(text)
     pol.observe(_obs(1.0, util=0.5, total_inflight=1.0))  # type: ignore[attr-defined]
@@ -214,3 +218,17 @@ def test_a_baseline_change_is_noteworthy_and_says_what_the_policy_wanted() -> No
     assert d.reasons[0].startswith("hpa:target=0.5: desired 8")
     hold = pol.decide(_obs(30.0, n=8, util=0.5))  # type: ignore[attr-defined]
     assert hold.action == "hold" and not hold.noteworthy
+
+
+def test_hpa_on_the_engine_gauges_reads_waiting_requests_and_kv_usage_per_pod() -> None:
+    pol = _build("hpa:metric=kv,target=0.5")
+    pods = tuple(PodView(ReplicaId(i), 0.0, 0.0, 0.1, 1.0, 1.0, kv_usage_ratio=0.9) for i in range(4))
+    d = pol.decide(Observation(60.0, 4, 4, pods, 1.0, 4.0, 0.0))
+    assert d.to_replicas == 8  # ceil(4 × 0.9 / 0.5)
+
+
+def test_every_known_policy_has_one_help_line_and_every_peer_its_own_knobs() -> None:
+    assert set(POLICY_HELP) == set(KNOWN_POLICIES)
+    assert all(line and "\n" not in line for line in POLICY_HELP.values())
+    for name, mod in PEERS.items():
+        assert mod.KEYS and "min" in mod.KEYS and "max" in mod.KEYS, name
