@@ -88,6 +88,16 @@ def test_requests_left_when_the_drain_horizon_ends_are_dropped() -> None:
     assert out.dropped > 100.0
 
 
+def test_the_violation_rate_stays_within_100_percent_when_requests_are_also_dropped() -> None:
+    demand = _constant(400.0, 30)
+    settings = SimSettings(cluster=ClusterSettings(cold_start_s=COLD_S), drain_horizon_s=0.0)
+    out, fleet = _run(demand, FixedPolicy(1), settings)
+    card = score_fluid("fixed", demand, out, fleet, settings, wall_s=0.0).scorecard
+    assert out.dropped > 100.0 and float(out.violations.sum()) > 0.5 * demand.requests
+    assert 50.0 < card.slo_violation_pct <= 100.0
+    assert card.slo_violations <= card.requests
+
+
 def test_violations_rise_as_replicas_become_too_few() -> None:
     demand = _demand(_poisson(150.0, 120.0))
     pct = []
