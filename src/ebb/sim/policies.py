@@ -177,10 +177,7 @@ class KedaPolicy:
 
 
 def _hpa_config(item: PolicySpecItem, ctx: PolicyContext, metric: MetricSpec, lo: int) -> HpaConfig:
-    mn = param_int(item, "min", lo, lo=0)
-    mx = param_int(item, "max", max(4, 2 * ctx.oracle_peak), lo=1)
-    if mn > mx:
-        raise ConfigError(f"policy {item.text!r}: min={mn} exceeds max={mx}")
+    mn, mx = ctx.bounds(item, min_default=lo)
     return HpaConfig(
         metric=metric, min_replicas=max(mn, 1), max_replicas=mx,
         tolerance=param_float(item, "tolerance", 0.1, lo=0.0, hi=1.0),

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ebb.config.policy_specs import PolicySpecItem, param_int
+from ebb.errors import ConfigError
 from ebb.sim.settings import SimSettings
 
 
@@ -27,3 +29,12 @@ class PolicyContext:
     @property
     def oracle_peak(self) -> int:
         return int(self.oracle_schedule.max()) if len(self.oracle_schedule) else 1
+
+    def bounds(self, item: PolicySpecItem, *, min_lo: int = 0, min_default: int = 1) -> tuple[int, int]:
+        """The spec's ``min`` (default ``min_default``, at least ``min_lo``) and ``max`` (default
+        ``max(4, 2 × the oracle's peak)``: room to double the fleet); ConfigError when min > max."""
+        mn = param_int(item, "min", min_default, lo=min_lo)
+        mx = param_int(item, "max", max(4, 2 * self.oracle_peak), lo=1)
+        if mn > mx:
+            raise ConfigError(f"policy {item.text!r}: min={mn} exceeds max={mx}")
+        return mn, mx

@@ -132,10 +132,7 @@ def build(item: PolicySpecItem, ctx: PolicyContext) -> AibrixPolicy:
     algo = param_choice(item, "algo", "apa", ("apa", "kpa"))
     metric = param_choice(item, "metric", "kv", tuple(DEFAULT_TARGETS))
     target = param_float(item, "target", DEFAULT_TARGETS[metric], lo=1e-9)
-    mx = param_int(item, "max", max(4, 2 * ctx.oracle_peak), lo=1)
-    mn = param_int(item, "min", 1, lo=0)
-    if mn > mx:
-        raise ConfigError(f"policy {item.text!r}: min={mn} exceeds max={mx}")
+    mn, mx = ctx.bounds(item, min_lo=0)
     observe = param_int(item, "observe_window", 180, lo=1)
     panic = param_int(item, "panic_window", 60, lo=1)
     if observe > 3600 or panic > 3600:

@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ebb.config.policy_specs import PolicySpecItem, check_keys, param_choice, param_float, param_int
+from ebb.config.policy_specs import PolicySpecItem, check_keys, param_choice, param_float
 from ebb.errors import ConfigError
 from ebb.model.decision import Decision
 from ebb.model.observation import Observation, Pipeline, ServingCounters
@@ -245,10 +245,7 @@ def build(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
     """``dynamo`` from its spec; ConfigError names the spec and the bad knob."""
     check_keys(item, KEYS)
     slo = ctx.settings.slo
-    mn = param_int(item, "min", 1, lo=1)
-    mx = param_int(item, "max", max(4, 2 * ctx.oracle_peak), lo=1)
-    if mn > mx:
-        raise ConfigError(f"policy {item.text!r}: min={mn} exceeds max={mx}")
+    mn, mx = ctx.bounds(item, min_lo=1)
     default_itl = max(1.0, (slo.e2e_ms - slo.ttft_ms) / LONGEST_OSL_TOKENS)
     cfg = DynamoConfig(
         predictor=param_choice(item, "predictor", DEFAULT_PREDICTOR, PREDICTORS),

@@ -197,10 +197,7 @@ def build(item: PolicySpecItem, ctx: PolicyContext) -> KedaVllmPolicy:
     """Build ``keda-vllm`` from its spec; ConfigError names the spec and the parameter."""
     check_keys(item, KEYS)
     threshold = param_float(item, "threshold", 5.0, lo=0.001)
-    mn = param_int(item, "min", 1, lo=0)
-    mx = param_int(item, "max", max(4, 2 * ctx.oracle_peak), lo=1)
-    if mn > mx:
-        raise ConfigError(f"policy {item.text!r}: min={mn} exceeds max={mx}")
+    mn, mx = ctx.bounds(item, min_lo=0)
     polling = param_int(item, "polling", 15, lo=1)
     down_percent = param_int(item, "down_percent", 50, lo=1)
     if down_percent > 100:

@@ -152,10 +152,7 @@ class KpaPolicy:
 def build(item: PolicySpecItem, ctx: PolicyContext) -> KpaPolicy:
     """A :class:`KpaPolicy` from ``kpa:key=value,...``; ConfigError names the spec and the parameter."""
     check_keys(item, KEYS)
-    mx = param_int(item, "max", max(4, 2 * ctx.oracle_peak), lo=1)
-    mn = param_int(item, "min", 1, lo=0)
-    if mn > mx:
-        raise ConfigError(f"policy {item.text!r}: min={mn} exceeds max={mx}")
+    mn, mx = ctx.bounds(item, min_lo=0)
     target = param_float(item, "target", 100.0, lo=0.01)
     util = param_float(item, "utilization", 0.7, lo=0.01, hi=1.0)
     if target * util < 0.01:

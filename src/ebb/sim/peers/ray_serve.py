@@ -422,10 +422,7 @@ class RayServePolicy:
 def build(item: PolicySpecItem, ctx: PolicyContext) -> RayServePolicy:
     """``ray:key=value,...`` → :class:`RayServePolicy`; ConfigError names the spec and the knob."""
     check_keys(item, KEYS)
-    mx = param_int(item, "max", max(4, 2 * ctx.oracle_peak), lo=1)
-    mn = param_int(item, "min", 1, lo=0)
-    if mn > mx:
-        raise ConfigError(f"policy {item.text!r}: min={mn} exceeds max={mx}")
+    mn, mx = ctx.bounds(item, min_lo=0)
     initial = param_int(item, "initial", max(mn, min(mx, ctx.initial_replicas)), lo=0)
     if not mn <= initial <= mx:
         raise ConfigError(f"policy {item.text!r}: initial={initial} must lie in [min={mn}, max={mx}]")

@@ -182,10 +182,7 @@ def build(item: PolicySpecItem, ctx: PolicyContext) -> WvaPolicy:
         )
     except ValueError:
         raise ConfigError(f"policy {item.text!r}: kv_threshold must be >= kv_spare") from None
-    mn = param_int(item, "min", 1, lo=1)
-    mx = param_int(item, "max", max(4, 2 * ctx.oracle_peak), lo=1)
-    if mn > mx:
-        raise ConfigError(f"policy {item.text!r}: min={mn} exceeds max={mx}")
+    mn, mx = ctx.bounds(item, min_lo=1)
     period = float(param_int(item, "interval", 30, lo=1))
     actuator = param_choice(item, "actuator", "hpa", ("hpa", "direct"))
     window = param_int(item, "stabilization", 240, lo=0)

@@ -153,15 +153,17 @@ def test_no_change_before_its_delay_and_never_outside_bounds(
         target = new
 
 
-# Quarter requests over power-of-two targets: exact in binary, so the check is not about the float
-# rounding of ``running + (desired - running)`` (upstream computes the same, rounding included).
+# Upstream computes ``running × (total / (target × running))`` in floats, so e.g. 25 × (7 / 12.5) is
+# 14.000000000000002 and its ceiling 15: the wish is the ceiling of that expression (rounding
+# included), never more than one above the exact ceil(total / target).
 @given(st.integers(0, 4000).map(lambda q: q / 4), st.integers(1, 100), st.sampled_from([0.5, 1.0, 2.0, 4.0, 16.0]))
 def test_without_delays_or_gains_the_wish_is_ceil_total_over_target(
         total: float, running: int, per_replica: float) -> None:
     plain = RayAutoscalingConfig(target_ongoing_requests=per_replica, max_replicas=100,
                                  upscale_delay_s=0, downscale_delay_s=0)
     got, _ = policy_step(total, running, running, plain, NO_DELAY, 0.0)
-    want = math.ceil(total / per_replica)
+    want = math.ceil(running * (total / (per_replica * running)))
+    assert want - math.ceil(total / per_replica) in (0, 1)
     assert got == (max(1, want) if want < running else want) or (running == 1 and got == want == 0)
 
 
