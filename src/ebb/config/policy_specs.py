@@ -9,9 +9,14 @@ oracle. The scorecard's ``policy`` field carries each policy's canonical text
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ebb.errors import ConfigError
+
+MAX_KNOB = 1e12
+"""Largest magnitude a numeric knob may have: past every meaningful target, window or rate (Ray Serve
+LLM's "unset" target is 1e9), and small enough that a knob × 1000 (milli-units) stays an exact int."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,9 @@ def param_float(item: PolicySpecItem, key: str, default: float, *, lo: float | N
         v = float(raw)
     except ValueError:
         raise ConfigError(f"policy {item.text!r}: {key}={raw!r} is not a number") from None
-    if v != v or (lo is not None and v < lo) or (hi is not None and v > hi):
+    if not math.isfinite(v) or abs(v) > MAX_KNOB:
+        raise ConfigError(f"policy {item.text!r}: {key}={raw!r} must be a finite number of at most {MAX_KNOB:g}")
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
         raise ConfigError(f"policy {item.text!r}: {key}={raw!r} must be within [{lo}, {hi}]")
     return v
 
@@ -88,8 +95,8 @@ def param_int(item: PolicySpecItem, key: str, default: int, *, lo: int = 0) -> i
         v = int(raw)
     except ValueError:
         raise ConfigError(f"policy {item.text!r}: {key}={raw!r} is not an integer") from None
-    if v < lo:
-        raise ConfigError(f"policy {item.text!r}: {key}={raw!r} must be >= {lo}")
+    if v < lo or v > MAX_KNOB:
+        raise ConfigError(f"policy {item.text!r}: {key}={raw!r} must be >= {lo} and at most {MAX_KNOB:g}")
     return v
 
 

@@ -47,7 +47,7 @@ from ebb.sim.baselines.hpa_controller import HpaConfig, HpaController, MetricSpe
 from ebb.sim.baselines.oracle import OraclePolicy
 from ebb.sim.baselines.static import StaticPolicy
 from ebb.sim.policy import Observation, Pipeline, Policy
-from ebb.sim.policy_context import PolicyContext
+from ebb.sim.policy_context import MAX_REPLICAS, PolicyContext
 from ebb.sim.peers import aibrix, dynamo, keda_vllm, kpa, ray_serve, wva
 from ebb.sim.settings import SimSettings
 from ebb.config.policy_specs import PolicySpecItem, check_keys, param_choice, param_float, param_int
@@ -193,7 +193,10 @@ def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
         return OraclePolicy(ctx.oracle_schedule, spec=item.text)
     if item.name == "static":
         check_keys(item, ("replicas",))
-        return StaticPolicy(param_int(item, "replicas", ctx.oracle_peak, lo=1), spec=item.text)
+        n = param_int(item, "replicas", ctx.oracle_peak, lo=1)
+        if n > MAX_REPLICAS:
+            raise ConfigError(f"policy {item.text!r}: replicas={n} exceeds the simulator's {MAX_REPLICAS:,}")
+        return StaticPolicy(n, spec=item.text)
     if item.name == "hpa":
         check_keys(item, ("target", "metric", "min", "max", "stabilization", "tolerance"))
         metric = param_choice(item, "metric", "gpu", ("gpu", "inflight", "qps", "waiting", "kv"))
@@ -240,7 +243,9 @@ def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
         if item.get("backlog_weight") is not None:
             profile = replace(profile, backlog_weight=param_float(item, "backlog_weight", 0.0, lo=0.0))
         mn = param_int(item, "min", 1, lo=1)
-        mx = param_int(item, "max", max(8, 4 * ctx.oracle_peak), lo=1)
+        mx = param_int(item, "max", min(MAX_REPLICAS, max(8, 4 * ctx.oracle_peak)), lo=1)
+        if mx > MAX_REPLICAS or mn > mx:
+            raise ConfigError(f"policy {item.text!r}: need 1 <= min={mn} <= max={mx} <= {MAX_REPLICAS:,}")
         ebb = EbbPolicy(profile, ctx.settings.slo.ttft_ms, ctx.settings.slo.e2e_ms, min_replicas=mn,
                         max_replicas=mx, initial=min(mx, ctx.initial_replicas), spec=item.text)
         if param_choice(item, "canary", "off", ("on", "off")) == "on":

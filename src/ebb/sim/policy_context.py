@@ -11,6 +11,11 @@ from ebb.config.policy_specs import PolicySpecItem, param_int
 from ebb.errors import ConfigError
 from ebb.sim.settings import SimSettings
 
+MAX_REPLICAS = 10_000
+"""Most replicas a simulated policy may ask for (``max``, ``static:replicas``): the engines keep
+per-replica state and snapshots, so a million-replica ``max`` hangs a run instead of answering; the
+largest fleets serving one model are in the thousands of GPUs."""
+
 
 @dataclass(frozen=True)
 class PolicyContext:
@@ -34,7 +39,9 @@ class PolicyContext:
         """The spec's ``min`` (default ``min_default``, at least ``min_lo``) and ``max`` (default
         ``max(4, 2 × the oracle's peak)``: room to double the fleet); ConfigError when min > max."""
         mn = param_int(item, "min", min_default, lo=min_lo)
-        mx = param_int(item, "max", max(4, 2 * self.oracle_peak), lo=1)
+        mx = param_int(item, "max", min(MAX_REPLICAS, max(4, 2 * self.oracle_peak)), lo=1)
+        if mx > MAX_REPLICAS:
+            raise ConfigError(f"policy {item.text!r}: max={mx} exceeds the simulator's {MAX_REPLICAS:,} replicas")
         if mn > mx:
             raise ConfigError(f"policy {item.text!r}: min={mn} exceeds max={mx}")
         return mn, mx

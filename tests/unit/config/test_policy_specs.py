@@ -116,3 +116,16 @@ def test_check_keys_rejects_an_unknown_parameter_naming_the_policy_and_the_allow
     check_keys(_item(target="1", max="3"), ("target", "max"))
     with pytest.raises(ConfigError, match=r"policy 'hpa:targt=1': unknown parameter 'targt'; allowed: target, max"):
         check_keys(_item(targt="1"), ("target", "max"))
+
+
+@pytest.mark.parametrize("raw", ["inf", "-inf", "nan", "1e308", "1e13"])
+def test_a_knob_must_be_a_finite_number_of_sane_size(raw: str) -> None:
+    (item,) = parse_policies(f"kpa:target={raw}", ("kpa",))
+    with pytest.raises(ConfigError, match="target"):
+        param_float(item, "target", 1.0, lo=0.0)
+
+
+def test_an_integer_knob_is_capped_too() -> None:
+    (item,) = parse_policies("static:replicas=10000000000000", ("static",))
+    with pytest.raises(ConfigError, match="at most"):
+        param_int(item, "replicas", 1, lo=1)

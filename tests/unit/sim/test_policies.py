@@ -232,3 +232,10 @@ def test_every_known_policy_has_one_help_line_and_every_peer_its_own_knobs() -> 
     assert all(line and "\n" not in line for line in POLICY_HELP.values())
     for name, mod in PEERS.items():
         assert mod.KEYS and "min" in mod.KEYS and "max" in mod.KEYS, name
+
+
+@pytest.mark.parametrize("text", ["ray:max=1000000", "kpa:max=20000", "static:replicas=50000", "ebb:max=10001",
+                                  "hpa:max=99999"])
+def test_a_fleet_past_the_simulators_limit_is_refused_before_it_hangs_the_run(text: str) -> None:
+    with pytest.raises(ConfigError, match="10,000"):
+        _build(text)
