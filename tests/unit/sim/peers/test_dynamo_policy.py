@@ -120,7 +120,15 @@ def test_replicas_are_within_min_max_and_monotone_in_predicted_load(
     p = _policy(min=str(mn), max=str(mx))
     lo, hi = sorted((a, b))
     r_lo, r_hi = p.plan(lo, isl, osl)[0], p.plan(hi, isl, osl)[0]
-    assert mn <= r_lo <= r_hi <= mx
+    assert mn <= r_lo <= mx and mn <= r_hi <= mx
+    # Over budget upstream floors desired × (budget / required) in floats, which can land one below the
+    # budget (e.g. 353,881 requests: 3.999… → 3); below it the count is monotone in load.
+    assert r_lo <= r_hi or (r_lo == mx and r_hi == mx - 1)
+
+
+def test_over_budget_the_count_is_floored_in_floats_as_upstream_does() -> None:
+    assert component_gpu_budget(49, 1, 4, 1) == math.floor(49 * (4 / 49)) == 3
+    assert component_gpu_budget(50, 1, 4, 1) == 4
 
 
 @settings(max_examples=40, deadline=None)
