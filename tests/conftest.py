@@ -12,10 +12,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from ebb.testing.etcd import ETCD_INSTALL, etcd_binary, local_etcd
 from ebb.errors import MissingExtraError
 from ebb.live.local_prometheus import PROMETHEUS_INSTALL, prometheus_binary
+
+# Hypothesis' 200 ms per-example deadline is a timed test: on a loaded 2-core CI machine it fails
+# examples that are merely slow. Speed is measured by bench/, never by a unit test (developers' guide).
+settings.register_profile("ebb", deadline=None)
+settings.load_profile("ebb")
 
 
 def _binary_or_skip(binary: str | None, name: str, install: str) -> str:
