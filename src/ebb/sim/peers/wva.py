@@ -12,7 +12,7 @@ Upstream: ``llm-d/llm-d-workload-variant-autoscaler`` at commit
   redistribution check passes; nothing while replicas are starting or the last target is unmet.
 * ``internal/engines/saturation/engine.go``: the analysis runs every **30 s** — the polling
   executor's interval is fixed at 30 s; ``GLOBAL_OPT_INTERVAL`` (default 60 s, chart
-  ``wva.reconcileInterval``) is read but not applied (a TODO there). ``interval`` sets it here.
+  ``wva.reconcileInterval``) is read but not applied upstream (its engine.go leaves that for later). ``interval`` sets it here.
 * ``charts/workload-variant-autoscaler/templates/hpa.yaml`` + ``values.yaml``: WVA only publishes
   ``wva_desired_replicas``; the chart's HPA scales the deployment on it (External, AverageValue 1,
   min 1, both directions stabilised 240 s, at most 10 pods per 150 s, default tolerance 0.1).
