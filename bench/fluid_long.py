@@ -3,11 +3,12 @@
 Workload: the ServeGen ``language/m-large`` trace (Alibaba Bailian, Apache-2.0; 162 clients'
 request rates per 600 s window over 14 days) summed over clients, tiled to ``--days`` days and
 turned into a per-second count series with Poisson counts (seeded). Without ``../shared`` a
-diurnal synthetic rate is used instead (said in the output). Then ``compare`` runs
-``hpa,keda,static,oracle`` with ``--peak-replicas 20`` and the wall time of each policy —
-the oracle's includes its schedule search — is printed.
+diurnal synthetic rate is used instead (said in the output). Then ``compare`` runs the
+policies (default ``hpa,keda,static,oracle``; ``--policy ebb,...`` adds Ebb's) with
+``--peak-replicas 20`` and the wall time of each policy — the oracle's includes its schedule
+search — is printed with its GPU-hours, violations and scale-down judgement.
 
-    python bench/fluid_long.py [--days 58]
+    python bench/fluid_long.py [--days 58] [--policy hpa,keda,static,ebb,oracle]
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def _rate_per_window() -> tuple[np.ndarray, str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--days", type=int, default=58)
+    ap.add_argument("--policy", default="hpa,keda,static,oracle")
     args = ap.parse_args()
     win, desc = _rate_per_window()
     seconds = args.days * 86400
@@ -61,7 +63,7 @@ def main() -> int:
     print(f"workload: {desc}; {seconds:,} one-second bins, {int(counts.sum()):,} requests")
     t0 = time.perf_counter()
     marks: list[tuple[str, float]] = []
-    cmp = compare(series, parse_policies("hpa,keda,static,oracle", KNOWN_POLICIES), SimSettings(),
+    cmp = compare(series, parse_policies(args.policy, KNOWN_POLICIES), SimSettings(),
                   fidelity="fluid", peak_replicas=20,
                   on_step=lambda m: marks.append((m, time.perf_counter() - t0)))
     search_s = next((t for m, t in marks if m.startswith("simulating")), 0.0)
@@ -69,7 +71,8 @@ def main() -> int:
         c = run.scorecard
         extra = search_s if c.policy == "oracle" else 0.0
         print(f"  {c.policy:8s} {c.wall_s + extra:6.1f} s  GPU-h {c.gpu_hours:9.1f}  "
-              f"violations {c.slo_violation_pct:6.3f} %  peak {c.peak_replicas}")
+              f"violations {c.slo_violation_pct:6.3f} %  peak {c.peak_replicas}  misjudged "
+              f"{c.misjudged_scale_downs}/{c.scale_downs}  delay {c.sla_violation_delay_ms:.0f} ms", flush=True)
     print(f"oracle search: {search_s:.1f} s (included in the oracle's figure); total {time.perf_counter() - t0:.1f} s")
     return 0
 

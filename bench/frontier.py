@@ -164,6 +164,28 @@ def family_rows(results: Mapping[str, Mapping[str, Any]], names: Sequence[str]) 
     return rows
 
 
+def judged_rows(names: Sequence[str], results: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Per trace and Ebb profile: the SLO, the cost against the frontier and the oracle, and how its
+    scale decisions were judged (issue #16's acceptance, ``src/ebb/sim/judgement.py``)."""
+    rows = ["| trace | Ebb | viol % | meets SLO | GPU-h | / frontier | / oracle | misjudged scale-downs | "
+            "breach → scale-up delay ms |", "|---|---|---|---|---|---|---|---|---|"]
+    for n in names:
+        cards = results[n]["cards"]
+        oracle = next((c for c in cards if c["policy"] == "oracle"), None)
+        for c in cards:
+            if family(str(c["policy"])) != "ebb":
+                continue
+            v, gh = float(c["slo_violation_pct"]), float(c["gpu_hours"])
+            downs, mis = int(c["scale_downs"]), int(c["misjudged_scale_downs"])
+            delay = c["sla_violation_delay_ms"]
+            delay_txt = "no episode" if delay is None or delay != delay else f"{float(delay):,.0f}"
+            rows.append(f"| {n} | {c['policy']} | {v:.3f} | {'yes' if v <= 0.1 else 'no'} | {gh:.2f} | "
+                        f"{_ratio(gh, peer_frontier_at(cards, v))} | "
+                        f"{_ratio(gh, float(oracle['gpu_hours'])) if oracle else ''} | "
+                        f"{mis}/{downs} ({100.0 * mis / downs if downs else 0.0:.0f} %) | {delay_txt} |")
+    return rows
+
+
 SUMMARY_HEAD = ["| trace | Ebb | GPU-h | viol % | best-peer frontier GPU-h | Ebb / frontier | cheapest peer at ≤ Ebb's viol | "
                 "Ebb / it |", "|---|---|---|---|---|---|---|---|"]
 
@@ -202,6 +224,11 @@ def main() -> int:
           "## Summary", "", *SUMMARY_HEAD]
     for n in names:
         md += summary_rows(n, results[n]["cards"])
+    md += ["", "## Ebb's profiles: the SLO, the cost, the judgement of its scale decisions", "",
+           "Meets SLO = at most 0.1 % violating requests. Misjudged = followed within cold start + 60 s by "
+           "a breach episode or a scale-up undoing it; delay = median from a breach's onset to the next "
+           "scale-up request (capacity already on its way counts 0) — definitions in "
+           "`src/ebb/sim/judgement.py` and `docs/simulator.md`.", "", *judged_rows(names, results)]
     md += ["", "## Each peer's cheapest setting at Ebb's violation level", "",
            "GPU-hours of the cheapest setting of each peer whose violations do not exceed Ebb balanced's on "
            "that trace (its knobs in brackets); ✗ when none does.", "", *family_rows(results, names)]

@@ -1,16 +1,17 @@
-"""The whole live loop for 3 minutes on loopback with the real Prometheus server (issue #7 acceptance).
+"""The whole live loop for 3 minutes on loopback with the real Prometheus server (issues #7 and #16).
 
-Load: the bundled Azure code trace (CC-BY 4.0), minutes 9–15 of the slice at 2× — a busy phase, a
-lull of about three trace minutes and a burst. Prometheus is SIGKILLed 95 s in (during the lull, while
-the fleet is shrinking) and started again 25 s later over its old data. The test checks what the
-issue asks: scale-down in the lull, scale-up for the burst, zero failed requests, the decisions in the
-ledger, one trace per cycle, and no scale-down while the data was stale.
+Load: the bundled Azure code trace (CC-BY 4.0), minutes 22–28 of the slice at 2× — a busy stretch
+calming down, smaller bursts. Prometheus is SIGKILLed 15 s in (as the warm-up ends and the policy
+starts wanting to shrink the fleet) and started again 25 s later over its old data. The test checks:
+the fleet shrinks, at most 1 % of requests break the TTFT SLO, zero failed requests, the decisions in
+the ledger, one trace per cycle, no scale-down while the data was stale and one once it is fresh.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ebb.ledger import open_ledger
@@ -21,8 +22,8 @@ from ebb.testing.tracing import in_memory_provider
 
 pytestmark = pytest.mark.slow
 
-KILL_AT_S = 95.0
-BACK_AT_S = 120.0
+KILL_AT_S = 15.0
+BACK_AT_S = 40.0
 
 
 def test_the_live_loop_follows_a_real_trace_and_fails_static_while_prometheus_is_down(
@@ -51,16 +52,12 @@ def test_the_live_loop_follows_a_real_trace_and_fails_static_while_prometheus_is
 
     # Zero failed requests, and the load really ran.
     assert res.load.failed == 0
-    assert len(res.load.sent_s) > 1500
+    assert len(res.load.sent_s) > 1000
 
-    # Scale-down in the lull (wall 65–150 s), scale-up for the burst (wall ≥ 150 s).
-    downs = [o for o in outs if o.acted and o.action == "scale_down"]
-    ups_in_burst = [o for o in outs if o.acted and o.action == "scale_up" and o.t_s >= 145.0]
-    assert any(60.0 <= o.t_s <= 150.0 for o in downs), [(o.t_s, o.action) for o in outs if o.acted]
-    assert ups_in_burst, [(o.t_s, o.action) for o in outs if o.acted]
-    lull_min = min(o.spec_replicas for o in outs if 60.0 <= o.t_s <= 150.0)
-    burst_max = max(o.to_replicas for o in outs if o.t_s >= 145.0)
-    assert burst_max > lull_min
+    # The fleet shrinks and the SLO holds: at most 1 % of requests past the TTFT limit (issue #16).
+    acted = [(round(o.t_s), o.action, o.spec_replicas, o.to_replicas) for o in outs if o.acted]
+    ttft_late = float(np.mean(res.load.ttft_ms[res.load.ok] > 2000.0))
+    assert ttft_late <= 0.01, (ttft_late, acted)
 
     # Prometheus down: no scale-down from the kill until fresh data flows again.
     assert "killed" in events and "back" in events
@@ -71,6 +68,8 @@ def test_the_live_loop_follows_a_real_trace_and_fails_static_while_prometheus_is
     # ...and it recovers: fresh data again within 30 s of the restart.
     after = [o for o in outs if o.t_s > events["back"]]
     assert any(o.staleness_s is not None and o.staleness_s < 5.0 for o in after if o.t_s < events["back"] + 30.0)
+    # The scale-down the outage held back comes once the data is fresh.
+    assert [o for o in after if o.acted and o.action == "scale_down"], acted
 
     # Every decision is in the ledger; every applied one has its outcome.
     ledger = open_ledger(str(res.ledger_path), create=False)
@@ -94,4 +93,4 @@ def test_the_live_loop_follows_a_real_trace_and_fails_static_while_prometheus_is
     html = (tmp_path / "r.html").read_text()
     assert "Replicas over time" in html and "live" in html
     card = res.policy_run.scorecard
-    assert card.dropped_requests == 0 and card.scale_downs >= 1 and card.scale_ups >= 1
+    assert card.dropped_requests == 0 and card.scale_downs >= 1

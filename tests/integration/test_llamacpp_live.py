@@ -1,13 +1,14 @@
-"""Ebb scaling real llama.cpp servers for 3 minutes under a real trace (issue #14 acceptance).
+"""Ebb scaling real llama.cpp servers for 3 minutes under a real trace (issues #14 and #16).
 
 What runs: ``ebb demo --live --engine llamacpp``'s settings (:func:`ebb.live.demo.llamacpp_settings`):
 3 ``llama-server`` processes at start (2 slots each, ``--metrics``, one CPU thread, the tiny random
 model), the router's llama.cpp backend, the agent polling the router's ``/stats`` and every server's
 ``/metrics`` with the ``llamacpp`` profile, the controller in act mode, and the Azure code trace's
-minutes 9–15 at 2× (busy phase, lull, burst) with token counts scaled for CPU inference.
+minutes 22–28 at 2× (a busy stretch calming down, smaller bursts) with token counts scaled for CPU
+inference.
 
-Checked: the fleet shrinks in the lull and grows for the burst, no request fails, every decision and
-outcome is in the ledger, and llama.cpp's own count of running + deferred requests agrees with the
+Checked: the fleet shrinks, at most 1 % of requests break the TTFT SLO (issue #16), no request fails,
+every decision and outcome is in the ledger, and llama.cpp's own count of running + deferred requests agrees with the
 router's in-flight count. Every ~0.2 s a sampler reads the router's ``/stats`` (``inflight``: requests
 dispatched to a server, not yet answered), then every server's ``/metrics`` at once, then ``/stats``
 again. The reads are not atomic (a request can start or finish between them), so llama.cpp's
@@ -83,7 +84,7 @@ class Sampler:
                               "deferred": sum(r.waiting for r in readings), "servers": len(urls)})
 
 
-def test_ebb_scales_real_llama_servers_through_a_lull_and_a_burst(
+def test_ebb_scales_real_llama_servers_down_and_holds_the_slo(
         llama_server_binary: str, llama_model: Path, tmp_path: Path) -> None:
     sampler = Sampler()
     started = time.monotonic()
@@ -106,14 +107,14 @@ def test_ebb_scales_real_llama_servers_through_a_lull_and_a_burst(
     logs = sorted((tmp_path / "llama-logs").glob("worker-*.log"))
     assert len(logs) >= 3 and all("llama" in p.read_text(errors="replace").lower() for p in logs[:3])
 
-    # Scale-down in the lull (wall 60–150 s), scale-up for the burst (wall ≥ 145 s).
+    # The fleet shrinks as the comeback bound allows, and the SLO holds: at most 1 % of requests
+    # past the TTFT limit (issue #16), none failed.
     acted = [(round(o.t_s), o.action, o.spec_replicas, o.to_replicas) for o in outs if o.acted]
-    downs = [o for o in outs if o.acted and o.action == "scale_down" and 60.0 <= o.t_s <= 150.0]
-    ups = [o for o in outs if o.acted and o.action == "scale_up" and o.t_s >= 145.0]
-    assert downs and ups, acted
-    lull_min = min(o.spec_replicas for o in outs if 100.0 <= o.t_s <= 150.0)
-    burst_max = max(o.to_replicas for o in outs if o.t_s >= 145.0)
-    assert burst_max > lull_min, acted
+    assert [o for o in outs if o.acted and o.action == "scale_down"], acted
+    card = res.policy_run.scorecard
+    ttft_late = float(np.mean(res.load.ttft_ms[res.load.ok] > s.slo_ttft_ms))
+    assert ttft_late <= 0.01, (ttft_late, acted)
+    assert card.dropped_requests == 0
 
     # Every decision is in the ledger; every applied one has exactly one outcome.
     ledger = open_ledger(str(res.ledger_path), create=False)

@@ -359,7 +359,7 @@ def test_a_vanished_worker_target_blocks_scale_down_while_it_is_missing(fleet: S
     # a wrapper that claims the whole fleet was seen. 1.75 replicas of demand on 3 makes the policy
     # want 3 -> 2, so the control scales down; the checked controller must not while w2 is missing.
     def controller(source: Any, run_id: str) -> Controller:
-        policy = build_live_policy("ebb:hold_s=4,warmup_s=2,cooldown_s=1,down_interval_s=1", slo_ttft_ms=2000.0,
+        policy = build_live_policy("ebb:cold_start_s=1,warmup_s=2", slo_ttft_ms=2000.0,
                                    slo_e2e_ms=60000.0, initial=len(FLEET))
         return Controller(policy, source, FakeActuator(len(FLEET)), MemoryLedger(),
                           ControllerSettings(run_id=run_id, mode="act", interval_s=1.0, max_staleness_s=5.0))

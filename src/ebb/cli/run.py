@@ -151,6 +151,14 @@ def run_cmd(
     slo_ttft_ms: Annotated[float, typer.Option(help="TTFT SLO (ms).")] = 2000.0,
     slo_e2e_ms: Annotated[float, typer.Option(help="End-to-end SLO (ms).")] = 60000.0,
     interval_s: Annotated[float, typer.Option(help="Cycle period (s).")] = 1.0,
+    cold_start_s: Annotated[float, typer.Option(
+        help="Seconds from a replica's request to serving (scheduling, image pull, weights): with the cycle, "
+             "the comeback horizon the policy's memories are counted in; raised to the slowest it sees.")]
+    = 60.0,
+    react_ms: Annotated[int | None, typer.Option(
+        help="Fast-path period (ms) between cycles: a scale-up within it when the need outgrows the fleet "
+             "(default 100 with --source agents, 0 = off with --source prometheus, whose samples are "
+             "scrape-spaced).")] = None,
     max_staleness_s: Annotated[float, typer.Option(help="Older data counts as missing (s).")] = 5.0,
     run_id: Annotated[str | None, typer.Option(help="Ledger run id (default live-<target>).")] = None,
     agent_token_file: Annotated[Path | None, typer.Option(
@@ -192,6 +200,11 @@ def run_cmd(
     check_auth_fits(loc, ledger_auth)
     if metrics_port is not None and not 0 <= metrics_port <= 65535:
         raise ConfigError(f"--metrics-port must be in 0-65535, got {metrics_port}")
+    if not (math.isfinite(cold_start_s) and 0 <= cold_start_s <= 86_400):
+        raise ConfigError(f"--cold-start-s must be within 0–86400 s, got {cold_start_s!r}")
+    react_s = (100 if source == "agents" else 0) / 1000.0 if react_ms is None else react_ms / 1000.0
+    if not 0 <= react_s < interval_s:
+        raise ConfigError(f"--react-ms must be within 0 and the cycle ({interval_s * 1000:g} ms), got {react_ms!r}")
     prom_client = _prometheus_client(prometheus, prometheus_token_file, prometheus_ca, prometheus_cert,
                                      prometheus_key)
     src = _source(source, agent, prometheus, agent_token=_secret(agent_token_file, "EBB_AGENT_TOKEN",
@@ -202,7 +215,8 @@ def run_cmd(
     gate_specs = _gates(gates)
     pol = build_live_policy(policy, slo_ttft_ms=slo_ttft_ms, slo_e2e_ms=slo_e2e_ms, initial=workers,
                             interval_s=interval_s, max_staleness_s=max_staleness_s,
-                            workload=_workload(workloads, workload_class), gates=gate_specs)
+                            workload=_workload(workloads, workload_class), gates=gate_specs,
+                            cold_start_s=cold_start_s)
     pol_min, pol_max = replica_bounds(pol)
     probe = None
     if gate_specs and prometheus:  # PromQL gates are measured through Prometheus; the built-in one reads L1
@@ -210,7 +224,8 @@ def run_cmd(
         probe = prometheus_gate_probe(prom_client)
     settings = ControllerSettings(run_id=run_id or f"live-{target.replace('/', '-')}", target=target,
                                   mode=mode, interval_s=interval_s,  # type: ignore[arg-type]
-                                  max_staleness_s=max_staleness_s, min_replicas=pol_min, max_replicas=pol_max)
+                                  max_staleness_s=max_staleness_s, min_replicas=pol_min, max_replicas=pol_max,
+                                  react_interval_s=react_s)
 
     handler = configure_logging(json=log_json, stream=sys.stderr)
     closers: list[Any] = [lambda: logging.getLogger().removeHandler(handler)]
@@ -279,7 +294,7 @@ def demo_cmd(
     = False,
     minutes: Annotated[float, typer.Option(help="Wall minutes to run.")] = 3.0,
     trace: Annotated[str, typer.Option(help="Bundled trace name or a request-log file.")] = "azure-code",
-    start_s: Annotated[float, typer.Option(help="Trace second where the replayed window starts.")] = 540.0,
+    start_s: Annotated[float, typer.Option(help="Trace second where the replayed window starts.")] = 1320.0,
     time_scale: Annotated[float, typer.Option(help="Replay this many times faster than recorded.")] = 2.0,
     source: Annotated[str, typer.Option(help="auto, prometheus or agents.")] = "auto",
     report: Annotated[Path, typer.Option(help="HTML report of what happened.")] = Path("ebb-live-report.html"),

@@ -93,7 +93,7 @@ POLICIES_EPILOG = "Policies (--policy NAME:key=value,...):\n\n\b\n" + "\n".join(
 
 @app.command("simulate", epilog=POLICIES_EPILOG)
 def simulate(
-    trace: Annotated[str, typer.Option(help="Trace file, or a bundled trace: " + ", ".join(BUNDLED_TRACES))] = "azure-code",
+    trace: Annotated[str, typer.Option(help="Trace file, or a bundled trace: " + ", ".join(BUNDLED_TRACES))] = "azure-conv",
     policy: Annotated[str, typer.Option(help="Comma-separated policies with inline parameters, e.g. "
                                         "'hpa:target=0.5,kpa:target=8,ray,oracle'. "
                                         "Known: " + ", ".join(KNOWN_POLICIES) + " (each listed below)")] = DEFAULT_POLICIES,

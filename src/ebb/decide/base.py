@@ -20,17 +20,23 @@ Guarantees every policy gives:
   step is gated; empty for every other policy and state.
 * **spans** (keyword, default :data:`~ebb.model.spans.NO_SPANS`) receives one span per layer around
   its real work; it never changes the decision.
+
+A policy may also be :class:`Reactive`: between two reconciles its engine calls ``react`` every
+``react_interval_s`` (the fine-sample period, 100 ms) with the samples since the previous call. It
+answers a scale-up :class:`Decision` to apply at once, or None — never a scale-down, which stays on
+the reconcile's slow, careful path. Samples ``react`` consumed are not handed to ``decide`` again:
+the policy's windows have them.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from ebb.model.decision import Decision
 from ebb.model.observation import Observation, Pipeline
 from ebb.model.spans import Spans
 
-__all__ = ["Policy"]
+__all__ = ["Policy", "Reactive", "react_of"]
 
 
 class Policy(Protocol):
@@ -62,3 +68,24 @@ class Policy(Protocol):
     def gate_queries(self) -> tuple[str, ...]:
         """PromQL queries to measure into ``obs.gate_values`` before the next ``decide``; () when none."""
         ...
+
+
+@runtime_checkable
+class Reactive(Protocol):
+    """A policy with an event-driven fast path for scale-up (see the module docstring)."""
+
+    @property
+    def react_interval_s(self) -> float | None:
+        """Period (s) of the fast path (the fine-sample period); None = no fast path."""
+        ...
+
+    def react(self, obs: Observation, *, spans: Spans = ...) -> Decision | None:
+        """A scale-up to apply now, or None. Pure and synchronous, like ``decide``."""
+        ...
+
+
+def react_of(policy: Policy) -> Reactive | None:
+    """``policy`` as a :class:`Reactive` when its fast path is on; None otherwise."""
+    if isinstance(policy, Reactive) and policy.react_interval_s is not None and policy.react_interval_s > 0:
+        return policy
+    return None

@@ -1,118 +1,84 @@
 """The Ebb policy: L1 (sub-second signals) → L2 (workload semantics, SLA veto) → L3 (plan).
 
-One reconcile per second on the signals an Ebb node agent streams at 100 ms. Pure: an
-:class:`~ebb.model.observation.Observation` in, a :class:`~ebb.model.decision.Decision` out, no
-I/O (the :class:`~ebb.decide.base.Policy` seam); the same object runs under the simulator's
-virtual clock and the live loop.
+One reconcile per second on the signals an Ebb node agent streams at 100 ms, and a fast path at
+every fine sample between reconciles. Pure: an :class:`~ebb.model.observation.Observation` in, a
+:class:`~ebb.model.decision.Decision` out, no I/O (the :class:`~ebb.decide.base.Policy` and
+:class:`~ebb.decide.base.Reactive` seams); the same object runs under the simulator's virtual
+clock and the live loop. Every time constant is counted in comeback horizons
+``H = cold start + reconcile + fine sample`` (:attr:`EbbPolicy.horizon_s`).
 
-Each cycle:
+Each reconcile:
 
-1. **L1.** The agent's 100 ms fleet samples — demand in replica units,
-   ``max(prefill busy share, (running + queued) / max batch)`` summed over replicas — go into
-   a sliding window (10 × 100 ms buckets, :class:`~ebb.window.sliding.SlidingWindow`); its P99
-   is the current demand ``d``. A burst is ``d ≥ burst_fraction × ready`` sustained ≥ 200 ms.
-   Request completions give TTFT and end-to-end P99 over the last ``latency_window_s``.
-2. **Sizing.** ``m`` = mean demand over ``sizing_window_s`` (2 s, the TTFT SLO: shorter bursts
-   queue without breaking it). ``up = ceil(m / target_util)``; scale-down is peak-aware:
-   ``down = ceil(max m over the last hold_s / target_util)`` — averages over minutes hide the
-   bursts that break SLAs. With ``backlog_weight`` w > 0 the router backlog
-   ``b = ready × queued / running`` (replica units) joins the scale-up demand:
-   ``up = ceil((m + w·b) / target_util)``, at most ``2 × ready`` (one step at most doubles
-   the fleet; cold-starting capacity counts against it); scale-down memory keeps ``m`` only,
-   since a drained queue is no lasting demand. Requests queued for ``queue_surge_s``
-   (5 s), or a TTFT P99 within the veto margin of its SLO, force a surge of ``surge_fraction``.
-3. **L2.** The workload's weight is recalibrated from its latency (the note's
-   ``base × (1 + 0.2 × p99/SLO)`` past the SLO, damped by α); a scale-down is vetoed while the
-   TTFT P99 is within ``veto_margin`` of its SLO, a burst is active, or data is missing or stale
-   (fail safe). Higher weight ⇒ smaller scale-down steps.
-4. **L3.** Victims are the least-loaded ready replicas, keeping zones balanced
-   (skew ≤ 1) and within the disruption budget (``max_unavailable`` per cycle).
+1. **L1.** The 100 ms samples become served demand ``P + S × (1 − P / ready)`` (replica units,
+   :func:`served_demand`) — into the 1 s sliding window whose P99 is ``d`` (a burst is
+   ``d ≥ burst_fraction × ready`` for ≥ 200 ms) — and the **need** (:mod:`ebb.decide.need`): the
+   replicas that keep every wait within the slack. Completions (TTFT rows with the wait before the
+   request's own prefill, end-to-end rows) go into the latency window (:mod:`ebb.decide.latency`).
+   The second's peak need goes into the comeback bound (:mod:`ebb.decide.comeback`).
+2. **Sizing up.** ``up = ceil(need / target_util)``, at once when urgent (a surge or a burst),
+   else past ``up_hysteresis``. A surge (``surge_fraction`` more) answers requests queued for
+   ``queue_surge_s``, or TTFT breaches that waiting caused (≥ 3 and > 0.5 % of the latency window's
+   requests, or over half the violation budget across ``breach_horizons``); one with the need never
+   past the fleet also teaches a replicas-per-need floor. A detected periodic rise due within the
+   horizon scales up ahead of it (:mod:`ebb.decide.forecast`).
+3. **L2.** The weight is recalibrated from the TTFT P99 (the note's rule, damped by α). A
+   scale-down goes no lower than the **comeback floor** — the capacity whose estimated risk of being
+   outgrown before removed capacity returns is within ``budget`` — the learned floor and the need;
+   it is vetoed during the warm-up and the cooldown, while the TTFT P99 is within ``veto_margin`` of
+   its SLO, a burst is active, or data is missing or stale (an idle fleet is not "latency unknown").
+   One step per half horizon, at most ``down_fraction`` of the fleet (less for a hurting class).
+4. **L3.** Victims are cold-starting replicas, then the least-loaded ready ones, zones balanced
+   (skew ≤ 1), within the disruption budget (``max_unavailable`` per cycle).
+
+The fast path (:meth:`EbbPolicy.react`) ingests the new samples and, when the need outgrows the
+ready fleet, asks for ``ceil(need / target_util)`` replicas at once — the need projected
+:data:`FAST_LOOKAHEAD_S` ahead on the sustained arrival rate included, so a burst is answered
+while its queue builds, not once it has. Never a scale-down.
 
 Every cycle returns one :class:`~ebb.model.decision.Decision`. A scale-up, a scale-down or a
 recorded veto carries the whole explanation the ledger and ``ebb explain`` show: the signals
-(NaN = not measured), the weights (``workload``, ``base``, ``alpha``), reasons, vetoes, victims
-(replica ids) and the plan (``profile``, ``target_util``). Every other cycle is a ``hold``
-(built without signals: most cycles are holds). A veto is recorded (action ``veto``) when its
-reasons change, not every second it persists: a repeated veto, or one made of cooldowns only,
-is a ``hold`` that still names its vetoes. Spans (``spans=``) get one span per layer:
-``ebb.l1`` (demand), ``ebb.l2`` (weight, sizing, vetoes) and ``ebb.l3`` (victims). At t = 0
-with no pods the answer is the initial fleet, ``max(initial, min_replicas)``, from 0.
+(NaN = not measured; a scale-down's comeback horizon, risk and budget among them), the weights
+(``workload``, ``base``, ``alpha``), reasons, vetoes, victims (replica ids) and the plan
+(``profile``, ``target_util``, ``budget``). Every other cycle is a ``hold`` (built without signals:
+most cycles are holds). A veto is recorded (action ``veto``) when its reasons change, not every
+second it persists: a repeated veto, or one made of cooldowns only, is a ``hold`` that still names
+its vetoes. Spans (``spans=``) get one span per layer: ``ebb.l1`` (demand, need), ``ebb.l2``
+(weight, sizing, vetoes), ``ebb.l3`` (victims), ``ebb.fast`` (a fast-path request). At t = 0 with
+no pods the answer is the initial fleet, ``max(initial, min_replicas)``, from 0.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from ebb.config.workloads import WorkloadClass
+from ebb.decide.comeback import ComebackBound
 from ebb.decide.coordinate import ReplicaView, plan_scale_down
+from ebb.decide.latency import E2E, TTFT, WAIT, LatencyWindow
+from ebb.decide.need import NeedReading, NeedTracker
+from ebb.decide.profiles import PROFILE_FLAGS, PROFILE_KNOBS, PROFILES, EbbProfile, profile_with_knobs
 from ebb.decide.semantics import WorkloadSignals, recalibrate_weight, veto
 from ebb.model.decision import Decision
 from ebb.model.decisions import Action
 from ebb.model.ids import ReplicaId
-from ebb.model.observation import Observation, Pipeline, PodView
+from ebb.model.observation import FineSignals, Observation, Pipeline, PodView
 from ebb.model.spans import NO_SPANS, Spans
 from ebb.window.sliding import SlidingWindow
 
+__all__ = ["PROFILES", "PROFILE_FLAGS", "PROFILE_KNOBS", "EbbPolicy", "EbbProfile", "plan_victims",
+           "profile_with_knobs", "served_demand"]
+
 _NS = 1_000_000_000
-
-
-@dataclass(frozen=True)
-class EbbProfile:
-    """One point on the cost–SLO curve. Every field: unit, default (balanced), why."""
-
-    name: str = "balanced"
-    target_util: float = 0.9
-    """Demand / replicas to aim for (ratio). Lower = more headroom for bursts, more cost."""
-    hold_s: float = 600.0
-    """Peak memory for scale-down (s): never size below the highest demand of this window."""
-    hold_quantile: float = 0.98
-    """Quantile of the remembered demand used for scale-down on *smooth* traffic (1.0 = the
-    peak): a handful of one-second spikes that queueing absorbs are not worth a GPU."""
-    smooth_cv: float = 0.3
-    """Traffic counts as smooth when the remembered demand's coefficient of variation is below
-    this; bursty traffic (CV ≥ 0.3, e.g. the Azure code trace at ~1.0) always keeps the peak."""
-    cooldown_s: float = 60.0
-    """No scale-down this long after a scale-up (s): the surge must have been served."""
-    down_interval_s: float = 30.0
-    """Minimum time between two scale-downs (s): one step, then look at the result."""
-    down_fraction: float = 0.2
-    """Largest scale-down step as a fraction of the fleet (at least one replica)."""
-    queue_surge_s: float = 5.0
-    """Requests must have queued for this long (s) to force a surge: a 1 s queue at healthy
-    TTFT is absorbed by the headroom, and surging on it overshoots."""
-    up_hysteresis: float = 0.1
-    """A non-urgent scale-up needs demand above target by this fraction of the fleet."""
-    surge_fraction: float = 0.25
-    """Extra replicas (fraction of the fleet) when requests queue or TTFT P99 breaks its SLO."""
-    veto_margin: float = 0.7
-    """Veto scale-down while TTFT P99 ≥ this fraction of the TTFT SLO."""
-    burst_fraction: float = 0.9
-    """A burst is demand ≥ this fraction of ready capacity sustained ≥ 200 ms."""
-    sizing_window_s: float = 4.0
-    """Demand is sized on its mean over this window (s): bursts shorter than about twice the
-    TTFT SLO (2 s) queue without breaking it, so sizing on 100 ms peaks would buy idle GPUs."""
-    max_unavailable: float = 0.25
-    """Disruption budget per cycle (fraction of ready replicas, at least one), like a PDB."""
-    backlog_weight: float = 0.0
-    """Share of the router backlog added to the demand that sizes a scale-up (replicas per
-    replica of backlog, ≥ 0). The backlog in replica units is ``ready × queued / running``: a
-    saturated replica reads at most 1.0, so L1 demand cannot see past the fleet, while a queue
-    as long as the running set says twice the replicas are needed. 0 (default) sizes on L1
-    demand alone; one backlog-driven step at most doubles the ready fleet."""
-
-
-PROFILES: dict[str, EbbProfile] = {
-    # Measured on the Azure 2023 traces with --peak-replicas 20 (README): cautious keeps both
-    # under 0.1 % violations; lean trades a few percent of violations for ~30 % fewer GPU-hours.
-    "cautious": EbbProfile("cautious", target_util=0.85),
-    "balanced": EbbProfile(),
-    "lean": EbbProfile("lean", target_util=1.1),
-}
+FAST_LOOKAHEAD_S = 0.5
+"""How far ahead (s) the fast path projects the need on the arrival rate of the last two samples:
+the shortest need window. Further out, a two-sample clump (the Azure traces log dozens of requests in
+one millisecond) would be extrapolated into a burst and buy cold-starting replicas for nothing."""
+FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass
@@ -133,21 +99,32 @@ class EbbPolicy:
     base_weight: float = 0.65
     """Class weight (default: the note's latency-critical online class)."""
     alpha: float = 1.2
-    warmup_s: float = 300.0
-    """No scale-down before this much history (s), capped by hold_s: an empty peak memory would
-    otherwise read as "no demand" (fail safe)."""
+    cold_start_s: float = 60.0
+    """Time (s) from a replica's request to serving: with the decision period and the fast path's
+    detection, the comeback horizon. Raised to the slowest cold start the policy sees."""
+    warmup_s: float | None = None
+    """No scale-down before this much history (s); None = ``warmup_horizons`` horizons."""
 
     def __post_init__(self) -> None:
+        p = self.profile
         self._l1 = SlidingWindow(1, buckets=10, bucket_ms=100.0)
-        self._hist: deque[tuple[float, float]] = deque()
-        self._lat: deque[tuple[float, float, float, float]] = deque()
-        self._fine: deque[tuple[float, float]] = deque()
+        self._need = NeedTracker(p.slack_fraction * self.slo_ttft_ms / 1000.0, lookahead_s=FAST_LOOKAHEAD_S)
+        self._recent_need: deque[tuple[float, float]] = deque()
+        self._reading = NeedReading(0.0, 0.0, 0.0, float("nan"))
+        self._cycle_peak = 0.0
+        self._lat = LatencyWindow(self.latency_window_s, slo_ms=self.slo_ttft_ms, slo_e2e_ms=self.slo_e2e_ms)
         self._queue_hist: deque[tuple[float, bool]] = deque()
         self._over_since: float | None = None
         self._last_up = -math.inf
         self._last_down = -math.inf
         self._last_signal_t = -math.inf
+        self._last_busy_t = -math.inf
+        """Newest fine sample with any demand or queue (an idle fleet has no latency to measure)."""
         self._weight = self.base_weight
+        self._cold_s = self.cold_start_s
+        self._shortfalls: deque[tuple[float, float]] = deque()
+        self._bound = self._new_bound(self.cold_start_s)
+        self._lat.long_window_s = p.breach_horizons * self._bound.horizon_s
         # The served workload as an L2 class: latency-critical online serving (the note's
         # order-fulfilment weights) with the run's TTFT SLO as its P99 bound.
         self.workload_class = WorkloadClass(
@@ -157,40 +134,100 @@ class EbbPolicy:
         self._first_t: float | None = None
         self._last_veto: tuple[str, ...] = ()
 
-    # -- L1 ---------------------------------------------------------------------------------
-    def _ingest(self, obs: Observation) -> tuple[float, float, bool]:
-        """Feed the 100 ms samples; return (demand P99 over the 1 s L1 window, mean demand over the
-        sizing window, whether requests queued throughout the last ``queue_surge_s``)."""
-        f = obs.fine
-        persistent_queue = False
-        if f is not None and len(f.t_s):
-            demand = np.maximum(f.prefill_replicas, f.slot_replicas)
-            self._l1.ingest(np.zeros(len(demand), dtype=np.int64), demand,
-                            (f.t_s * _NS).astype(np.int64))
-            self._queue_hist.extend(zip(f.t_s.tolist(), (f.queued > 0).tolist(), strict=True))
-        while self._queue_hist and self._queue_hist[0][0] <= obs.t_s - self.profile.queue_surge_s:
-            self._queue_hist.popleft()
-        if self._queue_hist and self._queue_hist[-1][0] - self._queue_hist[0][0] >= \
-                self.profile.queue_surge_s - 0.2:
-            persistent_queue = all(q for _, q in self._queue_hist)
-        if f is not None and len(f.t_s):
-            self._last_signal_t = float(f.t_s[-1])
-            for tt, dd in zip(f.t_s.tolist(), demand.tolist(), strict=True):
-                self._fine.append((tt, dd))
-            for t, ttft, e2e, w in zip(f.done_t_s.tolist(), f.done_ttft_ms.tolist(), f.done_e2e_ms.tolist(),
-                                       f.done_weight.tolist(), strict=True):
-                self._lat.append((t, ttft, e2e, w))
-        while self._lat and self._lat[0][0] < obs.t_s - self.latency_window_s:
-            self._lat.popleft()
-        while self._fine and self._fine[0][0] <= obs.t_s - self.profile.sizing_window_s:
-            self._fine.popleft()
-        d = float(self._l1.quantile(0.99, int(obs.t_s * _NS))[0])
-        mean = sum(v for _, v in self._fine) / len(self._fine) if self._fine else 0.0
-        return (0.0 if math.isnan(d) else d), mean, persistent_queue
+    @property
+    def horizon_s(self) -> float:
+        """The comeback horizon (s): cold start + one decision period + one fine sample."""
+        return self._bound.horizon_s
 
-    def _latency_p99(self) -> tuple[float, float]:
-        """(TTFT, end-to-end) weighted P99 (ms) over the latency window; NaN without samples."""
-        return _weighted_p99(self._lat, 1), _weighted_p99(self._lat, 2)
+    @property
+    def react_interval_s(self) -> float | None:
+        """The fast path's period (s): every fine sample; None when the profile turns it off."""
+        if not self.profile.fast_path or self.pipeline.fine_ms is None:
+            return None
+        return self.pipeline.fine_ms / 1000.0
+
+    def _new_bound(self, cold_start_s: float) -> ComebackBound:
+        h = cold_start_s + self.interval_s + (self.pipeline.fine_ms or 0) / 1000.0
+        return ComebackBound(h, memory_s=max(self.profile.memory_horizons * h, 2 * h + 1.0),
+                             level_s=self.profile.level_horizons * h, period_s=self.interval_s,
+                             tail=self.profile.tail, level_peak=self.profile.level_peak,
+                             periodic=self.profile.forecast)
+
+    # -- L1 ---------------------------------------------------------------------------------
+    def _ingest(self, obs: Observation) -> None:
+        """Feed the fine samples: the L1 window, the need, the queue history and the completions."""
+        f = obs.fine
+        if f is None or not len(f.t_s):
+            self._trim(obs.t_s)
+            return
+        demand = served_demand(f.prefill_replicas, f.slot_replicas, obs.ready_replicas)
+        self._l1.ingest(np.zeros(len(demand), dtype=np.int64), demand, (f.t_s * _NS).astype(np.int64))
+        self._queue_hist.extend(zip(f.t_s.tolist(), (f.queued > 0).tolist(), strict=True))
+        need, reading = self._need.ingest(f.t_s, demand, f.queued, _served(f))
+        if len(need):
+            self._reading = reading
+            self._cycle_peak = max(self._cycle_peak, reading.peak_need_replicas)
+            self._recent_need.append((float(f.t_s[-1]), reading.peak_need_replicas))
+        self._last_signal_t = max(self._last_signal_t, float(f.t_s[-1]))
+        busy = (demand > 0) | (f.queued > 0)
+        if busy.any():
+            self._last_busy_t = max(self._last_busy_t, float(f.t_s[np.flatnonzero(busy)[-1]]))
+        self._lat.add(f.done_t_s, f.done_ttft_ms, f.done_e2e_ms, f.done_weight, f.done_wait_ms)
+        self._trim(obs.t_s)
+
+    def _trim(self, t: float) -> None:
+        p = self.profile
+        while self._queue_hist and self._queue_hist[0][0] <= t - p.queue_surge_s:
+            self._queue_hist.popleft()
+        self._lat.trim(t)
+        while self._recent_need and self._recent_need[0][0] <= t - p.sizing_window_s:
+            self._recent_need.popleft()
+
+    def _persistent_queue(self) -> bool:
+        """Whether requests queued at every sample of the last ``queue_surge_s``."""
+        q = self._queue_hist
+        if q and q[-1][0] - q[0][0] >= self.profile.queue_surge_s - 0.2:
+            return all(v for _, v in q)
+        return False
+
+    def _need_now(self) -> float:
+        return max((v for _, v in self._recent_need), default=0.0)
+
+    def _learn_cold_start(self, pods: tuple[PodView, ...]) -> None:
+        """The comeback horizon follows the slowest cold start seen: a replica requested after the
+        policy started and ready since. Raised only (a measured cold start longer than the
+        configured one by over a second); the need history is replayed into the longer horizon."""
+        if self._first_t is None:
+            return
+        slowest = self._cold_s
+        for pv in pods:
+            if pv.ready_s is not None and pv.created_s > self._first_t and pv.ready_s - pv.created_s > slowest + 1.0:
+                slowest = pv.ready_s - pv.created_s
+        if slowest > self._cold_s:
+            self._cold_s = slowest
+            longer = self._new_bound(slowest)
+            longer.replay(self._bound.needs())
+            self._bound = longer
+            self._lat.long_window_s = self.profile.breach_horizons * longer.horizon_s
+
+    def _learn_shortfall(self, t: float, target: int) -> None:
+        """A latency surge to ``target`` replicas: the need model read too little at today's demand.
+        Kept, for the comeback memory, as the ratio of ``target`` to the need's mean over that memory
+        (slow and stable: the instantaneous level of bursty traffic swings by tens of percent), so
+        the floor it sets follows the demand's slow changes."""
+        self._shortfalls.append((t, target / max(self._bound.mean_need, 1e-3)))
+
+    def _learned_floor(self, t: float) -> int:
+        """Replicas the latency surges of the memory say the current demand needs (0 without any)."""
+        while self._shortfalls and self._shortfalls[0][0] < t - self._bound.memory_s:
+            self._shortfalls.popleft()
+        if not self._shortfalls:
+            return 0
+        return math.ceil(max(r for _, r in self._shortfalls) * self._bound.mean_need - 1e-9)
+
+    def _latency_p99(self) -> tuple[float, float, float]:
+        """(TTFT, end-to-end, wait) weighted P99 (ms) over the latency window; NaN without samples."""
+        return self._lat.p99(TTFT), self._lat.p99(E2E), self._lat.p99(WAIT)
 
     # -- read-only views for a guard (the canary gate) ----------------------------------------
     def observe(self, obs: Observation) -> None:
@@ -198,10 +235,15 @@ class EbbPolicy:
         if self._first_t is None:
             self._first_t = obs.t_s
         self._ingest(obs)
+        self._close_cycle()
+
+    def _close_cycle(self) -> None:
+        self._bound.record(self._cycle_peak)
+        self._cycle_peak = 0.0
 
     def ttft_p99_since(self, t0_s: float) -> float:
         """Weighted TTFT P99 (ms) of the completions after ``t0_s``; NaN without any."""
-        return _weighted_p99([x for x in self._lat if x[0] > t0_s], 1)
+        return self._lat.p99(TTFT, since_s=t0_s)
 
     def note_scale_up(self, t_s: float) -> None:
         """A guard restored capacity: start the scale-down cooldown from now."""
@@ -210,6 +252,41 @@ class EbbPolicy:
     def gate_queries(self) -> tuple[str, ...]:
         """No metrics gates of its own (the canary guard around it has them)."""
         return ()
+
+    # -- the fast path ----------------------------------------------------------------------
+    def react(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision | None:
+        """Between reconciles: ingest the new fine samples; when the fleet cannot absorb what
+        arrives — the need, or the need projected :data:`FAST_LOOKAHEAD_S` ahead on the sustained
+        arrival rate, outgrows the ready fleet — a scale-up to it now; else None."""
+        if self._first_t is None:
+            return None
+        self._ingest(obs)
+        ready = obs.ready_replicas
+        need, r = self._need_now(), self._reading
+        if obs.t_s - self._last_signal_t > self.max_staleness_s:
+            return None
+        # The need bound FAST_LOOKAHEAD_S from now, demand arriving meanwhile at the sustained rate:
+        # it leads the need (which waits for the queue to build) by the lookahead. A queue already
+        # standing is no new demand in either: capacity asked now arrives after a cold start, by
+        # when the fleet has drained it or the need has grown with it.
+        ahead = r.ahead_replicas
+        if max(need, ahead) <= max(ready, 1):
+            return None
+        size = max(need, ahead)
+        want = min(self.max_replicas, math.ceil(size / self.profile.target_util - 1e-9))
+        if want <= obs.spec_replicas:
+            return None  # capacity already on its way covers it
+        self._last_up = obs.t_s
+        with spans.layer("ebb.fast") as s:
+            s.set(**{"ebb.fast.need_replicas": need, "ebb.fast.need_ahead_replicas": ahead,
+                     "ebb.fast.ready": ready})
+        signals = {"need_replicas": need, "need_ahead_replicas": ahead, "rate_replicas": r.rate_replicas,
+                   "ready_replicas": float(ready), "spec_replicas": float(obs.spec_replicas),
+                   "backlog_replica_s": r.backlog_replicas_s, "cost_replica_s": self._need.cost_replica_s}
+        why = (f"fast path: need {need:.1f} replicas > {ready} ready" if need >= ahead else
+               f"fast path: need {ahead:.1f} replicas in {FAST_LOOKAHEAD_S:.1f} s > {ready} ready "
+               f"(demand arriving at {r.rate_replicas:.1f}, {r.backlog_replicas_s:.1f} replica-s queued)")
+        return self._explained(obs.t_s, "scale_up", obs.spec_replicas, want, signals, (why,))
 
     # -- the cycle ---------------------------------------------------------------------------
     def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
@@ -221,75 +298,99 @@ class EbbPolicy:
                                    reasons=("initial fleet",))
         if self._first_t is None:
             self._first_t = t
+        self._learn_cold_start(obs.pods)
         spec = obs.spec_replicas
         ready = max(obs.ready_replicas, 1)
         with spans.layer("ebb.l1") as s1:
-            d, mean, queued = self._ingest(obs)
+            self._ingest(obs)
+            d = float(self._l1.quantile(0.99, int(t * _NS))[0])
+            d = 0.0 if math.isnan(d) else d
+            queued = self._persistent_queue()
             # Burst: demand over burst_fraction of ready capacity for at least 200 ms.
             if d >= p.burst_fraction * ready:
                 self._over_since = t if self._over_since is None else self._over_since
             else:
                 self._over_since = None
             burst = self._over_since is not None and (t - self._over_since) >= 0.2 or d >= ready
-            self._hist.append((t, mean))
-            while self._hist and self._hist[0][0] < t - p.hold_s:
-                self._hist.popleft()
-            vals = np.fromiter((v for _, v in self._hist), dtype=np.float64, count=len(self._hist))
-            mu = float(vals.mean())
-            cv = float(vals.std()) / mu if mu > 0 else 0.0
-            # Smooth traffic: an isolated 1 s spike is sampling noise that queueing absorbs; bursty
-            # traffic: the spikes are the traffic, so the peak itself is kept.
-            smooth = cv < p.smooth_cv and p.hold_quantile < 1.0
-            peak = float(np.quantile(vals, p.hold_quantile)) if smooth else float(vals.max())
-            ttft99, e2e99 = self._latency_p99()
-            s1.set(**{"ebb.l1.demand_p99_replicas": d, "ebb.l1.demand_mean_replicas": mean,
+            need = self._need_now()
+            self._close_cycle()
+            ttft99, e2e99, wait99 = self._latency_p99()
+            idle = math.isnan(ttft99) and self._first_t is not None and \
+                t - max(self._last_busy_t, self._first_t) >= self.latency_window_s and \
+                t - self._last_signal_t <= self.max_staleness_s
+            # No completion for a whole latency window while fresh samples show no demand and no
+            # queue: the fleet is idle, nothing can be late — not "latency unknown" (missing or stale
+            # data still is: those samples would not be fresh).
+            l2_latency = 0.0 if idle else ttft99
+            # L2 vetoes on the TTFT P99 against its SLO; a surge needs latency that more replicas can
+            # shorten: the wait before a request's own prefill past the SLO's queueing share (the
+            # slack) — or TTFT past the SLO where no wait is reported. A long prompt's own prefill is
+            # no shortage of replicas.
+            # Breaches since the last scale-up only: the ones before it are answered (capacity is
+            # coming or came), and a burst's queue draining after it is no reason to grow again.
+            late = self._lat.breaches(p.surge_margin * self.slo_ttft_ms, min_weight=_LATE_MIN_WEIGHT,
+                                      share=_LATE_SHARE, since_s=self._last_up) or \
+                self._lat.long_breaches(min_weight=_LONG_MIN_WEIGHT, share=0.5 * p.violation_budget)
+            s1.set(**{"ebb.l1.demand_p99_replicas": d, "ebb.l1.need_replicas": need,
                       "ebb.l1.burst": bool(burst), "ebb.l1.ttft_p99_ms": ttft99})
         with spans.layer("ebb.l2") as s2:
-            # L2: weight from latency (the note's rule, damped by alpha).
-            self._weight = recalibrate_weight(self.workload_class, self._weight, ttft99, self.slo_ttft_ms)
+            self._weight = recalibrate_weight(self.workload_class, self._weight, l2_latency, self.slo_ttft_ms)
             s2.set(**{"ebb.l2.weight": self._weight})
-            need_now = math.ceil(mean / p.target_util - 1e-9)
-            backlog = _backlog_replicas(obs)
-            by_demand = need_now
-            if p.backlog_weight > 0.0 and backlog > 0.0:
-                # Doubling the ready fleet at most: the backlog estimate assumes the queue drains at
-                # today's per-replica rate, and capacity already cold-starting is part of spec.
-                with_backlog = math.ceil((mean + p.backlog_weight * backlog) / p.target_util - 1e-9)
-                need_now = max(need_now, min(with_backlog, 2 * obs.ready_replicas))
-            surge = queued or (not math.isnan(ttft99) and ttft99 > p.veto_margin * self.slo_ttft_ms)
+            need_now = math.ceil(need / p.target_util - 1e-9)
+            surge = queued or late
             # Surge only when no earlier scale-up is still cold-starting: capacity on its way counts.
             surge = surge and obs.ready_replicas >= spec
             if surge:
                 need_now = max(need_now, spec + max(1, math.ceil(spec * p.surge_fraction)))
+                if late and self._bound.recent_peak(int(self.latency_window_s / self.interval_s)) <= ready:
+                    # Late requests while the need never outgrew the fleet: the need model reads too
+                    # little for this traffic (long prompts colliding on a replica, say). A breach
+                    # the need saw coming (a burst) is the comeback bound's to remember, not this.
+                    self._learn_shortfall(t, min(need_now, self.max_replicas))
             need_now = min(self.max_replicas, max(self.min_replicas, need_now))
-            signals = {"demand_cv": cv, "demand_p99_replicas": d, "demand_mean_replicas": mean,
-                       "demand_peak_hold_replicas": peak, "backlog_replicas": backlog,
-                       "queued_throughout_last_s": float(queued),
-                       "ttft_p99_ms": ttft99, "e2e_p99_ms": e2e99, "ready_replicas": float(obs.ready_replicas),
-                       "spec_replicas": float(spec)}
-            # Without urgency (queue, latency at risk, burst) small excursions above target are left
-            # to the headroom: chasing them is what makes scale-downs look misjudged a minute later.
+            est = self._bound.floor(p.budget)
+            learned = self._learned_floor(t)
+            signals = {"need_replicas": need, "demand_p99_replicas": d,
+                       "queued_throughout_last_s": float(queued), "ttft_p99_ms": ttft99, "e2e_p99_ms": e2e99,
+                       "wait_p99_ms": wait99, "ready_replicas": float(obs.ready_replicas), "spec_replicas": float(spec),
+                       "comeback_horizon_s": est.horizon_s, "comeback_budget": est.budget,
+                       "comeback_level_replicas": est.level_replicas, "comeback_rise_replicas": est.rise_replicas,
+                       "comeback_floor_replicas": est.floor_replicas, "comeback_samples": float(est.samples),
+                       "learned_floor_replicas": float(learned), "cost_replica_s": self._need.cost_replica_s}
             urgent = surge or burst
             if need_now > spec and (urgent or need_now > spec * (1.0 + p.up_hysteresis)):
                 self._last_up = t
-                why = "surge" if surge else "router backlog" if need_now > by_demand else "demand above target"
+                self._lat.forget_breaches()
+                why = ("surge: latency" if late else "surge: queue") if surge else "need above target"
                 return self._explained(t, "scale_up", spec, need_now, signals, (why,))
-            need_hold = min(self.max_replicas, max(self.min_replicas, math.ceil(peak / p.target_util - 1e-9)))
+            if math.isnan(est.floor_replicas):
+                return self._hold(t, spec)
+            floor = math.ceil(est.floor_replicas / p.down_util - 1e-9)
+            need_hold = min(self.max_replicas, max(self.min_replicas, floor, learned,
+                                                   math.ceil(need / p.target_util - 1e-9)))
+            signals.update(comeback_period_s=est.period_s, comeback_periods=float(est.periods))
+            if est.periods and need_hold > spec:
+                # A periodic rise is due within the horizon: capacity asked for now is ready for it.
+                self._last_up = t
+                return self._explained(t, "scale_up", spec, need_hold, signals, (
+                    f"forecast: a rise to {est.floor_replicas:.1f} replicas recurs every {est.period_s:.0f} s "
+                    f"(seen at this phase in {est.periods} periods); asked {est.horizon_s:.0f} s ahead",))
             if need_hold >= spec:
                 return self._hold(t, spec)
             # A scale-down is wanted: L2 vetoes (fail safe on missing or stale data).
+            warm = self.warmup_s if self.warmup_s is not None else p.warmup_horizons * self._bound.horizon_s
             vetoes = []
-            if t - self._first_t < min(p.hold_s, self.warmup_s):
-                vetoes.append(f"warming up: {t - self._first_t:.0f} s of history < "
-                              f"{min(p.hold_s, self.warmup_s):.0f} s")
-            if t - self._last_up < p.cooldown_s:
-                vetoes.append(f"cooldown: {t - self._last_up:.0f} s since the last scale-up < {p.cooldown_s:.0f} s")
-            if t - self._last_down < p.down_interval_s:
+            if t - self._first_t < warm:
+                vetoes.append(f"warming up: {t - self._first_t:.0f} s of history < {warm:.0f} s")
+            cooldown_s = p.cooldown_horizons * self._bound.horizon_s
+            if t - self._last_up < cooldown_s:
+                vetoes.append(f"cooldown: {t - self._last_up:.0f} s since the last scale-up < {cooldown_s:.0f} s")
+            if t - self._last_down < p.down_interval_horizons * self._bound.horizon_s:
                 return self._hold(t, spec)
             vetoes.extend(veto(self.workload_class, WorkloadSignals(
                 workload="serving", class_name=self.workload_class.name, replicas=spec,
-                ready_replicas=obs.ready_replicas, latency_p99_ms=ttft99, latency_p95_ms=float("nan"),
-                success_ratio=float("nan"), burst_active=burst, utilisation_ratio=mean / ready,
+                ready_replicas=obs.ready_replicas, latency_p99_ms=l2_latency, latency_p95_ms=float("nan"),
+                success_ratio=float("nan"), burst_active=burst, utilisation_ratio=need / ready,
                 staleness_s=t - self._last_signal_t), self.max_staleness_s))
             if vetoes:
                 key = tuple(v.split(":")[0] for v in vetoes)
@@ -312,9 +413,15 @@ class EbbPolicy:
                 return self._explained(t, "veto", spec, spec, signals, ("scale-down wanted",), limits)
             target = spec - len(victims)
             self._last_down = t
+            risk = self._bound.risk(target * p.down_util) if not est.periods else 0.0
+            signals["comeback_risk"] = risk
+            basis = (f"the rise seen at this phase of {est.periods} periods of {est.period_s:.0f} s" if est.periods
+                     else f"over {est.samples} s of history")
             return self._explained(
                 t, "scale_down", spec, target, signals,
-                (f"peak demand over {p.hold_s:.0f} s needs {need_hold} at {p.target_util:.0%}", *limits),
+                (f"comeback: {target} replicas hold a {est.horizon_s:.0f} s rise with estimated risk "
+                 f"{risk:.2%} <= budget {p.budget:.2%} (level {est.level_replicas:.1f} + rise "
+                 f"{est.rise_replicas:.1f} replicas, {basis})", *limits),
                 victims=tuple(victims))
 
     def _hold(self, t: float, spec: int, vetoes: tuple[str, ...] = ()) -> Decision:
@@ -328,37 +435,48 @@ class EbbPolicy:
         return Decision(t, action, frm, to, policy=self.spec, victims=victims, reasons=reasons, vetoes=vetoes,
                         signals=signals,
                         weights={"workload": self._weight, "base": self.base_weight, "alpha": self.alpha},
-                        plan={"profile": self.profile.name, "target_util": self.profile.target_util})
+                        plan={"profile": self.profile.name, "target_util": self.profile.target_util,
+                              "budget": self.profile.budget})
 
 
-def _backlog_replicas(obs: Observation) -> float:
-    """The router queue in replica units, ``ready × queued / max(running, 1)``; 0 without data.
+def _served(f: FineSignals) -> FloatArray:
+    """The completions' weights, one per request: sources report TTFT and end-to-end as separate
+    rows (an agent's sketches; the simulator at the first token and at the end), so the rows with a
+    TTFT count — the ones with an end-to-end latency where no row has a TTFT."""
+    if len(f.done_weight) != len(f.done_t_s):
+        return np.zeros(0)
+    ttft = np.isfinite(f.done_ttft_ms) if len(f.done_ttft_ms) == len(f.done_weight) else np.zeros(0, dtype=bool)
+    if ttft.any():
+        return np.asarray(f.done_weight[ttft], dtype=np.float64)
+    e2e = np.isfinite(f.done_e2e_ms) if len(f.done_e2e_ms) == len(f.done_weight) else np.zeros(0, dtype=bool)
+    return np.asarray(f.done_weight[e2e], dtype=np.float64)
 
-    ``running = total_inflight − queued`` are the sequences the ready replicas serve now, so
-    ``running / ready`` is what one replica holds and the queue needs ``queued`` over that."""
-    if obs.queued is None or obs.total_inflight is None or obs.queued <= 0.0:
-        return 0.0
-    if math.isnan(obs.queued) or math.isnan(obs.total_inflight):
-        return 0.0
-    running = obs.total_inflight - obs.queued
-    return obs.ready_replicas * obs.queued / max(running, 1.0)
+
+def served_demand(prefill: FloatArray, slots: FloatArray, ready: int) -> FloatArray:
+    """Fleet demand in replica units from the agent's samples: the prefill busy share plus the slot
+    occupancy of the time prefill leaves, ``P + S × (1 − P / ready)``.
+
+    A replica splits its time between prefill and decode, and decode of the running sequences
+    stalls while others prefill (the H200 calibration's ``1 / (1 − u)`` stretch), so occupancy
+    measured at today's prefill share ``u = P / ready`` understates what a smaller fleet (larger
+    ``u``) would hold: the decode work is ``S × (1 − u)`` and the prefill work ``P``, and a fleet
+    of ``N`` serves both when ``N ≥ P + S (1 − u)``. A saturated replica reads 1.0; the larger of
+    the two alone (prefill- or slot-bound traffic) is a lower bound of it."""
+    p = np.where(np.isfinite(prefill), np.maximum(prefill, 0.0), 0.0)
+    sl = np.where(np.isfinite(slots), np.maximum(slots, 0.0), 0.0)
+    u = np.clip(p / max(ready, 1), 0.0, 1.0)
+    return np.asarray(np.maximum(p + sl * (1.0 - u), np.maximum(p, sl * (1.0 - u))), dtype=np.float64)
 
 
-def _weighted_p99(rows: Iterable[tuple[float, float, float, float]], col: int) -> float:
-    """Weighted P99 of column ``col`` of (t, ttft_ms, e2e_ms, weight) rows; NaN when empty.
-
-    Rows with NaN in ``col`` do not describe it (an agent sends TTFT and end-to-end sketches as
-    separate weighted rows) and are skipped."""
-    a = np.asarray(list(rows), dtype=np.float64)
-    if a.size == 0:
-        return float("nan")
-    a = a[~np.isnan(a[:, col])]
-    if a.size == 0:
-        return float("nan")
-    order = np.argsort(a[:, col])
-    cw = np.cumsum(a[order, 3])
-    k = int(np.searchsorted(cw, 0.99 * cw[-1]))
-    return float(a[order[min(k, len(order) - 1)], col])
+_LATE_MIN_WEIGHT = 3.0
+"""A latency surge needs at least this many requests (weight) that waiting made miss the TTFT SLO in
+the latency window: one unlucky collision of two long prompts on a replica is no shortage of replicas."""
+_LATE_SHARE = 0.005
+"""…and more than this share of the window's requests (five times the 0.1 % SLO budget)."""
+_LONG_MIN_WEIGHT = 2.0
+"""Over the long window (``breach_horizons``) a second breach at over half the violation budget's
+rate is a trend: at Mooncake's 4 requests/s the budget is one request in 1,000 — four minutes — and
+waiting for a third spends most of it."""
 
 
 def plan_victims(pods: tuple[PodView, ...], remove: int,

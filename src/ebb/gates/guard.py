@@ -19,7 +19,8 @@ Every reconcile returns one :class:`~ebb.model.decision.Decision` (the
   the inner's target with the remaining victims;
 * ``compensate`` — gate failed, errored or timed out: ``scale_up`` (``hold``) back to ``pre``.
 
-Cycles waiting on the gate are holds. :func:`canary_counts` counts passes and aborts over a
+Cycles waiting on the gate are holds — unless the inner policy, which keeps deciding, asks for a
+scale-up (a burst, a latency surge): that ends the step and goes through, since capacity comes back. :func:`canary_counts` counts passes and aborts over a
 decision stream (the scorecard's ``canary_passes`` / ``canary_aborts``); :meth:`CanaryGuard.gate_queries`
 names the PromQL queries the live controller must measure while a step is gated.
 """
@@ -117,6 +118,19 @@ class CanaryGuard:
         """Ingest ``obs`` without deciding: the inner policy's windows stay warm."""
         self.inner.observe(obs)
 
+    @property
+    def react_interval_s(self) -> float | None:
+        """The inner policy's fast path period (:class:`~ebb.decide.base.Reactive`)."""
+        return self.inner.react_interval_s
+
+    def react(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision | None:
+        """The inner policy's fast path. A scale-up it asks for ends a canary step in progress: the
+        capacity comes back, and the step's gate has nothing left to judge."""
+        d = self.inner.react(obs, spans=spans)
+        if d is not None and self._run is not None:
+            self._run = None
+        return d
+
     def gate_queries(self) -> tuple[str, ...]:
         """While a canary step is gated, the queries of its gates other than the built-in L1 TTFT
         query (which reads the inner policy's own completions); () otherwise."""
@@ -153,7 +167,13 @@ class CanaryGuard:
             return replace(ans.retarget(pre - first, reason="canary: canary step before the plan"),
                            gate=GateStep("canary", self.gate.query))
         run = self._run
-        self.inner.observe(obs)
+        # The inner policy keeps deciding while the step is gated: a scale-up it asks for (a burst,
+        # a latency surge) ends the step and goes through — capacity comes back, the gate is moot.
+        # Its scale-down wishes wait for the gate.
+        wish = self.inner.decide(obs, spans=spans)
+        if wish.action == "scale_up":
+            self._run = None
+            return wish
         spec = obs.spec_replicas
         due = [i for i, t in enumerate(run.next_s) if obs.t_s + 1e-9 >= t]
         if not due:

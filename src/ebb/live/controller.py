@@ -71,25 +71,30 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ebb.actuate.base import ActuationResult, Actuator, FleetState
-from ebb.decide.base import Policy
+from ebb.decide.base import Policy, Reactive, react_of
 from ebb.decide.records import caused_by, clamp, cycle_record, decision_record, outcome_cycle, stale_data_veto
 from ebb.errors import EbbError, NotLeader, TransientError
 from ebb.ledger.base import Ledger
 from ebb.live.resume import resume_verdict
+from ebb.live.sensed import Sensed as _Sensed
+from ebb.live.sensed import actuated as _actuated
+from ebb.live.sensed import empty_fine as _empty_fine
+from ebb.live.sensed import rebase as _rebase
+from ebb.live.sensed import victim_names as _victim_names
 from ebb.live.settings import ControllerSettings, CycleOutcome, Elector
 from ebb.live.timeline import Tick, Timeline
 from ebb.model.decision import Decision
-from ebb.model.decisions import JSON, CycleRecord, DecisionRecord
-from ebb.model.ids import CycleId, DecisionId, ReplicaId, RunId
+from ebb.model.decisions import CycleRecord, DecisionRecord
+from ebb.model.ids import CycleId, DecisionId, RunId
 from ebb.model.live import LiveSignals
-from ebb.model.observation import FineSignals, Observation, PodView, ScaleRequest
+from ebb.model.observation import Observation, PodView, ScaleRequest
 from ebb.model.spans import NO_SPANS, Spans
 from ebb.sources.live import SignalSource
 from ebb.telemetry.metrics import EbbMetrics
@@ -98,56 +103,6 @@ from ebb.telemetry.tracing import CycleSpan, CycleTracer
 __all__ = ["Controller", "ControllerSettings", "CycleOutcome", "Elector"]
 
 log = logging.getLogger(__name__)
-
-@dataclass(frozen=True)
-class _Sensed:
-    """What one cycle read before deciding: the source's signals and the fleet."""
-
-    sig: LiveSignals
-    state: FleetState
-    note: str
-    """Why the data is not fresh and complete (stale, unreachable, incomplete fleet); "" when it is."""
-    stale_s: float | None
-    """Age of the freshest sample ever seen (s); None when the source has never answered."""
-    max_staleness_s: float
-
-    @property
-    def unfit(self) -> str:
-        """Why this data must not back a scale-down; "" when it may."""
-        if self.note:
-            return self.note
-        return "no fresh data" if self.stale_s is None or self.stale_s > self.max_staleness_s else ""
-
-    def outcome(self, n: int, t_s: float, action: str, to_replicas: int, decision_id: DecisionId | None = None,
-                *, acted: bool = False, note: str = "", signals: Mapping[str, float] | None = None) -> CycleOutcome:
-        return CycleOutcome(n, t_s, action, self.state.spec_replicas, to_replicas, self.state.ready_replicas,
-                            self.stale_s, decision_id, acted, note, dict(signals or {}))
-
-
-def _empty_fine() -> FineSignals:
-    return FineSignals()
-
-
-def _rebase(f: FineSignals, tick: Tick) -> FineSignals:
-    """Unix sample stamps onto the policy's monotonic timeline (by age; vectorised)."""
-    offset = tick.wall_s - tick.t_s
-    return FineSignals(t_s=f.t_s - offset, prefill_replicas=f.prefill_replicas, slot_replicas=f.slot_replicas,
-                       queued=f.queued, done_t_s=f.done_t_s - offset, done_ttft_ms=f.done_ttft_ms,
-                       done_e2e_ms=f.done_e2e_ms, done_weight=f.done_weight)
-
-
-def _actuated(res: ActuationResult) -> dict[str, JSON]:
-    """The actuator's report as outcome snapshot fields."""
-    return {"applied": res.applied, "replicas_before": res.replicas_before, "replicas_after": res.replicas_after,
-            "removed": list(res.removed), "added": list(res.added)}
-
-
-def _victim_names(state: FleetState) -> Callable[[ReplicaId], str]:
-    """Replica id → the actuator's name for it. An id the fleet does not hold (no policy should
-    name one) gets a name no actuator gives, so a resume can never match it to a replica."""
-    names = {r.replica: r.name for r in state.replicas}
-    return lambda rid: names.get(rid, f"<unknown replica {int(rid)}>")
-
 
 class Controller:
     """The live loop for one workload. Not thread-safe: one thread calls :meth:`cycle` / :meth:`run`."""
@@ -184,6 +139,10 @@ class Controller:
         self._pending: tuple[CycleRecord, DecisionRecord] | None = None
         """The last acted decision found without an outcome on resume; settled by the next cycle."""
         self.outcomes: deque[CycleOutcome] = deque(maxlen=settings.keep_outcomes)
+        self._counts: tuple[int, int] | None = None
+        """(spec, ready) replicas as the last read or act left them: what a quiet fast-path tick
+        compares the policy's wish with (a tick that fires reads the fleet afresh)."""
+        self._fast = react_of(policy) if settings.react_interval_s > 0 else None
 
     # -- ledger bookkeeping -----------------------------------------------------------------
     def _fence(self) -> Any:
@@ -282,7 +241,9 @@ class Controller:
         self._cursor = tick.wall_s - self.settings.lookback_s
         self._newest = None
 
-    def _read(self, span: Spans, tick: Tick) -> tuple[LiveSignals, str]:
+    def _read(self, span: Spans, tick: Tick, *, quiet: bool = False) -> tuple[LiveSignals, str]:
+        """The source's samples since the cursor and why they cannot back a scale-down ("" when they
+        can). ``quiet``: a fast-path tick logs no source trouble (the next cycle does, in its trace)."""
         now = tick.wall_s
         if tick.step_s is not None:
             self._on_clock_step(tick)
@@ -292,12 +253,15 @@ class Controller:
                 sig = self.source.read(since)
                 s.set(**{"ebb.source.samples": int(len(sig.fine.t_s))})
         except EbbError as exc:  # unreachable or malformed: no data this cycle (fail static)
-            log.warning("source: %s — no data this cycle, scale-down blocked", exc)
+            if not quiet:
+                log.warning("source: %s — no data this cycle, scale-down blocked", exc)
             return LiveSignals(_empty_fine()), f"source: {exc}"
         newest = sig.newest_sample_s
         if newest is not None and newest > now + self.settings.max_staleness_s:
             # From the future by more than the staleness bound: a clock we cannot trust.
-            log.warning("source: newest sample is %.1f s in the future — ignored, scale-down blocked", newest - now)
+            if not quiet:
+                log.warning("source: newest sample is %.1f s in the future — ignored, scale-down blocked",
+                            newest - now)
             return LiveSignals(_empty_fine()), "samples from the future"
         if newest is not None:
             self._newest = max(self._newest or -math.inf, newest)
@@ -324,6 +288,7 @@ class Controller:
             state = self.actuator.state()
         sig, note = self._completeness(sig, state, note)
         stale = None if self._newest is None else tick.wall_s - self._newest
+        self._counts = (state.spec_replicas, state.ready_replicas)
         return _Sensed(sig, state, note, stale, self.settings.max_staleness_s)
 
     def _observation(self, seen: _Sensed, tick: Tick) -> Observation:
@@ -407,21 +372,26 @@ class Controller:
             return resumed  # the fleet changed under this cycle's read: the next cycle decides on it
         obs = self._gated(span, self._observation(seen, tick))
         self._fault("before_plan")
-        d, blocked = self._locked(self._decide(span, obs), seen)
+        return self._carry_out(span, self._decide(span, obs), seen, n, cid, tick)
+
+    def _carry_out(self, span: CycleSpan, decided: Decision, seen: _Sensed, n: int, cid: CycleId,
+                   tick: Tick, *, fast: bool = False) -> CycleOutcome:
+        """A decision's way out: lock (bounds, stale data), record, act, record the outcome. Holds end here."""
+        d, blocked = self._locked(decided, seen)
         if not d.noteworthy:
-            return seen.outcome(n, obs.t_s, "hold", d.to_replicas, note=seen.note)
+            return seen.outcome(n, tick.t_s, "hold", d.to_replicas, note=seen.note)
         fence = self._fence()
         cycle = self._cycle_record(d, n, cid, tick, seen.state, fence)
         rec = cycle.decisions[0]
         if (refused := self._write(span, cycle, fence)) is not None:
-            return seen.outcome(n, obs.t_s, "error", seen.state.spec_replicas, rec.decision_id,
+            return seen.outcome(n, tick.t_s, "error", seen.state.spec_replicas, rec.decision_id,
                                 note=f"ledger: {refused}")
         self._fault("after_ledger")
         self._count(rec)
         if self.settings.mode != "act" or not d.changes:
-            return seen.outcome(n, obs.t_s, d.action, rec.to_replicas, rec.decision_id,
-                                note=blocked or seen.note, signals=rec.signals)
-        return self._act(span, cycle, d, fence, seen, n, obs.t_s)
+            return replace(seen.outcome(n, tick.t_s, d.action, rec.to_replicas, rec.decision_id,
+                                        note=blocked or seen.note, signals=rec.signals), fast=fast)
+        return replace(self._act(span, cycle, d, fence, seen, n, tick.t_s), fast=fast)
 
     def _gated(self, span: Spans, obs: Observation) -> Observation:
         """``obs`` with each of the policy's gate queries measured once (only while it names any)."""
@@ -508,20 +478,88 @@ class Controller:
             res = self.actuator.apply(did, ScaleRequest(d.to_replicas, d.victims))
             a.set(**{"ebb.actuate.applied": res.applied, "ebb.replicas.after": res.replicas_after})
         self._prev_action = did
+        if self._counts is not None:
+            self._counts = (res.replicas_after, self._counts[1])
         self._fault("after_actuation")
         self._write_outcome(span, cycle, res, fence)
         return seen.outcome(n, t_s, d.action, res.replicas_after, did, acted=res.applied, signals=rec.signals)
 
+    # -- the fast path ---------------------------------------------------------------------------
+    def react(self) -> CycleOutcome | None:
+        """One fast-path tick between cycles: read the source's new samples and let a
+        :class:`~ebb.decide.base.Reactive` policy ask for capacity at once. None when it asks for
+        nothing, or cannot be asked (no fast path, not the leader, no cycle yet, data not fresh: the
+        next cycle decides) — no trace, no ledger row. A tick that fires reads the fleet afresh and
+        goes the cycle's way: a cycle number, a trace, write-ahead ledger, actuator, outcome. Never
+        raises (like :meth:`cycle`)."""
+        if self._fast is None or self._counts is None or self._n is None or not self._was_leader:
+            return None
+        start = time.perf_counter()
+        tick = self._timeline.tick()
+        try:
+            return self._react(self._fast, tick, start)
+        except Exception as exc:  # the same last resort as a cycle's: log, no action
+            log.exception("fast path failed unexpectedly (%s: %s); no action taken", type(exc).__name__, exc)
+            self._was_leader = False
+            return None
+
+    def _react(self, fast: Reactive, tick: Tick, start: float) -> CycleOutcome | None:
+        if self.elector is not None and not self.elector.is_leader():
+            self._was_leader = False
+            return None
+        sig, note = self._read(NO_SPANS, tick, quiet=True)
+        if note or not len(sig.fine.t_s) or self._counts is None:
+            return None
+        spec, ready = self._counts
+        obs = Observation(t_s=tick.t_s, spec_replicas=spec, ready_replicas=ready, pods=(), total_qps=sig.total_qps,
+                          total_inflight=None, queued=sig.queued, fine=_rebase(sig.fine, tick))
+        wish = fast.react(obs)
+        if wish is None:
+            return None
+        assert self._n is not None
+        self._n += 1
+        n = self._n
+        cid = CycleId(f"{self.settings.run_id}-c{n}")
+        with self.tracer.cycle(cid, self.settings.run_id, self.settings.target) as span:
+            span.set(**{"ebb.fast": True})
+            try:
+                with span.layer("ebb.actuate.state"):
+                    state = self.actuator.state()
+                stale = None if self._newest is None else tick.wall_s - self._newest
+                seen = _Sensed(sig, state, "", stale, self.settings.max_staleness_s)
+                self._counts = (state.spec_replicas, state.ready_replicas)
+                to = max(wish.to_replicas, state.spec_replicas)
+                d = wish if wish.from_replicas == state.spec_replicas else \
+                    replace(wish, from_replicas=state.spec_replicas, to_replicas=to,
+                            action="scale_up" if to > state.spec_replicas else "hold")
+                out = self._carry_out(span, d, seen, n, cid, tick, fast=True)
+            except EbbError as exc:
+                span.record_error(exc)
+                log.error("fast path %s failed: %s", cid, exc)
+                out = CycleOutcome(n, tick.t_s, "error", 0, 0, 0, None, note=str(exc), fast=True)
+            span.set(**{"ebb.decision.action": out.action, "ebb.replicas.from": out.spec_replicas,
+                        "ebb.replicas.to": out.to_replicas, "ebb.data.staleness_s": out.staleness_s})
+        return self._finish(out, start)
+
     # -- the loop -------------------------------------------------------------------------------
     def run(self, stop: threading.Event, *, max_cycles: int | None = None,
             on_cycle: Callable[[CycleOutcome], None] | None = None) -> None:
-        """Cycle every ``interval_s`` on the wall clock until ``stop`` is set (or ``max_cycles``)."""
+        """Cycle every ``interval_s`` on the wall clock until ``stop`` is set (or ``max_cycles``); in
+        between, the fast path ticks every ``react_interval_s`` when the policy has one."""
         k = 0
         next_t = time.monotonic()
+        react_s = self.settings.react_interval_s if self._fast is not None else 0.0
         while not stop.is_set() and (max_cycles is None or k < max_cycles):
             out = self.cycle()
             k += 1
             if on_cycle is not None:
                 on_cycle(out)
             next_t += self.settings.interval_s
+            while react_s > 0 and not stop.is_set() and next_t - time.monotonic() > react_s:
+                stop.wait(react_s)
+                if next_t - time.monotonic() <= react_s / 2:
+                    break
+                fired = self.react()
+                if fired is not None and on_cycle is not None:
+                    on_cycle(fired)
             stop.wait(max(0.0, next_t - time.monotonic()))

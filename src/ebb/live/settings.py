@@ -52,6 +52,11 @@ class ControllerSettings:
     """Ceiling for every applied decision."""
     resume_max_age_s: float = 60.0
     """An unfinished decision older than this is not resumed after a restart (re-decided instead)."""
+    react_interval_s: float = 0.1
+    """Period (s) of the fast path between cycles, for a policy that has one
+    (:class:`~ebb.decide.base.Reactive`): each tick reads the source's new samples and lets the policy
+    request a scale-up at once. 0 turns it off (a source with coarse samples, such as Prometheus
+    scraped every few seconds, gains nothing from reading it 10 times a second)."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("recommend", "act"):
@@ -62,6 +67,8 @@ class ControllerSettings:
             raise ValueError(f"need 1 <= min_replicas <= max_replicas: {self!r}")
         if not self.resume_max_age_s > 0:
             raise ValueError(f"resume_max_age_s must be > 0: {self!r}")
+        if not 0 <= self.react_interval_s < self.interval_s:
+            raise ValueError(f"react_interval_s must be within [0, interval_s): {self!r}")
 
     @property
     def resume_limits(self) -> ResumeLimits:
@@ -78,7 +85,8 @@ class CycleOutcome:
     t_s: float
     """Seconds since the controller started (monotonic)."""
     action: str
-    """``hold``, ``scale_up``, ``scale_down``, ``veto``, ``follower`` or ``error``."""
+    """``hold``, ``scale_up``, ``scale_down``, ``veto``, ``follower`` or ``error``; a fast-path tick that
+    asked for capacity is a ``scale_up`` with ``fast`` set."""
     spec_replicas: int
     to_replicas: int
     ready_replicas: int
@@ -88,3 +96,5 @@ class CycleOutcome:
     acted: bool = False
     note: str = ""
     signals: dict[str, float] = field(default_factory=dict)
+    fast: bool = False
+    """Whether the fast path (a tick between cycles) made this decision."""

@@ -87,7 +87,10 @@ class FineSignals:
     replica units (1.0 = one replica prefilling all the time). ``slot_replicas[k]``: sequences
     running / max batch, in replica units (the router queue is ``queued``: backlog, not demand). Completion arrays hold the requests that
     finished since the previous decision: finish time, TTFT and end-to-end latency (ms), and a
-    weight (1 per request; the fluid engine reports bins as weighted samples).
+    weight (1 per request; the fluid engine reports bins as weighted samples). ``done_wait_ms`` is
+    the part of each TTFT spent waiting before the request's own prefill began (router queue and the
+    replica's prefill queue): the part more replicas can shorten. Sources that cannot tell leave it
+    empty (or NaN per row), and the policy falls back to TTFT.
     """
 
     t_s: FloatArray = field(default_factory=lambda: _EMPTY)
@@ -98,6 +101,7 @@ class FineSignals:
     done_ttft_ms: FloatArray = field(default_factory=lambda: _EMPTY)
     done_e2e_ms: FloatArray = field(default_factory=lambda: _EMPTY)
     done_weight: FloatArray = field(default_factory=lambda: _EMPTY)
+    done_wait_ms: FloatArray = field(default_factory=lambda: _EMPTY)
 
 
 QUEUE_TIME_BOUNDS_S: tuple[float, ...] = (

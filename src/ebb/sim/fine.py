@@ -17,7 +17,8 @@ __all__ = ["FineBuffer"]
 class FineBuffer:
     """Samples (time, prefill share, slot share, router queue) and completions since the last take."""
 
-    __slots__ = ("t", "prefill", "slot", "queued", "done_t", "done_ttft_ms", "done_e2e_ms", "done_weight")
+    __slots__ = ("t", "prefill", "slot", "queued", "done_t", "done_ttft_ms", "done_e2e_ms", "done_weight",
+                 "done_wait_ms")
 
     def __init__(self) -> None:
         self.t: list[float] = []
@@ -29,6 +30,8 @@ class FineBuffer:
         self.done_e2e_ms: list[float] = []
         self.done_weight: list[float] = []
         """Empty when every completion weighs 1 (the request engine); else one weight per completion."""
+        self.done_wait_ms: list[float] = []
+        """Wait before each completion's own prefill began (ms), one per completion."""
 
     def take(self) -> FineSignals:
         """Everything since the previous take, as arrays; the buffer is empty afterwards."""
@@ -36,8 +39,8 @@ class FineBuffer:
         w = np.asarray(self.done_weight) if self.done_weight else np.ones(n)
         fs = FineSignals(np.asarray(self.t), np.asarray(self.prefill), np.asarray(self.slot),
                          np.asarray(self.queued), np.asarray(self.done_t), np.asarray(self.done_ttft_ms),
-                         np.asarray(self.done_e2e_ms), w)
+                         np.asarray(self.done_e2e_ms), w, np.asarray(self.done_wait_ms))
         for buf in (self.t, self.prefill, self.slot, self.queued, self.done_t, self.done_ttft_ms,
-                    self.done_e2e_ms, self.done_weight):
+                    self.done_e2e_ms, self.done_weight, self.done_wait_ms):
             buf.clear()
         return fs

@@ -36,7 +36,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from ebb.decide.base import Policy
+from ebb.decide.base import Policy, react_of
 from ebb.model.decision import Decision
 from ebb.model.ids import ReplicaId
 from ebb.model.observation import Observation, PodView, ServingCounters
@@ -201,12 +201,24 @@ class _FluidRun:
         serve, empty = self.pool.serve, self.pool.empty
         interval = float(policy.interval_s)
         next_tick = interval
+        fast = react_of(policy) if self.fine_on else None
+        # The fast path runs at each bin start that is no policy tick (bins are its finest samples).
+        react_dt = max(dt, fast.react_interval_s or dt) if fast is not None else math.inf
+        next_react = react_dt
         k = 0
         t = 0.0
         while True:
             t = k * dt
             if starting or draining:
                 self._lifecycle_step(t)
+            if fast is not None and next_react <= t + 1e-9:
+                while next_react <= t + 1e-9:
+                    next_react += react_dt
+                if next_tick > t + 1e-9:
+                    d = fast.react(Observation(t, self.spec, len(self.fleet.ready), (), None, None, None,
+                                               self.fine_buf.take()))
+                    if d is not None:
+                        self._apply(d, t)
             while next_tick <= t:
                 self._apply(policy.decide(self._observe(next_tick)), next_tick)
                 next_tick += interval
@@ -216,7 +228,7 @@ class _FluidRun:
                 break
             # The next bin start at which the fleet or the policy acts (cancelled cold starts included:
             # an early stop there only costs one more pass through this loop).
-            t_event = next_tick
+            t_event = min(next_tick, next_react - 1e-9)  # accumulated 0.1 s steps drift past k × dt
             if starting:
                 t_event = min(t_event, min(starting)[0])
             if draining:
@@ -477,6 +489,7 @@ def _fine_sampler(run: _FluidRun) -> Callable[[float, float, float, float, float
     buf, pf_q, q_out, dt = run.fine_buf, run.pf_q, run.q_out, run.dt
     f_t, f_pf, f_slot, f_q = buf.t.append, buf.prefill.append, buf.slot.append, buf.queued.append
     d_t, d_ttft, d_e2e, d_w = buf.done_t.append, buf.done_ttft_ms.append, buf.done_e2e_ms.append, buf.done_weight.append
+    d_wait = buf.done_wait_ms.append
 
     def sample(t: float, done_pf: float, slot: float, queue: float, fin: float, base: float, tau: float) -> None:
         f_t(t)
@@ -490,6 +503,7 @@ def _fine_sampler(run: _FluidRun) -> Callable[[float, float, float, float, float
                 d_ttft(ttft_s * 1000.0)
                 d_e2e((ttft_s + q_out[j] * tau) * 1000.0)
                 d_w(fin * w_)
+                d_wait(base * 1000.0)
 
     return sample
 

@@ -90,8 +90,12 @@ def score_fluid(policy: str, demand: FluidDemand, out: FluidOutcome, fleet: Flee
     viol_tl = np.rint(np.bincount(tl_idx, weights=out.violations, minlength=ntl)).astype(np.int64)
     t_bins = np.arange(nb, dtype=np.float64) * float(demand.bin_s)
     dur = max(fleet.end_s, demand.duration_s)
-    starts = judgement.breach_starts(judgement.bin_counts(t_bins, counts, dur),
-                                     judgement.bin_counts(t_bins, out.violations, dur))
+    # Attributable violations: less the share an idle replica would violate anyway (judgement).
+    attributable = np.maximum(out.violations - counts * _unserviceable_share(demand, settings), 0.0)
+    first = judgement.breach_bins(judgement.bin_counts(t_bins, counts, dur),
+                                  judgement.bin_counts(t_bins, attributable, dur))
+    starts = first.astype(np.float64) * judgement.BREACH_BIN_S
+    onsets = judgement.episode_onsets(first, t_bins, attributable)
     window = settings.cluster.cold_start_s + 60.0
     card = Scorecard(
         policy=policy, trace=demand.name, fidelity="fluid", requests=requests,
@@ -103,8 +107,22 @@ def score_fluid(policy: str, demand: FluidDemand, out: FluidOutcome, fleet: Flee
         mean_replicas=replica_s / fleet.end_s if fleet.end_s > 0 else 0.0,
         slo_ttft_ms=settings.slo.ttft_ms, slo_e2e_ms=settings.slo.e2e_ms, wall_s=wall_s,
         misjudged_scale_downs=judgement.misjudged_scale_downs(fleet.decisions, starts, window),
-        sla_violation_delay_ms=judgement.violation_delay_ms(fleet.decisions, starts),
+        sla_violation_delay_ms=judgement.violation_delay_ms(fleet.decisions, onsets, settings.cluster.cold_start_s),
         breach_episodes=int(len(starts)),
     )
     tl = Timeline(tl_edges[:-1].copy(), tl_bin, demand_tl, billed, ready, tt50, tt99, e50, e99, viol_tl)
     return PolicyRun(card, tl)
+
+
+def _unserviceable_share(demand: FluidDemand, settings: SimSettings) -> float:
+    """Share of requests an idle replica would serve past the SLO (own prefill past the TTFT limit,
+    or own service at batch 1 past the end-to-end limit; prompt and output lengths independent)."""
+    tin, tout = demand.tokens_in_sample, demand.tokens_out_sample
+    if not len(tin) or not len(tout):
+        return 0.0
+    lat, slo = settings.cluster.latency, settings.slo
+    pf = lat.prefill_ms(tin)
+    ok_ttft = float(np.mean(pf <= slo.ttft_ms))
+    dec = np.maximum(tout - 1.0, 0.0) * float(lat.step_ms(1.0))
+    ok_e2e = float(np.mean(float(np.median(pf)) + dec <= slo.e2e_ms))
+    return 1.0 - ok_ttft * ok_e2e

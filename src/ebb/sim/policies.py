@@ -25,19 +25,21 @@
            their knobs).
 ``ebb``    Ebb's own policy (:mod:`ebb.decide.policy`): ``profile=cautious|balanced|lean``
            (default balanced) on the cost–SLO curve; ``min`` (1), ``max`` (4 × the oracle's peak);
-           ``backlog_weight=W`` also sizes scale-ups on the router backlog (default 0);
+           any profile field as a knob (``budget=0.002``, ``slack_fraction=0.6``; the switches
+           ``forecast``, ``fast_path``, ``tail``, ``level_peak`` take ``on|off``);
            ``canary=on`` puts every scale-down behind a one-replica canary and a TTFT gate
-           (:mod:`ebb.gates.guard`).
+           (:mod:`ebb.gates.guard`). Its comeback horizon is the run's ``--cold-start-s`` plus a
+           reconcile and a fine sample.
 =========  ===================================================================================
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from ebb.decide.policy import PROFILES, EbbPolicy
+from ebb.decide.policy import PROFILE_FLAGS, PROFILE_KNOBS, PROFILES, EbbPolicy, profile_with_knobs
 from ebb.errors import ConfigError
 from ebb.gates.guard import CanaryGuard, ttft_gate
 from ebb.model.decision import Decision
@@ -49,7 +51,6 @@ from ebb.sim.baselines.static import StaticPolicy
 from ebb.sim.policy import Observation, Pipeline, Policy
 from ebb.sim.policy_context import MAX_REPLICAS, PolicyContext
 from ebb.sim.peers import aibrix, dynamo, keda_vllm, kpa, ray_serve, wva
-from ebb.sim.settings import SimSettings
 from ebb.config.policy_specs import PolicySpecItem, check_keys, param_choice, param_float, param_int
 
 PEERS: dict[str, PeerModule] = {
@@ -66,7 +67,8 @@ POLICY_HELP: dict[str, str] = {
             "cooldown (300 s), min (1; 0 = scale to zero), max",
     "static": "a fixed fleet: replicas (default: the oracle's peak)",
     "oracle": "perfect foresight: the cheapest schedule that meets the SLO (the lower bound)",
-    "ebb": "Ebb: profile=cautious|balanced|lean (balanced), canary=on|off, backlog_weight (0), min (1), max",
+    "ebb": "Ebb: profile=cautious|balanced|lean (balanced), canary=on|off, min (1), max; any profile field "
+           "(budget 0.001, slack_fraction 0.5, target_util 0.9, ...) and forecast|fast_path|tail|level_peak=on|off",
     **{name: mod.HELP for name, mod in PEERS.items()},
 }
 """One line per policy for ``ebb simulate --help``: what it is, its knobs and their defaults."""
@@ -238,16 +240,15 @@ def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
                           param_float(item, "cooldown", 300.0, lo=0.0), pipeline,
                           float(pipe.hpa_sync_s), initial=min(cfg.max_replicas, ctx.initial_replicas))
     if item.name == "ebb":
-        check_keys(item, ("profile", "min", "max", "canary", "backlog_weight"))
-        profile = PROFILES[param_choice(item, "profile", "balanced", tuple(PROFILES))]
-        if item.get("backlog_weight") is not None:
-            profile = replace(profile, backlog_weight=param_float(item, "backlog_weight", 0.0, lo=0.0))
+        check_keys(item, ("profile", "min", "max", "canary", *PROFILE_FLAGS, *PROFILE_KNOBS))
+        profile = profile_with_knobs(item, PROFILES[param_choice(item, "profile", "balanced", tuple(PROFILES))])
         mn = param_int(item, "min", 1, lo=1)
         mx = param_int(item, "max", min(MAX_REPLICAS, max(8, 4 * ctx.oracle_peak)), lo=1)
         if mx > MAX_REPLICAS or mn > mx:
             raise ConfigError(f"policy {item.text!r}: need 1 <= min={mn} <= max={mx} <= {MAX_REPLICAS:,}")
         ebb = EbbPolicy(profile, ctx.settings.slo.ttft_ms, ctx.settings.slo.e2e_ms, min_replicas=mn,
-                        max_replicas=mx, initial=min(mx, ctx.initial_replicas), spec=item.text)
+                        max_replicas=mx, initial=min(mx, ctx.initial_replicas), spec=item.text,
+                        cold_start_s=ctx.settings.cluster.cold_start_s)
         if param_choice(item, "canary", "off", ("on", "off")) == "on":
             return CanaryGuard(ebb, ttft_gate(ctx.settings.slo.ttft_ms, profile.veto_margin))
         return ebb

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ebb.decide.base import Policy
+from ebb.decide.base import Policy, Reactive, react_of
 from ebb.model.decision import Decision
 from ebb.model.ids import ReplicaId
 from ebb.model.observation import QUEUE_TIME_BOUNDS_S, Observation, PodView, ServingCounters
@@ -91,7 +91,7 @@ class _RequestRun:
                  "pf_work", "pf_t", "busy_since", "busy_cum", "done_cum", "starting", "queue", "fin_heap",
                  "counters", "horizon", "t_end_arrivals", "spec", "scale_ups", "scale_downs", "decisions",
                  "noteworthy", "fault", "slow", "fault_pre", "fine_ms", "fine_dt", "active_total",
-                 "pf_cum_total", "pf_prev", "fine_buf", "kv_held", "kv_cap", "admit_t", "serving_on", "sv", "qb")
+                 "pf_cum_total", "pf_prev", "fine_buf", "kv_held", "kv_cap", "admit_t", "pf_start", "ft_heap", "serving_on", "sv", "qb")
 
     def __init__(self, trace: RequestTrace, policy: Policy, settings: SimSettings) -> None:
         lat = settings.cluster.latency
@@ -135,6 +135,8 @@ class _RequestRun:
         self.kv_held: list[float] = []  # per replica: tokens its running sequences hold
         self.kv_cap = float(lat.kv_capacity_tokens)
         self.admit_t: list[float] = [math.nan] * n
+        self.pf_start: list[float] = [math.nan] * n  # when each request's own prefill began (fine completions)
+        self.ft_heap: list[tuple[float, int]] = []  # (first token, request) not yet reported (fine samples on)
         self.serving_on = policy.pipeline.serving
         # Cumulative serving sums (ServingCounters' scalar fields, in order) and queue-time buckets
         # (one per bound of QUEUE_TIME_BOUNDS_S plus +Inf, not cumulative); kept when serving_on.
@@ -185,6 +187,7 @@ class _RequestRun:
         At equal times: finishes, arrivals, cold-start ends, fine samples, snapshots, policy ticks."""
         arr, n, fin_heap, starting, queue = self.arr, self.n, self.fin_heap, self.starting, self.queue
         horizon, fine_dt, policy = self.horizon, self.fine_dt, self.policy
+        fast = react_of(policy) if self.fine_ms else None
         admit = _admitter(self)
         arrive, complete = _router(self, admit), _completer(self, admit)
         interval = float(policy.interval_s)
@@ -216,6 +219,9 @@ class _RequestRun:
                 self._ready(admit)
             elif next_fine == t_ctrl:
                 self._fine_sample(next_fine)
+                # Not at a reconcile (the one due, or the one just past: 0.1 s steps drift around it).
+                if fast is not None and abs(next_fine - next_tick) > 1e-6 and abs(next_fine - next_tick + interval) > 1e-6:
+                    self._react(fast, next_fine)
                 next_fine += fine_dt
             elif float(next_snap) == t_ctrl:
                 self._snapshot(next_snap, arrivals=i)
@@ -269,6 +275,21 @@ class _RequestRun:
         self.pf_prev = done
         buf.slot.append(self.active_total / self.max_batch)
         buf.queued.append(float(len(self.queue)))
+        # First tokens since the previous sample: TTFT rows, as an agent sees them (at the first
+        # token, not at the end of the answer) — with the wait before each request's own prefill.
+        ft_heap, arr, pf_start, pop = self.ft_heap, self.arr, self.pf_start, heapq.heappop
+        while ft_heap and ft_heap[0][0] <= t:
+            ft, req = pop(ft_heap)
+            buf.done_t.append(ft)
+            buf.done_ttft_ms.append((ft - arr[req]) * 1000.0)
+            buf.done_e2e_ms.append(math.nan)
+            buf.done_wait_ms.append((pf_start[req] - arr[req]) * 1000.0)
+
+    def _react(self, fast: Reactive, t: float) -> None:
+        """The fast path at fine sample ``t``: the policy sees the new samples and the fleet's counts."""
+        d = fast.react(Observation(t, self.spec, len(self.fleet.ready), (), None, None, None, self.fine_buf.take()))
+        if d is not None:
+            self._apply(d, t)
 
     def _observe(self, t: float) -> Observation:
         """What the policy sees at ``t``: the newest pipeline sample's window, per pod and fleet-wide."""
@@ -381,7 +402,7 @@ def _admitter(run: _RequestRun) -> _Admit:
     tin, tout, first_tok, finish, where = run.tin, run.tout, run.first_tok, run.finish, run.where
     pf_floor, pf_per_tok, d_base, d_per, u_cap = run.pf_floor, run.pf_per_tok, run.d_base, run.d_per, run.u_cap
     max_batch, fin_heap, fine_ms = run.max_batch, run.fin_heap, run.fine_ms
-    kv_held, admit_t = run.kv_held, run.admit_t
+    kv_held, admit_t, pf_start, ft_heap = run.kv_held, run.admit_t, run.pf_start, run.ft_heap
     exp, push = math.exp, heapq.heappush
 
     def admit(req: int, r: int, t: float) -> None:
@@ -400,6 +421,9 @@ def _admitter(run: _RequestRun) -> _Admit:
         pf *= slow
         start = pf_free[r] if pf_free[r] > t else t
         ft = start + pf
+        if fine_ms:
+            pf_start[req] = start
+            push(ft_heap, (ft, req))
         pf_free[r] = ft
         run.pf_cum_total += pf
         # Recent prefill share: exponentially decayed prefill seconds per second.
@@ -451,6 +475,7 @@ def _completer(run: _RequestRun, admit: _Admit) -> Callable[[], None]:
     fin_heap, queue, arr, first_tok, fleet = run.fin_heap, run.queue, run.arr, run.first_tok, run.fleet
     phase, fine_ms, pop = fleet.phase, run.fine_ms, heapq.heappop
     d_t, d_ttft, d_e2e = run.fine_buf.done_t.append, run.fine_buf.done_ttft_ms.append, run.fine_buf.done_e2e_ms.append
+    d_wait = run.fine_buf.done_wait_ms.append
     kv_held, tin, tout, admit_t, serving_on = run.kv_held, run.tin, run.tout, run.admit_t, run.serving_on
     sv, qb, bounds, bisect_left = run.sv, run.qb, QUEUE_TIME_BOUNDS_S, bisect.bisect_left
 
@@ -474,9 +499,10 @@ def _completer(run: _RequestRun, admit: _Admit) -> Callable[[], None]:
             qb[bisect_left(bounds, q)] += 1.0  # le semantics: q == bound counts in that bucket
         if fine_ms:
             run.active_total -= 1
-            d_t(t)
-            d_ttft((first_tok[req] - arr[req]) * 1000.0)
+            d_t(t)  # an end-to-end row; the TTFT row went out at the first token (_fine_sample)
+            d_ttft(math.nan)
             d_e2e((t - arr[req]) * 1000.0)
+            d_wait(math.nan)
         if a == 0:
             busy_cum[r] += t - busy_since[r]
         st = phase[r]

@@ -44,8 +44,11 @@ def score_requests(policy: str, trace: RequestTrace, outcome: RequestOutcome, fl
     e50, e99 = grouped_percentiles(bins[done], e2e_ms[done], nb, (50.0, 99.0))
     vbin = np.bincount(bins[viol], minlength=nb).astype(np.int64)
     dur = max(fleet.end_s, trace.duration_s)
-    starts = judgement.breach_starts(judgement.bin_counts(arr, None, dur),
-                                     judgement.bin_counts(arr[viol], None, dur))
+    attributable = viol & _serviceable(trace, settings)
+    first = judgement.breach_bins(judgement.bin_counts(arr, None, dur),
+                                  judgement.bin_counts(arr[attributable], None, dur))
+    starts = first.astype(np.float64) * judgement.BREACH_BIN_S
+    onsets = judgement.episode_onsets(first, arr, attributable.astype(np.float64))
     window = settings.cluster.cold_start_s + 60.0
     card = Scorecard(
         policy=policy,
@@ -69,8 +72,16 @@ def score_requests(policy: str, trace: RequestTrace, outcome: RequestOutcome, fl
         slo_e2e_ms=slo.e2e_ms,
         wall_s=wall_s,
         misjudged_scale_downs=judgement.misjudged_scale_downs(fleet.decisions, starts, window),
-        sla_violation_delay_ms=judgement.violation_delay_ms(fleet.decisions, starts),
+        sla_violation_delay_ms=judgement.violation_delay_ms(fleet.decisions, onsets, settings.cluster.cold_start_s),
         breach_episodes=int(len(starts)),
     )
     tl = Timeline(edges[:-1].copy(), bin_s, demand, billed, ready, tt50, tt99, e50, e99, vbin)
     return PolicyRun(card, tl)
+
+
+def _serviceable(trace: RequestTrace, settings: SimSettings) -> npt.NDArray[np.bool_]:
+    """Requests an idle replica serves within the SLO (own prefill and own decode at batch 1)."""
+    lat, slo = settings.cluster.latency, settings.slo
+    pf = lat.prefill_ms(trace.tokens_in.astype(np.float64))
+    own = pf + np.maximum(trace.tokens_out.astype(np.float64) - 1.0, 0.0) * lat.step_ms(1.0)
+    return np.asarray((pf <= slo.ttft_ms) & (own <= slo.e2e_ms), dtype=np.bool_)

@@ -53,7 +53,7 @@ def test_explain_reads_the_named_decision_back_with_its_action_and_signals(recor
     action = re.search(r"action\s+(scale_down|veto|scale_up|hold)\s+(\d+) → (\d+) replicas", out)
     assert action is not None, out
     signals = out.split("  signals")[1].split("  weights")[0]
-    assert "demand_mean_replicas" in signals and "ready_replicas" in signals
+    assert "need_replicas" in signals and "ready_replicas" in signals
     assert "(none recorded)" not in signals
 
 

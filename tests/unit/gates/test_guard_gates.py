@@ -31,8 +31,15 @@ class Inner:
     pipeline: Any = None
     ups: list[float] = field(default_factory=list)
     observed: int = 0
+    decided: int = 0
+    surge_at: float | None = None
+    """When set, asks for one more replica at this time (a burst while a step is gated)."""
 
     def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
+        self.decided += 1
+        if self.surge_at is not None and obs.t_s >= self.surge_at:
+            return Decision(obs.t_s, "scale_up", obs.spec_replicas, obs.spec_replicas + 1, policy=self.spec,
+                            reasons=("surge: latency",))
         if obs.spec_replicas == 4:
             return Decision(obs.t_s, "scale_down", 4, 2, policy=self.spec, victims=(ReplicaId(7), ReplicaId(5)),
                             reasons=("peak demand needs 2",), signals={"ttft_p99_ms": self.ttft_ms},
@@ -138,12 +145,23 @@ def test_proceed_removes_the_remaining_victims() -> None:
     assert answers[-1].victims == (ReplicaId(5),) and answers[-1].reasons == ("proceed: gate pass, canary healthy",)
 
 
-def test_cycles_waiting_on_the_gate_are_holds_that_keep_the_inner_windows_warm() -> None:
+def test_cycles_waiting_on_the_gate_are_holds_while_the_inner_policy_keeps_deciding() -> None:
     inner = Inner()
     answers = run(guard(inner, ttft_gate(2000.0, 0.7)), None)
     waiting = answers[1:-1]
     assert waiting and all(counts(d) == (3, 3, "hold") and not d.noteworthy for d in waiting)
-    assert inner.observed == len(answers) - 1
+    assert inner.decided == len(answers)  # its windows stay warm and its scale-ups are heard
+
+
+def test_a_scale_up_the_inner_policy_asks_for_while_gated_ends_the_step_and_goes_through() -> None:
+    inner = Inner(surge_at=5.0)
+    g = guard(inner, ttft_gate(2000.0, 0.7))
+    first = g.decide(obs(0.0, 4))
+    assert first.gate is not None and first.gate.step == "canary"
+    answers = [g.decide(obs(float(t), 3)) for t in range(1, 7)]
+    assert [a.action for a in answers[:4]] == ["hold"] * 4
+    assert counts(answers[4]) == (3, 4, "scale_up") and answers[4].reasons == ("surge: latency",)
+    assert g.gate_queries() == () and g._run is None  # the step is over
 
 
 def test_a_gate_step_at_the_target_already_is_a_noteworthy_hold() -> None:

@@ -1,4 +1,4 @@
-"""The live controller's policy: the simulator's ``ebb`` spec plus time knobs, workload class and gates."""
+"""The live controller's policy: the simulator's ``ebb`` spec, the fleet's cold start, workload class and gates."""
 
 from __future__ import annotations
 
@@ -19,33 +19,35 @@ def build(spec: str, **kw: object) -> object:
 def test_the_default_spec_is_the_simulators_balanced_policy() -> None:
     p = build("ebb")
     assert isinstance(p, EbbPolicy)
-    assert p.profile.name == "balanced" and p.profile.hold_s == 600.0 and p.warmup_s == 300.0
+    assert p.profile.name == "balanced" and p.profile.budget == 0.001 and p.warmup_s is None
     assert p.initial == 3 and p.pipeline.fine_ms == 100
+    assert p.horizon_s == pytest.approx(60.0 + 1.0 + 0.1)  # the default cold start of `ebb run`
 
 
-def test_time_knobs_shorten_the_profiles_memories_for_a_compressed_trace() -> None:
-    p = build("ebb:profile=cautious,hold_s=20,warmup_s=15,cooldown_s=10,down_interval_s=5,target_util=0.8")
+def test_the_fleets_cold_start_sets_the_horizon_the_memories_are_counted_in() -> None:
+    p = build("ebb", cold_start_s=3.0)
+    assert isinstance(p, EbbPolicy) and p.horizon_s == pytest.approx(4.1)
+    q = build("ebb:cold_start_s=10", cold_start_s=3.0)  # the spec's own wins
+    assert isinstance(q, EbbPolicy) and q.horizon_s == pytest.approx(11.1)
+
+
+def test_profile_knobs_and_the_warm_up_are_the_simulators() -> None:
+    p = build("ebb:profile=cautious,warmup_s=15,budget=0.002,target_util=0.8,forecast=off")
     assert isinstance(p, EbbPolicy)
-    assert (p.profile.name, p.profile.hold_s, p.warmup_s, p.profile.cooldown_s, p.profile.down_interval_s,
-            p.profile.target_util) == ("cautious", 20.0, 15.0, 10.0, 5.0, 0.8)
+    assert (p.profile.name, p.warmup_s, p.profile.budget, p.profile.target_util, p.profile.forecast) == \
+        ("cautious", 15.0, 0.002, 0.8, False)
 
 
-def test_backlog_weight_sets_the_profiles_share_of_the_router_backlog() -> None:
-    p = build("ebb:profile=lean,backlog_weight=0.5")
-    assert isinstance(p, EbbPolicy)
-    assert (p.profile.name, p.profile.backlog_weight, p.profile.target_util) == ("lean", 0.5, 1.1)
-    q = build("ebb")
-    assert isinstance(q, EbbPolicy) and q.profile.backlog_weight == 0.0
-
-
-def test_a_negative_backlog_weight_is_refused() -> None:
-    with pytest.raises(ConfigError, match="backlog_weight"):
-        build("ebb:backlog_weight=-1")
+def test_a_knob_out_of_its_range_is_refused_naming_it() -> None:
+    with pytest.raises(ConfigError, match="budget"):
+        build("ebb:budget=-1")
+    with pytest.raises(ConfigError, match="cold_start_s"):
+        build("ebb:cold_start_s=-1")
 
 
 def test_unknown_keys_and_several_policies_are_refused() -> None:
-    with pytest.raises(ConfigError, match="hold"):
-        build("ebb:hold=20")
+    with pytest.raises(ConfigError, match="hold_s"):
+        build("ebb:hold_s=20")  # the peak memory's knob: the comeback bound replaced it
     with pytest.raises(ConfigError, match="exactly one"):
         build("ebb,ebb:profile=lean")
 

@@ -9,9 +9,12 @@ import numpy as np
 
 from ebb.sim.judgement import (
     BREACH_BIN_S,
+    BREACH_MIN_REQUESTS,
     REACT_CAP_S,
     bin_counts,
+    breach_bins,
     breach_starts,
+    episode_onsets,
     misjudged_scale_downs,
     violation_delay_ms,
 )
@@ -25,19 +28,21 @@ def starts(arrivals: Sequence[float], violations: Sequence[float]) -> list[float
 # -- breach episodes ---------------------------------------------------------------------------------------
 
 def test_a_bin_breaches_when_at_least_one_percent_of_its_requests_violate() -> None:
-    assert starts([100, 100, 100], [0, 1, 0]) == [10.0]  # exactly 1 %
+    assert starts([300, 300, 300], [0, 3, 0]) == [10.0]  # exactly 1 %
     assert starts([1000, 1000], [9, 10]) == [10.0]  # 0.9 % does not, 1.0 % does
 
 
-def test_a_bin_needs_at_least_one_whole_violation() -> None:
-    assert starts([10, 10], [0.5, 0.99]) == []  # weighted fractions under one request
-    assert starts([0, 0], [0, 1]) == [10.0]  # a violation in an empty-arrival bin still breaches
+def test_a_bin_needs_at_least_three_violating_requests() -> None:
+    assert BREACH_MIN_REQUESTS == 3.0
+    assert starts([40, 40], [1, 2]) == []  # 2.5 % and 5 % of a quiet bin, but one or two requests
+    assert starts([10, 10], [2.5, 2.99]) == []  # weighted fractions under three requests
+    assert starts([0, 0], [0, 3]) == [10.0]  # violations in an empty-arrival bin still breach
 
 
 def test_consecutive_breaching_bins_merge_into_one_episode_starting_at_the_first() -> None:
     arrivals = [100] * 8
     violations = [0, 5, 5, 5, 0, 2, 0, 3]
-    assert starts(arrivals, violations) == [10.0, 50.0, 70.0]
+    assert starts(arrivals, violations) == [10.0, 70.0]  # the bin with 2 is no breach
 
 
 def test_a_breach_in_the_first_bin_starts_at_zero_and_no_breach_means_no_episode() -> None:
@@ -90,23 +95,43 @@ def test_only_scale_downs_are_judged_and_each_counts_once() -> None:
     assert misjudged_scale_downs([(0.0, 2, 6), (50.0, 6, 6)], np.array([10.0]), 60.0) == 0
 
 
+# -- episode onsets -----------------------------------------------------------------------------------------
+
+def test_an_onset_is_the_first_violating_arrival_in_the_episode_s_first_bin() -> None:
+    t = np.array([11.0, 12.5, 14.0, 15.0, 31.0])
+    violated = np.array([0.0, 1.0, 1.0, 1.0, 1.0])
+    first = np.array([1, 3], dtype=np.int64)
+    assert episode_onsets(first, t, violated).tolist() == [12.5, 31.0]
+
+
+def test_an_onset_without_a_violation_in_its_bin_falls_back_to_the_bin_start() -> None:
+    assert episode_onsets(np.array([2], dtype=np.int64), np.array([5.0]), np.array([1.0])).tolist() == [20.0]
+    assert breach_bins(np.array([100.0, 100.0]), np.array([0.0, 4.0])).tolist() == [1]
+
+
 # -- SLA-violation delay -----------------------------------------------------------------------------------
 
-def test_the_delay_is_the_median_time_from_each_episode_to_the_next_scale_up() -> None:
+def test_the_delay_is_the_median_time_from_each_onset_to_the_next_scale_up() -> None:
     decisions = [(15.0, 4, 6), (70.0, 6, 5), (100.0, 5, 8), (500.0, 8, 9)]
-    # episodes at 10 → 15 (5 s), 60 → 100 (40 s), 490 → 500 (10 s); the scale-down at 70 is not a reaction
+    # onsets at 10 → 15 (5 s), 60 → 100 (40 s), 490 → 500 (10 s); the scale-down at 70 is not a reaction
     assert violation_delay_ms(decisions, np.array([10.0, 60.0, 490.0])) == 10_000.0
 
 
-def test_a_scale_up_at_the_episode_start_reacts_in_zero_ms() -> None:
+def test_a_scale_up_at_the_onset_reacts_in_zero_ms() -> None:
     assert violation_delay_ms([(20.0, 2, 3)], np.array([20.0])) == 0.0
+
+
+def test_capacity_asked_for_less_than_a_cold_start_before_the_onset_is_a_reaction_in_zero_ms() -> None:
+    assert violation_delay_ms([(5.0, 2, 3)], np.array([10.0]), cold_start_s=60.0) == 0.0
+    # More than a cold start before: that capacity was already serving when the breach began.
+    assert violation_delay_ms([(5.0, 2, 3), (130.0, 3, 4)], np.array([70.0]), cold_start_s=60.0) == 60_000.0
 
 
 def test_an_episode_without_a_reaction_within_600_s_is_charged_600_s() -> None:
     assert REACT_CAP_S == 600.0
     assert violation_delay_ms([], np.array([0.0])) == 600_000.0
     assert violation_delay_ms([(1000.0, 2, 3)], np.array([10.0])) == 600_000.0
-    assert violation_delay_ms([(5.0, 2, 3)], np.array([10.0, 20.0])) == 600_000.0  # the scale-up came before
+    assert violation_delay_ms([(5.0, 2, 3)], np.array([10.0, 20.0])) == 600_000.0  # before, and no cold start
 
 
 def test_the_delay_is_nan_without_any_episode() -> None:

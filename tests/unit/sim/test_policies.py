@@ -191,15 +191,18 @@ def test_keda_without_a_sample_keeps_the_current_count() -> None:
     assert _to(pol, _obs(15.0, n=3, total_inflight=None)) == 3
 
 
-def test_ebb_takes_a_backlog_weight_and_refuses_a_negative_one() -> None:
+def test_ebb_takes_profile_knobs_and_switches_and_refuses_one_out_of_range() -> None:
     from ebb.decide.policy import EbbPolicy
 
-    p = _build("ebb:profile=cautious,backlog_weight=0.5")
-    assert isinstance(p, EbbPolicy) and p.profile.backlog_weight == 0.5 and p.profile.target_util == 0.85
+    p = _build("ebb:profile=cautious,budget=0.002,forecast=off")
+    assert isinstance(p, EbbPolicy) and p.profile.budget == 0.002 and p.profile.target_util == 0.85
+    assert p.profile.forecast is False and p.profile.name == "cautious"
     plain = _build("ebb")
-    assert isinstance(plain, EbbPolicy) and plain.profile.backlog_weight == 0.0
-    with pytest.raises(ConfigError):
-        _build("ebb:backlog_weight=-1")
+    assert isinstance(plain, EbbPolicy) and plain.profile.budget == 0.001 and plain.profile.forecast is True
+    assert plain.horizon_s == pytest.approx(60.0 + 1.0 + 0.1)  # the run's cold start + a reconcile + a sample
+    for bad in ("ebb:budget=-1", "ebb:budget=0.9", "ebb:forecast=maybe", "ebb:hold_s=600"):
+        with pytest.raises(ConfigError):
+            _build(bad)
 
 
 @pytest.mark.parametrize("text", ["hpa", "keda", "static", "oracle", "ebb", "ebb:canary=on", *PEERS])

@@ -49,7 +49,6 @@ import math
 from dataclasses import dataclass, field
 
 from ebb.config.policy_specs import PolicySpecItem, check_keys, param_choice, param_float
-from ebb.errors import ConfigError
 from ebb.model.decision import Decision
 from ebb.model.observation import Observation, Pipeline, ServingCounters
 from ebb.model.spans import NO_SPANS, Spans

@@ -1,0 +1,162 @@
+"""L1 sizing signal: the replicas a workload needs so that queueing stays inside its TTFT slack.
+
+A fleet of ``N`` replicas keeps every request's queueing delay within ``slack`` seconds iff, for
+every window ``D``, the work arriving in ``D`` plus what already waits can be served within
+``D + slack`` (the arrival-curve / service-curve bound of network calculus)::
+
+    need(t) = max over D of  (W(t − D, t) + backlog(t)) / (D + slack)      [replica units]
+
+``W`` is the fleet's served demand over the window (the agent's 100 ms samples of
+``max(prefill busy share, running / max batch)``, summed over replicas, in replica-seconds) and
+``backlog = queued × c``, ``c`` the replica-seconds one request costs (served work per completion
+over the last ``cost_window_s``). Short spikes are absorbed: a 100 ms sample at 20 replicas over a
+1 s slack needs 20 × 0.1 / 1.1 ≈ 1.8 replicas; a 4 s burst at 26 needs 26 × 4 / 5 ≈ 21; steady
+demand ``s`` needs ``s × D / (D + slack)`` → ``s`` for long windows. ``D`` runs over
+:data:`WINDOWS_S` (0.5 s … 32 s).
+
+A saturated fleet serves at most its ready replicas, so ``W`` alone cannot see past the fleet;
+the backlog term is what says how far past it demand went.
+
+Pure and vectorised: each :meth:`NeedTracker.ingest` costs O(samples × windows) numpy work on the
+last 32 s of samples (≤ 320 at 100 ms), whatever the fleet size.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["WINDOWS_S", "NeedReading", "NeedTracker"]
+
+FloatArray = npt.NDArray[np.float64]
+
+WINDOWS_S: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+"""Window lengths ``D`` (s) of the bound: from the 1 s L1 window's halves to half a minute (past
+that, the mean is the need and the comeback bound's horizon takes over)."""
+
+_MAX_DT_S = 1.0
+"""A gap between two samples counts as at most this long (s): a missing stretch of data is no
+evidence of demand, and the staleness veto covers it."""
+
+
+@dataclass(frozen=True)
+class NeedReading:
+    """The need at the newest sample of an ingest, and what it was made of."""
+
+    need_replicas: float
+    """The bound above at the newest sample (replica units); 0 without samples."""
+    peak_need_replicas: float
+    """The largest need over the ingested samples (replica units)."""
+    backlog_replicas_s: float
+    """Queued work at the newest sample (replica-seconds)."""
+    cost_replica_s: float
+    """Replica-seconds per request used for the backlog (NaN before the first completion)."""
+    rate_replicas: float = 0.0
+    """Demand arriving, sustained over the last two samples (served work plus the queue's growth,
+    per second: replica units) — what the fleet must serve for the queue to stop growing."""
+    ahead_replicas: float = 0.0
+    """The need ``lookahead_s`` from now if demand keeps arriving at ``rate_replicas`` meanwhile:
+    ``max over D of (A(t − D, t) + rate × L) / (D + L + slack)`` (replica units)."""
+
+
+class NeedTracker:
+    """Keeps the last ``max(WINDOWS_S)`` seconds of served demand and turns samples into needs."""
+
+    def __init__(self, slack_s: float, *, cost_window_s: float = 60.0, lookahead_s: float = 0.5) -> None:  # noqa: D107
+        if not (slack_s > 0 and lookahead_s >= 0):
+            raise ValueError(f"slack_s must be > 0 and lookahead_s >= 0, got {slack_s!r}, {lookahead_s!r}")
+        self.slack_s = float(slack_s)
+        self.lookahead_s = float(lookahead_s)
+        self.cost_window_s = float(cost_window_s)
+        self._windows = np.asarray(WINDOWS_S, dtype=np.float64)
+        self._t = np.zeros(0)
+        self._cum = np.zeros(0)  # cumulative served replica-seconds up to and including each kept sample
+        self._q = np.zeros(0)  # queued requests at each kept sample
+        self._before = 0.0  # cumulative served replica-seconds before the first kept sample
+        self._q_before = 0.0  # queued requests before the first kept sample
+        self._last_t = -np.inf
+        self._cost_rows: deque[tuple[float, float, float]] = deque()  # (t, served work, completions) per ingest
+        self._cost_work = 0.0
+        self._cost_done = 0.0
+        self._cost = float("nan")
+
+    @property
+    def slack_ms(self) -> float:
+        """The slack in milliseconds."""
+        return self.slack_s * 1000.0
+
+    @property
+    def cost_replica_s(self) -> float:
+        """Replica-seconds per request (NaN before the first completion)."""
+        return self._cost
+
+    def ingest(self, t_s: FloatArray, served: FloatArray, queued: FloatArray,
+               done_weight: FloatArray | None = None) -> tuple[FloatArray, NeedReading]:
+        """Add samples (times in order; ones not newer than every earlier sample are dropped) and
+        return the need at each new sample, with a summary of the newest."""
+        t = np.asarray(t_s, dtype=np.float64)
+        keep = t > self._last_t
+        t = t[keep]
+        s = np.asarray(served, dtype=np.float64)[keep]
+        q = np.asarray(queued, dtype=np.float64)[keep]
+        done = 0.0 if done_weight is None else float(np.nansum(done_weight))
+        if len(t) == 0:
+            return np.zeros(0), NeedReading(0.0, 0.0, 0.0, self._cost)
+        s = np.where(np.isfinite(s) & (s > 0), s, 0.0)
+        q = np.where(np.isfinite(q) & (q > 0), q, 0.0)
+        first_prev = self._last_t if np.isfinite(self._last_t) else t[0] - min(0.1, _MAX_DT_S)
+        dt = np.clip(np.diff(t, prepend=first_prev), 0.0, _MAX_DT_S)
+        work = s * dt
+        self._update_cost(float(t[-1]), float(work.sum()), done)
+        total = float(self._cum[-1]) if len(self._cum) else self._before
+        cum_new = total + np.cumsum(work)
+        all_t = np.concatenate([self._t, t])
+        all_cum = np.concatenate([self._cum, cum_new])
+        all_q = np.concatenate([self._q, q])
+        # A(t_k - D, t_k] = served + (queue now - queue then) x cost, for each new sample k and window D.
+        idx = np.searchsorted(all_t, t[:, None] - self._windows[None, :], side="right") - 1
+        at_edge = np.where(idx >= 0, all_cum[np.maximum(idx, 0)], self._before)
+        q_edge = np.where(idx >= 0, all_q[np.maximum(idx, 0)], self._q_before)
+        cost = self._cost if np.isfinite(self._cost) else 0.0
+        arrived = cum_new[:, None] - at_edge + (q[:, None] - q_edge) * cost
+        need = (np.maximum(arrived, 0.0) / (self._windows[None, :] + self.slack_s)).max(axis=1)
+        backlog = q * cost
+        rate = self._rate(all_t, all_cum, all_q, float(t[-1]), cost)
+        look = self.lookahead_s  # the bound at t + L, the arrivals of (t, t + L] at today's rate
+        ahead = float(((np.maximum(arrived[-1], 0.0) + rate * look) / (self._windows + look + self.slack_s)).max())
+        self._last_t = float(t[-1])
+        cut = int(np.searchsorted(all_t, self._last_t - float(self._windows[-1]) - _MAX_DT_S, side="left"))
+        if cut > 0:
+            self._before = float(all_cum[cut - 1])
+            self._q_before = float(all_q[cut - 1])
+        self._t, self._cum, self._q = all_t[cut:], all_cum[cut:], all_q[cut:]
+        return need, NeedReading(float(need[-1]), float(need.max()), float(backlog[-1]), self._cost, rate, ahead)
+
+    def _rate(self, all_t: FloatArray, all_cum: FloatArray, all_q: FloatArray, t: float, cost: float) -> float:
+        """Arrived demand per second, sustained: the smaller of the rates over the last two sample
+        intervals (0 over a shorter history). One interval alone is a clump — the Azure traces log
+        dozens of requests in the same millisecond, which a fleet drains within its slack — two in a
+        row are a trend (a burst's first 200 ms)."""
+        if len(all_t) < 3 or t - float(all_t[-3]) > 2 * _MAX_DT_S:
+            return 0.0
+        dt = np.diff(all_t[-3:])
+        if not (dt > 0).all():
+            return 0.0
+        arrived = np.diff(all_cum[-3:]) + np.diff(all_q[-3:]) * cost
+        return float(max(float((arrived / dt).min()), 0.0))
+
+    def _update_cost(self, t: float, work: float, done: float) -> None:
+        """Replica-seconds per completion over the last ``cost_window_s`` (kept when none finished)."""
+        rows = self._cost_rows
+        rows.append((t, work, done))
+        self._cost_work += work
+        self._cost_done += done
+        while rows and rows[0][0] < t - self.cost_window_s:
+            _, w0, d0 = rows.popleft()
+            self._cost_work -= w0
+            self._cost_done -= d0
+        if self._cost_done >= 1.0:
+            self._cost = max(self._cost_work, 0.0) / self._cost_done

@@ -1,0 +1,110 @@
+"""NeedTracker (ebb.decide.need): the replicas that keep queueing inside the slack, from 100 ms samples."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ebb.decide.need import WINDOWS_S, NeedTracker
+
+
+def samples(t0: float, seconds: float, demand: float, queued: float = 0.0, dt: float = 0.1) -> tuple[np.ndarray, ...]:
+    t = t0 + dt * np.arange(1, int(round(seconds / dt)) + 1)
+    return t, np.full(len(t), demand), np.full(len(t), queued)
+
+
+def test_steady_demand_needs_about_that_many_replicas() -> None:
+    nt = NeedTracker(slack_s=1.0)
+    need, reading = nt.ingest(*samples(0.0, 60.0, 5.0))
+    # The longest window (32 s) of a steady 5 replicas over 32 + 1 s of slack: 5 × 32 / 33.
+    assert math.isclose(reading.need_replicas, 5.0 * 32.0 / 33.0, rel_tol=1e-9)
+    assert np.all(need <= 5.0 + 1e-9)
+
+
+def test_a_short_spike_is_absorbed_by_the_slack_and_a_long_one_is_not() -> None:
+    short = NeedTracker(slack_s=1.0)
+    short.ingest(*samples(0.0, 30.0, 0.0))
+    _, r = short.ingest(*samples(30.0, 0.1, 20.0))  # one 100 ms sample at 20 replicas
+    assert math.isclose(r.need_replicas, 20.0 * 0.1 / 1.5)  # the 0.5 s window over 1.5 s
+    long = NeedTracker(slack_s=1.0)
+    long.ingest(*samples(0.0, 30.0, 0.0))
+    _, r = long.ingest(*samples(30.0, 8.0, 20.0))
+    assert math.isclose(r.need_replicas, max(20.0 * d / (d + 1.0) for d in WINDOWS_S if d <= 8.0))
+
+
+def test_a_growing_queue_adds_its_work_at_the_cost_of_a_request() -> None:
+    nt = NeedTracker(slack_s=1.0, cost_window_s=60.0)
+    t, s, q = samples(0.0, 10.0, 2.0)
+    done = np.full(1, 100.0)  # 100 requests finished over 20 replica-seconds of work: 0.2 each
+    nt.ingest(t, s, q, done)
+    assert math.isclose(nt.cost_replica_s, 0.2)
+    # The fleet saturates at 2 while 50 requests pile up within a second: 10 replica-seconds arrived.
+    t2 = 10.0 + 0.1 * np.arange(1, 11)
+    _, r = nt.ingest(t2, np.full(10, 2.0), np.linspace(5.0, 50.0, 10))
+    cost = nt.cost_replica_s  # the second's 2 replica-seconds joined the cost window: 22 / 100
+    assert math.isclose(cost, 0.22) and math.isclose(r.backlog_replicas_s, 50 * cost)
+    # The 1 s window: 2 replica-seconds served and 50 requests queued since its edge (at 0), over 2 s.
+    assert math.isclose(r.need_replicas, (2.0 + 50 * cost) / 2.0)
+
+
+def test_a_queue_that_was_already_there_is_not_new_demand() -> None:
+    nt = NeedTracker(slack_s=1.0)
+    t, s, _ = samples(0.0, 40.0, 2.0)
+    nt.ingest(t, s, np.full(len(t), 30.0), np.full(1, 400.0))
+    _, r = nt.ingest(*samples(40.0, 1.0, 2.0, queued=30.0))
+    assert r.need_replicas <= 2.0 + 1e-9  # the same 30 queued: only what was served arrived
+
+
+def test_samples_not_newer_than_the_last_one_are_dropped() -> None:
+    nt = NeedTracker(slack_s=1.0)
+    nt.ingest(*samples(0.0, 5.0, 1.0))
+    need, r = nt.ingest(np.array([1.0, 2.0]), np.array([50.0, 50.0]), np.zeros(2))
+    assert len(need) == 0 and r.need_replicas == 0.0
+
+
+def test_nan_and_negative_samples_count_as_no_demand() -> None:
+    nt = NeedTracker(slack_s=1.0)
+    need, _ = nt.ingest(np.array([0.1, 0.2, 0.3]), np.array([np.nan, -4.0, np.inf]), np.array([np.nan, -1.0, 0.0]))
+    assert np.all(need == 0.0)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.floats(0.0, 50.0), st.floats(0.0, 500.0)), min_size=1, max_size=80),
+       st.floats(0.1, 5.0))
+def test_need_is_finite_non_negative_and_bounded_by_the_arrivals(rows: list[tuple[float, float]],
+                                                                   slack: float) -> None:
+    nt = NeedTracker(slack_s=slack)
+    t = 0.1 * np.arange(1, len(rows) + 1)
+    served = np.array([r[0] for r in rows])
+    queued = np.array([r[1] for r in rows])
+    need, r = nt.ingest(t, served, queued, np.full(1, 10.0))
+    assert np.all(np.isfinite(need)) and np.all(need >= 0.0)
+    cost = nt.cost_replica_s
+    # No window holds more than everything served plus everything ever queued.
+    assert np.all(need <= (served.sum() * 0.1 + queued.max() * cost) / slack + 1e-6)
+
+
+def test_the_arrival_rate_is_the_smaller_of_the_last_two_samples_rates() -> None:
+    nt = NeedTracker(slack_s=1.0)
+    t, s, q = samples(0.0, 10.0, 2.0)
+    nt.ingest(t, s, q, np.full(1, 100.0))  # 20 replica-seconds over 100 requests: 0.2 each
+    cost = nt.cost_replica_s
+    # A clump: 50 requests queue in one 100 ms sample, then none: one sample's rate is no trend.
+    _, clump = nt.ingest(np.array([10.1, 10.2]), np.full(2, 2.0), np.array([50.0, 50.0]))
+    assert math.isclose(clump.rate_replicas, 2.0)  # the second sample: served 2, queue unchanged
+    # A burst: the queue grows by 50 in each of two samples — 2 served + 50 × cost per 0.1 s.
+    _, burst = nt.ingest(np.array([10.3, 10.4]), np.full(2, 2.0), np.array([100.0, 150.0]))
+    assert math.isclose(burst.rate_replicas, 2.0 + 50 * nt.cost_replica_s / 0.1, rel_tol=1e-9)
+    assert cost > 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0.0, 50.0), min_size=1, max_size=40), st.lists(st.floats(0.0, 500.0), min_size=1, max_size=40))
+def test_the_arrival_rate_is_finite_and_never_negative(demand: list[float], queued: list[float]) -> None:
+    n = min(len(demand), len(queued))
+    nt = NeedTracker(slack_s=1.0)
+    _, r = nt.ingest(0.1 * np.arange(1, n + 1), np.array(demand[:n]), np.array(queued[:n]), np.ones(1))
+    assert math.isfinite(r.rate_replicas) and r.rate_replicas >= 0.0
