@@ -145,7 +145,8 @@ def test_ebb_scales_real_llama_servers_down_and_holds_the_slo(
     within_calm = float(np.mean(outside[calm] <= 1.0))
     within_busy = float(np.mean(below[busy] <= 1.0 + 0.25 * hi[busy]))
     stats = {"wall_s": round(wall_s, 1), "cycles": len(outs), "decisions": acted, "sent": len(res.load.sent_s),
-             "failed": res.load.failed, "lull_min": lull_min, "burst_max": burst_max,
+             "failed": res.load.failed, "ttft_late": round(ttft_late, 4),
+             "fleet_min": min(o.spec_replicas for o in outs),
              "fleet_max": max(o.to_replicas for o in outs), "samples": len(rows), "skipped": sampler.skipped,
              "busy_samples": int(busy.sum()), "calm_samples": int(calm.sum()),
              "within_1_calm": round(within_calm, 4), "within_1_busy": round(float(np.mean(outside[busy] <= 1)), 4),

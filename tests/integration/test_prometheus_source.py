@@ -347,16 +347,22 @@ class ClaimsComplete:
 
 def test_a_vanished_worker_target_blocks_scale_down_while_it_is_missing(fleet: ScrapedFleet) -> None:
     src = _source_for(fleet)
-    full, partial = len(FLEET) * RUNNING / MAX_BATCH, 2 * RUNNING / MAX_BATCH
+    full = len(FLEET) * RUNNING / MAX_BATCH
     poll(lambda: _fleet_read(src, 3, full), 30, "the whole fleet")
 
+    # The two that stay run half full: 2 × 4/8 slots + 0.3 prefill each = 1.4 replicas of served
+    # demand (P + S × (1 − P / ready) on 3 ready), so the policy wants 3 -> 2.
+    light = 4.0
+    for w in FLEET[:2]:
+        fleet.workers[w].set_worker(w, running=light, waiting=0, max_batch=MAX_BATCH, prefill_share=0.3)
+    partial = 2 * light / MAX_BATCH
     fleet.serve(FLEET[:2])  # w2's target disappears (Prometheus writes staleness markers)
     sig = poll(lambda: _fleet_read(src, 2, partial), 20, "the fleet without w2")
     assert set(sig.inflight_by_replica) == {"w0", "w1"}
     assert sig.replicas_seen is not None and sig.replicas_seen < len(FLEET)  # fewer seen than ready
 
     # Two controllers on the same data: `checked` reads the source as it is; `control` reads it through
-    # a wrapper that claims the whole fleet was seen. 1.75 replicas of demand on 3 makes the policy
+    # a wrapper that claims the whole fleet was seen. 1.4 replicas of demand on 3 makes the policy
     # want 3 -> 2, so the control scales down; the checked controller must not while w2 is missing.
     def controller(source: Any, run_id: str) -> Controller:
         policy = build_live_policy("ebb:cold_start_s=1,warmup_s=2", slo_ttft_ms=2000.0,
@@ -380,5 +386,7 @@ def test_a_vanished_worker_target_blocks_scale_down_while_it_is_missing(fleet: S
     assert not any(d.action == "scale_down" for d in checked.ledger.decisions())
     assert cycles >= 12
 
+    for w in FLEET[:2]:
+        fleet.workers[w].set_worker(w, running=RUNNING, waiting=0, max_batch=MAX_BATCH, prefill_share=0.3)
     fleet.serve(FLEET)  # back: the read covers the whole fleet again
     poll(lambda: _fleet_read(src, 3, full), 20, "the whole fleet after w2 came back")

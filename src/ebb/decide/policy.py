@@ -111,6 +111,10 @@ class EbbPolicy:
         self._need = NeedTracker(p.slack_fraction * self.slo_ttft_ms / 1000.0, lookahead_s=FAST_LOOKAHEAD_S)
         self._recent_need: deque[tuple[float, float]] = deque()
         self._reading = NeedReading(0.0, 0.0, 0.0, float("nan"))
+        self._served_now = 0.0
+        self._capacity = 1.0
+        """Demand (replica units) one ready replica serves when saturated: 1 until a persistent queue
+        shows less (a server whose KV cache or batch limit fills before its slots and prefill do)."""
         self._cycle_peak = 0.0
         self._lat = LatencyWindow(self.latency_window_s, slo_ms=self.slo_ttft_ms, slo_e2e_ms=self.slo_e2e_ms)
         self._queue_hist: deque[tuple[float, bool]] = deque()
@@ -161,6 +165,7 @@ class EbbPolicy:
             self._trim(obs.t_s)
             return
         demand = served_demand(f.prefill_replicas, f.slot_replicas, obs.ready_replicas)
+        self._served_now = float(demand.mean())
         self._l1.ingest(np.zeros(len(demand), dtype=np.int64), demand, (f.t_s * _NS).astype(np.int64))
         self._queue_hist.extend(zip(f.t_s.tolist(), (f.queued > 0).tolist(), strict=True))
         need, reading = self._need.ingest(f.t_s, demand, f.queued, _served(f))
@@ -186,12 +191,26 @@ class EbbPolicy:
     def _persistent_queue(self) -> bool:
         """Whether requests queued at every sample of the last ``queue_surge_s``."""
         q = self._queue_hist
-        if q and q[-1][0] - q[0][0] >= self.profile.queue_surge_s - 0.2:
-            return all(v for _, v in q)
-        return False
+        if len(q) < 2:
+            return False
+        # Each sample stands for the interval before it (100 ms from an agent, 1 s from the fluid
+        # engine's bins): the history covers its span plus one interval.
+        covered = q[-1][0] - q[0][0] + (q[-1][0] - q[-2][0])
+        return covered >= self.profile.queue_surge_s - 0.2 and all(v for _, v in q)
 
     def _need_now(self) -> float:
         return max((v for _, v in self._recent_need), default=0.0)
+
+    def _replicas(self, demand: float, util: float) -> int:
+        """Replicas that serve ``demand`` (replica units) at ``util`` of their learned capacity."""
+        return math.ceil(demand / (util * self._capacity) - 1e-9)
+
+    def _learn_capacity(self, ready: int) -> None:
+        """Requests queued throughout the last ``queue_surge_s`` with no capacity on its way: the
+        fleet is saturated, so what it serves per ready replica is what a replica can serve (kept
+        within [0.25, 1]; the latest saturation wins — a server's limits move with its traffic)."""
+        if ready > 0 and self._served_now > 0:
+            self._capacity = min(1.0, max(0.25, self._served_now / ready))
 
     def _learn_cold_start(self, pods: tuple[PodView, ...]) -> None:
         """The comeback horizon follows the slowest cold start seen: a replica requested after the
@@ -270,10 +289,10 @@ class EbbPolicy:
         # standing is no new demand in either: capacity asked now arrives after a cold start, by
         # when the fleet has drained it or the need has grown with it.
         ahead = r.ahead_replicas
-        if max(need, ahead) <= max(ready, 1):
+        if max(need, ahead) <= max(ready, 1) * self._capacity:
             return None
         size = max(need, ahead)
-        want = min(self.max_replicas, math.ceil(size / self.profile.target_util - 1e-9))
+        want = min(self.max_replicas, self._replicas(size, self.profile.target_util))
         if want <= obs.spec_replicas:
             return None  # capacity already on its way covers it
         self._last_up = obs.t_s
@@ -306,12 +325,15 @@ class EbbPolicy:
             d = float(self._l1.quantile(0.99, int(t * _NS))[0])
             d = 0.0 if math.isnan(d) else d
             queued = self._persistent_queue()
+            if queued and obs.ready_replicas >= spec:
+                self._learn_capacity(ready)
+            cap = ready * self._capacity
             # Burst: demand over burst_fraction of ready capacity for at least 200 ms.
-            if d >= p.burst_fraction * ready:
+            if d >= p.burst_fraction * cap:
                 self._over_since = t if self._over_since is None else self._over_since
             else:
                 self._over_since = None
-            burst = self._over_since is not None and (t - self._over_since) >= 0.2 or d >= ready
+            burst = self._over_since is not None and (t - self._over_since) >= 0.2 or d >= cap
             need = self._need_now()
             self._close_cycle()
             ttft99, e2e99, wait99 = self._latency_p99()
@@ -336,13 +358,13 @@ class EbbPolicy:
         with spans.layer("ebb.l2") as s2:
             self._weight = recalibrate_weight(self.workload_class, self._weight, l2_latency, self.slo_ttft_ms)
             s2.set(**{"ebb.l2.weight": self._weight})
-            need_now = math.ceil(need / p.target_util - 1e-9)
+            need_now = self._replicas(need, p.target_util)
             surge = queued or late
             # Surge only when no earlier scale-up is still cold-starting: capacity on its way counts.
             surge = surge and obs.ready_replicas >= spec
             if surge:
                 need_now = max(need_now, spec + max(1, math.ceil(spec * p.surge_fraction)))
-                if late and self._bound.recent_peak(int(self.latency_window_s / self.interval_s)) <= ready:
+                if late and self._bound.recent_peak(int(self.latency_window_s / self.interval_s)) <= cap:
                     # Late requests while the need never outgrew the fleet: the need model reads too
                     # little for this traffic (long prompts colliding on a replica, say). A breach
                     # the need saw coming (a burst) is the comeback bound's to remember, not this.
@@ -356,7 +378,8 @@ class EbbPolicy:
                        "comeback_horizon_s": est.horizon_s, "comeback_budget": est.budget,
                        "comeback_level_replicas": est.level_replicas, "comeback_rise_replicas": est.rise_replicas,
                        "comeback_floor_replicas": est.floor_replicas, "comeback_samples": float(est.samples),
-                       "learned_floor_replicas": float(learned), "cost_replica_s": self._need.cost_replica_s}
+                       "learned_floor_replicas": float(learned), "cost_replica_s": self._need.cost_replica_s,
+                       "replica_capacity": self._capacity}
             urgent = surge or burst
             if need_now > spec and (urgent or need_now > spec * (1.0 + p.up_hysteresis)):
                 self._last_up = t
@@ -365,9 +388,9 @@ class EbbPolicy:
                 return self._explained(t, "scale_up", spec, need_now, signals, (why,))
             if math.isnan(est.floor_replicas):
                 return self._hold(t, spec)
-            floor = math.ceil(est.floor_replicas / p.down_util - 1e-9)
+            floor = self._replicas(est.floor_replicas, p.down_util)
             need_hold = min(self.max_replicas, max(self.min_replicas, floor, learned,
-                                                   math.ceil(need / p.target_util - 1e-9)))
+                                                   self._replicas(need, p.target_util)))
             signals.update(comeback_period_s=est.period_s, comeback_periods=float(est.periods))
             if est.periods and need_hold > spec:
                 # A periodic rise is due within the horizon: capacity asked for now is ready for it.
@@ -413,7 +436,7 @@ class EbbPolicy:
                 return self._explained(t, "veto", spec, spec, signals, ("scale-down wanted",), limits)
             target = spec - len(victims)
             self._last_down = t
-            risk = self._bound.risk(target * p.down_util) if not est.periods else 0.0
+            risk = self._bound.risk(target * p.down_util * self._capacity) if not est.periods else 0.0
             signals["comeback_risk"] = risk
             basis = (f"the rise seen at this phase of {est.periods} periods of {est.period_s:.0f} s" if est.periods
                      else f"over {est.samples} s of history")

@@ -406,6 +406,29 @@ def test_persistent_queueing_surges_once_and_waits_for_the_cold_starts() -> None
     assert surges and surges[0][0] == 5  # queued throughout the last 5 s only from t = 5
 
 
+def test_a_fleet_saturated_below_one_replica_of_demand_each_teaches_its_capacity() -> None:
+    pol = policy(quick())
+    pods = [pod(i) for i in range(4)]
+    answers = [pol.decide(observe(float(t), pods, fine(t, 3.2, queued=5.0))) for t in range(1, 7)]
+    # Queued throughout 5 s with nothing on its way: 4 replicas serve 3.2, so a replica serves 0.8
+    # (a KV cache or batch limit that fills before the slots and prefill do).
+    surge = next(a for a in answers if a.action == "scale_up")
+    assert surge.signals["replica_capacity"] == pytest.approx(0.8)
+    assert surge.to_replicas >= math.ceil(surge.signals["need_replicas"] / (0.9 * 0.8) - 1e-9)
+
+
+def test_a_queue_in_one_second_samples_is_persistent_after_five_of_them() -> None:
+    pol = policy(quick())
+    pods = [pod(i) for i in range(4)]
+    reasons = []
+    for t in range(1, 8):  # one sample a second, as the fluid engine's bins or a Prometheus scrape
+        one = FineSignals(t_s=np.array([float(t)]), prefill_replicas=np.full(1, 3.0), slot_replicas=np.zeros(1),
+                          queued=np.full(1, 5.0), done_t_s=np.full(5, float(t)), done_ttft_ms=np.full(5, 100.0),
+                          done_e2e_ms=np.full(5, 5000.0), done_weight=np.ones(5), done_wait_ms=np.full(5, 10.0))
+        reasons.append((t, pol.decide(observe(float(t), pods, one)).reasons))
+    assert [t for t, r in reasons if r == ("surge: queue",)][:1] == [5], reasons
+
+
 def test_a_short_queue_does_not_surge() -> None:
     pol = policy()
     pods = [pod(i) for i in range(4)]
