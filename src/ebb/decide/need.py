@@ -123,7 +123,6 @@ class NeedTracker:
         cost = self._cost if np.isfinite(self._cost) else 0.0
         arrived = cum_new[:, None] - at_edge + (q[:, None] - q_edge) * cost
         need = (np.maximum(arrived, 0.0) / (self._windows[None, :] + self.slack_s)).max(axis=1)
-        backlog = q * cost
         rate = self._rate(all_t, all_cum, all_q, float(t[-1]), cost)
         look = self.lookahead_s  # the bound at t + L, the arrivals of (t, t + L] at today's rate
         ahead = float(((np.maximum(arrived[-1], 0.0) + rate * look) / (self._windows + look + self.slack_s)).max())
@@ -133,7 +132,7 @@ class NeedTracker:
             self._before = float(all_cum[cut - 1])
             self._q_before = float(all_q[cut - 1])
         self._t, self._cum, self._q = all_t[cut:], all_cum[cut:], all_q[cut:]
-        return need, NeedReading(float(need[-1]), float(need.max()), float(backlog[-1]), self._cost, rate, ahead)
+        return need, NeedReading(float(need[-1]), float(need.max()), float(q[-1]) * cost, self._cost, rate, ahead)
 
     def _rate(self, all_t: FloatArray, all_cum: FloatArray, all_q: FloatArray, t: float, cost: float) -> float:
         """Arrived demand per second, sustained: the smaller of the rates over the last two sample

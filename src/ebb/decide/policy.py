@@ -289,9 +289,9 @@ class EbbPolicy:
         # standing is no new demand in either: capacity asked now arrives after a cold start, by
         # when the fleet has drained it or the need has grown with it.
         ahead = r.ahead_replicas
-        if max(need, ahead) <= max(ready, 1) * self._capacity:
-            return None
         size = max(need, ahead)
+        if size <= max(ready, 1) * self._capacity:
+            return None
         want = min(self.max_replicas, self._replicas(size, self.profile.target_util))
         if want <= obs.spec_replicas:
             return None  # capacity already on its way covers it
