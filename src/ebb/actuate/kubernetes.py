@@ -61,7 +61,7 @@ from ebb.model.ids import DecisionId, ReplicaId
 from ebb.model.observation import ScaleRequest
 
 __all__ = ["DECISION_ANNOTATION", "DECISION_REPLICAS_ANNOTATION", "DELETION_COST_ANNOTATION",
-           "Eviction", "KubernetesActuator", "RateLimiter"]
+           "Eviction", "KubernetesActuator", "RateLimiter", "load_api_client"]
 
 log = logging.getLogger(__name__)
 
@@ -170,20 +170,7 @@ class KubernetesActuator:
 
     @staticmethod
     def _load_client(kubeconfig: str | None, in_cluster: bool) -> Any:
-        k = require_extra("kubernetes.client", "k8s")
-        config = require_extra("kubernetes.config", "k8s")
-        cfg = k.Configuration()
-        try:
-            if in_cluster:
-                config.load_incluster_config(client_configuration=cfg)
-            else:
-                config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-        except (config.ConfigException, OSError, ValueError) as exc:
-            where = "in-cluster service account" if in_cluster else (kubeconfig or "~/.kube/config")
-            raise ConfigError(f"cannot load Kubernetes credentials from {where}: {exc} (fix: pass a valid "
-                              "--kubeconfig, or run in a pod with a service account and --in-cluster)") from exc
-        cfg.retries = False  # the actuator's own backoff is the only retry policy
-        return k.ApiClient(cfg)
+        return load_api_client(kubeconfig, in_cluster)
 
     def close(self) -> None:
         """Close the API client if this actuator created it."""
@@ -434,3 +421,24 @@ class KubernetesActuator:
     def _evicted(self, pod_name: str, body: Any) -> Eviction:
         self._core.create_namespaced_pod_eviction(pod_name, self.namespace, body, _request_timeout=self._timeout)
         return Eviction(pod_name, True, "evicted")
+
+
+def load_api_client(kubeconfig: str | None = None, in_cluster: bool = False) -> Any:
+    """A ``kubernetes.client.ApiClient`` from a kubeconfig (default ``~/.kube/config``) or the pod's
+    service account, with the client's own retries off (the actuator's backoff is the only retry
+    policy). Several actuators may share one (``ebb run --workloads``); the caller closes it.
+    :class:`~ebb.errors.ConfigError` naming the source when the credentials cannot be loaded."""
+    k = require_extra("kubernetes.client", "k8s")
+    config = require_extra("kubernetes.config", "k8s")
+    cfg = k.Configuration()
+    try:
+        if in_cluster:
+            config.load_incluster_config(client_configuration=cfg)
+        else:
+            config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    except (config.ConfigException, OSError, ValueError) as exc:
+        where = "in-cluster service account" if in_cluster else (kubeconfig or "~/.kube/config")
+        raise ConfigError(f"cannot load Kubernetes credentials from {where}: {exc} (fix: pass a valid "
+                          "--kubeconfig, or run in a pod with a service account and --in-cluster)") from exc
+    cfg.retries = False  # the actuator's own backoff is the only retry policy
+    return k.ApiClient(cfg)

@@ -25,6 +25,7 @@ _COMMAND_MODULES = (
     "ebb.cli.agent",
     "ebb.cli.probe",
     "ebb.cli.run",
+    "ebb.cli.sweep",
 )
 
 for _name in _COMMAND_MODULES:

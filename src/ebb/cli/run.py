@@ -122,7 +122,9 @@ def run_cmd(
     prometheus_cert: Annotated[Path | None, typer.Option(help="Client certificate for a Prometheus with mTLS.")]
     = None,
     prometheus_key: Annotated[Path | None, typer.Option(help="Key of --prometheus-cert.")] = None,
-    actuator: Annotated[str, typer.Option(help="local (worker processes on this machine) or kubernetes.")] = "local",
+    actuator: Annotated[str | None, typer.Option(
+        help="local (worker processes on this machine, the default) or kubernetes (always, with a fleet file).")]
+    = None,
     namespace: Annotated[str, typer.Option(help="Kubernetes namespace of the scaled Deployment.")] = "default",
     deployment: Annotated[str | None, typer.Option(help="Kubernetes Deployment to scale.")] = None,
     kubeconfig: Annotated[str | None, typer.Option(help="kubeconfig path (default: in-cluster or ~/.kube).")] = None,
@@ -141,7 +143,9 @@ def run_cmd(
     etcd_key: EtcdKeyOpt = None,
     etcd_user: EtcdUserOpt = None,
     etcd_password_file: EtcdPasswordFileOpt = None,
-    workloads: Annotated[Path | None, typer.Option(help="L2 workload classes YAML (weights, α, SLO, floor).")]
+    workloads: Annotated[Path | None, typer.Option(
+        help="L2 workload classes YAML (weights, α, SLO, floor), or a fleet file (workloads: [...]): one "
+             "controller for every Deployment it lists, across namespaces, with quotas (docs/live.md).")]
     = None,
     workload_class: Annotated[str | None, typer.Option(help="Class of the scaled workload (default: the first).")]
     = None,
@@ -176,22 +180,25 @@ def run_cmd(
     log_json: Annotated[bool, typer.Option(help="JSON log lines (with trace ids).")] = True,
 ) -> None:
     """Run the controller on the wall clock: the simulator's decision code against live signals."""
-    from ebb.ledger import open_ledger
     from ebb.ledger.location import check_auth_fits, parse_location
     from ebb.live.controller import Controller, ControllerSettings
     from ebb.live.policy_spec import build_live_policy, replica_bounds
     from ebb.telemetry.logs import configure_logging
-    from ebb.telemetry.metrics import EbbMetrics
-    from ebb.telemetry.tracing import CycleTracer, configure_otlp, local_provider
 
     # Everything that can be wrong with the arguments is checked before anything starts.
     if mode not in ("recommend", "act"):
         raise ConfigError(f"--mode must be recommend or act, got {mode!r}")
+    fleet_cfg = _fleet_file(workloads)
+    if fleet_cfg is not None:
+        _check_fleet_flags(actuator, deployment, workload_class, gates, agent, prometheus_selector)
+        actuator = "kubernetes"
+    actuator = actuator or "local"
     if actuator not in ("local", "kubernetes"):
         raise ConfigError(f"--actuator must be local or kubernetes, got {actuator!r}")
-    if actuator == "kubernetes" and not deployment:
+    if actuator == "kubernetes" and not deployment and fleet_cfg is None:
         raise ConfigError("--actuator kubernetes needs --deployment NAME (and --namespace)")
-    target = f"{namespace}/{deployment}" if actuator == "kubernetes" else "local/serving"
+    target = (f"fleet-{workloads.stem}" if fleet_cfg is not None and workloads is not None
+              else f"{namespace}/{deployment}" if actuator == "kubernetes" else "local/serving")
     loc = parse_location(ledger)
     if elect and loc.kind != "etcd":
         raise ConfigError("--elect needs an etcd ledger (--ledger etcd://HOST:PORT/PREFIX): the fencing "
@@ -207,6 +214,23 @@ def run_cmd(
         raise ConfigError(f"--react-ms must be within 0 and the cycle ({interval_s * 1000:g} ms), got {react_ms!r}")
     prom_client = _prometheus_client(prometheus, prometheus_token_file, prometheus_ca, prometheus_cert,
                                      prometheus_key)
+    if fleet_cfg is not None:
+        from ebb.cli.run_fleet import plan_fleet
+        agent_token = _secret(agent_token_file, "EBB_AGENT_TOKEN", "--agent-token-file")
+        agent_tls = _tls(agent_ca, agent_cert, agent_key, "agent")
+        fleet = plan_fleet(fleet_cfg, source=source, policy=policy, slo_ttft_ms=slo_ttft_ms, slo_e2e_ms=slo_e2e_ms,
+                           interval_s=interval_s, max_staleness_s=max_staleness_s, cold_start_s=cold_start_s,
+                           make_source=lambda w: _source(
+                               source, list(w.agents), prometheus, agent_token=agent_token, agent_tls=agent_tls,
+                               prometheus_client=prom_client, prometheus_selector=w.prometheus_selector,
+                               replica_label=prometheus_replica_label, engine=engine, engines_file=engines_file,
+                               max_concurrency=max_concurrency))
+        _run_fleet_cmd(fleet, mode=mode, run_id=run_id or target, interval_s=interval_s,
+                       max_staleness_s=max_staleness_s, react_s=react_s, kubeconfig=kubeconfig, in_cluster=in_cluster,
+                       ledger=ledger, loc=loc, ledger_auth=ledger_auth, elect=elect, candidate_id=candidate_id,
+                       metrics_port=metrics_port, metrics_bind=metrics_bind, otlp=otlp, cycles=cycles,
+                       log_json=log_json)
+        return
     src = _source(source, agent, prometheus, agent_token=_secret(agent_token_file, "EBB_AGENT_TOKEN",
                                                                   "--agent-token-file"),
                   agent_tls=_tls(agent_ca, agent_cert, agent_key, "agent"), prometheus_client=prom_client,
@@ -241,30 +265,103 @@ def run_cmd(
             closers.append(router.stop)
             act = LocalActuator(router, initial=workers, max_batch=max_batch, speed=speed)
             closers.append(act.close)
-        elector = None
-        if elect:
-            from ebb.ledger.election import LeaderElector
-            elector = LeaderElector(loc.target, f"{loc.prefix or 'ebb'}/leader/{target}",
-                                    candidate_id or f"{socket.gethostname()}-{os.getpid()}", auth=ledger_auth)
-            elector.start()
-            closers.append(elector.close)
-        store = open_ledger(ledger, writer=True, etcd_auth=ledger_auth)  # SQLite: one controller per file
-        closers.append(store.close)
-        metrics = EbbMetrics()
-        if metrics_port is not None:
-            _console.print(f"metrics: {metrics.serve(metrics_port, bind=metrics_bind)}")
-            closers.append(metrics.stop)
-        tracer = CycleTracer(configure_otlp(otlp) if otlp else local_provider())
+        elector, store, metrics, tracer = _services(closers, ledger=ledger, loc=loc, ledger_auth=ledger_auth,
+                                                    election_key=target if elect else None,
+                                                    candidate_id=candidate_id, metrics_port=metrics_port,
+                                                    metrics_bind=metrics_bind, otlp=otlp)
         ctl = Controller(pol, src, act, store, settings, tracer=tracer, metrics=metrics, elector=elector,
                          gate_probe=probe)
-        stop = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
+        stop = _stop_on_signals()
         _console.print(f"ebb run: {mode} mode, {source} → {pol.spec} → {actuator} ({target}), ledger {ledger}")
         ctl.run(stop, max_cycles=cycles)
     finally:
         for close in reversed(closers):
             close()
+
+
+def _fleet_file(path: Path | None) -> Any:
+    """The fleet of a ``--workloads`` file that lists ``workloads:``; None for a classes file (or none)."""
+    if path is None:
+        return None
+    from ebb.config.fleet import is_fleet_document, parse_fleet_document
+    from ebb.config.yamlio import load_mapping, read_config_text
+    doc = load_mapping(read_config_text(path, "workloads file"), str(path),
+                       "write classes: [...] (L2 classes) or workloads: [...] (a fleet)")
+    return parse_fleet_document(doc, str(path)) if is_fleet_document(doc) else None
+
+
+def _check_fleet_flags(actuator: str | None, deployment: str | None, workload_class: str | None,
+                       gates: Path | None, agents: list[str], selector: str | None) -> None:
+    """The single-workload flags a fleet file replaces: refused, so none is silently ignored."""
+    if actuator not in (None, "kubernetes"):
+        raise ConfigError("a fleet file (workloads: [...]) scales Kubernetes Deployments: drop --actuator "
+                          f"{actuator} (or give --actuator kubernetes)")
+    for flag, given, fix in (
+            ("--deployment", deployment, "the fleet file names its Deployments"),
+            ("--workload-class", workload_class, "each workload names its class: in the fleet file"),
+            ("--gates", gates, "PromQL gates are per workload; use policy: ebb:canary=on in the fleet file"),
+            ("--agent", agents, "give each workload its agents: in the fleet file"),
+            ("--prometheus-selector", selector, "give each workload its prometheus_selector: in the fleet file")):
+        if given:
+            raise ConfigError(f"{flag} does not go with a fleet file (fix: {fix})")
+
+
+def _run_fleet_cmd(fleet: Any, *, mode: str, run_id: str, interval_s: float, max_staleness_s: float,
+                   react_s: float, kubeconfig: str | None, in_cluster: bool, ledger: str, loc: Any,
+                   ledger_auth: Any, elect: bool, candidate_id: str | None, metrics_port: int | None,
+                   metrics_bind: str, otlp: str | None, cycles: int | None, log_json: bool) -> None:
+    """Start the ledger, election, metrics and tracing as a single-workload ``ebb run`` does, then the fleet."""
+    from ebb.cli.run_fleet import run_fleet
+    from ebb.telemetry.logs import configure_logging
+
+    handler = configure_logging(json=log_json, stream=sys.stderr)
+    closers: list[Any] = [lambda: logging.getLogger().removeHandler(handler)]
+    try:
+        elector, store, metrics, tracer = _services(closers, ledger=ledger, loc=loc, ledger_auth=ledger_auth,
+                                                    election_key=run_id if elect else None,  # one lease for all
+                                                    candidate_id=candidate_id, metrics_port=metrics_port,
+                                                    metrics_bind=metrics_bind, otlp=otlp)
+        stop = _stop_on_signals()
+        run_fleet(fleet, mode=mode, run_id=run_id, interval_s=interval_s, max_staleness_s=max_staleness_s,
+                  react_s=react_s, kubeconfig=kubeconfig, in_cluster=in_cluster, store=store, elector=elector,
+                  tracer=tracer, metrics=metrics, stop=stop, cycles=cycles, closers=closers,
+                  say=lambda text: _console.print(text, soft_wrap=True))
+    finally:
+        for close in reversed(closers):
+            close()
+
+
+def _services(closers: list[Any], *, ledger: str, loc: Any, ledger_auth: Any, election_key: str | None,
+              candidate_id: str | None, metrics_port: int | None, metrics_bind: str,
+              otlp: str | None) -> tuple[Any, Any, Any, Any]:
+    """(elector or None, ledger, metrics, tracer), started in that order; each one's close joins ``closers``."""
+    from ebb.ledger import open_ledger
+    from ebb.telemetry.metrics import EbbMetrics
+    from ebb.telemetry.tracing import CycleTracer, configure_otlp, local_provider
+
+    elector = None
+    if election_key is not None:
+        from ebb.ledger.election import LeaderElector
+        elector = LeaderElector(loc.target, f"{loc.prefix or 'ebb'}/leader/{election_key}",
+                                candidate_id or f"{socket.gethostname()}-{os.getpid()}", auth=ledger_auth)
+        elector.start()
+        closers.append(elector.close)
+    store = open_ledger(ledger, writer=True, etcd_auth=ledger_auth)  # SQLite: one controller per file
+    closers.append(store.close)
+    metrics = EbbMetrics()
+    if metrics_port is not None:
+        _console.print(f"metrics: {metrics.serve(metrics_port, bind=metrics_bind)}")
+        closers.append(metrics.stop)
+    tracer = CycleTracer(configure_otlp(otlp) if otlp else local_provider())
+    return elector, store, metrics, tracer
+
+
+def _stop_on_signals() -> threading.Event:
+    """An event SIGINT and SIGTERM set (the loop stops at the end of its cycle)."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
 
 
 def _workload(path: Path | None, name: str | None) -> Any:

@@ -131,10 +131,19 @@ def simulate(
     etcd_password_file: EtcdPasswordFileOpt = None,
     report: Annotated[Path | None, typer.Option(help="Write the self-contained HTML report here")] = None,
     quiet: Annotated[bool, typer.Option(help="No progress output")] = False,
+    cluster: Annotated[Path | None, typer.Option(help="A cluster scenario (YAML: services, zones, quotas; see "
+                                                 "docs/cluster.md): every service on one GPU pool, Ebb's "
+                                                 "L1-L3 against per-Deployment peers")] = None,
 ) -> None:
     """Replay a trace through the autoscalers (HPA, KEDA, KPA, Ray Serve, production-stack KEDA, llm-d WVA,
     Dynamo planner, AIBrix), Ebb, static and the oracle; print cost and SLO side by side."""
     # Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
+    if cluster is not None:
+        from ebb.cli.simulate_cluster import DEFAULT_CLUSTER_POLICIES, simulate_cluster
+
+        simulate_cluster(cluster, DEFAULT_CLUSTER_POLICIES if policy == DEFAULT_POLICIES else policy,
+                         json_out=json_out, report=report, ledger=ledger, quiet=quiet)
+        return
     console = Console() if sys.stdout.isatty() else Console(width=150)
     ledger_auth = etcd_auth(etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file)
     if ledger:

@@ -29,7 +29,7 @@ from typing import Any
 from ebb.config.yamlio import config_error, describe, finite_number, load_mapping, read_config_text
 
 __all__ = ["DEFAULT_WORKLOADS_YAML", "WorkloadClass", "default_workload_classes",
-           "load_workload_classes", "parse_workload_classes"]
+           "load_workload_classes", "parse_workload_classes", "workload_classes_from"]
 
 #: The design note's §3.2 table. Weights sum to 1.0; success/utilisation floors are fractions.
 DEFAULT_WORKLOADS_YAML = """\
@@ -179,15 +179,20 @@ def parse_workload_classes(text: str, source: str = "<string>") -> tuple[Workloa
     unknown = sorted(set(doc) - {"classes"}, key=str)
     if unknown:
         raise _fail(source, str(unknown[0])[:60], "unknown key", "use only classes")
-    raw = doc.get("classes")
+    return workload_classes_from(doc.get("classes"), source)
+
+
+def workload_classes_from(raw: Any, source: str, key: str = "classes") -> tuple[WorkloadClass, ...]:
+    """Classes from an already-loaded YAML list (the value of ``key`` in a larger document, such as
+    a fleet file's ``classes:``); errors name ``source`` and ``key[i].field``."""
     if not isinstance(raw, list) or not raw:
-        raise _fail(source, "classes", "expected a non-empty list of classes",
-                    "add at least one class under classes:")
-    out = tuple(_class(source, f"classes[{i}]", r) for i, r in enumerate(raw))
+        raise _fail(source, key, "expected a non-empty list of classes",
+                    f"add at least one class under {key}:")
+    out = tuple(_class(source, f"{key}[{i}]", r) for i, r in enumerate(raw))
     seen: set[str] = set()
     for i, c in enumerate(out):
         if c.name in seen:
-            raise _fail(source, f"classes[{i}].name", f"duplicate class name {c.name!r}",
+            raise _fail(source, f"{key}[{i}].name", f"duplicate class name {c.name!r}",
                         "give every class a unique name")
         seen.add(c.name)
     return out

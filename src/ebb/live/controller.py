@@ -61,6 +61,17 @@ Guarantees:
 Decision ids are ``<run_id>-<n>`` and cycle ids ``<run_id>-c<n>``, ``n`` continuing from the
 ledger's last cycle of ``run_id``, so a successor (after a restart or a fail-over) extends the
 same sequence.
+
+**One cycle in two halves** (for a controller of many workloads, :mod:`ebb.live.fleet_controller`):
+:meth:`Controller.begin` runs a cycle up to its decision — sensed, decided and through the
+controller's own locks (bounds, stale data), not yet recorded or acted on — and returns a
+:class:`CycleStep` holding that :class:`Proposal` (or the outcome, when the cycle ended before
+deciding: a follower's, a resumed decision's, an error). :meth:`CycleStep.proceed` takes the
+decision to carry out — the proposal's, or one a cluster-level step narrowed (fewer replicas
+removed, other victims, a veto) — and finishes the cycle the usual way: write-ahead ledger,
+actuator, outcome. The cycle's trace stays open in between. :meth:`Controller.cycle` is ``begin``
+then ``proceed`` with the proposal unchanged. Every guarantee above holds for both halves; the
+last-resort error handling covers each.
 """
 
 from __future__ import annotations
@@ -71,8 +82,8 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -100,9 +111,54 @@ from ebb.sources.live import SignalSource
 from ebb.telemetry.metrics import EbbMetrics
 from ebb.telemetry.tracing import CycleSpan, CycleTracer
 
-__all__ = ["Controller", "ControllerSettings", "CycleOutcome", "Elector"]
+__all__ = ["Controller", "ControllerSettings", "CycleOutcome", "CycleStep", "Elector", "Proposal"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A leading cycle's decision after the controller's own locks, before it is recorded or acted on."""
+
+    decision: Decision
+    """The policy's decision, clamped to the replica bounds and stale-data locked."""
+    seen: _Sensed
+    """What the cycle read: the source's signals (``seen.sig``) and the fleet (``seen.state``)."""
+    n: int
+    """The cycle's number."""
+    blocked: str = ""
+    """The controller lock's veto ("" when none blocked the decision)."""
+
+
+_Steps = Generator[Proposal, Decision, CycleOutcome]
+
+
+class CycleStep:
+    """One cycle of a :class:`Controller`: ended (:attr:`outcome`) or paused at its :attr:`proposal`."""
+
+    def __init__(self, *, outcome: CycleOutcome | None = None, proposal: Proposal | None = None,
+                 resume: Callable[[Decision], CycleOutcome] | None = None) -> None:
+        self.outcome = outcome
+        """The cycle's outcome once it ended; None while paused at its proposal."""
+        self.proposal = proposal
+        """The decision awaiting :meth:`proceed`; None when the cycle ended before deciding."""
+        self._resume = resume
+
+    def proceed(self, decision: Decision | None = None) -> CycleOutcome:
+        """Carry out ``decision`` (default: the proposal's) and return the cycle's outcome. A paused
+        cycle proceeds once; an ended one returns its outcome. Never raises (like :meth:`Controller.cycle`).
+
+        ``decision`` may only narrow the proposal: the same ``from_replicas`` and a target between
+        the proposal's ``from`` and ``to`` (fewer removals or additions, other victims, a veto).
+        The proposal already passed the controller's locks (replica bounds, stale data), and a
+        narrower decision keeps passing them; a wider one is refused — a scale-down proposal then
+        becomes a veto, a scale-up goes as proposed — and logged as the bug it is."""
+        if self._resume is not None:
+            assert self.proposal is not None
+            resume, self._resume = self._resume, None
+            self.outcome = resume(self.proposal.decision if decision is None else decision)
+        assert self.outcome is not None
+        return self.outcome
 
 class Controller:
     """The live loop for one workload. Not thread-safe: one thread calls :meth:`cycle` / :meth:`run`."""
@@ -307,17 +363,38 @@ class Controller:
     def cycle(self) -> CycleOutcome:
         """Run one cycle; never raises for source, ledger or actuator trouble (logged, counted), nor
         for anything else a peer's answer can provoke (logged with its traceback, no action)."""
+        return self.begin().proceed()
+
+    def begin(self) -> CycleStep:
+        """Run one cycle up to its decision (module docstring: one cycle in two halves); never raises."""
         start = time.perf_counter()
         tick = self._timeline.tick()
+        return self._advance(self._cycle(tick, start), None, tick, start)
+
+    def _advance(self, steps: _Steps, decision: Decision | None, tick: Tick, start: float) -> CycleStep:
+        """Run ``steps`` to its proposal (``decision`` None) or, sent ``decision``, to its end."""
         try:
-            return self._cycle(tick, start)
+            proposal = next(steps) if decision is None else steps.send(decision)
+        except StopIteration as done:
+            return CycleStep(outcome=done.value)
         except Exception as exc:  # last resort: a bug or an unforeseen answer must not crash-loop the fleet
             log.exception("cycle failed unexpectedly (%s: %s); no action taken", type(exc).__name__, exc)
             self._was_leader = False  # re-read the ledger before the next action
-            return self._finish(CycleOutcome(0, tick.t_s, "error", 0, 0, 0, None,
-                                             note=f"internal error: {type(exc).__name__}: {exc}"[:300]), start)
+            return CycleStep(outcome=self._finish(CycleOutcome(
+                0, tick.t_s, "error", 0, 0, 0, None, note=f"internal error: {type(exc).__name__}: {exc}"[:300]),
+                start))
+        if decision is not None:  # a cycle proposes once: a second proposal is a bug, not an action
+            steps.close()
+            return self._advance(_failed(RuntimeError("cycle proposed twice")), None, tick, start)
+        return CycleStep(proposal=proposal,
+                         resume=lambda d: self._finished(self._advance(steps, d, tick, start)))
 
-    def _cycle(self, tick: Tick, start: float) -> CycleOutcome:
+    @staticmethod
+    def _finished(step: CycleStep) -> CycleOutcome:
+        assert step.outcome is not None
+        return step.outcome
+
+    def _cycle(self, tick: Tick, start: float) -> _Steps:
         leader = self.elector is None or self.elector.is_leader()
         if self.metrics is not None:
             self.metrics.set_leader(leader)
@@ -338,7 +415,7 @@ class Controller:
         cid = CycleId(f"{self.settings.run_id}-c{n}")
         with self.tracer.cycle(cid, self.settings.run_id, self.settings.target) as span:
             try:
-                out = self._decide_and_act(span, n, cid, tick)
+                out = yield from self._decide_and_act(span, n, cid, tick)
             except EbbError as exc:
                 span.record_error(exc)
                 log.error("cycle %s failed: %s", cid, exc)
@@ -364,20 +441,32 @@ class Controller:
         spec = seen.state.spec_replicas
         return self._finish(seen.outcome(0, tick.t_s, "follower", spec, note=seen.note or "not the leader"), start)
 
-    def _decide_and_act(self, span: CycleSpan, n: int, cid: CycleId, tick: Tick) -> CycleOutcome:
+    def _decide_and_act(self, span: CycleSpan, n: int, cid: CycleId, tick: Tick) -> _Steps:
         """One leading cycle: sense, settle a predecessor's unfinished decision, observe (and measure
-        gates), decide, lock (bounds, stale data), record, act, record the outcome. Holds end early."""
+        gates), decide, lock (bounds, stale data), propose (:meth:`begin`), record, act, record the
+        outcome. Holds end early."""
         seen = self._sense(span, tick)
         if self._pending is not None and (resumed := self._settle_pending(span, seen, n, tick)) is not None:
             return resumed  # the fleet changed under this cycle's read: the next cycle decides on it
         obs = self._gated(span, self._observation(seen, tick))
         self._fault("before_plan")
-        return self._carry_out(span, self._decide(span, obs), seen, n, cid, tick)
+        proposed, blocked = self._locked(self._decide(span, obs), seen)
+        decided = yield Proposal(proposed, seen, n, blocked)
+        if decided is not proposed:
+            decided = _narrowed(proposed, decided)
+            blocked = blocked or (decided.vetoes[-1] if decided.action == "veto" and decided.vetoes
+                                  and proposed.action != "veto" else "")
+        return self._recorded_and_acted(span, decided, blocked, seen, n, cid, tick)
 
     def _carry_out(self, span: CycleSpan, decided: Decision, seen: _Sensed, n: int, cid: CycleId,
                    tick: Tick, *, fast: bool = False) -> CycleOutcome:
         """A decision's way out: lock (bounds, stale data), record, act, record the outcome. Holds end here."""
         d, blocked = self._locked(decided, seen)
+        return self._recorded_and_acted(span, d, blocked, seen, n, cid, tick, fast=fast)
+
+    def _recorded_and_acted(self, span: CycleSpan, d: Decision, blocked: str, seen: _Sensed, n: int,
+                            cid: CycleId, tick: Tick, *, fast: bool = False) -> CycleOutcome:
+        """Record a locked decision, act on it (``act`` mode), record the outcome. Holds end here."""
         if not d.noteworthy:
             return seen.outcome(n, tick.t_s, "hold", d.to_replicas, note=seen.note)
         fence = self._fence()
@@ -563,3 +652,22 @@ class Controller:
                 if fired is not None and on_cycle is not None:
                     on_cycle(fired)
             stop.wait(max(0.0, next_t - time.monotonic()))
+
+
+def _narrowed(proposed: Decision, decided: Decision) -> Decision:
+    """``decided`` when it narrows ``proposed`` (:meth:`CycleStep.proceed`); otherwise the safe side."""
+    lo, hi = sorted((proposed.from_replicas, proposed.to_replicas))
+    if decided.from_replicas == proposed.from_replicas and lo <= decided.to_replicas <= hi:
+        return decided
+    log.error("refused a decision %d→%d that widens the proposal %d→%d", decided.from_replicas,
+              decided.to_replicas, proposed.from_replicas, proposed.to_replicas)
+    if proposed.action != "scale_down":
+        return proposed
+    return proposed.retarget(proposed.from_replicas, veto="scale-down blocked by the controller: a cluster step "
+                             f"asked {decided.from_replicas}→{decided.to_replicas}, beyond the proposal")
+
+
+def _failed(exc: Exception) -> _Steps:
+    """Steps that raise ``exc`` at once (a cycle's bug reported through the last-resort path)."""
+    raise exc
+    yield  # pragma: no cover - makes this a generator

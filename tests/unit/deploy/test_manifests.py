@@ -141,7 +141,7 @@ def granted(docs: list[dict[str, Any]], sa: tuple[str, str]) -> set[tuple[str, s
     return out
 
 
-def used_by_the_actuator() -> set[tuple[str, str, str, str]]:
+def used_by_the_actuator(namespace: str = "serving", deployment: str = "llm-serving") -> set[tuple[str, str, str, str]]:
     """Every public path of KubernetesActuator against the fake API server; each request mapped to
     (namespace or "*", apiGroup, resource, verb)."""
     client = pytest.importorskip("kubernetes.client")
@@ -157,19 +157,19 @@ def used_by_the_actuator() -> set[tuple[str, str, str, str]]:
 
     with FakeKubeApiServer() as fake:
         fake.add_node("node-a", "zone-a")
-        fake.add_deployment("llm-serving", 4, namespace="serving")
+        fake.add_deployment(deployment, 4, namespace=namespace)
         api = client.ApiClient(fake.configuration())
         try:
-            act = KubernetesActuator("serving", "llm-serving", api_client=api, clock=lambda: t[0], sleep=sleep,
+            act = KubernetesActuator(namespace, deployment, api_client=api, clock=lambda: t[0], sleep=sleep,
                                      rng=random.Random(1))
             st = act.state()
-            fake.before("PATCH", "/apis/apps/v1/namespaces/serving/deployments/llm-serving/scale",
-                        lambda: fake.touch("llm-serving", namespace="serving"))  # the 409 path
+            fake.before("PATCH", f"/apis/apps/v1/namespaces/{namespace}/deployments/{deployment}/scale",
+                        lambda: fake.touch(deployment, namespace=namespace))  # the 409 path
             act.apply(DecisionId("down"), ScaleRequest(3, victims=(st.replicas[0].replica,)))
             act.apply(DecisionId("up"), ScaleRequest(4))
             act.apply(DecisionId("down-again"), ScaleRequest(3))  # clears any stale cost
-            fake.add_pdb("all", {"app": "llm-serving"}, namespace="serving", min_available=3)
-            assert not act.evict(fake.pod_names("serving")[0])
+            fake.add_pdb("all", {"app": deployment}, namespace=namespace, min_available=3)
+            assert not act.evict(fake.pod_names(namespace)[0])
             perms = set()
             for r in fake.requests:
                 perm = rbac_permission(r.method, r.path)
@@ -197,6 +197,56 @@ def test_the_actuator_role_is_limited_to_the_deployment_the_controller_scales(do
         if rule["apiGroups"] == ["apps"]:
             assert rule["resourceNames"] == [args["deployment"]]
     assert not any("*" in v for r in role["rules"] for v in r["verbs"] + r["resources"])
+
+
+# -- RBAC of a fleet (ebb run --workloads): namespaced, granted == used -----------------------------
+
+FLEET_FILE = DEPLOY / "examples" / "fleet-workloads.yaml"
+FLEET_RBAC = DEPLOY / "examples" / "fleet-rbac.yaml"
+CONTROLLER_SA = ("ebb-system", "ebb-controller")
+
+
+def fleet_rbac() -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(FLEET_RBAC.read_text(encoding="utf-8")) if d]
+
+
+@pytest.mark.parametrize("doc", fleet_rbac(), ids=lambda d: "/".join(key(d)))
+def test_the_fleet_rbac_validates_against_the_kubernetes_schema(doc: dict[str, Any]) -> None:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_the_fleet_rbac_grants_exactly_what_the_fleets_actuators_call() -> None:
+    from ebb.config.fleet import load_fleet
+
+    cfg = load_fleet(FLEET_FILE)
+    used: set[tuple[str, str, str, str]] = set()
+    for w in cfg.workloads:
+        used |= used_by_the_actuator(w.namespace, w.deployment)
+    assert granted(fleet_rbac(), CONTROLLER_SA) == used
+
+
+def test_the_fleet_rbac_is_namespaced_and_names_only_the_fleets_deployments() -> None:
+    from ebb.config.fleet import load_fleet
+
+    cfg = load_fleet(FLEET_FILE)
+    docs = fleet_rbac()
+    per_ns: dict[str, set[str]] = {}
+    for w in cfg.workloads:
+        per_ns.setdefault(w.namespace, set()).add(w.deployment)
+    roles = {d["metadata"]["namespace"]: d for d in docs if d["kind"] == "Role"}
+    assert set(roles) == set(per_ns), "one Role per managed namespace, none elsewhere"
+    for ns, role in roles.items():
+        for rule in role["rules"]:
+            assert not any("*" in v for v in rule["verbs"] + rule["resources"] + rule["apiGroups"])
+            if rule["apiGroups"] == ["apps"]:
+                assert set(rule["resourceNames"]) == per_ns[ns], ns
+    for b in (d for d in docs if d["kind"] == "RoleBinding"):
+        assert b["roleRef"]["kind"] == "Role" and b["metadata"]["namespace"] in roles
+    # the only cluster-wide grant: get one node (nodes are cluster-scoped; the zone label)
+    cluster = {(g, r, v) for scope, g, r, v in granted(docs, CONTROLLER_SA) if scope == "*"}
+    assert cluster == {("", "nodes", "get")}
+    assert not any("leases" in r for d in docs if "rules" in d for rule in d["rules"] for r in rule["resources"])
 
 
 def test_the_agent_is_granted_nothing(docs: list[dict[str, Any]]) -> None:

@@ -25,20 +25,44 @@ Guarantees:
   ``rate_scale=0.05`` (~850 k arrivals) loads in about 2 s.
 * Token sizes are not in these files (ServeGen's ``*-dataset.json`` are separate); a simulation
   gives the series :data:`~ebb.model.trace_ops.DEFAULT_TOKENS`, as for every count series.
+
+Per client (many services, one per client): :func:`load_servegen_clients` generates each client's
+arrivals with the same window rule as :func:`load_servegen`, but from a generator of its own,
+``numpy.random.default_rng([seed, client id])``, so a client's counts depend only on the folder, the
+span, ``rate_scale``, ``bin_s`` and ``seed`` — never on which other clients were selected. (The sum
+over clients therefore has the distribution of :func:`load_servegen`'s series, not its exact counts,
+which come from one generator shared by all clients.) :func:`servegen_client_rates` reads only the
+rate table, for scenarios that want the fluid rate; it samples nothing.
+
+* ``clients`` is ``None`` (every client), a list of client ids (the ``<client>`` of the file names),
+  or an int ``k``: the ``k`` clients with the highest mean rate over the span (ties: lower id first).
+  Rows are always in numeric id order. An unknown id, an empty list or ``k < 1`` is an
+  :class:`~ebb.errors.InputError` naming the folder.
+* A client's *mean rate* is the time-weighted mean of the table's rate over the span (idle windows and
+  time outside the client's windows count as 0), times ``rate_scale``: the expectation of its
+  generated counts, known before any sampling (the realised mean differs by sampling noise).
+* Memory: ``clients × ceil(span / bin_s)`` int32 counts — 162 clients of ``m-large`` over one day at
+  1 s bins is 56 MB, 400 clients would be 138 MB; ``bin_s`` (whole seconds) aggregates. More than
+  :data:`MAX_CELLS` counts, or a bin past int32, is refused with the fix, never allocated or wrapped.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from ebb.errors import InputError, TraceFormatError
 from ebb.model.ids import TraceName
 from ebb.model.trace import CountSeries
-from ebb.sources.traces._common import open_text
+from ebb.sources.traces._common import FloatArray, open_text
 
 PATTERNS = ("Gamma", "Weibull", "")
 DEFAULT_WINDOW_S = 600.0
@@ -113,15 +137,35 @@ def load_servegen(folder: str | Path, *, start_s: float = 0.0, end_s: float | No
     counts = np.zeros(n_sec, dtype=np.int64)
     rng = np.random.default_rng(seed)
     for _, p, rows in clients:
-        for k, (ts, rate, pat, shape, scale) in enumerate(rows):
-            nxt = rows[k + 1][0] if k + 1 < len(rows) else ts + DEFAULT_WINDOW_S
-            lo, hi = max(ts, start_s), min(nxt, end)
-            if hi <= lo or not pat or rate <= 0:
-                continue
-            _window(counts, rng, lo - start_s, hi - lo, rate * rate_scale, pat, shape, scale, p)
+        _client_into(counts, rng, rows, p, start_s, end, rate_scale)
     return CountSeries(TraceName(f"servegen-{path.name}"), counts, 1.0, source=str(path),
                        notes=(f"arrivals generated from ServeGen's per-client windows as its generator does "
                               f"(seed {seed}, rates x{rate_scale:g}); token sizes are not in these files",))
+
+
+def _active_spans(rows: list[tuple[float, float, str, float, float]], start_s: float, end: float,
+                  ) -> list[tuple[float, float, tuple[float, float, str, float, float]]]:
+    """(lo, hi, row) of each window that generates arrivals, cut to ``[start_s, end)``.
+
+    A window lasts until the client's next one; the last one lasts :data:`DEFAULT_WINDOW_S`. Idle windows
+    (no pattern) and zero rates generate nothing and are left out.
+    """
+    spans = []
+    for k, row in enumerate(rows):
+        ts, rate, pat = row[0], row[1], row[2]
+        nxt = rows[k + 1][0] if k + 1 < len(rows) else ts + DEFAULT_WINDOW_S
+        lo, hi = max(ts, start_s), min(nxt, end)
+        if hi <= lo or not pat or rate <= 0:
+            continue
+        spans.append((lo, hi, row))
+    return spans
+
+
+def _client_into(counts: np.ndarray, rng: np.random.Generator, rows: list[tuple[float, float, str, float, float]],
+                 path: Path, start_s: float, end: float, rate_scale: float) -> None:
+    """Add one client's arrivals in ``[start_s, end)`` to ``counts`` (index 0 = ``start_s``), window by window."""
+    for lo, hi, (_ts, rate, pat, shape, scale) in _active_spans(rows, start_s, end):
+        _window(counts, rng, lo - start_s, hi - lo, rate * rate_scale, pat, shape, scale, path)
 
 
 def _window(counts: np.ndarray, rng: np.random.Generator, t0: float, width: float, rate: float, pat: str,
@@ -138,3 +182,180 @@ def _window(counts: np.ndarray, rng: np.random.Generator, t0: float, width: floa
     t = t0 + np.cumsum(iats * (width / total))
     t = t[t < t0 + width]
     np.add.at(counts, np.minimum(t.astype(np.int64), len(counts) - 1), 1)
+
+
+Int32Array = npt.NDArray[np.int32]
+MAX_CELLS = 500_000_000
+"""Most counts (clients × bins) :func:`load_servegen_clients` returns: 2 GB of int32. Every client of a
+published folder over its whole span at 1 s is at most 196 M (``m-large``, 14 days)."""
+_INT32_MAX = int(np.iinfo(np.int32).max)
+_CLIENTS_FIX = "pass None (all clients), a list of client ids from the chunk-<client>-trace.csv names, or an int k >= 1"
+
+
+@dataclass(frozen=True)
+class ServegenClients:
+    """Arrivals per bin of each selected ServeGen client: one row per client, in numeric id order.
+
+    ``counts[i, j]`` is the number of arrivals of client ``client_ids[i]`` in ``[start_s + j × bin_s,
+    start_s + (j + 1) × bin_s)`` (the last bin may be cut by ``end_s``); ``mean_rate_rps[i]`` is that
+    client's table mean rate over the span (see the module). Arrays are read-only.
+    """
+
+    client_ids: tuple[int, ...]
+    counts: Int32Array
+    mean_rate_rps: FloatArray
+    bin_s: int
+    start_s: float
+    end_s: float
+    seed: int
+    rate_scale: float
+    source: str = ""
+    notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        n = len(self.client_ids)
+        if self.counts.ndim != 2 or self.counts.shape[0] != n or self.mean_rate_rps.shape != (n,):
+            raise ValueError(f"ServegenClients: {n} ids, counts {self.counts.shape}, rates {self.mean_rate_rps.shape}")
+        self.counts.flags.writeable = False
+        self.mean_rate_rps.flags.writeable = False
+
+    def row(self, client_id: int) -> int:
+        """The row of ``client_id`` in :attr:`counts`; :class:`KeyError` when it was not selected."""
+        try:
+            return self.client_ids.index(client_id)
+        except ValueError:
+            raise KeyError(f"client {client_id!r} is not among the selected clients") from None
+
+    def series(self, client_id: int) -> CountSeries:
+        """One client's counts as a :class:`~ebb.model.trace.CountSeries` (int64, ``bin_s`` seconds per bin)."""
+        return CountSeries(TraceName(f"{Path(self.source).name}-client-{client_id}"),
+                           self.counts[self.row(client_id)].astype(np.int64), float(self.bin_s),
+                           source=self.source, notes=self.notes)
+
+
+class ServegenRates(NamedTuple):
+    """The rate table of the selected clients on one grid of windows (no sampling).
+
+    ``rates[i, k]`` is client ``client_ids[i]``'s rate (req/s, unscaled) in window ``k``, which spans
+    ``[window_start_s[k], window_start_s[k + 1])``, the last one up to ``end_s``. Idle windows are 0.
+    """
+
+    client_ids: tuple[int, ...]
+    window_start_s: FloatArray
+    rates: FloatArray
+    end_s: float
+
+
+def _mean_rate(rows: list[tuple[float, float, str, float, float]], start_s: float, end: float) -> float:
+    """Time-weighted mean of the client's (generating) rate over ``[start_s, end)``, unscaled."""
+    return math.fsum(row[1] * (hi - lo) for lo, hi, row in _active_spans(rows, start_s, end)) / (end - start_s)
+
+
+def _select(found: list[int], clients: int | Sequence[int] | None, mean: dict[int, float], path: Path) -> list[int]:
+    """The selected client ids in numeric order (see the module for the rules)."""
+    if clients is None:
+        return sorted(found)
+    if isinstance(clients, bool):
+        raise InputError(f"clients={clients!r} is neither a count nor a list of ids", path=str(path), fix=_CLIENTS_FIX)
+    if isinstance(clients, int):
+        if clients < 1:
+            raise InputError(f"clients={clients} asks for no client", path=str(path), fix=_CLIENTS_FIX)
+        busiest = sorted(found, key=lambda c: (-mean[c], c))[:clients]
+        return sorted(busiest)
+    ids = list(clients)
+    try:
+        if any(isinstance(c, bool) for c in ids):
+            raise TypeError("a bool is not a client id")
+        wanted = {operator.index(c) for c in ids}
+    except TypeError:
+        raise InputError(f"client ids must be integers, got {ids[:5]!r}", path=str(path), fix=_CLIENTS_FIX) from None
+    if not wanted:
+        raise InputError("an empty list of clients selects nothing", path=str(path), fix=_CLIENTS_FIX)
+    unknown = sorted(wanted - set(found))
+    if unknown:
+        shown = ", ".join(map(str, unknown[:5])) + (", ..." if len(unknown) > 5 else "")
+        raise InputError(f"no chunk file for client(s) {shown}; this folder has {len(found)} clients, "
+                         f"ids {min(found)} to {max(found)}", path=str(path), fix=_CLIENTS_FIX)
+    return sorted(wanted)
+
+
+def load_servegen_clients(folder: str | Path, *, clients: int | Sequence[int] | None = None, start_s: float = 0.0,
+                          end_s: float | None = None, rate_scale: float = 1.0, seed: int = 0,
+                          bin_s: int = 1) -> ServegenClients:
+    """Each selected client's arrivals per ``bin_s`` seconds over ``[start_s, end_s)`` (see the module).
+
+    ``end_s`` defaults to the folder's last window end (as :func:`load_servegen`), whichever clients are
+    selected. Client ``c``'s arrivals come from ``numpy.random.default_rng([seed, c])``.
+    """
+    path = Path(folder)
+    if not (rate_scale > 0 and math.isfinite(rate_scale)) or not (start_s >= 0 and math.isfinite(start_s)) \
+            or (end_s is not None and not (math.isfinite(end_s) and end_s > start_s)):
+        raise InputError(f"bad span or scale: start_s={start_s!r}, end_s={end_s!r}, rate_scale={rate_scale!r}",
+                         path=str(path), fix="use 0 <= start_s < end_s and rate_scale > 0")
+    if isinstance(bin_s, bool) or not isinstance(bin_s, int) or bin_s < 1:
+        raise InputError(f"bin_s must be a whole number of seconds >= 1, got {bin_s!r}", path=str(path),
+                         fix="pass bin_s=1 (per second) or a larger integer to aggregate")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError(f"seed must be an integer >= 0, got {seed!r}", path=str(path), fix="pass seed=0 or another")
+    table = {cid: (p, _rows(p)) for cid, p in chunk_files(path)}
+    last = max((r[-1][0] for _, r in table.values() if r), default=0.0)
+    end = float(end_s) if end_s is not None else last + DEFAULT_WINDOW_S
+    if end <= start_s:
+        raise InputError(f"start_s={start_s!r} is past the folder's last window (ends at {end:g} s)", path=str(path),
+                         fix=f"use start_s < {end:g}")
+    mean = {cid: _mean_rate(rows, start_s, end) for cid, (_, rows) in table.items()}
+    chosen = _select(list(table), clients, mean, path)
+    n_sec = int(math.ceil(end - start_s))
+    n_bins = -(-n_sec // bin_s)
+    if len(chosen) * n_bins > MAX_CELLS:
+        raise InputError(f"{len(chosen)} clients x {n_bins:,} bins of {bin_s} s is past {MAX_CELLS:,} counts",
+                         path=str(path), fix="aggregate with a larger bin_s, or select fewer clients or a shorter span")
+    out = np.zeros((len(chosen), n_bins), dtype=np.int32)
+    for i, cid in enumerate(chosen):
+        p, rows = table[cid]
+        per_s = np.zeros(n_bins * bin_s, dtype=np.int64)  # padded to whole bins; the padding stays 0
+        _client_into(per_s[:n_sec], np.random.default_rng([seed, cid]), rows, p, start_s, end, rate_scale)
+        binned = per_s.reshape(n_bins, bin_s).sum(axis=1) if bin_s > 1 else per_s
+        if len(binned) and int(binned.max()) > _INT32_MAX:
+            raise InputError(f"client {cid} has {int(binned.max()):,} arrivals in one {bin_s} s bin, past int32",
+                             path=str(p), fix="lower rate_scale or bin_s")
+        out[i] = binned
+    rates = np.array([mean[c] * rate_scale for c in chosen], dtype=np.float64)
+    return ServegenClients(
+        tuple(chosen), out, rates, bin_s, float(start_s), end, seed, float(rate_scale), source=str(path),
+        notes=(f"per-client arrivals generated from ServeGen's windows as its generator does, client c from "
+               f"default_rng([{seed}, c]), rates x{rate_scale:g}; token sizes are not in these files",))
+
+
+def servegen_client_rates(folder: str | Path, clients: int | Sequence[int] | None = None) -> ServegenRates:
+    """The selected clients' rate table on the union of every client's window boundaries (no arrivals sampled).
+
+    ``clients`` as for :func:`load_servegen_clients`; an int ``k`` ranks clients by their mean rate from 0 s
+    to the folder's last window end, so it picks the same clients as that function's default span.
+    """
+    path = Path(folder)
+    table = {cid: _rows(p) for cid, p in chunk_files(path)}
+    last = max((r[-1][0] for r in table.values() if r), default=0.0)
+    end = last + DEFAULT_WINDOW_S
+    mean = {cid: _mean_rate(rows, 0.0, end) for cid, rows in table.items()}
+    chosen = _select(list(table), clients, mean, path)
+    bounds: set[float] = set()
+    for rows in table.values():  # every client's, so the grid does not depend on the selection
+        bounds.update(r[0] for r in rows)
+        if rows:
+            bounds.add(rows[-1][0] + DEFAULT_WINDOW_S)  # where the client's last window ends
+    grid = np.array(sorted(b for b in bounds if b < end), dtype=np.float64)
+    rates = np.zeros((len(chosen), len(grid)), dtype=np.float64)
+    for i, cid in enumerate(chosen):
+        rows = table[cid]
+        if not rows:
+            continue
+        ts = np.array([r[0] for r in rows], dtype=np.float64)
+        nxt = np.append(ts[1:], ts[-1] + DEFAULT_WINDOW_S)
+        rate = np.array([r[1] if r[2] and r[1] > 0 else 0.0 for r in rows], dtype=np.float64)
+        k = np.searchsorted(ts, grid, side="right") - 1
+        inside = (k >= 0) & (grid < nxt[np.maximum(k, 0)])
+        rates[i] = np.where(inside, rate[np.maximum(k, 0)], 0.0)
+    grid.flags.writeable = False
+    rates.flags.writeable = False
+    return ServegenRates(tuple(chosen), grid, rates, end)

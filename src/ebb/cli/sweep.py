@@ -1,0 +1,190 @@
+"""``ebb sweep SPEC.yaml``: policies × knobs × scenarios on a local process pool or a Ray cluster.
+
+The spec format, the job ids and the determinism guarantees are :mod:`ebb.sim.sweep`'s (and
+``docs/sweep.md``). This module adds the trace loader (the simulator may not import
+:mod:`ebb.sources`), the backend choice and the output:
+
+* stderr: one plain line per finished job (``[i/n] ID ok|FAILED in S s``), failures with their
+  one-line error; never a traceback.
+* ``--out`` (default ``sweep-results.json``): a JSON list sorted by job id, each entry the job
+  (id, scenario, kind, policy, knobs, seed, fidelity), its ``scorecard`` (null when it failed) and
+  ``error`` when it failed. No timing in it: the file is byte-identical whichever backend ran it.
+* stdout: ``-o table`` (default) a table of every job and the Pareto set, at most 80 columns;
+  ``-o json`` the results file's content.
+
+Exit codes: 0 every job ran; 2 a bad spec or option (nothing runs), or at least one job failed
+(reported by id; the others are still written).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ebb.cli.app import app
+from ebb.errors import InputError
+from ebb.model.trace import CountSeries, RequestTrace
+from ebb.sim.sweep import (
+    KNOBS,
+    violation_pct,
+    Backend,
+    JobOutcome,
+    LocalPool,
+    RayBackend,
+    Serial,
+    SweepJob,
+    expand_jobs,
+    load_sweep_spec,
+    pareto_ids,
+    results_json,
+    run_sweep,
+)
+from ebb.sim.sweep import run_job as _sim_run_job
+from ebb.sources.traces import open_trace
+
+WIDTH = 80
+_COLS = (("job", 12), ("scenario", 12), ("policy", 16), ("knobs", 19), ("GPU-h", 8), ("viol %", 8))
+_KNOB_ABBREV = {name: "".join(part[0] for part in name.split("_")) for name in KNOBS}
+
+
+@functools.lru_cache(maxsize=4)
+def _load_trace(path: str) -> RequestTrace | CountSeries:
+    """A scenario's trace, read once per worker process (traces are immutable: read-only arrays)."""
+    return open_trace(path, "auto")
+
+
+def _run_cluster(path: str, policy: str, knobs: Mapping[str, float], seed: int) -> dict[str, Any]:
+    """A cluster scenario job (``ebb.cli.cluster_inputs.cluster_job``), imported only when a sweep has one."""
+    from ebb.cli.cluster_inputs import cluster_job
+
+    return cluster_job(path, policy, knobs, seed)
+
+
+def run_job(job: SweepJob) -> dict[str, Any]:
+    """:func:`ebb.sim.sweep.run_job` with the ``ebb simulate`` trace loader and the cluster job runner;
+    module-level, so the process pool and Ray pickle it by reference."""
+    return _sim_run_job(job, _load_trace, _run_cluster)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def _num(v: Any, fmt: str) -> str:
+    return "n/a" if v is None else format(v, fmt)
+
+
+def _row(o: JobOutcome, varying: Sequence[str]) -> str:
+    kn = dict(o.job.knobs)
+    knobs = " ".join(f"{_KNOB_ABBREV.get(k, k)}={kn[k]:g}" for k in varying if k in kn)
+    scen = Path(o.job.scenario).name or o.job.scenario
+    if o.result is None:
+        cost, viol = "failed", "-"
+    else:
+        cost, viol = _num(o.result.get("gpu_hours"), ".2f"), _num(violation_pct(o.result), ".3f")
+    cells = (o.job.id, scen, o.job.policy, knobs, cost, viol)
+    parts = [(_cut(c, w).rjust(w) if i >= 4 else _cut(c, w).ljust(w)) for i, (c, (_, w)) in enumerate(zip(cells, _COLS))]
+    return " ".join(parts).rstrip()
+
+
+def _header() -> str:
+    return " ".join((name.rjust(w) if i >= 4 else name.ljust(w)) for i, (name, w) in enumerate(_COLS)).rstrip()
+
+
+def _table(outcomes: Sequence[JobOutcome]) -> list[str]:
+    """The table and the Pareto set, every line at most :data:`WIDTH` characters."""
+    values: dict[str, set[float]] = {}
+    for o in outcomes:
+        for k, v in o.job.knobs:
+            values.setdefault(k, set()).add(float(v))
+    varying = sorted(k for k, vs in values.items() if len(vs) > 1)
+    fixed = sorted(k for k, vs in values.items() if len(vs) == 1)
+    lines = [_header()]
+    lines += [_row(o, varying) for o in outcomes]
+    legend = [f"{_KNOB_ABBREV[k]}={k}" for k in varying]
+    if fixed:
+        kn = dict(outcomes[0].job.knobs)
+        legend.append("fixed: " + " ".join(f"{k}={kn[k]:g}" for k in fixed))
+    if legend:
+        lines.append(_cut("knobs: " + ", ".join(legend), WIDTH))
+    by_id = {o.job.id: o for o in outcomes}
+    front = pareto_ids(outcomes)
+    lines.append("")
+    lines.append("Pareto set (cheapest per violation level; per scenario and workload knobs):")
+    lines.append(_header())
+    lines += [_row(by_id[i], varying) for i in front]
+    if not front:
+        lines.append("(none: no job produced a finite score)")
+    return [_cut(line, WIDTH) for line in lines]
+
+
+def _progress(total: int) -> Any:
+    count = [0]
+
+    def on_done(o: JobOutcome) -> None:
+        count[0] += 1
+        head = f"[{count[0]}/{total}] {o.job.id}"
+        if o.error is None:
+            line = f"{head} ok in {o.seconds:.1f} s ({o.job.policy})"
+        else:
+            line = f"{head} FAILED in {o.seconds:.1f} s: {o.error}"
+        print(" ".join(line.splitlines()), file=sys.stderr, flush=True)
+
+    return on_done
+
+
+@app.command("sweep")
+def sweep(
+    spec: Annotated[Path, typer.Argument(help="Sweep spec YAML: scenarios, policies, knobs, seed (docs/sweep.md)")],
+    workers: Annotated[int | None, typer.Option(help="Worker processes (default: the CPU count); with "
+                                                "--ray-address local, the CPUs of the local Ray")] = None,
+    ray_address: Annotated[str | None, typer.Option(help="Run on Ray: auto | ray://HOST:PORT | local "
+                                                    "(needs pip install 'ebb\\[ray]')")] = None,
+    serial: Annotated[bool, typer.Option(help="Run every job in this process, one by one (debugging)")] = False,
+    out: Annotated[Path, typer.Option(help="Write every job and scorecard here (JSON, sorted by job id)")]
+    = Path("sweep-results.json"),
+    output: Annotated[str, typer.Option("--output", "-o", help="stdout: table | json")] = "table",
+) -> None:
+    """Run policies × knobs × scenarios (one simulation per job), on a process pool or Ray; results are
+    identical on either."""
+    if output not in ("table", "json"):
+        raise typer.BadParameter(f"-o {output!r}: choose table or json")
+    if workers is not None and workers < 1:
+        raise typer.BadParameter(f"--workers {workers}: must be >= 1")
+    if serial and ray_address is not None:
+        raise typer.BadParameter("--serial and --ray-address exclude each other")
+    parsed = load_sweep_spec(spec)
+    jobs = expand_jobs(parsed)
+    backend: Backend
+    if serial:
+        backend = Serial()
+    elif ray_address is not None:
+        backend = RayBackend(ray_address, workers)
+    else:
+        backend = LocalPool(workers)
+    where = {"serial": "in this process", "pool": f"on {getattr(backend, 'workers', os.cpu_count())} worker "
+             "processes", "ray": f"on Ray ({ray_address})"}[backend.name]
+    print(f"sweep {spec}: {len(jobs)} jobs {where}", file=sys.stderr, flush=True)
+    outcomes = run_sweep(run_job, jobs, backend, on_done=_progress(len(jobs)))
+    text = results_json(outcomes)
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write the sweep results: {exc.strerror}", path=str(out)) from exc
+    if output == "json":
+        sys.stdout.write(text)
+    else:
+        print("\n".join(_table(outcomes)))
+    failed = [o for o in outcomes if o.error is not None]
+    print(f"results written to {out}" + (f"; {len(failed)} of {len(outcomes)} jobs failed" if failed else ""),
+          file=sys.stderr, flush=True)
+    for o in failed:
+        print(f"job {o.job.id} ({o.job.scenario}, {o.job.policy}) failed: {o.error}", file=sys.stderr, flush=True)
+    if failed:
+        raise typer.Exit(2)

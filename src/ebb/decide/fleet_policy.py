@@ -1,0 +1,258 @@
+"""L1 for a whole fleet at once: Ebb's need and comeback bound, vectorised over N workloads.
+
+:class:`~ebb.decide.policy.EbbPolicy` decides for one workload from 100 ms samples; a cluster of
+hundreds to thousands of services needs the same rules as numpy over arrays, one call per second
+for all of them (issue #17 item 4). :class:`FleetEbb` keeps, per workload:
+
+* **Need** (:mod:`ebb.decide.need`'s network-calculus bound on 1 s samples): with ``c = 1 /
+  capacity_rps`` replica-seconds per request, ``A(D)`` the arrivals of the last ``D`` seconds and
+  ``q`` the queue, ``need = max_D (A(D) + q) · c / (D + slack)`` over ``D`` ∈ 1, 2, 4, 8, 16, 32 s
+  and ``slack = slack_fraction × TTFT SLO``.
+* **Comeback bound** (:mod:`ebb.decide.comeback`) on blocks of :data:`BLOCK_S` seconds: the
+  block's peak need is recorded; ``level`` = peak over the last horizon ``H = cold start + 2 s``
+  (``level_peak``); each closed block whose horizon has passed yields a rise = peak over the
+  following ``H`` − its level; the floor = level + max(largest rise in memory, Gumbel quantile
+  ``1 − budget`` of the rises by the method of moments). Memory = ``memory_horizons`` × H. Rises
+  are sampled once per block rather than once per second: the maxima are the same, the sample
+  count is ``BLOCK_S`` times smaller, which the Gumbel tail extrapolates for.
+* **Decision**, as :meth:`EbbPolicy.decide` minus what 1 s fluid bins cannot see (the 100 ms fast
+  path, the latency-window breach detector, the forecast and the learned capacity): scale up when
+  ``ceil(need / target_util)`` exceeds the fleet by the hysteresis, or at once on a persistent
+  queue (``queue_surge_s``) or an L1 burst (demand ≥ ``burst_fraction`` of ready capacity), with a
+  surge of ``surge_fraction``; hold at ``max(min, floor, need)``; else ask to remove
+  ``max(1, floor(spec × down_fraction × base_weight / weight))`` down to that hold, unless warming
+  up (``warmup_horizons``), cooling down after a scale-up (``cooldown_horizons``) or within
+  ``down_interval_horizons`` of the last scale-down.
+
+What this module does *not* decide: L2 vetoes on latency/staleness and ranking
+(:mod:`ebb.decide.fleet_rank`) and the cluster budget, zones and quota (:mod:`ebb.decide.fleet_plan`).
+The caller passes granted removals back through :meth:`FleetEbb.granted`.
+
+Guarantees: pure (arrays in, arrays out; the caller's clock); no Python loop per workload; one
+:meth:`FleetEbb.observe` + :meth:`FleetEbb.decide` costs O(N × 32) numpy work, plus O(N × memory
+blocks) every :data:`BLOCK_S` seconds. A workload without a closed rise never gets a removal
+request (no evidence, no scale-down).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ebb.decide.profiles import EbbProfile
+
+__all__ = ["BLOCK_S", "FleetEbb", "FleetTargets"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+BLOCK_S = 5
+"""Seconds per comeback block: a 61 s horizon spans 13 blocks; 60 horizons of memory hold 732."""
+
+_WINDOWS = (1, 2, 4, 8, 16, 32)
+_HIST = 32
+_EULER = 0.5772156649015329
+_GUMBEL_SCALE = math.sqrt(6.0) / math.pi
+
+
+@dataclass(frozen=True)
+class FleetTargets:
+    """One second's L1 answer for every workload (arrays of length N)."""
+
+    desired: IntArray
+    """Replicas wanted: above ``spec`` = scale up now; equal = hold; below = a removal request."""
+    remove: IntArray
+    """Removals requested (``spec − desired`` where a scale-down is wanted, else 0)."""
+    need_replicas: FloatArray
+    """The need bound now (replica units)."""
+    floor_replicas: FloatArray
+    """Comeback floor (replica units); NaN before the first closed rise."""
+    burst: BoolArray
+    """L1 burst: demand at or above ``burst_fraction`` of ready capacity this second."""
+    reason: IntArray
+    """Why, per workload: see :data:`FleetEbb.REASONS` (index into it)."""
+
+
+class FleetEbb:
+    """Ebb's L1 over N workloads (see the module docstring)."""
+
+    REASONS = ("hold", "need above target", "surge: queue", "surge: burst", "scale-down wanted",
+               "warming up", "cooldown", "down interval", "no comeback evidence")
+
+    def __init__(self, n: int, *, slo_ttft_s: FloatArray, cold_start_s: FloatArray, min_replicas: IntArray,
+                 max_replicas: IntArray, capacity_rps: FloatArray, base_weight: FloatArray | None = None,
+                 profile: EbbProfile | None = None) -> None:
+        p = profile if profile is not None else EbbProfile()
+        self.n = n
+        self.profile = p
+        self.slack_s = _arr(p.slack_fraction * np.asarray(slo_ttft_s, dtype=float), n, "slo_ttft_s")
+        self.cost_s = 1.0 / _arr(capacity_rps, n, "capacity_rps")
+        self.min_r = np.asarray(min_replicas, dtype=np.int64).reshape(n)
+        self.max_r = np.asarray(max_replicas, dtype=np.int64).reshape(n)
+        cold = _arr(cold_start_s, n, "cold_start_s")
+        self.horizon_s = cold + 2.0
+        self.h_blocks = np.ceil(self.horizon_s / BLOCK_S).astype(np.int64)
+        self.m_blocks = int(np.ceil(p.memory_horizons * float(self.horizon_s.max()) / BLOCK_S))
+        self.base_weight = np.full(n, 0.65) if base_weight is None else _arr(base_weight, n, "base_weight")
+        self.weight = self.base_weight.copy()
+        self._arr = np.zeros((n, _HIST))
+        self._t_i = -1
+        h = int(self.h_blocks.max())
+        self._ring = max(self.m_blocks, h + 1) + h + 1  # block peaks and levels, oldest overwritten
+        self._peak = np.zeros((n, self._ring))
+        self._level = np.zeros((n, self._ring))
+        self._rises = np.full((n, self.m_blocks), -np.inf)  # -inf = empty slot
+        self._rn = np.zeros(n)  # running count, sum and sum of squares of the rises in memory
+        self._rsum = np.zeros(n)
+        self._rsq = np.zeros(n)
+        self._blocks = 0
+        self._block_peak = np.zeros(n)
+        self.level = np.zeros(n)
+        self._floor = np.full(n, np.nan)
+        self.need = np.zeros(n)
+        self._queue_since = np.full(n, np.inf)
+        self._queue = np.zeros(n)
+        self._burst = np.zeros(n, dtype=bool)
+        self._spec = np.zeros(n, dtype=np.int64)
+        self._ready = np.zeros(n, dtype=np.int64)
+        self._first_t = math.nan
+        self._last_up = np.full(n, -np.inf)
+        self._last_down = np.full(n, -np.inf)
+
+    # -- observation ------------------------------------------------------------------------------
+    def observe(self, t_s: float, *, arrivals: FloatArray, queue: FloatArray, ready: IntArray,
+                starting: IntArray, latency_ratio: FloatArray | None = None) -> None:
+        """Record one second: arrivals in it (requests), queue at its end, ready and starting replicas.
+
+        ``latency_ratio`` is accepted for symmetry with the engine's signals; L2 reads it, L1 does not.
+        """
+        if math.isnan(self._first_t):
+            self._first_t = t_s
+        self._t_i += 1
+        a = np.nan_to_num(np.asarray(arrivals, dtype=float), nan=0.0, posinf=0.0).clip(min=0.0)
+        self._arr[:, self._t_i % _HIST] = a
+        self._queue = np.nan_to_num(np.asarray(queue, dtype=float), nan=0.0).clip(min=0.0)
+        self._ready = np.asarray(ready, dtype=np.int64)
+        self._spec = self._ready + np.asarray(starting, dtype=np.int64)
+        self.need = self._need_now()
+        p = self.profile
+        self._burst = a * self.cost_s >= p.burst_fraction * np.maximum(self._ready, 1)
+        queued = self._queue > 0
+        self._queue_since = np.where(queued, np.minimum(self._queue_since, t_s), np.inf)
+        self._block_peak = np.maximum(self._block_peak, self.need)
+        if (self._t_i + 1) % BLOCK_S == 0:
+            self._close_block()
+
+    def _need_now(self) -> FloatArray:
+        # newest-first cumulative arrivals over the ring: A(D) for D = 1..32 s
+        order = (self._t_i - np.arange(_HIST)) % _HIST
+        cum = np.cumsum(self._arr[:, order], axis=1)
+        best = np.zeros(self.n)
+        seen = min(self._t_i + 1, _HIST)
+        for d in _WINDOWS:
+            if d > seen:
+                break
+            np.maximum(best, (cum[:, d - 1] + self._queue) / (d + self.slack_s), out=best)
+        return best * self.cost_s
+
+    def _close_block(self) -> None:
+        k = self._blocks
+        slot = k % self._ring
+        self._peak[:, slot] = self._block_peak
+        self._block_peak = np.zeros(self.n)
+        # newest-first suffix maxima over the ring: max of the last j+1 blocks at column j
+        depth = int(self.h_blocks.max())
+        cols = (k - np.arange(min(depth, k + 1))) % self._ring
+        suffix = np.maximum.accumulate(self._peak[:, cols], axis=1)
+        hb = np.minimum(self.h_blocks, suffix.shape[1]) - 1
+        self.level = np.take_along_axis(suffix, hb[:, None], axis=1)[:, 0]
+        self._level[:, slot] = self.level
+        # the block h back now has its whole horizon: rise = peak over the next h blocks − its level
+        past = k - self.h_blocks
+        ok = past >= self.h_blocks - 1  # its level covered a whole horizon
+        if ok.any():
+            ahead = np.take_along_axis(suffix, hb[:, None], axis=1)[:, 0]
+            lvl = self._level[np.arange(self.n), np.where(ok, past, 0) % self._ring]
+            self._push_rise(k % self.m_blocks, np.where(ok, ahead - lvl, -np.inf))
+        self._blocks += 1
+        self._floor = self._floor_now()
+
+    def _push_rise(self, slot: int, rise: FloatArray) -> None:
+        # running moments: O(N) per block instead of a pass over the whole memory
+        old = self._rises[:, slot]
+        had, has = np.isfinite(old), np.isfinite(rise)
+        o, r = np.where(had, old, 0.0), np.where(has, rise, 0.0)
+        self._rn += has.astype(float) - had.astype(float)
+        self._rsum += r - o
+        self._rsq += r * r - o * o
+        self._rises[:, slot] = rise
+
+    def _floor_now(self) -> FloatArray:
+        n = self._rn
+        some = n > 0
+        top = self._rises.max(axis=1)
+        mean = np.where(some, self._rsum / np.maximum(n, 1), 0.0)
+        std = np.sqrt(np.maximum(np.where(some, self._rsq / np.maximum(n, 1), 0.0) - mean * mean, 0.0))
+        b = self.profile.budget
+        rise = np.where(some, top, 0.0)
+        if self.profile.tail and 0.0 < b < 1.0:
+            z = -math.log(-math.log1p(-b)) - _EULER
+            rise = np.maximum(rise, mean + _GUMBEL_SCALE * z * std)
+        return np.where(some, self.level + np.maximum(rise, 0.0), np.nan)
+
+    # -- decision ---------------------------------------------------------------------------------
+    def decide(self, t_s: float) -> FleetTargets:
+        """Every workload's wanted replicas now (see the module docstring)."""
+        p = self.profile
+        spec, ready = self._spec, self._ready
+        need_now = _replicas(self.need, p.target_util)
+        queued = (t_s - self._queue_since) >= p.queue_surge_s
+        surge = (queued | self._burst) & (ready >= spec)
+        surge_to = spec + np.maximum(1, np.ceil(spec * p.surge_fraction).astype(np.int64))
+        want_up = np.where(surge, np.maximum(need_now, surge_to), need_now)
+        want_up = np.clip(want_up, self.min_r, self.max_r)
+        up = (want_up > spec) & (surge | (want_up > spec * (1.0 + p.up_hysteresis)))
+        known = ~np.isnan(self._floor)
+        floor = np.where(known, _replicas(np.nan_to_num(self._floor), p.down_util), self.max_r)
+        hold_at = np.clip(np.maximum(floor, need_now), self.min_r, self.max_r)
+        wants_down = ~up & known & (hold_at < spec)
+        warm = (t_s - self._first_t) < p.warmup_horizons * self.horizon_s
+        cool = (t_s - self._last_up) < p.cooldown_horizons * self.horizon_s
+        spaced = (t_s - self._last_down) < p.down_interval_horizons * self.horizon_s
+        blocked = warm | cool | spaced
+        frac = p.down_fraction * self.base_weight / np.maximum(self.weight, 1e-9)
+        step = np.maximum(1, np.floor(spec * frac).astype(np.int64))
+        down_to = np.maximum(hold_at, spec - step)
+        desired = np.where(up, want_up, np.where(wants_down & ~blocked, down_to, spec))
+        self._last_up = np.where(up, t_s, self._last_up)
+        reason = np.zeros(self.n, dtype=np.int64)
+        reason[wants_down & spaced] = 7
+        reason[wants_down & cool] = 6
+        reason[wants_down & warm] = 5
+        reason[wants_down & ~blocked] = 4
+        reason[~known & ~up] = 8
+        reason[up] = 1
+        reason[up & surge & queued] = 2
+        reason[up & surge & self._burst & ~queued] = 3
+        return FleetTargets(desired=desired.astype(np.int64), remove=np.maximum(spec - desired, 0),
+                            need_replicas=self.need.copy(), floor_replicas=self._floor.copy(),
+                            burst=self._burst.copy(), reason=reason)
+
+    def granted(self, t_s: float, removed: IntArray) -> None:
+        """Tell L1 which workloads L3 let scale down (removals > 0): their down interval starts."""
+        self._last_down = np.where(np.asarray(removed) > 0, t_s, self._last_down)
+
+
+def _replicas(demand: FloatArray, util: float) -> IntArray:
+    return np.ceil(np.asarray(demand) / util - 1e-9).astype(np.int64)
+
+
+def _arr(v: FloatArray | float, n: int, name: str) -> FloatArray:
+    a = np.broadcast_to(np.asarray(v, dtype=float), (n,)).copy()
+    if not np.all(np.isfinite(a)) or np.any(a <= 0):
+        raise ValueError(f"{name} must be finite and > 0 for every workload")
+    return a

@@ -1,0 +1,492 @@
+"""Cluster simulation: every service on one virtual clock and one GPU pool, vectorised over services.
+
+One step is one second for all S online services, B batch services and Z zones at once (numpy; no
+Python loop per service):
+
+1. **Lifecycle.** Replicas requested ``cold_start_s`` ago turn ready; drained ones (``DRAIN_S``
+   after removal) give their GPUs back. Starting, ready and draining replicas are all billed.
+2. **Batch demand.** Batch/training services take free GPUs up to their demand (BestEffort: they
+   never preempt) and give back what their demand no longer needs.
+3. **Serving (fluid queue).** A service with ``r`` ready replicas serves ``r × capacity_rps``
+   requests per second, FIFO; the queue carries over. Arrivals of the second wait from ``q₀/μ`` to
+   ``q₁/μ`` (linear in between); those whose wait + ``service_ms`` exceeds ``slo_ms`` are
+   violations (all of them when ``r = 0``). Requests waiting past ``MAX_WAIT_S`` are dropped
+   (counted as violations) so an unserved queue stays bounded.
+4. **Policy.** The policy (:mod:`ebb.sim.cluster.policies`) sees this second's arrivals, served,
+   queue, ready and starting replicas per service, and returns the replicas it wants.
+5. **Writes.** Each service whose wanted count differs from its spec is one state write (a
+   ``/scale`` patch). With a write limit (Ebb's: ``writes_per_100ms``) at most ``10 × limit``
+   writes go out per second, in batches of ``limit`` 100 ms apart, scale-ups first (largest
+   shortfall first), then scale-downs in the policy's order; the rest wait for the next second.
+6. **Placement** (the Kubernetes scheduler, for every policy alike): a new replica goes to the
+   least-populated of its service's zones that has free GPUs (topology spread, max skew 1, ties to
+   the lower zone index); without free GPUs it preempts batch GPUs of that zone — only ones its
+   namespace holds above its quota ``min`` (borrowed), lowest priority first; still none → it
+   stays pending and is retried every second. A namespace at its quota ``max`` gets no more.
+7. **Removal.** From a most-populated zone only (so zone skew never grows): a starting replica there
+   first (the newest request), else a ready one (:mod:`ebb.decide.fleet_plan`'s rule).
+
+Accounting per second: GPU-seconds per service and zone, violations per service, zone skew per
+service (max − min over its zones), writes, preemptions, and quota breaches (a namespace held
+below ``min(its demand, its min)`` by another's preemption — the rule above makes that 0; it is
+measured, not assumed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["DRAIN_S", "MAX_WAIT_S", "ClusterInputs", "ClusterRun", "PolicyStep", "WriteBatch", "simulate"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+DRAIN_S = 10
+"""Seconds a removed replica keeps its GPU while it finishes in-flight work (billed)."""
+MAX_WAIT_S = 120.0
+"""Requests queued longer than this are dropped (and were violations already)."""
+
+
+@dataclass(frozen=True)
+class ClusterInputs:
+    """Everything the engine needs, as arrays (built by :mod:`ebb.sim.cluster.inputs`)."""
+
+    names: tuple[str, ...]
+    """Online service names (S)."""
+    namespaces: IntArray
+    """Namespace index per online service (S)."""
+    class_index: IntArray
+    """Workload class index per online service (S)."""
+    priority: IntArray
+    arrivals: npt.NDArray[np.int32]
+    """Arrivals per second (S × T)."""
+    capacity_rps: FloatArray
+    service_s: FloatArray
+    slo_s: FloatArray
+    min_replicas: IntArray
+    max_replicas: IntArray
+    zone_mask: BoolArray
+    """Zones each online service may use (S × Z)."""
+    gpus: IntArray
+    """GPUs per replica (S)."""
+    cold_start_s: IntArray
+    batch_names: tuple[str, ...]
+    batch_namespaces: IntArray
+    batch_priority: IntArray
+    batch_demand: FloatArray
+    """GPUs wanted per second (B × T); whole GPUs are placed (rounded up)."""
+    zones: tuple[str, ...]
+    zone_gpus: IntArray
+    namespace_names: tuple[str, ...]
+    quota_min: IntArray
+    """Guaranteed GPUs per namespace (0 = none)."""
+    quota_max: IntArray
+    """Cap per namespace (−1 = none)."""
+    class_names: tuple[str, ...]
+    initial: IntArray
+    """Replicas at t = 0 per online service (started ready)."""
+
+    @property
+    def seconds(self) -> int:
+        return int(self.arrivals.shape[1])
+
+
+@dataclass
+class PolicyStep:
+    """What the engine hands the policy each second and gets back."""
+
+    t_s: float
+    arrivals: FloatArray
+    served: FloatArray
+    queue: FloatArray
+    ready: IntArray
+    starting: IntArray
+    ready_by_zone: IntArray
+    starting_by_zone: IntArray
+    latency_ratio: FloatArray
+    """Worst latency of the second / SLO per service (NaN when nothing arrived)."""
+    borrowed: IntArray
+    """Replicas per service that sit above their namespace's quota min (reclaimed first)."""
+    pending: IntArray
+    """Replicas asked for but not placed yet (no free GPU in a zone the spread allows, or the quota)."""
+
+    @property
+    def spec(self) -> IntArray:
+        """What the Deployment's ``spec.replicas`` says: ready + starting + pending."""
+        return np.asarray(self.ready + self.starting + self.pending)
+
+
+Policy = Callable[[PolicyStep], "tuple[IntArray, IntArray | None]"]
+"""step → (wanted replicas per service, order of scale-downs or None)."""
+
+
+@dataclass(frozen=True)
+class WriteBatch:
+    """Writes issued together (at most the write limit), at virtual time ``t_s``."""
+
+    t_s: float
+    services: tuple[int, ...]
+    from_replicas: tuple[int, ...]
+    to_replicas: tuple[int, ...]
+
+
+@dataclass
+class ClusterRun:
+    """Per-service and cluster accounting of one run."""
+
+    gpu_s: FloatArray
+    """GPU-seconds per online service (S)."""
+    batch_gpu_s: FloatArray
+    batch_unserved_gpu_s: FloatArray
+    batch_demand_gpu_s: FloatArray
+    requests: FloatArray
+    violations: FloatArray
+    max_skew: IntArray
+    skew_breach_s: int
+    """Seconds in which some service had zone skew > 1."""
+    writes: int
+    max_writes_per_100ms: int
+    preemptions: int
+    quota_breach_s: int
+    pending_replica_s: float
+    batches: list[WriteBatch] = field(default_factory=list)
+    series_t_s: list[float] = field(default_factory=list)
+    series_gpus: list[IntArray] = field(default_factory=list)
+    """GPUs per (service, zone) at each sample (S × Z), online services only."""
+    series_batch_gpus: list[IntArray] = field(default_factory=list)
+
+
+def simulate(inp: ClusterInputs, policy: Policy, *, write_limit_per_100ms: int | None,
+             sample_s: int = 60, record_batches: bool = True) -> ClusterRun:
+    """Run the whole span; see the module docstring for the model."""
+    st = _State(inp)
+    run = ClusterRun(gpu_s=np.zeros(st.s), batch_gpu_s=np.zeros(st.b), batch_unserved_gpu_s=np.zeros(st.b),
+                     batch_demand_gpu_s=np.zeros(st.b), requests=np.zeros(st.s), violations=np.zeros(st.s),
+                     max_skew=np.zeros(st.s, dtype=np.int64), skew_breach_s=0, writes=0, max_writes_per_100ms=0,
+                     preemptions=0, quota_breach_s=0, pending_replica_s=0.0)
+    for t in range(inp.seconds):
+        st.lifecycle(t)
+        st.place_batch(t, run)
+        step = st.serve(t, run)
+        wanted, order = policy(step)
+        st.write(t, np.asarray(wanted, dtype=np.int64), order, write_limit_per_100ms, run, record_batches)
+        st.retry_pending(t, run)
+        st.account(t, run, sample_s)
+    return run
+
+
+class _State:
+    def __init__(self, inp: ClusterInputs) -> None:
+        self.inp = inp
+        self.s, self.z, self.b = len(inp.names), len(inp.zones), len(inp.batch_names)
+        self.ring = int(inp.cold_start_s.max(initial=1)) + 2
+        self.ready = np.zeros((self.s, self.z), dtype=np.int64)
+        self.inc = np.zeros((self.ring, self.s, self.z), dtype=np.int64)
+        self.drain = np.zeros((DRAIN_S + 1, self.s, self.z), dtype=np.int64)
+        self.batch = np.zeros((self.b, self.z), dtype=np.int64)
+        self.queue = np.zeros(self.s)
+        self.pending = np.zeros(self.s, dtype=np.int64)
+        self.spec = np.zeros(self.s, dtype=np.int64)
+        self.n_ns = len(inp.namespace_names)
+        for _ in range(int(inp.initial.max(initial=0))):
+            self._place(np.where(inp.initial > self.ready.sum(axis=1), 1, 0), ready_now=True, t=0)
+        self.spec = self.ready.sum(axis=1)
+
+    # -- GPUs --------------------------------------------------------------------------------------
+    def starting(self) -> IntArray:
+        return np.asarray(self.inc.sum(axis=0))
+
+    def online_gpus(self) -> IntArray:
+        per = self.ready + self.starting() + self.drain.sum(axis=0)
+        return np.asarray(per * self.inp.gpus[:, None])
+
+    def free(self) -> IntArray:
+        used = self.online_gpus().sum(axis=0) + self.batch.sum(axis=0)
+        return np.asarray(self.inp.zone_gpus - used)
+
+    def ns_usage(self) -> IntArray:
+        on = np.bincount(self.inp.namespaces, weights=self.online_gpus().sum(axis=1), minlength=self.n_ns)
+        bt = np.bincount(self.inp.batch_namespaces, weights=self.batch.sum(axis=1), minlength=self.n_ns) \
+            if self.b else np.zeros(self.n_ns)
+        return np.asarray((on + bt).astype(np.int64))
+
+    # -- step parts --------------------------------------------------------------------------------
+    def lifecycle(self, t: int) -> None:
+        slot = t % self.ring
+        self.ready += self.inc[slot]
+        self.inc[slot] = 0
+        self.drain[t % (DRAIN_S + 1)] = 0
+
+    def place_batch(self, t: int, run: ClusterRun) -> None:
+        if not self.b:
+            return
+        want = np.ceil(self.inp.batch_demand[:, t] - 1e-9).astype(np.int64)
+        have = self.batch.sum(axis=1)
+        # give back what the demand no longer needs, from the fullest zone first
+        for _ in range(int(np.max(have - want, initial=0))):
+            over = self.batch.sum(axis=1) > want
+            zi = np.argmax(self.batch, axis=1)
+            self.batch[np.flatnonzero(over), zi[over]] -= 1
+        short = want - self.batch.sum(axis=1)
+        if short.max(initial=0) > 0:
+            cap = self._ns_room()
+            for k in np.argsort(-self.inp.batch_priority, kind="stable"):  # higher priority first
+                free = self.free()
+                ns = int(self.inp.batch_namespaces[k])
+                unmet = np.maximum(self.inp.quota_min - self.ns_usage(), 0)
+                spare = int(free.sum()) - (int(unmet.sum()) - int(unmet[ns]))  # others' unmet min stays free
+                n = int(min(short[k], max(spare, 0), cap[ns]))
+                while n > 0:
+                    zi = int(np.argmax(free))
+                    put = int(min(n, free[zi]))
+                    if put <= 0:
+                        break
+                    self.batch[k, zi] += put
+                    free[zi] -= put
+                    cap[self.inp.batch_namespaces[k]] -= put
+                    n -= put
+        held = self.batch.sum(axis=1)
+        run.batch_gpu_s += held
+        run.batch_demand_gpu_s += self.inp.batch_demand[:, t]
+        run.batch_unserved_gpu_s += np.maximum(self.inp.batch_demand[:, t] - held, 0.0)
+
+    def _ns_room(self) -> IntArray:
+        usage = self.ns_usage()
+        return np.asarray(np.where(self.inp.quota_max >= 0, self.inp.quota_max - usage, 1 << 40))
+
+    def serve(self, t: int, run: ClusterRun) -> PolicyStep:
+        inp = self.inp
+        a = inp.arrivals[:, t].astype(float)
+        ready = self.ready.sum(axis=1)
+        mu = ready * inp.capacity_rps
+        q0 = self.queue
+        work = q0 + a
+        served = np.minimum(work, mu)
+        q1 = work - served
+        q1 = np.minimum(q1, mu * MAX_WAIT_S)  # older than MAX_WAIT_S: dropped (violations already)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            w0 = np.where(mu > 0, q0 / mu, np.inf)
+            w1 = np.where(mu > 0, (q0 + a - mu).clip(min=0.0) / mu, np.inf)
+            theta = inp.slo_s - inp.service_s
+            late = np.where(w1 <= theta, 0.0,
+                            np.where(w0 >= theta, 1.0, (w1 - theta) / np.where(w1 > w0, w1 - w0, 1.0)))
+            late = np.clip(np.nan_to_num(late, nan=1.0), 0.0, 1.0)
+            lat = np.where(a > 0, (np.minimum(w1, 10 * inp.slo_s) + inp.service_s) / inp.slo_s, np.nan)
+        run.requests += a
+        run.violations += a * late
+        self.queue = q1
+        starting = self.starting()
+        return PolicyStep(t_s=float(t), arrivals=a, served=served, queue=q1, ready=ready,
+                          starting=starting.sum(axis=1), ready_by_zone=self.ready.copy(),
+                          starting_by_zone=starting, latency_ratio=lat, borrowed=self._borrowed(),
+                          pending=self.pending.copy())
+
+    def _borrowed(self) -> IntArray:
+        """Replicas above their namespace's min, attributed lowest priority first (then in index order)."""
+        inp = self.inp
+        gpus = self.online_gpus().sum(axis=1)
+        out = np.zeros(self.s, dtype=np.int64)
+        if not (inp.quota_min > 0).any() and not (inp.quota_max >= 0).any():
+            return out
+        # protection order: highest priority first; cumulative GPUs past min are borrowed
+        order = np.lexsort((np.arange(self.s), -inp.priority, inp.namespaces))
+        ns = inp.namespaces[order]
+        g = gpus[order]
+        cum = np.cumsum(g)
+        start = np.zeros(self.n_ns)
+        first = np.flatnonzero(np.r_[True, ns[1:] != ns[:-1]])
+        start[ns[first]] = cum[first] - g[first]
+        within = cum - start[ns]
+        over = np.clip(within - inp.quota_min[ns], 0, g)
+        has_quota = (inp.quota_min[ns] > 0) | (inp.quota_max[ns] >= 0)
+        rep = np.where(has_quota, np.ceil(over / np.maximum(inp.gpus[order], 1)), 0).astype(np.int64)
+        out[order] = rep
+        return out
+
+    def write(self, t: int, wanted: IntArray, order: IntArray | None, limit: int | None, run: ClusterRun,
+              record: bool) -> None:
+        inp = self.inp
+        spec = self.ready.sum(axis=1) + self.starting() .sum(axis=1) + self.pending
+        wanted = np.clip(wanted, inp.min_replicas, inp.max_replicas)
+        diff = wanted - spec
+        ups = np.flatnonzero(diff > 0)
+        ups = ups[np.argsort(-diff[ups], kind="stable")]
+        downs_mask = diff < 0
+        if order is not None:
+            downs = np.asarray(order)[downs_mask[np.asarray(order)]]
+        else:
+            downs = np.flatnonzero(downs_mask)
+        todo = np.concatenate([ups, downs]).astype(np.int64)
+        if limit is not None:
+            todo = todo[:10 * limit]
+        if len(todo) == 0:
+            return
+        per = limit if limit is not None else len(todo)
+        if record:
+            for k in range(0, len(todo), per):
+                idx = todo[k:k + per]
+                run.batches.append(WriteBatch(t + 0.1 * (k // per), tuple(int(i) for i in idx),
+                                              tuple(int(spec[i]) for i in idx), tuple(int(wanted[i]) for i in idx)))
+        run.writes += len(todo)
+        run.max_writes_per_100ms = max(run.max_writes_per_100ms, min(per, len(todo)))
+        add = np.zeros(self.s, dtype=np.int64)
+        add[todo] = np.maximum(diff[todo], 0)
+        cut = np.zeros(self.s, dtype=np.int64)
+        cut[todo] = np.maximum(-diff[todo], 0)
+        # fewer wanted: cancel pending first, then remove
+        cancel = np.minimum(cut, self.pending)
+        self.pending -= cancel
+        self._remove(cut - cancel, t)
+        self.pending += add
+        self.spec = spec + add - cut
+
+    def retry_pending(self, t: int, run: ClusterRun) -> None:
+        if self.pending.max(initial=0) == 0:
+            return
+        for _ in range(int(self.pending.max())):
+            want = (self.pending > 0).astype(np.int64)
+            if not want.any():
+                break
+            placed = self._place(want, ready_now=False, t=t, run=run)
+            self.pending -= placed
+            if not placed.any():
+                break
+        run.pending_replica_s += float(self.pending.sum())
+
+    def _place(self, want: IntArray, *, ready_now: bool, t: int, run: ClusterRun | None = None) -> IntArray:
+        """Place one replica for each service with ``want > 0``; returns what was placed.
+
+        Free GPUs, namespace usage and room are computed once per call and kept up to date locally:
+        a saturated pool costs O(services wanting) per second, not O(services × pool scans).
+        """
+        inp = self.inp
+        placed = np.zeros(self.s, dtype=np.int64)
+        room = self._ns_room()
+        usage = self.ns_usage()
+        free = self.free()
+        count = self.ready + self.starting()
+        rows = np.flatnonzero(want > 0)
+        for i in rows[np.argsort(-inp.priority[rows], kind="stable")]:
+            g = int(inp.gpus[i])
+            ns = int(inp.namespaces[i])
+            unmet = np.maximum(inp.quota_min - usage, 0)
+            own = int(min(unmet[ns], g))
+            # a guaranteed minimum stays available to its owner: others' unmet min is not free to take
+            if room[ns] < g or (own < g and int(free.sum()) - g < int(unmet.sum()) - int(unmet[ns])):
+                continue
+            zones = np.flatnonzero(inp.zone_mask[i])
+            zs = zones[np.lexsort((zones, count[i, zones]))]
+            low = zs[count[i, zs] <= count[i, zs[0]]]  # max skew 1: only the least-populated zones qualify
+            target = -1
+            for zi in low:
+                if free[zi] >= g:
+                    target = int(zi)
+                    break
+            if target < 0:
+                for zi in low:
+                    got = self._preempt(int(zi), g - int(free[zi]), int(inp.priority[i]), run)
+                    if got:
+                        free[zi] += got
+                        target = int(zi)
+                        break
+            if target < 0:
+                continue
+            if ready_now:
+                self.ready[i, target] += 1
+            else:
+                self.inc[(t + int(inp.cold_start_s[i])) % self.ring, i, target] += 1
+            count[i, target] += 1
+            free[target] -= g
+            usage[ns] += g
+            room[ns] -= g
+            placed[i] += 1
+        return placed
+
+    def _preempt(self, zi: int, gpus: int, priority: int, run: ClusterRun | None) -> int:
+        """Free ``gpus`` in zone ``zi`` by evicting batch GPUs its namespace borrows, lowest priority
+        first; returns the GPUs freed (0 = not possible, nothing evicted)."""
+        inp = self.inp
+        if not self.b:
+            return 0
+        usage = self.ns_usage()
+        avail = 0
+        plan: list[tuple[int, int]] = []
+        for k in np.argsort(inp.batch_priority, kind="stable"):
+            if inp.batch_priority[k] >= priority:
+                continue
+            ns = inp.batch_namespaces[k]
+            borrowed = int(usage[ns] - inp.quota_min[ns])
+            take = int(min(self.batch[k, zi], max(borrowed, 0), gpus - avail))
+            if take > 0:
+                plan.append((int(k), take))
+                usage[ns] -= take
+                avail += take
+            if avail >= gpus:
+                break
+        if avail < gpus:
+            return 0
+        for k, take in plan:
+            self.batch[k, zi] -= take
+        if run is not None:
+            run.preemptions += len(plan)
+        return avail
+
+    def _remove(self, cut: IntArray, t: int) -> None:
+        if cut.max(initial=0) == 0:
+            return
+        for _ in range(int(cut.max())):
+            rows = np.flatnonzero(cut > 0)
+            if len(rows) == 0:
+                break
+            starting = self.starting()
+            count = self.ready + starting
+            for i in rows:
+                top = int(np.max(np.where(self.inp.zone_mask[i], count[i], -1)))
+                # a starting replica first, but only from a most-populated zone (skew never grows);
+                # else a ready one from a most-populated zone
+                zs = np.flatnonzero((starting[i] > 0) & (count[i] == top))
+                if len(zs):
+                    zi = int(zs[0])
+                    slots = np.flatnonzero(self.inc[:, i, zi] > 0)
+                    far = slots[np.argmax((slots - t) % self.ring)]  # the newest request
+                    self.inc[far, i, zi] -= 1
+                    starting[i, zi] -= 1
+                else:
+                    zr = np.flatnonzero((self.ready[i] > 0) & (count[i] == top))
+                    if not len(zr):
+                        cut[i] = 0
+                        continue
+                    zi = int(zr[0])
+                    self.ready[i, zi] -= 1
+                    self.drain[(t + DRAIN_S) % (DRAIN_S + 1), i, zi] += 1
+                count[i, zi] -= 1
+                cut[i] -= 1
+
+    def account(self, t: int, run: ClusterRun, sample_s: int) -> None:
+        inp = self.inp
+        gpus = self.online_gpus()
+        run.gpu_s += gpus.sum(axis=1)
+        count = self.ready + self.starting()
+        hi = np.where(inp.zone_mask, count, -1).max(axis=1)
+        lo = np.where(inp.zone_mask, count, 1 << 30).min(axis=1)
+        skew = hi - lo
+        run.max_skew = np.maximum(run.max_skew, skew)
+        if (skew > 1).any():
+            run.skew_breach_s += 1
+        if self.b:
+            usage = self.ns_usage()
+            demand = np.bincount(inp.batch_namespaces, weights=np.ceil(inp.batch_demand[:, t] - 1e-9),
+                                 minlength=self.n_ns)
+            # a namespace held below min(its demand, its min) while another namespace borrows
+            short = usage < np.minimum(demand, inp.quota_min)
+            borrowing = usage > inp.quota_min
+            run.quota_breach_s += int(short.any() and borrowing.any())
+        if t % sample_s == 0:
+            run.series_t_s.append(float(t))
+            run.series_gpus.append(gpus.astype(np.int64))
+            run.series_batch_gpus.append(self.batch.copy())

@@ -1,0 +1,52 @@
+"""``ebb simulate --cluster``: a scenario of bundled traces runs end to end; a broken one exits 2 in one line."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+SCENARIO = """
+name: bundled-pair
+duration_s: 1200
+zones: {a: 16, b: 16, c: 16}
+quotas: [{namespace: shop, min_gpus: 6, max_gpus: 40}]
+services:
+  - {name: code, namespace: shop, class: order-fulfilment, arrivals: {bundled: azure-code},
+     capacity_rps: 3, service_ms: 500, slo_ms: 2000, max_replicas: 12, cold_start_s: 30}
+  - {name: conv, namespace: shop, class: order-fulfilment, arrivals: {bundled: azure-conv},
+     capacity_rps: 1.5, service_ms: 3000, slo_ms: 6000, max_replicas: 12, cold_start_s: 30}
+"""
+
+
+def _ebb(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from ebb.cli.main import main; main()", *args],
+                          capture_output=True, text=True, timeout=300, cwd=cwd, check=False)
+
+
+def test_a_cluster_scenario_runs_and_writes_scorecards_report_and_ledger(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text(SCENARIO, encoding="utf-8")
+    res = _ebb("simulate", "--cluster", "s.yaml", "--policy", "ebb,hpa:target=0.7,kpa", "--json", "out.json",
+               "--report", "out.html", "--ledger", "l.sqlite", "--quiet", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    data = json.loads((tmp_path / "out.json").read_text())
+    assert [r["policy"] for r in data["runs"]] == ["ebb", "hpa:target=0.7", "kpa"]
+    ebb = data["runs"][0]
+    assert ebb["services"] == 2 and ebb["max_writes_per_100ms"] <= 3 and ebb["quota_breach_s"] == 0
+    assert ebb["max_zone_skew"] <= 1
+    assert data["best_per_service_peer"]["gpu_hours_online"] > 0
+    assert "best per-service peer" in res.stdout
+    page = (tmp_path / "out.html").read_text()
+    assert page.count("<svg") == 6 and "GPUs by zone" in page
+    with sqlite3.connect(tmp_path / "l.sqlite") as db:
+        tables = [r[0] for r in db.execute("select name from sqlite_master where type='table'")]
+        assert tables  # the write batches went into the ledger
+
+
+def test_a_broken_scenario_exits_2_with_one_line(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text(SCENARIO.replace("capacity_rps: 3", "capacity_rps: -3"), encoding="utf-8")
+    res = _ebb("simulate", "--cluster", "s.yaml", "--quiet", cwd=tmp_path)
+    assert res.returncode == 2
+    assert "services[0].capacity_rps" in res.stderr and "Traceback" not in res.stderr
