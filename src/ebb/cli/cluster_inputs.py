@@ -22,13 +22,19 @@ type (:class:`~ebb.errors.InputError` naming the file) and gain the service that
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ebb.config.scenario import ClusterSettings, Scenario, ServiceSpec, load_scenario, service_from
+from ebb.config.scenario import (
+    ClusterSettings,
+    Scenario,
+    ServiceSpec,
+    load_scenario,
+    service_from,
+)
 from ebb.errors import ConfigError, InputError
 from ebb.model.trace import CountSeries, RequestTrace
 from ebb.sim.cluster.engine import ClusterInputs
@@ -101,7 +107,8 @@ def build_inputs(sc: Scenario) -> ClusterInputs:
         gpus=col([s.gpus_per_replica for s in online], np.int64),
         cold_start_s=col([int(round(s.cold_start_s)) for s in online], np.int64),
         batch_names=tuple(s.name for s in batch), batch_namespaces=col([ns_index[s.namespace] for s in batch], np.int64),
-        batch_priority=col([s.priority for s in batch], np.int64), batch_demand=demand, zones=zones,
+        batch_priority=col([s.priority for s in batch], np.int64),
+        batch_class_index=col([class_names.index(s.class_name) for s in batch], np.int64), batch_demand=demand, zones=zones,
         zone_gpus=col([sc.zones[z] for z in zones], np.int64), namespace_names=ns_names, quota_min=qmin * 1,
         quota_max=qmax, class_names=class_names, initial=initial)
 

@@ -15,11 +15,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ebb.cli.cluster_inputs import build_inputs
 from ebb.config.scenario import load_scenario
 from ebb.errors import InputError
-from ebb.cli.cluster_inputs import build_inputs
 from ebb.sim.cluster.ledger_rows import batch_cycles
-from ebb.sim.cluster.run import PEER_GRID, ClusterResult, compare_cluster, stacked_series
+from ebb.sim.cluster.run import (
+    PEER_GRID,
+    ClusterResult,
+    compare_cluster,
+    stacked_series,
+)
 
 __all__ = ["DEFAULT_CLUSTER_POLICIES", "simulate_cluster"]
 
@@ -82,7 +87,8 @@ def _table(results: list[ClusterResult], best: dict[str, Any] | None) -> Table:
                   str(c["quota_breach_s"]))
     if best is not None:
         t.add_row("best per-service peer", "", f"{best['gpu_hours_online']:.1f}", "",
-                  *(f"{best['violations_by_class'].get(k, {}).get('violation_pct', 0.0):.3f}" for k in classes),
+                  *(f"{best['violations_by_class'][k]['violation_pct']:.3f}" if k in best["violations_by_class"]
+                    else "-" for k in classes),
                   "", "", "", "")
         ebb = next((r.scorecard for r in results if r.policy.split(":")[0] == "ebb"), None)
         if ebb is not None and best["gpu_hours_online"] > 0:

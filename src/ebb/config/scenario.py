@@ -56,8 +56,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ebb.config.workloads import WorkloadClass, default_workload_classes, load_workload_classes
-from ebb.config.yamlio import config_error, describe, finite_number, load_mapping, read_config_text
+from ebb.config.workloads import (
+    WorkloadClass,
+    default_workload_classes,
+    load_workload_classes,
+)
+from ebb.config.yamlio import (
+    config_error,
+    describe,
+    finite_number,
+    load_mapping,
+    read_config_text,
+)
 from ebb.errors import ConfigError
 
 __all__ = ["ClusterSettings", "QuotaSpec", "Scenario", "ServiceSpec", "load_scenario", "parse_scenario"]

@@ -90,9 +90,17 @@ import numpy as np
 
 from ebb.actuate.base import ActuationResult, Actuator, FleetState
 from ebb.decide.base import Policy, Reactive, react_of
-from ebb.decide.records import caused_by, clamp, cycle_record, decision_record, outcome_cycle, stale_data_veto
+from ebb.decide.records import (
+    caused_by,
+    clamp,
+    cycle_record,
+    decision_record,
+    outcome_cycle,
+    stale_data_veto,
+)
 from ebb.errors import EbbError, NotLeader, TransientError
 from ebb.ledger.base import Ledger
+from ebb.live.pacing import paced_loop
 from ebb.live.resume import resume_verdict
 from ebb.live.sensed import Sensed as _Sensed
 from ebb.live.sensed import actuated as _actuated
@@ -635,23 +643,14 @@ class Controller:
             on_cycle: Callable[[CycleOutcome], None] | None = None) -> None:
         """Cycle every ``interval_s`` on the wall clock until ``stop`` is set (or ``max_cycles``); in
         between, the fast path ticks every ``react_interval_s`` when the policy has one."""
-        k = 0
-        next_t = time.monotonic()
-        react_s = self.settings.react_interval_s if self._fast is not None else 0.0
-        while not stop.is_set() and (max_cycles is None or k < max_cycles):
-            out = self.cycle()
-            k += 1
-            if on_cycle is not None:
-                on_cycle(out)
-            next_t += self.settings.interval_s
-            while react_s > 0 and not stop.is_set() and next_t - time.monotonic() > react_s:
-                stop.wait(react_s)
-                if next_t - time.monotonic() <= react_s / 2:
-                    break
-                fired = self.react()
-                if fired is not None and on_cycle is not None:
-                    on_cycle(fired)
-            stop.wait(max(0.0, next_t - time.monotonic()))
+        def tick() -> None:
+            fired = self.react()
+            if fired is not None and on_cycle is not None:
+                on_cycle(fired)
+
+        paced_loop(stop, cycle=self.cycle, interval_s=self.settings.interval_s,
+                   react_s=self.settings.react_interval_s if self._fast is not None else 0.0,
+                   tick=tick, max_cycles=max_cycles, on_cycle=on_cycle)
 
 
 def _narrowed(proposed: Decision, decided: Decision) -> Decision:

@@ -77,6 +77,7 @@ from ebb.decide.semantics import Candidate, WorkloadSignals, rank_candidates
 from ebb.errors import EbbError, NotLeader
 from ebb.ledger.base import Ledger
 from ebb.live.controller import Controller, CycleOutcome, CycleStep, Proposal
+from ebb.live.pacing import paced_loop
 from ebb.live.settings import Elector
 from ebb.model.decision import Decision
 from ebb.model.decisions import JSON, CycleRecord
@@ -373,22 +374,12 @@ class FleetController:
             on_cycle: Callable[[FleetOutcome], None] | None = None) -> None:
         """Cycle every ``interval_s`` until ``stop`` is set (or ``max_cycles``); in between, each
         member's fast path ticks every ``react_interval_s`` (its writes are batched like the rest)."""
-        k = 0
-        next_t = time.monotonic()
-        react_s = self.settings.react_interval_s
-        while not stop.is_set() and (max_cycles is None or k < max_cycles):
-            out = self.cycle()
-            k += 1
-            if on_cycle is not None:
-                on_cycle(out)
-            next_t += self.settings.interval_s
-            while react_s > 0 and not stop.is_set() and next_t - time.monotonic() > react_s:
-                stop.wait(react_s)
-                if next_t - time.monotonic() <= react_s / 2:
-                    break
-                for m in self.members:
-                    m.controller.react()
-            stop.wait(max(0.0, next_t - time.monotonic()))
+        def tick() -> None:
+            for m in self.members:
+                m.controller.react()
+
+        paced_loop(stop, cycle=self.cycle, interval_s=self.settings.interval_s,
+                   react_s=self.settings.react_interval_s, tick=tick, max_cycles=max_cycles, on_cycle=on_cycle)
 
 
 def _views(m: FleetMember, state: FleetState, inflight: Mapping[str, float]) -> list[ReplicaView]:

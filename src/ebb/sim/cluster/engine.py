@@ -78,6 +78,8 @@ class ClusterInputs:
     batch_names: tuple[str, ...]
     batch_namespaces: IntArray
     batch_priority: IntArray
+    batch_class_index: IntArray
+    """Workload class index per batch service (B)."""
     batch_demand: FloatArray
     """GPUs wanted per second (B × T); whole GPUs are placed (rounded up)."""
     zones: tuple[str, ...]
@@ -124,6 +126,9 @@ class PolicyStep:
 Policy = Callable[[PolicyStep], "tuple[IntArray, IntArray | None]"]
 """step → (wanted replicas per service, order of scale-downs or None)."""
 
+Explain = Callable[[int], "tuple[str, dict[str, float]]"]
+"""service index → (one-line reason, signals) for the write being recorded now."""
+
 
 @dataclass(frozen=True)
 class WriteBatch:
@@ -133,6 +138,10 @@ class WriteBatch:
     services: tuple[int, ...]
     from_replicas: tuple[int, ...]
     to_replicas: tuple[int, ...]
+    reasons: tuple[str, ...] = ()
+    """Per write: why the policy asked (empty when the policy gives no explanation)."""
+    signals: tuple[dict[str, float], ...] = ()
+    """Per write: the numbers behind it (need, floor, weight, ...)."""
 
 
 @dataclass
@@ -162,8 +171,9 @@ class ClusterRun:
 
 
 def simulate(inp: ClusterInputs, policy: Policy, *, write_limit_per_100ms: int | None,
-             sample_s: int = 60, record_batches: bool = True) -> ClusterRun:
-    """Run the whole span; see the module docstring for the model."""
+             sample_s: int = 60, record_batches: bool = True, explain: Explain | None = None) -> ClusterRun:
+    """Run the whole span; see the module docstring for the model. ``explain`` (the policy's
+    :meth:`explain`, when it has one) is asked about every recorded write as it is issued."""
     st = _State(inp)
     run = ClusterRun(gpu_s=np.zeros(st.s), batch_gpu_s=np.zeros(st.b), batch_unserved_gpu_s=np.zeros(st.b),
                      batch_demand_gpu_s=np.zeros(st.b), requests=np.zeros(st.s), violations=np.zeros(st.s),
@@ -174,7 +184,7 @@ def simulate(inp: ClusterInputs, policy: Policy, *, write_limit_per_100ms: int |
         st.place_batch(t, run)
         step = st.serve(t, run)
         wanted, order = policy(step)
-        st.write(t, np.asarray(wanted, dtype=np.int64), order, write_limit_per_100ms, run, record_batches)
+        st.write(t, np.asarray(wanted, dtype=np.int64), order, write_limit_per_100ms, run, record_batches, explain)
         st.retry_pending(t, run)
         st.account(t, run, sample_s)
     return run
@@ -309,9 +319,9 @@ class _State:
         return out
 
     def write(self, t: int, wanted: IntArray, order: IntArray | None, limit: int | None, run: ClusterRun,
-              record: bool) -> None:
+              record: bool, explain: Explain | None = None) -> None:
         inp = self.inp
-        spec = self.ready.sum(axis=1) + self.starting() .sum(axis=1) + self.pending
+        spec = self.ready.sum(axis=1) + self.starting().sum(axis=1) + self.pending
         wanted = np.clip(wanted, inp.min_replicas, inp.max_replicas)
         diff = wanted - spec
         ups = np.flatnonzero(diff > 0)
@@ -330,8 +340,10 @@ class _State:
         if record:
             for k in range(0, len(todo), per):
                 idx = todo[k:k + per]
+                why = [explain(int(i)) for i in idx] if explain is not None else []
                 run.batches.append(WriteBatch(t + 0.1 * (k // per), tuple(int(i) for i in idx),
-                                              tuple(int(spec[i]) for i in idx), tuple(int(wanted[i]) for i in idx)))
+                                              tuple(int(spec[i]) for i in idx), tuple(int(wanted[i]) for i in idx),
+                                              tuple(w[0] for w in why), tuple(w[1] for w in why)))
         run.writes += len(todo)
         run.max_writes_per_100ms = max(run.max_writes_per_100ms, min(per, len(todo)))
         add = np.zeros(self.s, dtype=np.int64)

@@ -28,7 +28,9 @@ def batch_cycles(run_id: str, policy: str, inp: ClusterInputs, run: ClusterRun) 
                 decision_id=DecisionId(f"{run_id}-b{n}-{k}"), cycle_id=cid, run_id=RunId(run_id), ts_ns=ts,
                 target=f"{ns}/{inp.names[i]}", action="scale_up" if to > frm else "scale_down",
                 from_replicas=frm, to_replicas=to,
-                reasons=(f"cluster write batch {n}: {len(b.services)} write(s) at t={b.t_s:.1f} s",)))
+                reasons=(*(b.reasons[k - 1:k]),
+                         f"cluster write batch {n}: {len(b.services)} write(s) at t={b.t_s:.1f} s"),
+                signals=b.signals[k - 1] if b.signals else {}))
         out.append(CycleRecord(cycle_id=cid, run_id=RunId(run_id), ts_ns=ts, policy=policy,
                                decisions=tuple(decisions), snapshot={"batch": n, "writes": len(decisions)}))
     return out

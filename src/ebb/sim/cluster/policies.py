@@ -18,24 +18,36 @@ Peers (``hpa``, ``keda``, ``kpa``, with ``:target=0.7``; ``static``) run one aut
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
 
-from ebb.config.policy_specs import PolicySpecItem, check_keys, param_choice, param_float, parse_policies
+from ebb.config.policy_specs import (
+    PolicySpecItem,
+    check_keys,
+    param_choice,
+    param_float,
+    parse_policies,
+)
 from ebb.config.workloads import WorkloadClass
-from ebb.decide.fleet_plan import plan_fleet
-from ebb.decide.fleet_policy import FleetEbb
-from ebb.decide.fleet_rank import FleetClasses, rank_fleet
-from ebb.decide.profiles import PROFILE_FLAGS, PROFILE_KNOBS, PROFILES, profile_with_knobs
+from ebb.decide.fleet_plan import FleetPlan, plan_fleet
+from ebb.decide.fleet_policy import FleetEbb, FleetTargets
+from ebb.decide.fleet_rank import FleetClasses, FleetRank, rank_fleet
+from ebb.decide.profiles import PROFILES, profile_with_knobs
 from ebb.errors import ConfigError
-from ebb.sim.cluster.engine import ClusterInputs, IntArray, PolicyStep
+from ebb.sim.cluster.engine import ClusterInputs, FloatArray, IntArray, PolicyStep
 from ebb.sim.cluster.peers import FleetHpa, FleetKeda, FleetKpa, FleetStatic
 
 __all__ = ["CLUSTER_POLICIES", "ClusterPolicy", "build_cluster_policy"]
 
 CLUSTER_POLICIES = ("ebb", "hpa", "keda", "kpa", "static")
+FLEET_KNOBS = ("profile", "target_util", "budget", "down_util", "slack_fraction", "memory_horizons",
+               "warmup_horizons", "cooldown_horizons", "down_interval_horizons", "down_fraction", "queue_surge_s",
+               "up_hysteresis", "surge_fraction", "burst_fraction", "tail")
+"""The profile knobs :class:`~ebb.decide.fleet_policy.FleetEbb` reads; the others (fast path, forecast,
+latency-window ones) have no meaning on 1 s fluid steps and are refused rather than silently ignored."""
 _WINDOW_S = 30
 
 
@@ -50,13 +62,17 @@ class ClusterPolicy(Protocol):
         """Wanted replicas per service, and the order scale-downs are written in (None = index order)."""
         ...
 
+    def explain(self, i: int) -> tuple[str, dict[str, float]]:
+        """Why service ``i`` is written now (one line) and the numbers behind it."""
+        ...
+
 
 class EbbCluster:
     """Ebb over the whole cluster (module docstring)."""
 
     def __init__(self, item: PolicySpecItem, inp: ClusterInputs, classes: Sequence[WorkloadClass],
                  budget: int, write_limit: int) -> None:
-        check_keys(item, ("profile", *PROFILE_KNOBS, *PROFILE_FLAGS))
+        check_keys(item, FLEET_KNOBS)
         self.spec = item.text
         self.write_limit: int | None = write_limit
         profile = profile_with_knobs(item, PROFILES[param_choice(item, "profile", "balanced", tuple(PROFILES))])
@@ -81,6 +97,7 @@ class EbbCluster:
         self._i = 0
         self.vetoes = 0
         self.granted = 0
+        self._last: tuple[FleetTargets, FleetRank, FleetPlan, FloatArray] | None = None
 
     def __call__(self, step: PolicyStep) -> tuple[IntArray, IntArray | None]:
         col = self._i % _WINDOW_S
@@ -106,12 +123,31 @@ class EbbCluster:
         request = np.where(wants.desired < spec, spec - wants.desired, 0)
         plan = plan_fleet(ready=step.ready_by_zone, starting=step.starting_by_zone, request=request,
                           order=rank.order, vetoed=rank.vetoed, cluster_budget=self.budget,
-                          borrowed=np.minimum(step.borrowed, spec))
+                          borrowed=np.minimum(step.borrowed, step.ready + step.starting))
         self.l1.granted(step.t_s, plan.granted)
         self.vetoes += int(np.count_nonzero((request > 0) & rank.vetoed))
         self.granted += int(plan.granted.sum())
         wanted = np.where(wants.desired > spec, wants.desired, spec - plan.granted)
+        self._last = (wants, rank, plan, latency_ms)
         return wanted.astype(np.int64), rank.order
+
+    def explain(self, i: int) -> tuple[str, dict[str, float]]:
+        """Why service ``i`` is being written now: L1's reason, the numbers, L2's vetoes, L3's grant."""
+        if self._last is None:
+            return "no decision yet", {}
+        wants, rank, plan, latency_ms = self._last
+        floor = float(wants.floor_replicas[i])
+        words = (f"{FleetEbb.REASONS[int(wants.reason[i])]}: need {wants.need_replicas[i]:.2f} replicas, "
+                 f"comeback floor {'unknown' if floor != floor else f'{floor:.2f}'}, weight {rank.weight[i]:.3f}")
+        if int(plan.granted[i]):
+            words += f"; L3 granted {int(plan.granted[i])} of {int(plan.cluster_granted[i]) or int(plan.granted[i])}" \
+                     f" (cluster budget {self.budget}/cycle)"
+        if int(plan.reclaimed[i]):
+            words += f", {int(plan.reclaimed[i])} reclaiming borrowed quota"
+        signals = {"need_replicas": float(wants.need_replicas[i]), "comeback_floor_replicas": floor,
+                   "weight": float(rank.weight[i]), "latency_p_ms": float(latency_ms[i]),
+                   "headroom": float(rank.headroom[i]), "granted": float(plan.granted[i])}
+        return words, {k: v for k, v in signals.items() if math.isfinite(v)}  # unknown = not recorded
 
 
 class PeerCluster:
@@ -123,6 +159,7 @@ class PeerCluster:
         self.peer = peer
         self._every = peer.interval_s
         self._next = 0.0
+        self._desired = np.zeros(0, dtype=np.int64)
 
     def __call__(self, step: PolicyStep) -> tuple[IntArray, IntArray | None]:
         self.peer.observe(step.served, step.ready, step.arrivals, step.queue)
@@ -130,7 +167,12 @@ class PeerCluster:
         if step.t_s + 1e-9 < self._next:
             return spec, None
         self._next = step.t_s + self._every
-        return self.peer.decide(spec, step.ready), None
+        self._desired = self.peer.decide(spec, step.ready)
+        return self._desired, None
+
+    def explain(self, i: int) -> tuple[str, dict[str, float]]:
+        """The peer's own desired count for service ``i`` at its last sync."""
+        return f"{self.spec} sync: desired {int(self._desired[i])}", {"desired_replicas": float(self._desired[i])}
 
 
 def build_cluster_policy(text: str, inp: ClusterInputs, classes: Sequence[WorkloadClass], *, budget: int,

@@ -12,7 +12,7 @@ fields. ``ebb sweep`` reaches it through :func:`ebb.cli.cluster_inputs.cluster_j
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +46,8 @@ def run_policy(sc: Scenario, inp: ClusterInputs, policy: str, *, record_batches:
     """Simulate ``policy`` over the scenario's inputs."""
     pol = build_cluster_policy(policy, inp, sc.classes, budget=sc.cluster.disruption_budget,
                                write_limit=sc.cluster.writes_per_100ms)
-    run = simulate(inp, pol, write_limit_per_100ms=pol.write_limit, record_batches=record_batches)
+    run = simulate(inp, pol, write_limit_per_100ms=pol.write_limit, record_batches=record_batches,
+                   explain=pol.explain)
     return ClusterResult(pol.spec, run, _scorecard(sc, inp, pol.spec, run))
 
 
@@ -65,9 +66,17 @@ def _scorecard(sc: Scenario, inp: ClusterInputs, policy: str, run: ClusterRun) -
         c = per_class.setdefault(inp.class_names[int(inp.class_index[i])], {"requests": 0.0, "violations": 0.0})
         c["requests"] += float(run.requests[i])
         c["violations"] += float(run.violations[i])
-    classes = {k: {"requests": round(v["requests"], 3), "violations": round(v["violations"], 3),
-                   "violation_pct": round(100.0 * v["violations"] / v["requests"], 6) if v["requests"] else 0.0}
-               for k, v in sorted(per_class.items())}
+    classes: dict[str, dict[str, float]] = {
+        k: {"requests": round(v["requests"], 3), "violations": round(v["violations"], 3),
+            "violation_pct": round(100.0 * v["violations"] / v["requests"], 6) if v["requests"] else 0.0}
+        for k, v in sorted(per_class.items())}
+    # batch classes: the SLO is work done (epoch completion), so a violation is demanded GPU time not served
+    for k in range(len(inp.batch_names)):
+        c = classes.setdefault(inp.class_names[int(inp.batch_class_index[k])],
+                               {"demand_gpu_s": 0.0, "unserved_gpu_s": 0.0, "violation_pct": 0.0})
+        c["demand_gpu_s"] = round(c.get("demand_gpu_s", 0.0) + float(run.batch_demand_gpu_s[k]), 3)
+        c["unserved_gpu_s"] = round(c.get("unserved_gpu_s", 0.0) + float(run.batch_unserved_gpu_s[k]), 3)
+        c["violation_pct"] = round(100.0 * c["unserved_gpu_s"] / c["demand_gpu_s"], 6) if c["demand_gpu_s"] else 0.0
     demand = float(run.batch_demand_gpu_s.sum())
     seconds = max(inp.seconds, 1)
     return {

@@ -21,7 +21,8 @@ def inputs(arrivals: np.ndarray, *, capacity: float = 10.0, zone_gpus: int = 100
         slo_s=np.full(s, 1.0), min_replicas=np.ones(s, dtype=np.int64), max_replicas=np.full(s, max_r, dtype=np.int64),
         zone_mask=np.ones((s, 3), dtype=bool), gpus=np.ones(s, dtype=np.int64), cold_start_s=np.full(s, 20, dtype=np.int64),
         batch_names=tuple(f"job-{k}" for k in range(len(b))), batch_namespaces=np.ones(len(b), dtype=np.int64),
-        batch_priority=np.zeros(len(b), dtype=np.int64), batch_demand=b, zones=("a", "b", "c"),
+        batch_priority=np.zeros(len(b), dtype=np.int64), batch_class_index=np.full(len(b), 2, dtype=np.int64),
+        batch_demand=b, zones=("a", "b", "c"),
         zone_gpus=np.full(3, zone_gpus, dtype=np.int64), namespace_names=("shop", "lab"),
         quota_min=np.array(quota_min, dtype=np.int64), quota_max=np.array([-1, -1], dtype=np.int64),
         class_names=tuple(c.name for c in default_workload_classes()), initial=np.full(s, initial, dtype=np.int64))
@@ -106,3 +107,14 @@ def test_a_policy_that_holds_keeps_its_pending_replicas_asked_for() -> None:
     inp = inputs(np.full((1, t), 5), zone_gpus=1, initial=2)  # 3 GPUs in all: most of the 8 must wait
     run = simulate(inp, once, write_limit_per_100ms=None)
     assert asked[-1] == 5 and run.pending_replica_s >= 5 * 50
+
+
+def test_a_profile_knob_the_fleet_policy_does_not_read_is_refused_not_ignored() -> None:
+    import pytest
+
+    from ebb.errors import ConfigError
+    inp = inputs(np.full((2, 10), 5))
+    with pytest.raises(ConfigError, match="unknown parameter 'forecast'"):
+        build_cluster_policy("ebb:forecast=off", inp, default_workload_classes(), budget=2, write_limit=3)
+    pol = build_cluster_policy("ebb:budget=0.01", inp, default_workload_classes(), budget=2, write_limit=3)
+    assert pol.spec == "ebb:budget=0.01"
