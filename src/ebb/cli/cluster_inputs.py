@@ -35,6 +35,7 @@ from ebb.config.scenario import (
     load_scenario,
     service_from,
 )
+from ebb.decide.quota import QoSClass, QuotaPolicy
 from ebb.errors import ConfigError, InputError
 from ebb.model.trace import CountSeries, RequestTrace
 from ebb.sim.cluster.engine import ClusterInputs
@@ -88,6 +89,7 @@ def build_inputs(sc: Scenario) -> ClusterInputs:
         qmin[ns_index[q.namespace]] = q.min_gpus
         qmax[ns_index[q.namespace]] = -1 if q.max_gpus is None else q.max_gpus
     class_names = tuple(c.name for c in sc.classes)
+    policy = QuotaPolicy()  # which QoS classes may borrow: the note's defaults (Guaranteed only)
 
     def col(vals: list[Any], dtype: Any) -> Any:
         return np.asarray(vals, dtype=dtype)
@@ -105,10 +107,12 @@ def build_inputs(sc: Scenario) -> ClusterInputs:
         min_replicas=lo, max_replicas=hi,
         zone_mask=np.array([[z in s.zones for z in zones] for s in online], dtype=bool).reshape(len(online), len(zones)),
         gpus=col([s.gpus_per_replica for s in online], np.int64),
+        may_borrow=col([policy.may_borrow(QoSClass(s.qos)) for s in online], bool),
         cold_start_s=col([int(round(s.cold_start_s)) for s in online], np.int64),
         batch_names=tuple(s.name for s in batch), batch_namespaces=col([ns_index[s.namespace] for s in batch], np.int64),
         batch_priority=col([s.priority for s in batch], np.int64),
-        batch_class_index=col([class_names.index(s.class_name) for s in batch], np.int64), batch_demand=demand, zones=zones,
+        batch_class_index=col([class_names.index(s.class_name) for s in batch], np.int64),
+        batch_may_borrow=col([policy.may_borrow(QoSClass(s.qos)) for s in batch], bool), batch_demand=demand, zones=zones,
         zone_gpus=col([sc.zones[z] for z in zones], np.int64), namespace_names=ns_names, quota_min=qmin * 1,
         quota_max=qmax, class_names=class_names, initial=initial)
 

@@ -17,7 +17,9 @@ Format (YAML; unknown keys are errors, so a typo never silently drops a quota)::
       - name: checkout                # unique
         namespace: shop
         class: order-fulfilment       # a class of workloads.yaml (default classes if omitted)
-        qos: Guaranteed               # the pods' QoS class: Guaranteed | Burstable | BestEffort
+        qos: Guaranteed               # the pods' QoS class: Guaranteed | Burstable | BestEffort; only
+                                      # Guaranteed pods may borrow above the namespace's min (the note's
+                                      # QuotaPolicy), the others run within it
         priority: 1000                # pod priority; lower is preempted and reclaimed first
         arrivals: {azure: code}       # or {bundled: azure-conv}, {trace: FILE},
                                       #    {servegen: language/m-large, client: 7, rate_scale: 0.5}
@@ -32,8 +34,8 @@ Format (YAML; unknown keys are errors, so a typo never silently drops a quota)::
       - name: training
         namespace: research
         class: offline-training
-        qos: BestEffort
-        priority: 0
+        qos: Guaranteed
+        priority: 0                   # lowest: its borrowed GPUs are preempted first
         demand: {alibaba_gpu: alibaba-gpu-2023/openb_pod_list_default.csv, qos: [BE], time_scale: 149}
     generate:                         # many services from one multi-tenant source
       - servegen: language/m-mid

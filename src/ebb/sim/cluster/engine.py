@@ -22,7 +22,10 @@ Python loop per service):
    least-populated of its service's zones that has free GPUs (topology spread, max skew 1, ties to
    the lower zone index); without free GPUs it preempts batch GPUs of that zone — only ones its
    namespace holds above its quota ``min`` (borrowed), lowest priority first; still none → it
-   stays pending and is retried every second. A namespace at its quota ``max`` gets no more.
+   stays pending and is retried every second. A namespace at its quota ``max`` gets no more; a pod
+   whose QoS class may not borrow (:class:`~ebb.decide.quota.QuotaPolicy`: Burstable and BestEffort
+   by default) runs within its namespace's ``min`` only; other namespaces' unmet ``min`` is never
+   taken.
 7. **Removal.** From a most-populated zone only (so zone skew never grows): a starting replica there
    first (the newest request), else a ready one (:mod:`ebb.decide.fleet_plan`'s rule).
 
@@ -74,12 +77,17 @@ class ClusterInputs:
     """Zones each online service may use (S × Z)."""
     gpus: IntArray
     """GPUs per replica (S)."""
+    may_borrow: BoolArray
+    """Whether each online service's pods may use their namespace's elastic share (above its quota
+    ``min``): by QoS class, :class:`~ebb.decide.quota.QuotaPolicy`'s rule (default: Guaranteed only)."""
     cold_start_s: IntArray
     batch_names: tuple[str, ...]
     batch_namespaces: IntArray
     batch_priority: IntArray
     batch_class_index: IntArray
     """Workload class index per batch service (B)."""
+    batch_may_borrow: BoolArray
+    """As ``may_borrow``, per batch service (B)."""
     batch_demand: FloatArray
     """GPUs wanted per second (B × T); whole GPUs are placed (rounded up)."""
     zones: tuple[str, ...]
@@ -203,6 +211,8 @@ class _State:
         self.pending = np.zeros(self.s, dtype=np.int64)
         self.spec = np.zeros(self.s, dtype=np.int64)
         self.n_ns = len(inp.namespace_names)
+        self._governed = (inp.quota_min > 0) | (inp.quota_max >= 0)
+        """Namespaces with a quota; elsewhere nothing borrows and nothing is limited."""
         for _ in range(int(inp.initial.max(initial=0))):
             self._place(np.where(inp.initial > self.ready.sum(axis=1), 1, 0), ready_now=True, t=0)
         self.spec = self.ready.sum(axis=1)
@@ -248,9 +258,12 @@ class _State:
             for k in np.argsort(-self.inp.batch_priority, kind="stable"):  # higher priority first
                 free = self.free()
                 ns = int(self.inp.batch_namespaces[k])
-                unmet = np.maximum(self.inp.quota_min - self.ns_usage(), 0)
+                usage = self.ns_usage()
+                unmet = np.maximum(self.inp.quota_min - usage, 0)
                 spare = int(free.sum()) - (int(unmet.sum()) - int(unmet[ns]))  # others' unmet min stays free
                 n = int(min(short[k], max(spare, 0), cap[ns]))
+                if self._governed[ns] and not self.inp.batch_may_borrow[k]:
+                    n = min(n, max(int(self.inp.quota_min[ns] - usage[ns]), 0))  # within its min only
                 while n > 0:
                     zi = int(np.argmax(free))
                     put = int(min(n, free[zi]))
@@ -391,6 +404,8 @@ class _State:
             # a guaranteed minimum stays available to its owner: others' unmet min is not free to take
             if room[ns] < g or (own < g and int(free.sum()) - g < int(unmet.sum()) - int(unmet[ns])):
                 continue
+            if self._governed[ns] and not inp.may_borrow[i] and usage[ns] + g > inp.quota_min[ns]:
+                continue  # its QoS class may not borrow: it runs within its namespace's min only
             zones = np.flatnonzero(inp.zone_mask[i])
             zs = zones[np.lexsort((zones, count[i, zones]))]
             low = zs[count[i, zs] <= count[i, zs[0]]]  # max skew 1: only the least-populated zones qualify

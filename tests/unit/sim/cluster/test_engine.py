@@ -11,7 +11,8 @@ from ebb.sim.cluster.policies import build_cluster_policy
 
 
 def inputs(arrivals: np.ndarray, *, capacity: float = 10.0, zone_gpus: int = 100, initial: int = 3,
-           batch: np.ndarray | None = None, quota_min: tuple[int, int] = (0, 0), max_r: int = 30) -> ClusterInputs:
+           batch: np.ndarray | None = None, quota_min: tuple[int, int] = (0, 0), max_r: int = 30,
+           may_borrow: bool = True) -> ClusterInputs:
     s, t = arrivals.shape
     b = np.zeros((0, t)) if batch is None else batch
     return ClusterInputs(
@@ -19,9 +20,10 @@ def inputs(arrivals: np.ndarray, *, capacity: float = 10.0, zone_gpus: int = 100
         class_index=np.zeros(s, dtype=np.int64), priority=np.full(s, 1000, dtype=np.int64),
         arrivals=arrivals.astype(np.int32), capacity_rps=np.full(s, capacity), service_s=np.full(s, 0.1),
         slo_s=np.full(s, 1.0), min_replicas=np.ones(s, dtype=np.int64), max_replicas=np.full(s, max_r, dtype=np.int64),
-        zone_mask=np.ones((s, 3), dtype=bool), gpus=np.ones(s, dtype=np.int64), cold_start_s=np.full(s, 20, dtype=np.int64),
+        zone_mask=np.ones((s, 3), dtype=bool), gpus=np.ones(s, dtype=np.int64), may_borrow=np.full(s, may_borrow), cold_start_s=np.full(s, 20, dtype=np.int64),
         batch_names=tuple(f"job-{k}" for k in range(len(b))), batch_namespaces=np.ones(len(b), dtype=np.int64),
         batch_priority=np.zeros(len(b), dtype=np.int64), batch_class_index=np.full(len(b), 2, dtype=np.int64),
+        batch_may_borrow=np.ones(len(b), dtype=bool),
         batch_demand=b, zones=("a", "b", "c"),
         zone_gpus=np.full(3, zone_gpus, dtype=np.int64), namespace_names=("shop", "lab"),
         quota_min=np.array(quota_min, dtype=np.int64), quota_max=np.array([-1, -1], dtype=np.int64),
@@ -118,3 +120,12 @@ def test_a_profile_knob_the_fleet_policy_does_not_read_is_refused_not_ignored() 
         build_cluster_policy("ebb:forecast=off", inp, default_workload_classes(), budget=2, write_limit=3)
     pol = build_cluster_policy("ebb:budget=0.01", inp, default_workload_classes(), budget=2, write_limit=3)
     assert pol.spec == "ebb:budget=0.01"
+
+
+def test_a_service_whose_qos_class_may_not_borrow_grows_only_within_its_namespace_min() -> None:
+    def grow(step: PolicyStep) -> tuple[np.ndarray, None]:
+        return np.array([12]), None
+    inp = inputs(np.full((1, 60), 5), initial=2, quota_min=(6, 0), may_borrow=False)
+    run = simulate(inp, grow, write_limit_per_100ms=None, sample_s=1)
+    assert int(np.stack(run.series_gpus).sum(axis=(1, 2)).max()) == 6  # a Burstable pod stays within min
+    assert run.pending_replica_s > 0
