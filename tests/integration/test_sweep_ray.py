@@ -1,7 +1,7 @@
 """``ebb sweep`` on Ray: 12 configurations give byte-identical scorecards on the process pool and on Ray.
 
 3 policies × 4 cold starts on the first 5 minutes of the bundled Azure conversation trace (load
-calibrated to a 6-replica peak), once on :class:`~ebb.sim.sweep.LocalPool` (2 workers) and once as
+calibrated to a 6-replica peak), once on :class:`~ebb.sim.sweep_backends.LocalPool` (2 workers) and once as
 Ray tasks on a local Ray started here with ``ray.init(num_cpus=2)`` and shut down afterwards.
 Measured on a 2-CPU machine: 12 s on the pool, 26 s on Ray plus 8 s to start it (Ray's own
 processes share the 2 CPUs); under a minute in all.
@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 
 from ebb.cli.sweep import run_job
-from ebb.sim.sweep import LocalPool, RayBackend, canonical_json, expand_jobs, load_sweep_spec, results_json, run_sweep
+from ebb.sim.sweep import canonical_json, expand_jobs, load_sweep_spec, results_json
+from ebb.sim.sweep_backends import LocalPool, RayBackend, run_sweep
 
 pytestmark = pytest.mark.slow
 

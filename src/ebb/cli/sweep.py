@@ -31,20 +31,16 @@ from ebb.cli.app import app
 from ebb.errors import InputError
 from ebb.model.trace import CountSeries, RequestTrace
 from ebb.sim.sweep import (
-    KNOBS,
-    violation_pct,
-    Backend,
     JobOutcome,
-    LocalPool,
-    RayBackend,
-    Serial,
+    KNOBS,
     SweepJob,
     expand_jobs,
     load_sweep_spec,
     pareto_ids,
     results_json,
-    run_sweep,
+    violation_pct,
 )
+from ebb.sim.sweep_backends import Backend, LocalPool, RayBackend, Serial, run_sweep
 from ebb.sim.sweep import run_job as _sim_run_job
 from ebb.sources.traces import open_trace
 

@@ -20,11 +20,8 @@ from ebb.cli.sweep import run_job
 from ebb.errors import ConfigError, MissingExtraError
 from ebb.sim.sweep import (
     BUNDLED_SCENARIOS,
-    KNOBS,
     JobOutcome,
-    LocalPool,
-    RayBackend,
-    Serial,
+    KNOBS,
     SweepJob,
     canonical_json,
     expand_jobs,
@@ -32,9 +29,9 @@ from ebb.sim.sweep import (
     pareto_ids,
     parse_sweep_spec,
     results_json,
-    run_sweep,
     violation_pct,
 )
+from ebb.sim.sweep_backends import LocalPool, RayBackend, Serial, run_sweep
 from ebb.sim.sweep import run_job as sim_run_job
 from ebb.sources.traces import BUNDLED_TRACES
 
