@@ -341,14 +341,15 @@ def _parse_scenarios(value: Any, source: str, base: Path) -> tuple[tuple[str, Ki
 
 
 def _scenario_kind(path: Path, source: str, key: str) -> Kind:
-    """``cluster`` for a YAML file whose top-level mapping has ``services:``; ``trace`` otherwise."""
+    """``cluster`` for a YAML file whose top-level mapping has ``services:`` or ``generate:``; ``trace`` otherwise."""
     if not path.is_file() or path.suffix.lower() not in (".yaml", ".yml"):
         return "trace"
     doc = load_yaml(read_config_text(path, "cluster scenario"), str(path))
-    if isinstance(doc, dict) and "services" in doc:
+    if isinstance(doc, dict) and ("services" in doc or "generate" in doc):
         return "cluster"
-    raise config_error(source, key, f"{path} is YAML without a top-level services: key",
-                       "a YAML scenario must be a cluster scenario (services: ...); traces are CSV, JSONL or counts")
+    raise config_error(source, key, f"{path} is YAML without a top-level services: or generate: key",
+                       "a YAML scenario must be a cluster scenario (services: or generate: ...); traces are CSV, "
+                       "JSONL or counts")
 
 
 def _parse_policies(value: Any, source: str, *, validate: bool) -> tuple[str, ...]:
