@@ -1,8 +1,20 @@
-"""The shared Typer application object; command modules import it and register themselves."""
+"""The shared Typer application object; command modules import it and register themselves.
+
+Conventions every command shares: ``-h`` is ``--help`` (on the app and on every subcommand, through
+the context settings subcommands inherit) and ``ebb --version`` prints ``ebb <version>`` from the
+installed package's metadata. Colour follows rich, which turns it off when ``NO_COLOR`` is set and
+non-empty (https://no-color.org).
+"""
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _dist_version
+from typing import Annotated
+
 import typer
+
+__all__ = ["app", "package_version"]
 
 app = typer.Typer(
     name="ebb",
@@ -10,4 +22,28 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def package_version() -> str:
+    """The installed ``ebb`` distribution's version (``unknown`` when run from an uninstalled tree)."""
+    try:
+        return _dist_version("ebb")
+    except PackageNotFoundError:  # pragma: no cover - the package is installed wherever the CLI runs
+        return "unknown"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"ebb {package_version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="Print ebb's version and exit.")] = False,
+) -> None:
+    # No docstring: the app's help= above is what `ebb -h` shows.
+    del version

@@ -24,12 +24,13 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
 import typer
 
+from ebb.cli import checks
 from ebb.cli.app import app
 from ebb.config.triggers import Trigger, default_triggers, load_triggers
 from ebb.decide.burst import Burst, detect_bursts
@@ -38,7 +39,18 @@ from ebb.errors import ConfigError, InputError
 from ebb.window.sliding import SlidingWindow
 from ebb.window.stream import windowed_quantiles
 
-__all__ = ["read_columns", "read_series", "find_bursts", "evaluate_trigger_csv"]
+__all__ = ["read_columns", "read_series", "find_bursts", "evaluate_trigger_csv", "MAX_WINDOW_BUCKETS", "MAX_STEPS"]
+
+MAX_WINDOW_BUCKETS = 10_000
+"""Most buckets one window may hold (``--window-ms / --bucket-ms``). The sliding window keeps one ring
+slot per bucket; 10,000 is 100 times the validated 1000/100 ms setting and already a 10 µs bucket
+in a 100 ms window, finer than any sampler this reads (NVML's fastest is about 1 ms)."""
+
+MAX_STEPS = 1_000_000
+"""Most evaluation steps (bucket boundaries from the first sample to the last) one replay may take.
+The replay loops once per bucket at about 100 µs a step, so the cap is about 2 minutes: one day of
+data at 100 ms buckets (864,000 steps) fits; 30 days of 300 s samples at 100 ms (26 million steps,
+most of them empty) is refused with the --bucket-ms that fits instead of running for an hour."""
 
 
 def read_columns(path: Path, time_col: str, value_col: str) -> tuple[np.ndarray, np.ndarray]:
@@ -57,34 +69,44 @@ def read_series(path: Path, time_col: str, value_cols: Mapping[str, str]) -> tup
         raise InputError(f"cannot open: {exc.strerror}", path=p, fix="check the --input path") from exc
     wanted = {time_col: "pass --time-col with one of those names", **{c: src for c, src in value_cols.items() if c != time_col}}
     with fh:
-        reader = csv.reader(fh)
-        header = next(reader, None)
-        if header is None:
-            raise InputError("empty file, expected a header row", path=p, line=1)
-        cols = [h.strip() for h in header]
-        for name, fix in wanted.items():
-            if name not in cols:
-                raise InputError(f"no column {name!r}; columns are: {', '.join(cols)}", path=p, line=1, fix=fix)
-        idx = [(cols.index(name), name) for name in wanted]
-        out: dict[str, list[float]] = {name: [] for name in wanted}
-        for line_no, row in enumerate(reader, start=2):
-            if not row:
-                continue
-            for col_i, name in idx:
-                cell = row[col_i].strip() if col_i < len(row) else ""
-                try:
-                    x = float(cell)
-                except ValueError:
-                    raise InputError(
-                        f"column {name!r} is not numeric: {cell!r}", path=p, line=line_no,
-                        fix="remove or repair the row",
-                    ) from None
-                if not math.isfinite(x):
-                    raise InputError(
-                        f"column {name!r} is not finite: {cell!r}", path=p, line=line_no,
-                        fix="drop rows with NaN/inf before running ebb bursts",
-                    )
-                out[name].append(x)
+        try:
+            return _parse_series(csv.reader(fh), p, time_col, value_cols, wanted)
+        except (UnicodeDecodeError, csv.Error) as exc:
+            # A binary file (an image, a gzip) or one with NUL bytes: not a CSV, whatever its name.
+            why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else f"not a CSV ({exc})"
+            raise InputError(f"cannot read as CSV: {why}", path=p,
+                             fix="pass a UTF-8 CSV file with a header row (decompress it first if it is gzipped)") from None
+
+
+def _parse_series(reader: Iterator[list[str]], p: str, time_col: str, value_cols: Mapping[str, str],
+                  wanted: Mapping[str, str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    header = next(reader, None)
+    if header is None:
+        raise InputError("empty file, expected a header row", path=p, line=1)
+    cols = [h.strip() for h in header]
+    for name, fix in wanted.items():
+        if name not in cols:
+            raise InputError(f"no column {name!r}; columns are: {', '.join(cols)}", path=p, line=1, fix=fix)
+    idx = [(cols.index(name), name) for name in wanted]
+    out: dict[str, list[float]] = {name: [] for name in wanted}
+    for line_no, row in enumerate(reader, start=2):
+        if not row:
+            continue
+        for col_i, name in idx:
+            cell = row[col_i].strip() if col_i < len(row) else ""
+            try:
+                x = float(cell)
+            except ValueError:
+                raise InputError(
+                    f"column {name!r} is not numeric: {cell!r}", path=p, line=line_no,
+                    fix="remove or repair the row",
+                ) from None
+            if not math.isfinite(x):
+                raise InputError(
+                    f"column {name!r} is not finite: {cell!r}", path=p, line=line_no,
+                    fix="drop rows with NaN/inf before running ebb bursts",
+                )
+            out[name].append(x)
     if not out[time_col]:
         raise InputError("no data rows after the header", path=p, line=2)
     arrays = {name: np.asarray(v, dtype=np.float64) for name, v in out.items()}
@@ -99,21 +121,46 @@ def find_bursts(
     window = _window(window_ms, bucket_ms)
     if not 0.0 <= quantile <= 1.0:
         raise ConfigError(f"--quantile {quantile:g} must be in [0, 1] (fix: e.g. --quantile 0.99)")
-    if min_duration_ms < 0:
-        raise ConfigError(f"--min-duration-ms {min_duration_ms:g} must be >= 0")
+    if not (min_duration_ms >= 0 and math.isfinite(min_duration_ms)):
+        raise ConfigError(f"--min-duration-ms {min_duration_ms:g} must be a finite number >= 0 "
+                          "(fix: e.g. --min-duration-ms 200)")
+    checks.finite("--threshold", threshold, fix="e.g. --threshold 55")
+    _check_steps(t_s, bucket_ms, window_ms)
     ts_ns = np.round(t_s * 1e9).astype(np.int64)
     times, qs = windowed_quantiles(window, np.zeros(len(ts_ns), dtype=np.int64), value, ts_ns, quantile)
     return detect_bursts(times / 1e9, qs, threshold, min_duration_ms, rel_tolerance=window.mapping.alpha)
 
 
 def _window(window_ms: float, bucket_ms: float) -> SlidingWindow:
-    n_buckets = window_ms / bucket_ms if bucket_ms > 0 else 0.0
-    if bucket_ms <= 0 or n_buckets < 1 or abs(n_buckets - round(n_buckets)) > 1e-9:
+    checks.positive("--bucket-ms", bucket_ms, fix="e.g. --window-ms 1000 --bucket-ms 100")
+    checks.positive("--window-ms", window_ms, fix="e.g. --window-ms 1000 --bucket-ms 100")
+    n_buckets = window_ms / bucket_ms
+    if n_buckets > MAX_WINDOW_BUCKETS:
+        raise ConfigError(
+            f"--window-ms {window_ms:g} / --bucket-ms {bucket_ms:g} is {n_buckets:,.0f} buckets, more than the "
+            f"{MAX_WINDOW_BUCKETS:,} a window holds (fix: a --bucket-ms of at least "
+            f"{window_ms / MAX_WINDOW_BUCKETS:g}, e.g. --window-ms 1000 --bucket-ms 100)")
+    if n_buckets < 1 or abs(n_buckets - round(n_buckets)) > 1e-9 or round(bucket_ms * 1e6) < 1:
         raise ConfigError(
             f"--window-ms {window_ms:g} must be a positive multiple of --bucket-ms {bucket_ms:g} "
             "(fix: e.g. --window-ms 1000 --bucket-ms 100)"
         )
     return SlidingWindow(1, buckets=int(round(n_buckets)), bucket_ms=bucket_ms)
+
+
+def _check_steps(t_s: np.ndarray, bucket_ms: float, window_ms: float) -> None:
+    """Refuse a replay of more than :data:`MAX_STEPS` buckets before starting it (it loops per bucket)."""
+    if not len(t_s):
+        return
+    span_ms = (float(np.max(t_s)) - float(np.min(t_s))) * 1000.0
+    steps = span_ms / bucket_ms + 1
+    if steps > MAX_STEPS:
+        need = span_ms / (MAX_STEPS - 1)
+        raise ConfigError(
+            f"--bucket-ms {bucket_ms:g} over {span_ms / 1000:,.0f} s of data is {steps:,.0f} evaluation steps, "
+            f"more than the {MAX_STEPS:,} one replay takes (about 100 µs each) (fix: a --bucket-ms of at least "
+            f"{math.ceil(need) if need >= 1 else need:,.3g} with a --window-ms that is a multiple of it (now {window_ms:g}), or a shorter stretch "
+            "of the CSV)")
 
 
 def evaluate_trigger_csv(path: Path, trigger: Trigger, *, time_col: str = "t", window_ms: float = 1000.0,
@@ -131,6 +178,7 @@ def evaluate_trigger_csv(path: Path, trigger: Trigger, *, time_col: str = "t", w
     # One pass over the file for every signal the rules name.
     t_s, values = read_series(path, time_col, {
         s: f"make each rule's signal in trigger {trigger.name!r} one of those names" for s in quantile_of})
+    _check_steps(t_s, bucket_ms, window_ms)
     ts_ns = np.round(t_s * 1e9).astype(np.int64)
     bins = np.zeros(len(ts_ns), dtype=np.int64)
     streams: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -159,6 +207,13 @@ def bursts_command(
     if (threshold is None) != (min_duration_ms is None) or (threshold is None and triggers is None):
         raise ConfigError("ebb bursts needs --threshold and --min-duration-ms (bursts), --triggers FILE, "
                           "or both (fix: e.g. --threshold 55 --min-duration-ms 200)")
+    # Validate first: every number before the CSV is read.
+    _window(window_ms, bucket_ms)
+    checks.in_range("--quantile", quantile, 0.0, 1.0, fix="e.g. --quantile 0.99")
+    if threshold is not None:
+        checks.finite("--threshold", threshold, fix="e.g. --threshold 55")
+    if min_duration_ms is not None:
+        checks.non_negative("--min-duration-ms", min_duration_ms, fix="e.g. --min-duration-ms 200")
     rows: list[dict[str, float]] | None = None
     if threshold is not None and min_duration_ms is not None:
         t_s, value = read_columns(input, time_col, value_col)

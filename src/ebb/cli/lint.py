@@ -2,8 +2,12 @@
 
 ``--format human|json|sarif``; ``--explain ID`` prints a rule's documentation; ``--config`` points at an
 ``.ebb-lint.yaml`` (default: the one in the current folder, if any) whose ``disable:`` lists rule ids.
-Inline ``# ebb: ignore[ID]`` on a finding's line suppresses it.
-Exit codes: 0 clean, 1 findings, 2 usage or parse error (after linting every other file). Every
+Inline ``# ebb: ignore[ID]`` on a finding's line suppresses it. ``-`` as a PATH reads YAML from stdin
+(``helm template CHART | ebb lint -``); a Helm template file itself gets one ``info`` finding saying so.
+``--fail-on error|warning|info|never`` (default ``warning``): the lowest severity that fails the run.
+Exit codes: 0 clean (or only findings below ``--fail-on``), 1 a finding at or above ``--fail-on``,
+2 usage or parse error (after linting every other file; whatever ``--fail-on``). The JSON ``exit_code``
+is the process's. Every
 error is one line naming the file (and line) and the fix; a hostile file (billion laughs, deep
 nesting) is a parse error within milliseconds, never a hang or a traceback (see :mod:`ebb.lint.core`).
 """
@@ -21,6 +25,7 @@ from rich.markup import escape
 from ebb.cli.app import app
 from ebb.errors import ConfigError
 from ebb.lint import ALL_RULES, CONFIG_NAME, lint_paths, load_disabled, rule_by_id
+from ebb.lint.core import FAIL_ON
 from ebb.lint.output import dumps, render_human, to_json, to_sarif
 
 __all__ = ["lint"]
@@ -28,10 +33,14 @@ __all__ = ["lint"]
 
 @app.command("lint")
 def lint(
-    paths: Annotated[list[Path] | None, typer.Argument(help="Files or folders to lint.")] = None,
+    paths: Annotated[list[Path] | None, typer.Argument(help="Files or folders to lint; - reads YAML from stdin.")]
+    = None,
     fmt: Annotated[str, typer.Option("--format", help="human, json or sarif.")] = "human",
     explain: Annotated[str | None, typer.Option("--explain", help="Print a rule's documentation.")] = None,
     config: Annotated[Path | None, typer.Option("--config", help=f"Config file (default ./{CONFIG_NAME}).")] = None,
+    fail_on: Annotated[str, typer.Option(
+        "--fail-on", help="Exit 1 when a finding is at or above this severity: error, warning, info or never.")]
+    = "warning",
 ) -> None:
     """Lint configs for cost and stability pitfalls."""
     err = Console(stderr=True, soft_wrap=True)  # soft_wrap: every error stays on one line
@@ -46,9 +55,15 @@ def lint(
     if fmt not in ("human", "json", "sarif"):
         err.print(f"[bold red]error:[/] unknown --format {escape(repr(fmt))} (human, json, sarif)", highlight=False)
         raise typer.Exit(2)
+    if fail_on not in FAIL_ON:
+        err.print(f"[bold red]error:[/] unknown --fail-on {escape(repr(fail_on))} ({', '.join(FAIL_ON)})",
+                  highlight=False)
+        raise typer.Exit(2)
     if not paths:
         err.print("[bold red]error:[/] give at least one file or folder", highlight=False)
         raise typer.Exit(2)
+    use_stdin = any(str(p) == "-" for p in paths)
+    paths = [p for p in paths if str(p) != "-"]
     missing = [p for p in paths if not p.exists()]
     if missing:
         err.print(f"[bold red]error:[/] no such file or folder: {escape(', '.join(map(str, missing)))}", highlight=False)
@@ -62,11 +77,19 @@ def lint(
     except ConfigError as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(2) from exc
-    result = lint_paths(paths, ALL_RULES, disabled)
+    stdin: str | None = None
+    if use_stdin:
+        try:
+            stdin = sys.stdin.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            err.print(f"[bold red]error:[/] cannot read stdin: {escape(' '.join(str(exc).split()))}", highlight=False)
+            raise typer.Exit(2) from exc
+    result = lint_paths(paths, ALL_RULES, disabled, stdin=stdin)
+    code = result.exit_code_for(fail_on)
     if fmt == "json":
-        sys.stdout.write(dumps(to_json(result)) + "\n")
+        sys.stdout.write(dumps(to_json(result, exit_code=code)) + "\n")
     elif fmt == "sarif":
         sys.stdout.write(dumps(to_sarif(result, ALL_RULES)) + "\n")
     else:
         render_human(result, Console(highlight=False, soft_wrap=True))
-    raise typer.Exit(result.exit_code)
+    raise typer.Exit(code)

@@ -188,6 +188,8 @@ def run_cmd(
     # Everything that can be wrong with the arguments is checked before anything starts.
     if mode not in ("recommend", "act"):
         raise ConfigError(f"--mode must be recommend or act, got {mode!r}")
+    if source not in ("agents", "prometheus"):  # first: every later check (and --react-ms's default) reads it
+        raise ConfigError(f"--source must be agents or prometheus, got {source!r}")
     fleet_cfg = _fleet_file(workloads)
     if fleet_cfg is not None:
         _check_fleet_flags(actuator, deployment, workload_class, gates, agent, prometheus_selector)

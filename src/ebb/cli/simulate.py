@@ -16,9 +16,10 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.markup import escape
 from rich.table import Table
 
+from ebb.cli import checks
 from ebb.cli.app import app
 from ebb.cli.ledger_options import EtcdCaOpt, EtcdCertOpt, EtcdKeyOpt, EtcdPasswordFileOpt, EtcdUserOpt, etcd_auth
-from ebb.errors import InputError
+from ebb.errors import ConfigError, InputError, MissingExtraError, TransientError
 from ebb.ledger.location import EtcdAuth, check_auth_fits, parse_location
 from ebb.model.trace import CountSeries
 from ebb.sim.compare import FIDELITIES, Comparison, compare
@@ -86,6 +87,60 @@ def _record(where: str, cmp: Comparison, console: Console, etcd: EtcdAuth | None
                   + (f" --ledger {where}" if where != "ebb-ledger.sqlite" else ""))
 
 
+MAX_PIPELINE_PERIOD_S = 86_400
+"""Longest metric-pipeline period accepted (s): one day; a longer scrape, resolution or sync period
+is not a Kubernetes setting, and the simulator steps through a run in these periods."""
+
+
+def _check_numbers(*, slo_ttft_ms: float, slo_e2e_ms: float, cold_start_s: float, gpu_hour_usd: float,
+                   load_scale: float, peak_replicas: int | None, fluid_bin_ms: float | None,
+                   metric_resolution_s: int, scrape_interval_s: int, hpa_sync_s: int, kubelet_resolution_s: int,
+                   seed: int, fault_slowdown: float | None, fault_after_s: float) -> None:
+    """Every numeric flag of ``ebb simulate`` (ConfigError naming the flag, the value and the fix)."""
+    checks.positive("--slo-ttft-ms", slo_ttft_ms, fix="e.g. --slo-ttft-ms 2000")
+    checks.positive("--slo-e2e-ms", slo_e2e_ms, fix="e.g. --slo-e2e-ms 60000")
+    checks.non_negative("--cold-start-s", cold_start_s, fix="e.g. --cold-start-s 60")
+    checks.non_negative("--gpu-hour-usd", gpu_hour_usd, fix="e.g. --gpu-hour-usd 4")
+    # An implausible scale (1e9) is refused by the request cap (ebb.model.trace_ops.MAX_REQUESTS)
+    # once the trace's size is known, before anything is allocated.
+    checks.positive("--load-scale", load_scale, fix="e.g. --load-scale 2")
+    if peak_replicas is not None:
+        checks.int_in_range("--peak-replicas", peak_replicas, 1, 100_000, fix="e.g. --peak-replicas 20")
+    if fluid_bin_ms is not None:
+        checks.in_range("--fluid-bin-ms", fluid_bin_ms, 100.0, 1000.0, fix="e.g. --fluid-bin-ms 100")
+    for flag, period in (("--metric-resolution-s", metric_resolution_s), ("--scrape-interval-s", scrape_interval_s),
+                         ("--hpa-sync-s", hpa_sync_s), ("--kubelet-resolution-s", kubelet_resolution_s)):
+        checks.int_in_range(flag, period, 1, MAX_PIPELINE_PERIOD_S, fix=f"e.g. {flag} 15 (whole seconds)")
+    checks.int_in_range("--seed", seed, 0, 2**63 - 1, fix="e.g. --seed 0")
+    if fault_slowdown is not None:
+        checks.at_least("--fault-slowdown", fault_slowdown, 1.0, fix="a service-time multiplier, e.g. --fault-slowdown 4")
+    checks.non_negative("--fault-after-s", fault_after_s, fix="e.g. --fault-after-s 400")
+
+
+def _check_ledger(where: str, auth: EtcdAuth | None) -> None:
+    """The ledger is usable before the simulation runs: a writable SQLite path, or an etcd that
+    answers (its client installed: the error names ``pip install 'ebb[etcd]'``)."""
+    loc = parse_location(where)
+    check_auth_fits(loc, auth)
+    if loc.kind == "sqlite":
+        checks.sqlite_ledger_path("--ledger", loc.target)
+    elif loc.kind == "etcd":
+        from ebb.ledger import EtcdLedger, open_ledger
+
+        try:
+            book = open_ledger(where, etcd_auth=auth)
+        except MissingExtraError as exc:
+            raise MissingExtraError(f"--ledger {where}: {exc}") from exc
+        try:
+            if isinstance(book, EtcdLedger):
+                book.check()  # one keys-only read: TLS, authentication and reachability, nothing written
+        except TransientError as exc:
+            raise ConfigError(f"--ledger {where}: {exc} (fix: start etcd or correct the URL, or pass "
+                              "--ledger '' to record nothing)") from exc
+        finally:
+            book.close()
+
+
 # Typer keeps single newlines only inside a "\b" paragraph (click's no-rewrap marker).
 POLICIES_EPILOG = "Policies (--policy NAME:key=value,...):\n\n\b\n" + "\n".join(
     f"{name:<10} {line}" for name, line in POLICY_HELP.items())
@@ -137,27 +192,37 @@ def simulate(
 ) -> None:
     """Replay a trace through the autoscalers (HPA, KEDA, KPA, Ray Serve, production-stack KEDA, llm-d WVA,
     Dynamo planner, AIBrix), Ebb, static and the oracle; print cost and SLO side by side."""
-    # Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
+    # Validate first: every number and every output path, before the trace is even read.
+    _check_numbers(slo_ttft_ms=slo_ttft_ms, slo_e2e_ms=slo_e2e_ms, cold_start_s=cold_start_s,
+                   gpu_hour_usd=gpu_hour_usd, load_scale=load_scale, peak_replicas=peak_replicas,
+                   fluid_bin_ms=fluid_bin_ms, metric_resolution_s=metric_resolution_s,
+                   scrape_interval_s=scrape_interval_s, hpa_sync_s=hpa_sync_s,
+                   kubelet_resolution_s=kubelet_resolution_s, seed=seed, fault_slowdown=fault_slowdown,
+                   fault_after_s=fault_after_s)
+    if fidelity is not None and fidelity not in FIDELITIES:
+        raise typer.BadParameter(f"--fidelity {fidelity!r}: choose one of {', '.join(FIDELITIES)}")
+    for flag, out in (("--json", json_out), ("--report", report)):
+        if out is not None:
+            checks.writable_file(flag, out)
     if cluster is not None:
+        if ledger:
+            _check_ledger(ledger, None)
         from ebb.cli.simulate_cluster import DEFAULT_CLUSTER_POLICIES, simulate_cluster
 
         simulate_cluster(cluster, DEFAULT_CLUSTER_POLICIES if policy == DEFAULT_POLICIES else policy,
                          json_out=json_out, report=report, ledger=ledger, quiet=quiet)
         return
+    # Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
     console = Console() if sys.stdout.isatty() else Console(width=150)
     ledger_auth = etcd_auth(etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file)
     if ledger:
-        check_auth_fits(parse_location(ledger), ledger_auth)
+        _check_ledger(ledger, ledger_auth)
     items = parse_policies(policy, KNOWN_POLICIES)
     tr = open_trace(trace, fmt, time_col=time_col, count_col=count_col, tokens_in_col=tokens_in_col,
                     tokens_out_col=tokens_out_col)
     for note in tr.notes:
         console.print(f"[yellow]note:[/] {note}")
     fid = fidelity or ("fluid" if isinstance(tr, CountSeries) else "request")
-    if fid not in FIDELITIES:
-        raise typer.BadParameter(f"--fidelity {fid!r}: choose one of {', '.join(FIDELITIES)}")
-    if fluid_bin_ms is not None and not 100.0 <= fluid_bin_ms <= 1000.0:
-        raise typer.BadParameter(f"--fluid-bin-ms {fluid_bin_ms}: must be within 100–1000")
     settings = SimSettings(
         slo=SloSettings(slo_ttft_ms, slo_e2e_ms),
         cluster=ClusterSettings(cold_start_s=cold_start_s, gpu_hour_usd=gpu_hour_usd),

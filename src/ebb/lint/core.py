@@ -17,6 +17,13 @@ Bounds (the files linted are not trusted; a hostile one costs a parse error, nev
   without recursion.
 * :func:`read_file` and :func:`lint_paths` never raise for a bad file; :func:`load_disabled` raises
   one single-line :class:`~ebb.errors.ConfigError` naming the config file and the fix.
+
+A Helm template (YAML with Go ``{{ ... }}`` directives) is not YAML: rather than a parse error it gets
+one ``info`` finding, :data:`HELM_RULE_ID`, that says how to lint the rendered chart
+(``helm template CHART | ebb lint -``; ``lint_paths(..., stdin=TEXT)`` lints YAML read from stdin).
+
+Severities rank ``error`` > ``warning`` > ``info``; :meth:`LintResult.exit_code_for` turns a result and a
+``--fail-on`` threshold (:data:`FAIL_ON`) into the exit code.
 """
 
 from __future__ import annotations
@@ -41,7 +48,8 @@ from ebb.untrusted import MAX_JSON_BYTES, MAX_JSON_DEPTH, UntrustedInput, checke
 
 __all__ = [
     "Finding", "ParseError", "Document", "Workspace", "Rule", "LintResult", "Path_",
-    "discover", "read_file", "lint_paths", "load_disabled", "CONFIG_NAME",
+    "discover", "read_file", "read_text", "lint_paths", "load_disabled", "CONFIG_NAME",
+    "SEVERITIES", "FAIL_ON", "HELM_RULE_ID", "STDIN_NAME",
 ]
 
 CONFIG_NAME = ".ebb-lint.yaml"
@@ -53,6 +61,13 @@ SUFFIXES = YAML_SUFFIXES | JSON_SUFFIXES | PY_SUFFIXES
 Path_ = tuple[str | int, ...]
 _SUPPRESS = re.compile(r"#\s*ebb:\s*ignore\[([A-Za-z0-9_,\s]+)\]")
 _DS_KEYS = {"zero_optimization", "fp16", "bf16", "train_batch_size", "train_micro_batch_size_per_gpu"}
+
+SEVERITIES = ("info", "warning", "error")  # lowest first: the rank --fail-on compares
+FAIL_ON = ("error", "warning", "info", "never")
+HELM_RULE_ID = "helm-template"
+STDIN_NAME = "<stdin>"
+_GO_TEMPLATE = re.compile(r"\{\{-?\s*[^{}]*?-?\}\}")
+_HELM_FIX = "helm template CHART | ebb lint -"
 
 
 @dataclass(frozen=True)
@@ -152,9 +167,22 @@ class LintResult:
 
     @property
     def exit_code(self) -> int:
+        """The exit code at the default threshold (``--fail-on warning``)."""
+        return self.exit_code_for("warning")
+
+    def exit_code_for(self, fail_on: str) -> int:
+        """2 on a parse error (whatever ``fail_on``); 1 when a finding is at or above ``fail_on``
+        (``error``, ``warning`` or ``info``; ``never``: no finding fails); else 0. A severity this
+        module does not know ranks as ``warning``."""
+        if fail_on not in FAIL_ON:
+            raise ValueError(f"fail_on must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
         if self.errors:
             return 2
-        return 1 if self.findings else 0
+        if fail_on == "never":
+            return 0
+        floor = SEVERITIES.index(fail_on)
+        rank = {s: i for i, s in enumerate(SEVERITIES)}
+        return 1 if any(rank.get(f.severity, 1) >= floor for f in self.findings) else 0
 
 
 # --------------------------------------------------------------------------------------- discovery
@@ -186,11 +214,23 @@ def _scalar(node: yaml.ScalarNode, builder: BoundedSafeLoader) -> Any:
         return node.value
 
 
+class _HelmTemplate(ValueError):
+    """A Go template directive (``{{ .Values.x }}``) where YAML expects a value."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__("Go template directive")
+        self.line = line
+
+
 def _convert(node: yaml.Node, path: Path_, lines: dict[Path_, int], builder: BoundedSafeLoader) -> Any:
     # Recursion depth = YAML nesting, at most MAX_YAML_DEPTH (64) levels: the loader refused deeper.
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for k, v in node.value:
+            if node.flow_style and isinstance(k, yaml.MappingNode) and k.flow_style:
+                # `{{ .Values.x }}` composes as a flow mapping keyed by a flow mapping: YAML allows it,
+                # configs never mean it; it is an unrendered Helm directive.
+                raise _HelmTemplate(node.start_mark.line + 1)
             key = str(k.value) if isinstance(k, yaml.ScalarNode) else str(k.start_mark.line)
             lines[path + (key,)] = k.start_mark.line + 1
             out[key] = _convert(v, path + (key,), lines, builder)
@@ -344,26 +384,44 @@ def _python_file(name: str, text: str, ws: Workspace) -> tuple[list[Document], P
         return [], ParseError(name, 1, _one_line(f"invalid Python: {exc}"))
 
 
-def _yaml_file(name: str, text: str, ws: Workspace) -> tuple[list[Document], ParseError | None]:
+def _helm_finding(name: str, text: str, line: int | None = None) -> Finding:
+    """The one ``info`` finding a Helm template gets instead of a parse error (at its first directive)."""
+    if line is None:
+        m = _GO_TEMPLATE.search(text)
+        line = text.count("\n", 0, m.start()) + 1 if m else 1
+    message = (f"Helm template (Go {{{{ ... }}}} directives), not linted as YAML: "
+               f"lint the rendered chart with {_HELM_FIX}")
+    return Finding(HELM_RULE_ID, "info", message, _HELM_FIX, name, line)
+
+
+def _yaml_file(name: str, text: str, ws: Workspace) -> tuple[list[Document], ParseError | Finding | None]:
     try:
         return _read_yaml(name, text, ws), None
+    except _HelmTemplate as exc:
+        return [], _helm_finding(name, text, exc.line)
     except YamlLimitError as exc:
         line, what = yaml_problem(exc)
         return [], ParseError(name, line or 1, f"YAML refused: {what} (fix: {_LIMIT_FIX})")
     except yaml.YAMLError as exc:
+        if _GO_TEMPLATE.search(text):  # `{{- if ... }}` lines, `{{ include ... }}`: Helm, not broken YAML
+            return [], _helm_finding(name, text)
         line, what = yaml_problem(exc)
         return [], ParseError(name, line or 1, f"invalid YAML: {what}")
 
 
-def read_file(path: Path, ws: Workspace) -> tuple[list[Document], ParseError | None]:
+def read_file(path: Path, ws: Workspace) -> tuple[list[Document], ParseError | Finding | None]:
     """Parse one file into documents; a parse failure is returned (one line, with its line number),
-    never raised."""
+    never raised. A Helm template returns its ``info`` :class:`Finding` in the parse error's place."""
     name = str(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return [], ParseError(name, 1, _one_line(f"cannot read: {exc}"))
-    suffix = path.suffix.lower()
+    return read_text(name, text, path.suffix.lower(), ws)
+
+
+def read_text(name: str, text: str, suffix: str, ws: Workspace) -> tuple[list[Document], ParseError | Finding | None]:
+    """:func:`read_file` for text already read (stdin): ``suffix`` picks the reader (``.yaml`` for stdin)."""
     if suffix in PY_SUFFIXES:
         return _python_file(name, text, ws)
     if suffix in JSON_SUFFIXES:
@@ -418,26 +476,34 @@ def _iter_findings(rules: Sequence[Rule], docs: Sequence[Document]) -> Iterator[
                 yield from rule.check(doc)
 
 
-def lint_paths(paths: Sequence[Path], rules: Sequence[Rule], disabled: set[str] | None = None) -> LintResult:
-    """Lint files and folders; findings sorted by file, line, rule."""
+def lint_paths(paths: Sequence[Path], rules: Sequence[Rule], disabled: set[str] | None = None, *,
+               stdin: str | None = None) -> LintResult:
+    """Lint files and folders, plus ``stdin`` (YAML text, e.g. ``helm template`` output, named
+    ``<stdin>``) when given; findings sorted by file, line, rule."""
     disabled = disabled or set()
     active = [r for r in rules if r.id not in disabled]
     ws = Workspace()
     errors: list[ParseError] = []
+    notes: list[Finding] = []
     files = discover(paths)
-    for f in files:
-        docs, err = read_file(f, ws)
+    inputs: list[tuple[list[Document], ParseError | Finding | None]] = [read_file(f, ws) for f in files]
+    if stdin is not None:
+        inputs.append(read_text(STDIN_NAME, stdin, ".yaml", ws))
+    for docs, err in inputs:
         ws.documents.extend(docs)
-        if err:
+        if isinstance(err, Finding):
+            if err.rule_id not in disabled:
+                notes.append(err)
+        elif err:
             errors.append(err)
     source_lines: dict[str, list[str]] = {}
-    findings: list[Finding] = []
+    findings: list[Finding] = list(notes)
     for finding in _iter_findings(active, ws.documents):
         src = source_lines.setdefault(finding.path, next(d.source for d in ws.documents if d.path == finding.path).splitlines())
         if not suppressed(src, finding):
             findings.append(finding)
     findings = sorted(set(findings), key=lambda x: (x.path, x.line, x.rule_id, x.message))
-    return LintResult(findings, errors, len(files))
+    return LintResult(findings, errors, len(files) + (stdin is not None))
 
 
 @dataclass(frozen=True)

@@ -31,13 +31,14 @@ def render_human(result: LintResult, console: Console) -> None:
                   highlight=False)
 
 
-def to_json(result: LintResult) -> dict[str, Any]:
+def to_json(result: LintResult, exit_code: int | None = None) -> dict[str, Any]:
+    """``exit_code``: the one the command exits with (default: the result's at ``--fail-on warning``)."""
     return {
         "files": result.files,
         "findings": [{"rule_id": f.rule_id, "severity": f.severity, "message": f.message, "fix": f.fix,
                       "path": f.path, "line": f.line, "column": f.column} for f in result.findings],
         "errors": [{"path": e.path, "line": e.line, "message": e.message} for e in result.errors],
-        "exit_code": result.exit_code,
+        "exit_code": result.exit_code if exit_code is None else exit_code,
     }
 
 

@@ -33,6 +33,7 @@ shows that run.) The report is :mod:`ebb.score.report`'s, filled from what reall
 from __future__ import annotations
 
 import logging
+import math
 import tempfile
 import threading
 import time
@@ -130,6 +131,12 @@ class DemoSettings:
     """llamacpp: KV context per slot (tokens); ``max_tokens_in + max_tokens_out`` must fit."""
 
     def __post_init__(self) -> None:
+        # Validate first (``ebb demo --live`` flags): before a worker, Prometheus or the load starts.
+        for flag, value, example in (("--minutes", self.minutes, "3"), ("--time-scale", self.time_scale, "2")):
+            if not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{flag} {value!r}: must be a finite number > 0 (fix: e.g. {flag} {example})")
+        if not (math.isfinite(self.start_s) and self.start_s >= 0):
+            raise ConfigError(f"--start-s {self.start_s!r}: must be a finite number >= 0 (fix: e.g. --start-s 1320)")
         if self.engine not in ENGINES:
             raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if self.engine == "llamacpp":

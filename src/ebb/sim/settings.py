@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ebb.model.latency import H200_DEFAULT, LatencyModel
@@ -39,10 +40,11 @@ class ClusterSettings:
     """Per-replica service-time model (calibrated on a real H200; see ``ebb.model.latency``)."""
 
     def __post_init__(self) -> None:
-        if self.cold_start_s < 0:
-            raise ValueError(f"cold_start_s must be >= 0, got {self.cold_start_s!r}")
-        if self.gpu_hour_usd < 0:
-            raise ValueError(f"gpu_hour_usd must be >= 0, got {self.gpu_hour_usd!r}")
+        # ``not x >= 0`` also refuses NaN (``nan < 0`` is False); infinity would never finish a cold start.
+        if not (self.cold_start_s >= 0 and math.isfinite(self.cold_start_s)):
+            raise ValueError(f"cold_start_s must be finite and >= 0, got {self.cold_start_s!r}")
+        if not (self.gpu_hour_usd >= 0 and math.isfinite(self.gpu_hour_usd)):
+            raise ValueError(f"gpu_hour_usd must be finite and >= 0, got {self.gpu_hour_usd!r}")
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,14 @@ class MetricPipelineSettings:
     """``rate(...[1m])`` range used by prometheus-adapter / KEDA queries (s)."""
     hpa_sync_s: int = 15
     """kube-controller-manager ``--horizontal-pod-autoscaler-sync-period`` (s)."""
+
+    def __post_init__(self) -> None:
+        # Time advances in these periods: a period of 0 would step by zero forever (a hang).
+        for name in ("kubelet_resolution_s", "metrics_server_resolution_s", "scrape_interval_s", "dcgm_collect_s",
+                     "rate_window_s", "hpa_sync_s"):
+            value = getattr(self, name)
+            if not value >= 1:
+                raise ValueError(f"{name} must be >= 1 s, got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -127,3 +127,84 @@ def test_the_config_file_in_the_working_folder_is_used_by_default(tmp_path: Path
     (tmp_path / ".ebb-lint.yaml").write_text("disable: [EBB102]\n")
     monkeypatch.chdir(tmp_path)
     assert runner.invoke(app, ["lint", str(DATA / "EBB102" / "bad.json")]).exit_code == 0
+
+
+# ------------------------------------------------------------------------------------ --fail-on
+INFO_ONLY = DATA / "EBB104" / "bad_no_grad.py"  # one EBB104 finding, severity info
+WARNING = DATA / "EBB102" / "bad.json"  # one EBB102 finding, severity warning
+
+
+@pytest.mark.parametrize(("fail_on", "info_only", "warning"), [
+    ("error", 0, 0), ("warning", 0, 1), ("info", 1, 1), ("never", 0, 0), (None, 0, 1),  # None: the default
+])
+def test_fail_on_exits_one_only_for_a_finding_at_or_above_the_threshold(fail_on: str | None, info_only: int,
+                                                                        warning: int) -> None:
+    opt = [] if fail_on is None else ["--fail-on", fail_on]
+    for path, want in ((INFO_ONLY, info_only), (WARNING, warning)):
+        res = runner.invoke(app, ["lint", *opt, str(path)])
+        assert res.exit_code == want, (fail_on, path.name, res.output)
+        assert "1 finding(s)" in res.output  # the threshold changes the exit code, never what is reported
+        data = json.loads(runner.invoke(app, ["lint", "--format", "json", *opt, str(path)]).stdout)
+        assert data["exit_code"] == want and len(data["findings"]) == 1
+
+
+def test_fail_on_never_still_exits_two_on_a_parse_error_and_an_unknown_value_is_a_usage_error() -> None:
+    assert runner.invoke(app, ["lint", "--fail-on", "never", str(DATA / "broken")]).exit_code == 2
+    res = runner.invoke(app, ["lint", "--fail-on", "critical", str(WARNING)])
+    assert res.exit_code == 2 and "error, warning, info, never" in res.output
+
+
+def test_fail_on_leaves_sarif_unchanged() -> None:
+    default = runner.invoke(app, ["lint", "--format", "sarif", str(INFO_ONLY), str(WARNING)])
+    info = runner.invoke(app, ["lint", "--format", "sarif", "--fail-on", "info", str(INFO_ONLY), str(WARNING)])
+    assert default.stdout == info.stdout and default.exit_code == info.exit_code == 1
+
+
+# ------------------------------------------------------------------------------ Helm and stdin
+HELM_VALUE = ("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n"
+              "  replicas: {{ .Values.replicaCount }}\n")
+HELM_BLOCK = ('apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ include "web.fullname" . }}\n  labels:\n'
+              '    {{- include "web.labels" . | nindent 4 }}\n')
+
+
+@pytest.mark.parametrize(("text", "line"), [(HELM_VALUE, 6), (HELM_BLOCK, 4)])
+def test_a_helm_template_gets_one_info_line_saying_how_to_lint_it_not_a_parse_error(tmp_path: Path, text: str,
+                                                                                    line: int) -> None:
+    path = tmp_path / "templates" / "deployment.yaml"
+    path.parent.mkdir()
+    path.write_text(text)
+    res = runner.invoke(app, ["lint", str(tmp_path)])
+    assert res.exit_code == 0, res.output  # info: below the default --fail-on warning
+    first = res.output.splitlines()[0]
+    assert first.startswith(f"{path}:{line}:1: helm-template info Helm template")
+    assert "helm template CHART | ebb lint -" in first
+    assert "parse error" not in first and "0 parse error(s)" in res.output
+    data = json.loads(runner.invoke(app, ["lint", "--format", "json", str(path)]).stdout)
+    assert data["errors"] == [] and [f["severity"] for f in data["findings"]] == ["info"]
+    log = json.loads(runner.invoke(app, ["lint", "--format", "sarif", str(path)]).stdout)
+    assert _schema_errors(log) == [] and log["runs"][0]["results"][0]["level"] == "note"
+    assert runner.invoke(app, ["lint", "--fail-on", "info", str(path)]).exit_code == 1
+
+
+def test_prometheus_templates_in_strings_are_still_linted_and_broken_yaml_is_still_a_parse_error(
+        tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text('groups:\n- name: g\n  rules:\n  - alert: Down\n    expr: up == 0\n'
+                     '    annotations:\n      summary: "{{ $labels.instance }} down"\n      description: |\n'
+                     '        {{ $value }} targets\n')
+    res = runner.invoke(app, ["lint", str(rules)])
+    assert res.exit_code == 0 and "helm" not in res.output, res.output
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("a: [1, 2\n")
+    res = runner.invoke(app, ["lint", str(broken)])
+    assert res.exit_code == 2 and "parse error" in res.output and "helm" not in res.output
+
+
+def test_dash_lints_yaml_from_stdin_alongside_paths() -> None:
+    text = (DATA / "EBB202" / "bad.yaml").read_text(encoding="utf-8")
+    res = runner.invoke(app, ["lint", "-", str(WARNING)], input=text)
+    assert res.exit_code == 1, res.output
+    assert "<stdin>:" in res.output and "EBB202" in res.output and "EBB102" in res.output
+    assert "2 file(s)" in res.output
+    res = runner.invoke(app, ["lint", "-"], input="a: [1, 2\n")
+    assert res.exit_code == 2 and "<stdin>:" in res.output and "parse error" in res.output

@@ -83,3 +83,19 @@ def test_a_conf_file_that_is_not_json_is_read_as_yaml_and_a_yml_deepspeed_config
     result = lint_paths([conf], ALL_RULES)
     assert [(f.rule_id, f.line) for f in result.findings] == [("EBB101", 3)]
     assert result.errors == []
+
+
+def test_exit_code_for_ranks_error_over_warning_over_info() -> None:
+    from ebb.lint import LintResult, ParseError
+
+    def result(*severities: str) -> LintResult:
+        return LintResult([Finding("X", s, "m", "f", "p", 1) for s in severities], [], 1)
+
+    table = {("error",): (1, 1, 1, 0), ("warning",): (0, 1, 1, 0), ("info",): (0, 0, 1, 0), (): (0, 0, 0, 0),
+             ("info", "error"): (1, 1, 1, 0)}
+    for severities, codes in table.items():
+        assert tuple(result(*severities).exit_code_for(t) for t in ("error", "warning", "info", "never")) == codes
+    assert result("info").exit_code == 0 and result("warning").exit_code == 1  # default: --fail-on warning
+    assert LintResult([], [ParseError("p", 1, "bad")], 1).exit_code_for("never") == 2
+    with pytest.raises(ValueError, match="fail_on"):
+        result().exit_code_for("critical")
