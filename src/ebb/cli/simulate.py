@@ -117,6 +117,33 @@ def _check_numbers(*, slo_ttft_ms: float, slo_e2e_ms: float, cold_start_s: float
     checks.non_negative("--fault-after-s", fault_after_s, fix="e.g. --fault-after-s 400")
 
 
+DEFAULT_PEAK_REPLICAS = 20
+"""The peak calibration when neither ``--load-scale`` nor ``--peak-replicas`` is given."""
+
+
+def _scaling(load_scale: float | None, peak_replicas: str | None) -> tuple[float, int | None]:
+    """(load multiple, peak calibration or None): the two flags are exclusive, and each is honoured.
+
+    Neither → calibrate to a peak of :data:`DEFAULT_PEAK_REPLICAS`; ``--load-scale K`` → K, no
+    calibration; ``--peak-replicas N`` → calibrate to N; ``--peak-replicas off`` → the trace as it is
+    (or times ``--load-scale``). Both with a number → ConfigError naming both.
+    """
+    if peak_replicas is None:
+        return (1.0, DEFAULT_PEAK_REPLICAS) if load_scale is None else (load_scale, None)
+    if peak_replicas.strip().lower() == "off":
+        return (1.0 if load_scale is None else load_scale), None
+    try:
+        n = int(peak_replicas)
+    except ValueError:
+        raise ConfigError(f"--peak-replicas {peak_replicas!r}: expected a whole number of replicas or 'off' "
+                          "(fix: e.g. --peak-replicas 20)") from None
+    if load_scale is not None:
+        raise ConfigError(f"--load-scale {load_scale:g} and --peak-replicas {n} both set the load: the "
+                          "calibration would overrule the scale (fix: give one of them, or --peak-replicas off "
+                          "with --load-scale)")
+    return 1.0, n
+
+
 def _check_ledger(where: str, auth: EtcdAuth | None) -> None:
     """The ledger is usable before the simulation runs: a writable SQLite path, or an etcd that
     answers (its client installed: the error names ``pip install 'ebb[etcd]'``)."""
@@ -161,8 +188,10 @@ def simulate(
                                                  "fluid for count series)")] = None,
     fluid_bin_ms: Annotated[float | None, typer.Option(help="Fluid bin width (ms), 100–1000; default 100 for "
                                                        "request logs, the series' own bin for count series")] = None,
-    load_scale: Annotated[float, typer.Option(help="Multiply load by K")] = 1.0,
-    peak_replicas: Annotated[int | None, typer.Option(help="Scale load so the oracle's peak is N replicas")] = 20,
+    load_scale: Annotated[float | None, typer.Option(help="Multiply load by K (turns the peak calibration "
+                                                     "off; not with --peak-replicas)")] = None,
+    peak_replicas: Annotated[str | None, typer.Option(help="Scale load so the oracle's peak is N replicas, or "
+                                                      "'off' (default: 20 unless --load-scale is given)")] = None,
     slo_ttft_ms: Annotated[float, typer.Option(help="TTFT SLO (ms)")] = SloSettings.ttft_ms,
     slo_e2e_ms: Annotated[float, typer.Option(help="End-to-end SLO (ms)")] = SloSettings.e2e_ms,
     cold_start_s: Annotated[float, typer.Option(help="Replica cold start (s)")] = ClusterSettings.cold_start_s,
@@ -193,8 +222,9 @@ def simulate(
     """Replay a trace through the autoscalers (HPA, KEDA, KPA, Ray Serve, production-stack KEDA, llm-d WVA,
     Dynamo planner, AIBrix), Ebb, static and the oracle; print cost and SLO side by side."""
     # Validate first: every number and every output path, before the trace is even read.
+    load_scale, peak = _scaling(load_scale, peak_replicas)
     _check_numbers(slo_ttft_ms=slo_ttft_ms, slo_e2e_ms=slo_e2e_ms, cold_start_s=cold_start_s,
-                   gpu_hour_usd=gpu_hour_usd, load_scale=load_scale, peak_replicas=peak_replicas,
+                   gpu_hour_usd=gpu_hour_usd, load_scale=load_scale, peak_replicas=peak,
                    fluid_bin_ms=fluid_bin_ms, metric_resolution_s=metric_resolution_s,
                    scrape_interval_s=scrape_interval_s, hpa_sync_s=hpa_sync_s,
                    kubelet_resolution_s=kubelet_resolution_s, seed=seed, fault_slowdown=fault_slowdown,
@@ -236,7 +266,7 @@ def simulate(
                   console=console, disable=quiet, transient=True) as progress:
         task = progress.add_task("preparing workload", total=None)
         try:
-            cmp = compare(tr, items, settings, fidelity=fid, load_scale=load_scale, peak_replicas=peak_replicas,
+            cmp = compare(tr, items, settings, fidelity=fid, load_scale=load_scale, peak_replicas=peak,
                           fluid_bin_s=None if fluid_bin_ms is None else fluid_bin_ms / 1000.0,
                           on_step=lambda msg: progress.update(task, description=msg))
         except MemoryError as exc:
