@@ -11,6 +11,7 @@ wastes the run, and some values never fail at all (a 0 s sync period steps time 
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -114,3 +115,12 @@ def sqlite_ledger_path(flag: str, path: str) -> Path:
             raise InputError(f"{flag}: not an SQLite ledger (the file exists with other content)", path=path,
                              fix=f"choose a new file for {flag}, or '' to record nothing")
     return p
+
+
+def write_scorecards(path: Path, data: object) -> None:
+    """Write ``data`` as indented JSON to ``path`` (checked earlier by :func:`writable_file`); a write
+    that still fails (disk full, permissions changed) is one InputError naming the file."""
+    try:
+        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write the JSON scorecard: {exc.strerror}", path=str(path)) from exc

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import sys
 import time
@@ -12,22 +11,36 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ebb.cli import checks
 from ebb.cli.app import app
-from ebb.cli.ledger_options import EtcdCaOpt, EtcdCertOpt, EtcdKeyOpt, EtcdPasswordFileOpt, EtcdUserOpt, etcd_auth
+from ebb.cli.checks import write_scorecards
+from ebb.cli.ledger_options import (
+    EtcdCaOpt,
+    EtcdCertOpt,
+    EtcdKeyOpt,
+    EtcdPasswordFileOpt,
+    EtcdUserOpt,
+    etcd_auth,
+)
+from ebb.config.policy_specs import parse_policies
 from ebb.errors import ConfigError, InputError, MissingExtraError, TransientError
 from ebb.ledger.location import EtcdAuth, check_auth_fits, parse_location
 from ebb.model.trace import CountSeries
-from ebb.sim.compare import FIDELITIES, Comparison, compare
-from ebb.sim.policies import KNOWN_POLICIES, POLICY_HELP
 from ebb.score.frontier import frontier_ratios
 from ebb.score.report import meets_slo, write_report
-from ebb.sim.settings import ClusterSettings, FaultSettings, MetricPipelineSettings, SimSettings, SloSettings
-from ebb.config.policy_specs import parse_policies
+from ebb.sim.compare import FIDELITIES, Comparison, compare
+from ebb.sim.policies import KNOWN_POLICIES, POLICY_HELP
+from ebb.sim.settings import (
+    ClusterSettings,
+    FaultSettings,
+    MetricPipelineSettings,
+    SimSettings,
+    SloSettings,
+)
 from ebb.sources.traces import BUNDLED_TRACES, FORMATS, open_trace
 
 DEFAULT_POLICIES = "hpa,keda,static,ebb,oracle"
@@ -56,8 +69,8 @@ def _table(cmp: Comparison) -> Table:
 
 def _record(where: str, cmp: Comparison, console: Console, etcd: EtcdAuth | None = None) -> None:
     """Append every policy's decisions to the ledger, one transaction per cycle."""
-    from ebb.ratelimit import TokenBucket
     from ebb.ledger import open_ledger
+    from ebb.ratelimit import TokenBucket
     from ebb.sim.decision_log import run_cycles
 
     run_id = "r" + hashlib.sha1(f"{time.time_ns()}{cmp.workload_name}".encode()).hexdigest()[:5]
@@ -283,12 +296,8 @@ def simulate(
     if ledger:
         _record(ledger, cmp, console, ledger_auth)
     if json_out is not None:
-        data = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.scorecard.as_dict().items()}
-                for r in cmp.runs]
-        try:
-            json_out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"cannot write the JSON scorecard: {exc.strerror}", path=str(json_out)) from exc
+        write_scorecards(json_out, [{k: (None if isinstance(v, float) and math.isnan(v) else v)
+                                     for k, v in r.scorecard.as_dict().items()} for r in cmp.runs])
         console.print(f"scorecards written to {json_out}")
     if report is not None:
         settings_txt = {

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import html
-import json
 import sys
 import time
 from pathlib import Path
@@ -15,9 +14,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ebb.cli.checks import write_scorecards
 from ebb.cli.cluster_inputs import build_inputs
 from ebb.config.scenario import load_scenario
-from ebb.errors import InputError
 from ebb.sim.cluster.ledger_rows import batch_cycles
 from ebb.sim.cluster.run import (
     PEER_GRID,
@@ -36,10 +35,7 @@ def simulate_cluster(scenario: Path, policy: str, *, json_out: Path | None, repo
     """Run the scenario under each policy, print the cluster scorecard, write JSON / report / ledger."""
     console = Console(stderr=False) if sys.stdout.isatty() else Console(width=150)
     started = time.monotonic()
-    sc = load_scenario(scenario)
-    for out in (json_out, report):
-        if out is not None and not out.parent.exists():
-            raise InputError("output folder does not exist", path=str(out), fix="create the folder first")
+    sc = load_scenario(scenario)  # outputs and ledger were checked by ``ebb simulate`` before this call
     inp = build_inputs(sc)
     if not quiet:
         console.print(f"{sc.name}: {len(inp.names)} online + {len(inp.batch_names)} batch services, "
@@ -57,11 +53,7 @@ def simulate_cluster(scenario: Path, policy: str, *, json_out: Path | None, repo
         _record(ledger, sc.name, results, inp, console)
     cards: list[dict[str, Any]] = [r.scorecard for r in results]
     if json_out is not None:
-        data = {"scenario": sc.name, "runs": cards, "best_per_service_peer": best}
-        try:
-            json_out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"cannot write the JSON scorecard: {exc.strerror}", path=str(json_out)) from exc
+        write_scorecards(json_out, {"scenario": sc.name, "runs": cards, "best_per_service_peer": best})
         console.print(f"scorecards written to {json_out}")
     if report is not None:
         report.write_text(_html(sc.name, results, best, inp), encoding="utf-8")

@@ -113,7 +113,7 @@ class EbbCluster:
         spec = step.spec
         busy = self._arr.sum(axis=1) > 0
         with np.errstate(all="ignore"):
-            worst = np.where(busy, np.nanmax(np.where(np.isnan(self._lat), -np.inf, self._lat), axis=1), 0.0)
+            worst = np.where(busy, np.max(np.nan_to_num(self._lat, nan=-np.inf), axis=1), 0.0)
             success = np.where(busy, 1.0 - self._drop.sum(axis=1) / np.maximum(self._arr.sum(axis=1), 1e-9), 1.0)
         latency_ms = np.maximum(worst, 0.0) * self.slo_ms
         rank = rank_fleet(self.classes, prev_weight=self.l1.weight, latency_ms=latency_ms,
