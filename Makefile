@@ -23,15 +23,16 @@ dev: $(VENV)/.installed-dev
 
 ## Replay the bundled real trace (Azure LLM 2023) through Ebb's baselines on a virtual clock.
 demo: venv
-	$(BIN)/ebb simulate --report ebb-report.html --json ebb-scorecard.json
+	$(BIN)/ebb simulate --report ebb-report.html --json ebb-scorecard.json --ledger ebb-ledger.sqlite
 
-## Test services: etcd (ledger, leader election) and Prometheus (live loop) binaries, installed when
+## Test services: etcd (ledger, leader election), Prometheus (live loop) and Chromium (report
+## screenshots) binaries, installed when
 ## root; tests start them on loopback themselves (no systemd here). Without them those tests skip,
 ## except under CI=true, where they fail.
 services:
-	@if { ! command -v etcd >/dev/null || ! command -v prometheus >/dev/null; } && [ "$$(id -u)" = 0 ] \
-		&& command -v apt-get >/dev/null; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server prometheus; fi
+	@if { ! command -v etcd >/dev/null || ! command -v prometheus >/dev/null || ! command -v chromium >/dev/null; } \
+		&& [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server prometheus chromium; fi
 
 ## llama.cpp's llama-server for the real-engine live test, built once into ~/.cache/ebb (needs a C++
 ## compiler and cmake, apt-installed when root; about 10 CPU-minutes the first time, instant after).

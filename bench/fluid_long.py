@@ -6,7 +6,8 @@ turned into a per-second count series with Poisson counts (seeded). Without ``..
 diurnal synthetic rate is used instead (said in the output). Then ``compare`` runs the
 policies (default ``hpa,keda,static,oracle``; ``--policy ebb,...`` adds Ebb's) with
 ``--peak-replicas 20`` and the wall time of each policy — the oracle's includes its schedule
-search — is printed with its GPU-hours, violations and scale-down judgement.
+search — is printed with µs of wall time per simulated second, its GPU-hours, violations and
+scale-down judgement, then each policy's wall time as a ratio to HPA's (same process, same workload).
 
     python bench/fluid_long.py [--days 58] [--policy hpa,keda,static,ebb,oracle]
 """
@@ -67,12 +68,19 @@ def main() -> int:
                   fidelity="fluid", peak_replicas=20,
                   on_step=lambda m: marks.append((m, time.perf_counter() - t0)))
     search_s = next((t for m, t in marks if m.startswith("simulating")), 0.0)
+    walls: dict[str, float] = {}
     for run in cmp.runs:
         c = run.scorecard
         extra = search_s if c.policy == "oracle" else 0.0
-        print(f"  {c.policy:8s} {c.wall_s + extra:6.1f} s  GPU-h {c.gpu_hours:9.1f}  "
+        walls[c.policy] = c.wall_s + extra
+        print(f"  {c.policy:8s} {c.wall_s + extra:6.1f} s  {1e6 * (c.wall_s + extra) / seconds:7.1f} µs/simulated s  "
+              f"GPU-h {c.gpu_hours:9.1f}  "
               f"violations {c.slo_violation_pct:6.3f} %  peak {c.peak_replicas}  misjudged "
               f"{c.misjudged_scale_downs}/{c.scale_downs}  delay {c.sla_violation_delay_ms:.0f} ms", flush=True)
+    if "hpa" in walls:
+        for name, wall in walls.items():
+            if name != "hpa":
+                print(f"  {name} / hpa wall time: {wall / max(walls['hpa'], 1e-9):.2f}x")
     print(f"oracle search: {search_s:.1f} s (included in the oracle's figure); total {time.perf_counter() - t0:.1f} s")
     return 0
 

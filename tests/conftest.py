@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,6 +52,13 @@ def _missing(msg: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI must provide it: {msg}")
     pytest.skip(msg)
+
+
+@pytest.fixture(scope="session")
+def chromium_binary_path() -> str:
+    """Path of a headless-capable Chromium (Debian's ``chromium``); skipped (failed under CI=true) without it."""
+    found = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+    return _binary_or_skip(found, "chromium", "apt-get install -y chromium")
 
 
 @pytest.fixture(scope="session")

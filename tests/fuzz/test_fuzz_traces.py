@@ -63,9 +63,23 @@ def _seed_csv() -> bytes:
     return ("t,n,tin,tout\n" + "".join(f"{1700000000 + i * 0.5},{i % 7},{10 + i},{i % 9}\n" for i in range(40))).encode()
 
 
+def _seed_service_log() -> bytes:
+    """A diffusion-serving log: float-typed counts (``63.0``) and a per-request ``exec_time_seconds``."""
+    return ("ts,steps,images,exec_time_seconds\n"
+            + "".join(f"{1700000000 + i * 0.7:.3f},{20 + i % 40}.0,{1 + i % 4}.0,{1.5 + (i % 5) * 0.25}\n"
+                      for i in range(40))).encode()
+
+
+def _seed_servegen() -> bytes:
+    return "".join(f"{i * 600},{0.2 + (i % 3) * 0.1},1.1,{'Gamma' if i % 2 else 'Weibull'},1.2,4.5\n"
+                   for i in range(6)).encode()
+
+
 SEEDS: list[tuple[str, bytes]] = [("azure", _seed_azure()), ("mooncake", _seed_mooncake()),
                                   ("counts", _seed_counts()), ("auto", _seed_azure()), ("auto", _seed_mooncake()),
-                                  ("auto", _seed_counts()), ("csv-requests", _seed_csv()), ("csv-counts", _seed_csv())]
+                                  ("auto", _seed_counts()), ("csv-requests", _seed_csv()), ("csv-counts", _seed_csv()),
+                                  ("csv-service", _seed_service_log()), ("csv-noheader", _seed_csv()),
+                                  ("servegen", _seed_servegen()), ("auto", _seed_servegen())]
 TOKENS = [b"[", b"]", b"{", b"}", b'"', b",", b"\n", b"\r\n", b"\x00", b"\xff\xfe", b"\xef\xbb\xbf", b"#", b"-1",
           b"NaN", b"Infinity", b"1e309", b"99999999999999999999999", str(2**63).encode(), b"9" * 5000,
           b"0x1F", b"1_000", b"\t", b" ", b"2023-13-45 25:61:61.0", b"# bin_s=0\n", b"# start=yesterday\n",
@@ -117,6 +131,11 @@ def _load(path: Path, fmt: str) -> RequestTrace | CountSeries:
         return load_trace(path, "csv", time_col="t", tokens_in_col="tin", tokens_out_col="tout")
     if fmt == "csv-counts":
         return load_trace(path, "csv", time_col="t", count_col="n")
+    if fmt == "csv-service":
+        return load_trace(path, "csv", time_col="ts", service_col="exec_time_seconds", tokens_in_col="steps",
+                          tokens_out_col="images")
+    if fmt == "csv-noheader":  # the header row is data here: a bad first row must be one clear error
+        return load_trace(path, "csv", time_col="0", count_col="1", no_header=True)
     return load_trace(path, fmt)
 
 
@@ -126,6 +145,8 @@ def _check(trace: RequestTrace | CountSeries) -> None:
         assert np.all(np.isfinite(a)) and np.all(a >= 0) and np.all(np.diff(a) >= 0)
         for tokens in (trace.tokens_in, trace.tokens_out):
             assert tokens.dtype == np.int64 and np.all((tokens >= 0) & (tokens <= MAX_TOKENS))
+        if trace.service_s is not None:
+            assert np.all(np.isfinite(trace.service_s) & (trace.service_s >= 0))
     else:
         assert trace.counts.dtype == np.int64 and np.all(trace.counts >= 0) and trace.bin_s > 0
 
@@ -169,3 +190,37 @@ def test_simulate_exits_two_with_one_line_on_a_refused_trace(
     code, err = _main(["simulate", "--trace", str(trace_file), "--format", fmt, "--quiet", "--ledger", ""])
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith(f"error: {trace_file}"), err
+
+
+_HUGE = st.one_of(st.integers(MAX_TOKENS + 1, 10**30), st.sampled_from([10**9, 10**22, 10**22 + 1, 2**63, 2**64]))
+"""Token counts past the plausible bound (10 M), from one over it to 23+ digits (issue #18)."""
+
+
+@st.composite
+def huge_tokens(draw: st.DrawFn) -> tuple[str, bytes, int]:
+    """A valid two-request file (Azure CSV, Mooncake JSONL or generic CSV) whose second request
+    has one implausible token count, in the prompt or the output column; returns its 1-based line."""
+    fmt = draw(st.sampled_from(["azure", "mooncake", "csv-requests", "auto"]))
+    big = str(draw(_HUGE))
+    tin, tout = (big, "7") if draw(st.booleans()) else ("7", big)
+    if fmt == "mooncake" or (fmt == "auto" and draw(st.booleans())):
+        rows = ['{"timestamp": 0, "input_length": 5, "output_length": 5}',
+                f'{{"timestamp": 10, "input_length": {tin}, "output_length": {tout}}}']
+        return fmt, ("\n".join(rows) + "\n").encode(), 2
+    if fmt == "csv-requests":
+        return fmt, f"t,n,tin,tout\n1700000000,1,5,5\n1700000001,1,{tin},{tout}\n".encode(), 3
+    return fmt, (f"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.97,5,5\n"
+                 f"2023-11-16 18:17:04.97,{tin},{tout}\n").encode(), 3
+
+
+@FUZZ
+@given(case=huge_tokens())
+def test_a_token_count_past_the_plausible_bound_is_refused_naming_line_and_bound(
+        case: tuple[str, bytes, int], trace_file: Path, fuzz_tried: Callable[[str], None]) -> None:
+    fuzz_tried("traces")
+    fmt, data, line = case
+    trace_file.write_bytes(data)
+    with pytest.raises(EbbError) as info:
+        _load(trace_file, fmt)
+    text = str(info.value)
+    assert text.startswith(f"{trace_file}:{line}: ") and f"{MAX_TOKENS:,}" in text and "\n" not in text

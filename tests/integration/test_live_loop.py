@@ -9,10 +9,16 @@ the ledger, one trace per cycle, no scale-down while the data was stale and one 
 
 from __future__ import annotations
 
+import json
+import math
+import urllib.parse
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 from ebb.ledger import open_ledger
 from ebb.live.demo import DemoSettings, LiveDemo
@@ -24,6 +30,42 @@ pytestmark = pytest.mark.slow
 
 KILL_AT_S = 15.0
 BACK_AT_S = 40.0
+CONTROLLER_SCRAPED_AT_S = 3.0  # the demo's Prometheus scrapes router, agent, workers; add the controller
+DASHBOARD_AT_S = 165.0  # load still running, two 1-minute rate windows of fresh data since the restart
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "ebb-dashboard.json"
+
+
+def scrape_the_controller(demo: LiveDemo) -> None:
+    """Serve the controller's own metrics and add them to Prometheus' config (as deploy/ scrapes them)."""
+    assert demo.controller is not None and demo.controller.metrics is not None and demo.prometheus is not None
+    url = demo.controller.metrics.serve()
+    assert url, "the controller's metrics could not be served"
+    cfg_path = demo.prometheus.config_path
+    cfg = yaml.safe_load(cfg_path.read_text(encoding="utf-8"))
+    target = urllib.parse.urlsplit(url).netloc
+    cfg["scrape_configs"].append({"job_name": "ebb-controller", "static_configs": [{"targets": [target]}]})
+    cfg_path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    demo.prometheus.reload()
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    """(panel title, PromQL) for every target of the Grafana dashboard, template variables substituted."""
+    doc = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    out = []
+    for panel in doc["panels"]:
+        for target in panel.get("targets", []):
+            # $__rate_interval is Grafana's; 1m = four times the demo's 1 s scrape interval and more
+            out.append((panel["title"], target["expr"].replace("$__rate_interval", "1m")))
+    return out
+
+
+def instant_query(prometheus_url: str, expr: str) -> list[dict[str, Any]]:
+    url = f"{prometheus_url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+    with urllib.request.urlopen(url, timeout=10.0) as resp:
+        body = json.loads(resp.read())
+    assert body["status"] == "success", (expr, body)
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
 
 
 def test_the_live_loop_follows_a_real_trace_and_fails_static_while_prometheus_is_down(
@@ -43,8 +85,17 @@ def test_the_live_loop_follows_a_real_trace_and_fails_static_while_prometheus_is
         demo.prometheus.start()
         events["back"] = demo.controller._clock() - demo.controller.t0
 
+    answers: dict[str, list[dict[str, Any]]] = {}
+
+    def query_the_dashboard(demo: LiveDemo) -> None:
+        assert demo.prometheus is not None
+        for title, expr in dashboard_queries():
+            answers[f"{title}: {expr}"] = instant_query(demo.prometheus.url, expr)
+
     demo = LiveDemo(DemoSettings(minutes=3.0, source="prometheus", workdir=tmp_path, report=tmp_path / "r.html"),
-                    tracer=CycleTracer(provider), hooks={KILL_AT_S: kill, BACK_AT_S: back})
+                    tracer=CycleTracer(provider), hooks={KILL_AT_S: kill, BACK_AT_S: back,
+                                                         CONTROLLER_SCRAPED_AT_S: scrape_the_controller,
+                                                         DASHBOARD_AT_S: query_the_dashboard})
     res = demo.run()
     assert res.source == "prometheus"
     outs = res.outcomes
@@ -94,3 +145,11 @@ def test_the_live_loop_follows_a_real_trace_and_fails_static_while_prometheus_is
     assert "Replicas over time" in html and "live" in html
     card = res.policy_run.scorecard
     assert card.dropped_requests == 0 and card.scale_downs >= 1
+
+    # The Grafana dashboard (deploy/grafana/ebb-dashboard.json): every panel's every query, run
+    # against this real Prometheus while the loop ran, returned at least one finite value.
+    assert len(answers) == len(dashboard_queries()) >= 15, sorted(answers)
+    empty = [q for q, result in answers.items() if not result]
+    assert not empty, f"dashboard queries with no data: {empty}"
+    no_number = [q for q, result in answers.items() if not any(math.isfinite(float(r["value"][1])) for r in result)]
+    assert not no_number, f"dashboard queries with only NaN: {no_number}"

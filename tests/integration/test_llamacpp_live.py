@@ -1,7 +1,7 @@
 """Ebb scaling real llama.cpp servers for 3 minutes under a real trace (issues #14 and #16).
 
 What runs: ``ebb demo --live --engine llamacpp``'s settings (:func:`ebb.live.demo.llamacpp_settings`):
-3 ``llama-server`` processes at start (2 slots each, ``--metrics``, one CPU thread, the tiny random
+4 ``llama-server`` processes at start (2 slots each, ``--metrics``, one CPU thread, the tiny random
 model), the router's llama.cpp backend, the agent polling the router's ``/stats`` and every server's
 ``/metrics`` with the ``llamacpp`` profile, the controller in act mode, and the Azure code trace's
 minutes 22–28 at 2× (a busy stretch calming down, smaller bursts) with token counts scaled for CPU
@@ -110,7 +110,10 @@ def test_ebb_scales_real_llama_servers_down_and_holds_the_slo(
     # The fleet shrinks as the comeback bound allows, and the SLO holds: at most 1 % of requests
     # past the TTFT limit (issue #16), none failed.
     acted = [(round(o.t_s), o.action, o.spec_replicas, o.to_replicas) for o in outs if o.acted]
-    assert [o for o in outs if o.acted and o.action == "scale_down"], acted
+    # What the policy said when it did not act (vetoes, the comeback floor): the failure's explanation.
+    said = [(round(o.t_s), o.action, o.note[:120], round(o.signals.get("comeback_floor_replicas", float("nan")), 2))
+            for o in outs if o.action not in ("hold",) and not o.acted]
+    assert [o for o in outs if o.acted and o.action == "scale_down"], (acted, said)
     card = res.policy_run.scorecard
     ttft_late = float(np.mean(res.load.ttft_ms[res.load.ok] > s.slo_ttft_ms))
     assert ttft_late <= 0.01, (ttft_late, acted)

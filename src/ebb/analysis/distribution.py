@@ -10,6 +10,12 @@ Guarantees (tested as properties): mode ranges are disjoint and ordered, each co
 shares are in [0, 1] and sum to <= 1. Pure numpy; no I/O. Percent-like series (unit ``pct``,
 ``percent``) are binned over [0, 100] when every value lies there, so modes read as in the note
 ("35-55 %").
+
+Dominant exact values come first (:mod:`ebb.analysis.modes`): every value holding >= 5 % of the
+sample is an :class:`~ebb.analysis.modes.Atom` (``gpu_milli`` 1000 and 0 in the Alibaba pod
+list), and the histogram and its modes describe only the rest, binned in log10 space when that
+rest is positive and skewed. Atom and mode shares are fractions of the whole sample and together
+sum to <= 1.
 """
 
 from __future__ import annotations
@@ -19,6 +25,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
+from ebb.analysis.modes import (
+    ATOM_MIN_SHARE,
+    Atom,
+    find_atoms,
+    prefers_log_scale,
+    split_atoms,
+)
 
 __all__ = ["Mode", "Distribution", "histogram", "smooth", "distribution"]
 
@@ -40,12 +54,18 @@ class Mode:
 
 @dataclass(frozen=True)
 class Distribution:
+    """One resource's summary. ``edges``/``counts``/``smoothed`` cover the continuous part only
+    (the samples that are no atom); ``edges`` are in the value's unit, geometric when
+    ``log_scale``. ``n`` counts every finite sample, atoms included."""
+
     name: str
     n: int
     edges: FloatArray
     counts: npt.NDArray[np.int64]
     smoothed: FloatArray
     modes: tuple[Mode, ...]
+    atoms: tuple[Atom, ...]
+    log_scale: bool
     mean: float
     p50: float
     p95: float
@@ -115,7 +135,7 @@ def _prominence(s: FloatArray, p: int) -> float:
     return float(h - max(base_left, base_right))
 
 
-def _modes(v: FloatArray, edges: FloatArray, counts: npt.NDArray[np.int64], s: FloatArray,
+def _modes(n: int, edges: FloatArray, counts: npt.NDArray[np.int64], s: FloatArray,
            min_prominence: float, rel_height: float, min_share: float) -> tuple[Mode, ...]:
     top = float(s.max()) if len(s) else 0.0
     if top <= 0:
@@ -123,7 +143,6 @@ def _modes(v: FloatArray, edges: FloatArray, counts: npt.NDArray[np.int64], s: F
     peaks = [p for p in _peaks(s) if _prominence(s, p) >= min_prominence * top]
     # valleys[k] separates peaks[k] and peaks[k+1]: the lowest bin strictly between them
     valleys = [a + 1 + int(np.argmin(s[a + 1:b])) for a, b in zip(peaks, peaks[1:])]
-    n = len(v)
     modes: list[Mode] = []
     for k, p in enumerate(peaks):
         floor = rel_height * s[p]
@@ -147,19 +166,33 @@ def _modes(v: FloatArray, edges: FloatArray, counts: npt.NDArray[np.int64], s: F
 
 def distribution(name: str, values: FloatArray, *, bins: int = 100, sigma_bins: float = 1.5,
                  min_prominence: float = 0.1, rel_height: float = 0.25,
-                 min_share: float = 0.01) -> Distribution:
-    """Histogram, quantiles and modes of one resource; non-finite values are ignored."""
+                 min_share: float = 0.01, atom_min_share: float = ATOM_MIN_SHARE) -> Distribution:
+    """Histogram, quantiles, atoms and modes of one resource; non-finite values are ignored."""
     v = np.asarray(values, dtype=np.float64)
     v = v[np.isfinite(v)]
     if len(v) == 0:
         raise ValueError(f"series {name!r} has no finite values")
+    atoms = find_atoms(v, min_share=atom_min_share)
+    rest = split_atoms(v, atoms)
+    log_scale = prefers_log_scale(rest)
     vr: tuple[float, float] | None = None
-    if _is_percent(name) and v.min() >= 0 and v.max() <= 100:
+    if log_scale:
+        vr = (float(np.log10(rest.min())), float(np.log10(rest.max())))
+    elif _is_percent(name) and v.min() >= 0 and v.max() <= 100:
         vr = (0.0, 100.0)
-    edges, counts = histogram(v, bins=bins, value_range=vr)
+    else:
+        lo, hi = float(v.min()), float(v.max())
+        vr = (lo, hi) if hi > lo else (lo - 0.5, hi + 0.5)
+    # bin the continuous part over the whole sample's range, so atoms and bars share one x axis
+    binned = np.log10(rest) if log_scale else rest
+    edges, counts = histogram(binned, bins=bins, value_range=vr)
     s = smooth(counts, sigma_bins)
+    modes = _modes(len(v), edges, counts, s, min_prominence, rel_height, min_share)
+    if log_scale:
+        edges = np.power(10.0, edges)
+        modes = tuple(Mode(peak=float(10.0 ** m.peak), lo=float(10.0 ** m.lo), hi=float(10.0 ** m.hi),
+                           share=m.share, count=m.count, prominence=m.prominence) for m in modes)
     q50, q95, q99 = (float(x) for x in np.percentile(v, [50, 95, 99]))
-    return Distribution(name=name, n=len(v), edges=edges, counts=counts, smoothed=s,
-                        modes=_modes(v, edges, counts, s, min_prominence, rel_height, min_share),
-                        mean=float(v.mean()), p50=q50, p95=q95, p99=q99,
-                        lo=float(v.min()), hi=float(v.max()))
+    return Distribution(name=name, n=len(v), edges=edges, counts=counts, smoothed=s, modes=modes,
+                        atoms=atoms, log_scale=log_scale, mean=float(v.mean()), p50=q50, p95=q95,
+                        p99=q99, lo=float(v.min()), hi=float(v.max()))

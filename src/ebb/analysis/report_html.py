@@ -34,36 +34,91 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
 
 
-def _hist_svg(d: Distribution, w: int = 640, h: int = 160) -> str:
-    counts = d.counts.astype(np.float64)
-    top = float(max(counts.max(), d.smoothed.max(), 1.0))
+def _share_ticks(top: float) -> list[float]:
+    """Four to six round tick values from 0 to >= ``top`` (a share in (0, 1])."""
+    raw = top / 4
+    mag = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * mag >= raw)
+    return [k * step for k in range(math.ceil(top / step - 1e-9) + 1)]
+
+
+def _pct(share: float) -> str:
+    return f"{share * 100:.3g} %"
+
+
+def _hist_svg(d: Distribution, w: int = 640, h: int = 220) -> str:
+    """Bars (continuous part per bin) and spikes (atoms), both as share of all ``d.n`` samples.
+
+    The y axis is labelled "share of samples" with round ticks; the x axis carries the resource's
+    name (and "log scale" when the bins are geometric). An atom a log axis cannot place (<= 0) is
+    drawn in a slot left of the axis, labelled with its value.
+    """
+    n = max(d.n, 1)
+    shares = d.counts.astype(np.float64) / n
+    smooth_share = d.smoothed / n
     lo, hi = float(d.edges[0]), float(d.edges[-1])
+    off_axis = [a for a in d.atoms if d.log_scale and a.value <= 0]
+    placed = [a for a in d.atoms if a not in off_axis]
+    if placed:
+        lo, hi = min(lo, min(a.value for a in placed)), max(hi, max(a.value for a in placed))
+    if hi <= lo:
+        lo, hi = lo - 0.5, hi + 0.5
+    left, right, top_px, bottom = 64 + (24 if off_axis else 0), w - 12, 12, h - 44
+    tr = math.log10 if d.log_scale else float
 
     def x(v: float) -> float:
-        return 40 + (v - lo) / (hi - lo) * (w - 50)
+        return left + (tr(v) - tr(lo)) / (tr(hi) - tr(lo)) * (right - left)
 
-    def y(c: float) -> float:
-        return h - 20 - c / top * (h - 30)
+    top = float(max(shares.max(initial=0.0), smooth_share.max(initial=0.0),
+                    max((a.share for a in d.atoms), default=0.0), 1e-9))
+    ticks = _share_ticks(top)
+    y_max = ticks[-1]
+
+    def y(share: float) -> float:
+        return bottom - share / y_max * (bottom - top_px)
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" '
              f'aria-label="histogram of {_esc(d.name)}">']
     for m in d.modes:
-        parts.append(f'<rect x="{x(m.lo):.1f}" y="10" width="{max(1.0, x(m.hi) - x(m.lo)):.1f}" '
-                     f'height="{h - 30}" fill="#ffe8b0"><title>mode {_fmt(m.lo)}–{_fmt(m.hi)}: '
+        parts.append(f'<rect x="{x(m.lo):.1f}" y="{top_px}" width="{max(1.0, x(m.hi) - x(m.lo)):.1f}" '
+                     f'height="{bottom - top_px}" fill="#ffe8b0"><title>mode {_fmt(m.lo)}–{_fmt(m.hi)}: '
                      f'{m.share:.1%}</title></rect>')
-    for i, c in enumerate(counts):
+    for i, c in enumerate(shares):
         if c > 0:
             x0, x1 = x(float(d.edges[i])), x(float(d.edges[i + 1]))
             parts.append(f'<rect x="{x0:.1f}" y="{y(c):.1f}" width="{max(0.5, x1 - x0 - 0.5):.1f}" '
-                         f'height="{h - 20 - y(c):.1f}" fill="#4a7bb7"/>')
-    centres = 0.5 * (d.edges[:-1] + d.edges[1:])
-    pts = " ".join(f"{x(float(c)):.1f},{y(float(s)):.1f}" for c, s in zip(centres, d.smoothed))
-    parts.append(f'<polyline points="{pts}" fill="none" stroke="#c0392b" stroke-width="1.5"/>')
-    parts.append(f'<line x1="40" y1="{h - 20}" x2="{w - 10}" y2="{h - 20}" stroke="#333"/>')
-    for v in np.linspace(lo, hi, 6):
-        parts.append(f'<text x="{x(float(v)):.1f}" y="{h - 5}" font-size="10" text-anchor="middle">'
-                     f'{_fmt(float(v))}</text>')
-    parts.append("</svg>")
+                         f'height="{bottom - y(c):.1f}" fill="#4a7bb7"/>')
+    if len(shares):
+        centres = 0.5 * (d.edges[:-1] + d.edges[1:])
+        if d.log_scale:  # the bins are geometric: their centre is the geometric mean
+            centres = np.sqrt(d.edges[:-1] * d.edges[1:])
+        pts = " ".join(f"{x(float(c)):.1f},{y(float(s)):.1f}" for c, s in zip(centres, smooth_share))
+        parts.append(f'<polyline points="{pts}" fill="none" stroke="#c0392b" stroke-width="1.5"/>')
+    for k, a in enumerate(off_axis):
+        slot_x = 64 + 6 + 4 * k
+        parts.append(f'<line x1="{slot_x}" y1="{bottom}" x2="{slot_x}" y2="{y(a.share):.1f}" stroke="#8e44ad" '
+                     f'stroke-width="3"><title>atom {_fmt(a.value)}: {a.share:.1%}</title></line>'
+                     f'<text x="{slot_x}" y="{bottom + 14}" font-size="10" text-anchor="middle">{_fmt(a.value)}</text>')
+    for a in placed:
+        ax = x(a.value)
+        parts.append(f'<line x1="{ax:.1f}" y1="{bottom}" x2="{ax:.1f}" y2="{y(a.share):.1f}" stroke="#8e44ad" '
+                     f'stroke-width="3"><title>atom {_fmt(a.value)}: {a.share:.1%}</title></line>')
+    # axes: y with share ticks and its label, x with value ticks and the resource's name
+    parts.append(f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#333"/>'
+                 f'<line x1="{left}" y1="{top_px}" x2="{left}" y2="{bottom}" stroke="#333"/>')
+    for t in ticks:
+        parts.append(f'<line x1="{left - 4}" y1="{y(t):.1f}" x2="{left}" y2="{y(t):.1f}" stroke="#333"/>'
+                     f'<text x="{left - 6}" y="{y(t) + 3:.1f}" font-size="10" text-anchor="end">{_pct(t)}</text>')
+    parts.append(f'<text x="12" y="{(top_px + bottom) / 2:.1f}" font-size="11" text-anchor="middle" '
+                 f'transform="rotate(-90 12 {(top_px + bottom) / 2:.1f})">share of samples</text>')
+    xt = np.geomspace(lo, hi, 6) if d.log_scale else np.linspace(lo, hi, 6)
+    for v in xt:
+        parts.append(f'<line x1="{x(float(v)):.1f}" y1="{bottom}" x2="{x(float(v)):.1f}" y2="{bottom + 4}" '
+                     f'stroke="#333"/><text x="{x(float(v)):.1f}" y="{bottom + 15}" font-size="10" '
+                     f'text-anchor="middle">{_fmt(float(v))}</text>')
+    label = _esc(d.name) + (" (log scale)" if d.log_scale else "")
+    parts.append(f'<text x="{(left + right) / 2:.1f}" y="{h - 6}" font-size="11" text-anchor="middle">'
+                 f'{label}</text></svg>')
     return "".join(parts)
 
 
@@ -124,11 +179,19 @@ def render_html(report: AnalysisReport, *, title: str = "ebb analyze", sources: 
     out.append(f"<p>{report.n_samples:,} samples of {report.n_series} series over {span_s:,.1f} s"
                + (f" from {', '.join(_esc(s) for s in sources)}" if sources else "") + ".</p>")
     out.append("<h2>Distribution per resource</h2><p class=\"note\">Bars: histogram; red line: smoothed; "
-               "shaded: modes (local maxima with a prominence rule; share = fraction of samples in the range).</p>")
+               "shaded: modes (local maxima with a prominence rule; share = fraction of samples in the range); "
+               "purple spikes: atoms (one exact value holding &ge; 5 % of the samples). "
+               "Heights are shares of all samples.</p>")
     for d in report.distributions:
         out.append(f"<h3>{_esc(d.name)}</h3><p>n={d.n:,} mean={_fmt(d.mean)} p50={_fmt(d.p50)} "
                    f"p95={_fmt(d.p95)} p99={_fmt(d.p99)} min={_fmt(d.lo)} max={_fmt(d.hi)}</p>")
         out.append(_hist_svg(d))
+        if d.atoms:
+            out.append("<table><tr><th>atom</th><th>value</th><th>share</th><th>samples</th></tr>")
+            for k, a in enumerate(d.atoms, 1):
+                out.append(f"<tr><td>{k}</td><td>{_fmt(a.value)}</td><td>{a.share:.1%}</td>"
+                           f"<td>{a.count:,}</td></tr>")
+            out.append("</table>")
         if d.modes:
             out.append("<table><tr><th>mode</th><th>peak</th><th>range</th><th>share</th><th>samples</th></tr>")
             for k, m in enumerate(d.modes, 1):

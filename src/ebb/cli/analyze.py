@@ -1,6 +1,7 @@
 """``ebb analyze FILE...``: distributions with modes, per-node heat and resource correlation.
 
-Inputs: metric CSVs (wide with a time column, wide without time given ``--step-s``, or the long
+Inputs: metric CSVs (wide with a time column of seconds or ISO-8601 datetimes, read by the same
+function as ``ebb simulate --format csv``; wide without time given ``--step-s``; or the long
 ``ts_ns,series,value`` files ``python -m ebb.sources.nvml`` writes) and DeepSpeed comms logs
 (``*.log``). With several files each one becomes a node: its series are named ``<file stem>/...``
 so the heat map compares files. Malformed inputs stop the command with the file, line and fix.
@@ -81,12 +82,16 @@ def _spark(row: np.ndarray, lo: float, hi: float) -> str:
 def _print(console: Console, report: AnalysisReport, coupled_abs_r: float) -> None:
     span = (report.t1_ns - report.t0_ns) / 1e9
     console.print(f"[bold]{report.n_samples:,}[/] samples, {report.n_series} series, span {span:,.1f} s")
-    t = Table(title="Distribution per resource (modes: range, share of samples)")
-    for head in ("resource", "n", "mean", "p50", "p95", "p99", "modes"):
-        t.add_column(head, justify="left" if head in ("resource", "modes") else "right")
+    t = Table(title="Distribution per resource (atoms: exact values holding >= 5 % of samples; "
+                    "modes of the rest: range, share of samples)")
+    for head in ("resource", "n", "mean", "p50", "p95", "p99", "atoms", "modes"):
+        t.add_column(head, justify="left" if head in ("resource", "atoms", "modes") else "right")
     for d in report.distributions:
+        atoms = "; ".join(f"{_fmt(a.value)}: {a.share:.1%}" for a in d.atoms) or "–"
         modes = "; ".join(f"{_fmt(m.lo)}–{_fmt(m.hi)} ({m.share:.1%})" for m in d.modes) or "–"
-        t.add_row(d.name, f"{d.n:,}", _fmt(d.mean), _fmt(d.p50), _fmt(d.p95), _fmt(d.p99), modes)
+        if d.log_scale and d.modes:
+            modes += " (log bins)"
+        t.add_row(d.name, f"{d.n:,}", _fmt(d.mean), _fmt(d.p50), _fmt(d.p95), _fmt(d.p99), atoms, modes)
     console.print(t)
     for hm in report.heatmaps:
         finite = hm.cells[np.isfinite(hm.cells)]
@@ -120,7 +125,9 @@ def _print(console: Console, report: AnalysisReport, coupled_abs_r: float) -> No
 @app.command("analyze")
 def analyze_cmd(
     files: Annotated[list[Path], typer.Argument(help="metric CSVs or DeepSpeed comms logs (*.log)")],
-    time_col: Annotated[str | None, typer.Option("--time-col", help="time column in seconds (default: auto)")] = None,
+    time_col: Annotated[str | None, typer.Option(
+        "--time-col", help="time column: seconds or ISO-8601 datetimes, parsed as `ebb simulate` parses them "
+                           "(default: auto)")] = None,
     step_s: Annotated[float | None, typer.Option("--step-s", help="files without time: row i is at i x STEP seconds")] = None,
     columns: Annotated[str | None, typer.Option("--columns", help="comma-separated value columns to analyze")] = None,
     html_out: Annotated[Path | None, typer.Option("--html", help="also write a self-contained HTML report here")] = None,

@@ -3,7 +3,13 @@
 Conventions every command shares: ``-h`` is ``--help`` (on the app and on every subcommand, through
 the context settings subcommands inherit) and ``ebb --version`` prints ``ebb <version>`` from the
 installed package's metadata. Colour follows rich, which turns it off when ``NO_COLOR`` is set and
-non-empty (https://no-color.org).
+non-empty (https://no-color.org). Shell completion: ``ebb --install-completion`` (bash, zsh, fish,
+PowerShell) or ``ebb --show-completion SHELL`` to print the script.
+
+Environment variables: every option of every command can be set as ``EBB_<COMMAND>_<OPTION>`` (upper
+case, dashes as underscores: ``EBB_SIMULATE_LEDGER=ebb-ledger.sqlite``, ``EBB_EXPLAIN_LEDGER``,
+``EBB_RUN_PROMETHEUS_URL``), as click's ``auto_envvar_prefix`` reads them; a flag on the command line
+wins over the environment. ``EBB_DEBUG=1`` shows tracebacks (``ebb.cli.main``).
 """
 
 from __future__ import annotations
@@ -14,15 +20,18 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["app", "package_version"]
+__all__ = ["app", "package_version", "ENV_PREFIX"]
+
+ENV_PREFIX = "EBB"
+"""Options read ``EBB_<COMMAND>_<OPTION>`` from the environment (see the module docstring)."""
 
 app = typer.Typer(
     name="ebb",
     help="Ebb: safe, SLA-aware elastic scale-down for GPU clusters.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": ENV_PREFIX},
 )
 
 
@@ -42,8 +51,9 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    # Never from the environment: an EBB_VERSION set for a build must not turn every command into this.
     version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                          help="Print ebb's version and exit.")] = False,
+                                          allow_from_autoenv=False, help="Print ebb's version and exit.")] = False,
 ) -> None:
     # No docstring: the app's help= above is what `ebb -h` shows.
     del version

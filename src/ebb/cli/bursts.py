@@ -32,6 +32,7 @@ import typer
 
 from ebb.cli import checks
 from ebb.cli.app import app
+from ebb.cli.output_option import OutputOpt, wants_json
 from ebb.config.triggers import Trigger, default_triggers, load_triggers
 from ebb.decide.burst import Burst, detect_bursts
 from ebb.decide.triggers import TriggerResult, evaluate_trigger
@@ -201,9 +202,11 @@ def bursts_command(
     triggers: Path | None = typer.Option(None, "--triggers", help="Also evaluate this trigger YAML "
                                          "(rules' signals are CSV columns) at the last sample; 'default' = "
                                          "the note's three chapter-1 triggers."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
+    as_json: bool = typer.Option(False, "--json", help="Same as -o json (a JSON list)."),
+    output: OutputOpt = "table",
 ) -> None:
     """Find bursts: the windowed quantile over a threshold for at least a minimum duration."""
+    as_json = wants_json(output, as_json)
     if (threshold is None) != (min_duration_ms is None) or (threshold is None and triggers is None):
         raise ConfigError("ebb bursts needs --threshold and --min-duration-ms (bursts), --triggers FILE, "
                           "or both (fix: e.g. --threshold 55 --min-duration-ms 200)")

@@ -14,7 +14,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from pathlib import Path
+from typing import Final
+
+from rich.console import Console
 
 from ebb.errors import ConfigError, InputError
 
@@ -82,6 +86,8 @@ def writable_file(flag: str, path: str | os.PathLike[str]) -> Path:
     is not a directory nor an existing read-only file. Nothing is created."""
     p = Path(path)
     where = os.fspath(path)
+    if flag == "--json" and p == STDOUT:
+        return p  # standard output (see STDOUT)
     if p.is_dir():
         raise InputError(f"{flag} is a directory", path=where, fix=f"give {flag} a file name inside it")
     parent = p.parent if str(p.parent) else Path(".")
@@ -117,9 +123,26 @@ def sqlite_ledger_path(flag: str, path: str) -> Path:
     return p
 
 
+STDOUT: Final = Path("-")
+"""``--json -``: the JSON goes to standard output (and the human output to stderr), as kubectl's ``-o json``."""
+
+
+def human_console(json_out: Path | None) -> Console:
+    """Where a command's human output goes: stderr when ``--json -`` puts the JSON on stdout (a pipe
+    then reads JSON only), else stdout; off a terminal 150 columns wide, so a log keeps whole rows."""
+    to_err = json_out == STDOUT
+    tty = (sys.stderr if to_err else sys.stdout).isatty()
+    return Console(stderr=to_err) if tty else Console(stderr=to_err, width=150)
+
+
 def write_scorecards(path: Path, data: object) -> None:
-    """Write ``data`` as indented JSON to ``path`` (checked earlier by :func:`writable_file`); a write
-    that still fails (disk full, permissions changed) is one InputError naming the file."""
+    """Write ``data`` as indented JSON to ``path`` (checked earlier by :func:`writable_file`), or to
+    standard output when ``path`` is :data:`STDOUT` (``-``); a write that still fails (disk full,
+    permissions changed) is one InputError naming the file."""
+    if path == STDOUT:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        sys.stdout.flush()
+        return
     try:
         path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:

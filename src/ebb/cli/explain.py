@@ -3,7 +3,13 @@
 Prints the cycle time and policy, the target, action and replicas from → to, the reasons, the signals
 the policy saw (a table), the weights, the vetoes, the chosen victims, the plan, and the causal
 parents (``caused_by``) and children (later decisions of the same run caused by this one).
-``--json`` prints the same as one JSON object. ``ebb explain --list [--run RUN]`` lists recent decisions.
+``--json`` prints the same as one JSON object. ``ebb explain --list`` lists the latest run's recent
+decisions with their policy (``--run RUN`` another run, ``--run all`` every run).
+
+Times: a live controller stamps decisions with the wall clock (shown as UTC); the simulator stamps
+them with the trace's own clock, seconds from the trace's start (shown as ``trace +H:MM:SS.mmm``,
+never as a 1970 date). A stamp before 2000-01-01 UTC (:data:`TRACE_CLOCK_BEFORE_NS`) is a trace time:
+no wall clock Ebb runs on reads earlier, and no simulated trace is 30 years long.
 
 The ledger is only read, and opened read-only (an SQLite ledger on a read-only mount or in a
 directory this user cannot write opens too); a missing ledger file is an error, never silently
@@ -25,14 +31,26 @@ from typing import Annotated, Any
 import typer
 
 from ebb.cli.app import app
-from ebb.cli.ledger_options import (EtcdCaOpt, EtcdCertOpt, EtcdKeyOpt, EtcdPasswordFileOpt, EtcdUserOpt, etcd_auth,
-                                    quiet_row_warnings, skipped_warning)
+from ebb.cli.ledger_options import (
+    EtcdCaOpt,
+    EtcdCertOpt,
+    EtcdKeyOpt,
+    EtcdPasswordFileOpt,
+    EtcdUserOpt,
+    etcd_auth,
+    quiet_row_warnings,
+    skipped_warning,
+)
+from ebb.cli.output_option import OutputOpt, wants_json
 from ebb.errors import EbbError, InputError
 from ebb.ledger import DEFAULT_PATH, Ledger, MalformedRow, open_ledger
 from ebb.model.decisions import CycleRecord, DecisionRecord
 from ebb.model.ids import CycleId, DecisionId, RunId
 
-__all__ = ["format_ts", "nearest_ids", "explain_text", "explain_json"]
+__all__ = ["explain_json", "explain_text", "format_time", "format_ts", "latest_run", "nearest_ids"]
+
+TRACE_CLOCK_BEFORE_NS = 946_684_800 * 1_000_000_000
+"""2000-01-01T00:00:00Z: stamps before it are a simulated trace's clock (seconds from its start)."""
 
 
 def format_ts(ts_ns: int) -> str:
@@ -43,6 +61,34 @@ def format_ts(ts_ns: int) -> str:
     except (OverflowError, OSError, ValueError):
         return f"ts_ns={ts_ns}"
     return f"{stamp}.{ns:09d}Z"
+
+
+def format_time(ts_ns: int) -> str:
+    """A wall-clock stamp as :func:`format_ts`; a trace-clock stamp (before
+    :data:`TRACE_CLOCK_BEFORE_NS`) as ``trace +H:MM:SS.mmm`` from the trace's start, with a day count
+    past 24 h (``trace +2 d 03:04:05.000``)."""
+    if not 0 <= ts_ns < TRACE_CLOCK_BEFORE_NS:
+        return format_ts(ts_ns)
+    ms = ts_ns // 1_000_000
+    days, ms = divmod(ms, 86_400_000)
+    h, ms = divmod(ms, 3_600_000)
+    m, ms = divmod(ms, 60_000)
+    sec, ms = divmod(ms, 1000)
+    return f"trace +{f'{days} d ' if days else ''}{h}:{m:02d}:{sec:02d}.{ms:03d}"
+
+
+def latest_run(cycles: list[CycleRecord]) -> RunId | None:
+    """The run recorded most recently: by wall-clock stamp, or for a simulated run (trace clock) by
+    the ``recorded_unix_ns`` its cycles carry in their snapshot (``ebb simulate --ledger`` writes
+    it). A run with neither (an old ledger) counts as recorded at 0; ties go to the run listed last."""
+    best: tuple[int, int] | None = None
+    run: RunId | None = None
+    for i, c in enumerate(cycles):
+        stamp = c.snapshot.get("recorded_unix_ns") if c.ts_ns < TRACE_CLOCK_BEFORE_NS else c.ts_ns
+        key = (stamp if isinstance(stamp, int) else 0, i)
+        if best is None or key > best:
+            best, run = key, c.run_id
+    return run
 
 
 def nearest_ids(wanted: str, known: list[str], n: int = 5) -> list[str]:
@@ -104,10 +150,10 @@ def explain_text(d: DecisionRecord, cycle: CycleRecord | None, parents: list[tup
     """The human explanation of one decision."""
     lines = [f"decision {d.decision_id}  (cycle {d.cycle_id}, run {d.run_id})"]
     if cycle is not None:
-        lines.append(f"  cycle time  {format_ts(cycle.ts_ns)}  policy {cycle.policy or '-'}"
+        lines.append(f"  cycle time  {format_time(cycle.ts_ns)}  policy {cycle.policy or '-'}"
                      f"  fencing token {cycle.fencing_token}")
     if cycle is None or cycle.ts_ns != d.ts_ns:
-        lines.append(f"  decided at  {format_ts(d.ts_ns)}")
+        lines.append(f"  decided at  {format_time(d.ts_ns)}")
     lines.append(f"  target      {d.target}")
     lines.append(f"  action      {d.action}  {d.from_replicas} → {d.to_replicas} replicas")
     lines.append("  reasons")
@@ -143,7 +189,7 @@ def explain_json(d: DecisionRecord, cycle: CycleRecord | None, parents: list[tup
         "decision": d.to_dict(),
         "cycle": None if cycle is None else {
             "cycle_id": cycle.cycle_id, "run_id": cycle.run_id, "ts_ns": cycle.ts_ns,
-            "time": format_ts(cycle.ts_ns), "policy": cycle.policy, "fencing_token": cycle.fencing_token,
+            "time": format_time(cycle.ts_ns), "policy": cycle.policy, "fencing_token": cycle.fencing_token,
             "snapshot": cycle.to_dict()["snapshot"],
         },
         "parents": [{"decision_id": pid, "found": p is not None, **(brief(p) if p is not None else {})}
@@ -159,21 +205,29 @@ def _fail(message: str) -> typer.Exit:
 
 def _list(ledger: Ledger, where: str, run: str | None, limit: int, as_json: bool,
           skipped: list[MalformedRow]) -> None:
-    found = ledger.decisions(run_id=RunId(run) if run is not None else None)
+    # Cycles are context here (the latest run, the policy column): a malformed row is warned about
+    # once, from the decisions read below (a cycle is skipped whole for a malformed decision row).
+    cycles = ledger.cycles()
+    every = ledger.decisions()
     skipped += ledger.skipped
+    chosen = latest_run(cycles) if run is None else None if run == "all" else RunId(run)
+    found = every if chosen is None else [d for d in every if d.run_id == chosen]
     recent = found[max(0, len(found) - limit):]
     if as_json:
         typer.echo(json.dumps([d.to_dict() for d in recent], ensure_ascii=False))
         return
     if not recent:
-        scope = f" for run {run!r}" if run is not None else ""
+        scope = f" for run {run!r}" if run not in (None, "all") else ""
         typer.echo(f"no decisions{scope} in {where}")
         return
-    typer.echo(f"{len(recent)} most recent of {len(found)} decisions in {where}" +
-               (f" (run {run})" if run is not None else ""))
-    rows = [(format_ts(d.ts_ns), d.decision_id, d.run_id, d.target, f"{d.action} {d.from_replicas}→{d.to_replicas}",
-             d.reasons[0] if d.reasons else "") for d in recent]
-    header = ("time (UTC)", "decision", "run", "target", "action", "first reason")
+    runs = len({d.run_id for d in every})
+    others = f"; {runs - 1} other run{'s' if runs > 2 else ''}: --run RUN or --run all" if runs > 1 else ""
+    scope = f" (run {chosen}{others})" if chosen is not None else f" ({runs} runs)"
+    typer.echo(f"{len(recent)} most recent of {len(found)} decisions in {where}{scope}")
+    policy = {c.cycle_id: c.policy or "-" for c in cycles}
+    rows = [(format_time(d.ts_ns), d.decision_id, policy.get(d.cycle_id, "-"), d.target,
+             f"{d.action} {d.from_replicas}→{d.to_replicas}", d.reasons[0] if d.reasons else "") for d in recent]
+    header = ("time", "decision", "policy", "target", "action", "first reason")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     for r in (header, *rows):
         typer.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
@@ -183,9 +237,11 @@ def _list(ledger: Ledger, where: str, run: str | None, limit: int, as_json: bool
 def explain_command(
     decision_id: Annotated[str | None, typer.Argument(help="Decision to explain (see --list).")] = None,
     ledger: Annotated[str, typer.Option("--ledger", help="Ledger file, or etcd://HOST:PORT/PREFIX.")] = DEFAULT_PATH,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of text.")] = False,
-    list_: Annotated[bool, typer.Option("--list", help="List recent decisions instead.")] = False,
-    run: Annotated[str | None, typer.Option("--run", help="With --list: only this run.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Same as -o json.")] = False,
+    output: OutputOpt = "table",
+    list_: Annotated[bool, typer.Option("--list", help="List recent decisions instead (the latest run's).")] = False,
+    run: Annotated[str | None, typer.Option("--run", help="With --list: this run instead of the latest; "
+                                                        "'all' for every run.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="With --list: how many recent decisions.")] = 20,
     etcd_ca: EtcdCaOpt = None,
     etcd_cert: EtcdCertOpt = None,
@@ -194,6 +250,7 @@ def explain_command(
     etcd_password_file: EtcdPasswordFileOpt = None,
 ) -> None:
     """Explain one decision from the ledger: when, what, why (signals, weights, vetoes) and what it caused."""
+    as_json = wants_json(output, as_json)
     if not list_ and decision_id is None:
         raise _fail("give a DECISION_ID, or --list to see recent decisions")
     skipped: list[MalformedRow] = []

@@ -7,7 +7,11 @@ Inline ``# ebb: ignore[ID]`` on a finding's line suppresses it. ``-`` as a PATH 
 ``--fail-on error|warning|info|never`` (default ``warning``): the lowest severity that fails the run.
 Exit codes: 0 clean (or only findings below ``--fail-on``), 1 a finding at or above ``--fail-on``,
 2 usage or parse error (after linting every other file; whatever ``--fail-on``). The JSON ``exit_code``
-is the process's. Every
+is the process's.
+``--expected LABELS.json`` scores the run instead (:mod:`ebb.lint.score`): it prints per-rule TP/FP/FN,
+precision and recall and the totals (``--format json``: the same as one JSON object) and exits 0 when the
+total precision and recall are at least ``--min-precision``/``--min-recall`` (default 0.95 each), 1 when
+either is below, 2 on a usage error or a bad labels file. Every
 error is one line naming the file (and line) and the fix; a hostile file (billion laughs, deep
 nesting) is a parse error within milliseconds, never a hang or a traceback (see :mod:`ebb.lint.core`).
 """
@@ -16,17 +20,25 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from ebb.cli.app import app
-from ebb.errors import ConfigError
-from ebb.lint import ALL_RULES, CONFIG_NAME, lint_paths, load_disabled, rule_by_id
+from ebb.errors import ConfigError, InputError
+from ebb.lint import (
+    ALL_RULES,
+    CONFIG_NAME,
+    LintResult,
+    lint_paths,
+    load_disabled,
+    rule_by_id,
+)
 from ebb.lint.core import FAIL_ON
 from ebb.lint.output import dumps, render_human, to_json, to_sarif
+from ebb.lint.score import RuleScore, Score, format_score, load_labels, score_against
 
 __all__ = ["lint"]
 
@@ -41,6 +53,12 @@ def lint(
     fail_on: Annotated[str, typer.Option(
         "--fail-on", help="Exit 1 when a finding is at or above this severity: error, warning, info or never.")]
     = "warning",
+    expected: Annotated[Path | None, typer.Option(
+        "--expected", help="Labelled expected findings (JSON): print precision/recall instead of findings.")] = None,
+    min_precision: Annotated[float, typer.Option(
+        "--min-precision", help="With --expected: exit 1 when total precision is below this (0-1).")] = 0.95,
+    min_recall: Annotated[float, typer.Option(
+        "--min-recall", help="With --expected: exit 1 when total recall is below this (0-1).")] = 0.95,
 ) -> None:
     """Lint configs for cost and stability pitfalls."""
     err = Console(stderr=True, soft_wrap=True)  # soft_wrap: every error stays on one line
@@ -61,6 +79,10 @@ def lint(
         raise typer.Exit(2)
     if not paths:
         err.print("[bold red]error:[/] give at least one file or folder", highlight=False)
+        raise typer.Exit(2)
+    if expected is not None and (fmt == "sarif" or not (0.0 <= min_precision <= 1.0 and 0.0 <= min_recall <= 1.0)):
+        err.print("[bold red]error:[/] --expected takes --format human or json and --min-precision/--min-recall "
+                  f"between 0 and 1 (got {escape(fmt)}, {min_precision}, {min_recall})", highlight=False)
         raise typer.Exit(2)
     use_stdin = any(str(p) == "-" for p in paths)
     paths = [p for p in paths if str(p) != "-"]
@@ -85,6 +107,8 @@ def lint(
             err.print(f"[bold red]error:[/] cannot read stdin: {escape(' '.join(str(exc).split()))}", highlight=False)
             raise typer.Exit(2) from exc
     result = lint_paths(paths, ALL_RULES, disabled, stdin=stdin)
+    if expected is not None:
+        _score(result, expected, paths, fmt, min_precision, min_recall, err)
     code = result.exit_code_for(fail_on)
     if fmt == "json":
         sys.stdout.write(dumps(to_json(result, exit_code=code)) + "\n")
@@ -93,3 +117,32 @@ def lint(
     else:
         render_human(result, Console(highlight=False, soft_wrap=True))
     raise typer.Exit(code)
+
+
+def _score_json(score: Score) -> dict[str, Any]:
+    def row(s: RuleScore) -> dict[str, object]:
+        return {"rule": s.rule, "tp": s.tp, "fp": s.fp, "fn": s.fn, "precision": s.precision, "recall": s.recall}
+    return {"rules": [row(s) for s in score.rules], "total": row(score.total),
+            "false_positives": [list(k) for k in score.false_positives],
+            "false_negatives": [list(k) for k in score.false_negatives]}
+
+
+def _score(result: LintResult, labels_path: Path, roots: list[Path], fmt: str, min_precision: float,
+           min_recall: float, err: Console) -> None:
+    """Print the run's precision/recall against ``labels_path`` and exit 0 (both at their floor) or 1."""
+    try:
+        labels = load_labels(labels_path)
+    except InputError as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2) from exc
+    score = score_against(result, labels, roots)
+    ok = score.passes(min_precision, min_recall)
+    if fmt == "json":
+        payload = {"score": _score_json(score), "files": result.files, "parse_errors": len(result.errors),
+                   "exit_code": 0 if ok else 1}
+        sys.stdout.write(dumps(payload) + "\n")
+    else:
+        typer.echo(format_score(score))
+        typer.echo(f"{result.files} file(s), {len(result.errors)} parse error(s); floors: precision "
+                   f">= {100 * min_precision:.1f} %, recall >= {100 * min_recall:.1f} %: {'pass' if ok else 'FAIL'}")
+    raise typer.Exit(0 if ok else 1)

@@ -55,6 +55,7 @@ import numpy as np
 import typer
 
 from ebb.cli.app import app
+from ebb.cli.output_option import OutputOpt, wants_json
 from ebb.errors import ConfigError, InputError
 from ebb.gates.pareto import FrontierMonitor, dominated_by, pareto_mask
 
@@ -406,9 +407,11 @@ def pareto_cmd(
                                                     "rows feed the online monitor in this order")] = None,
     window_s: Annotated[float | None, typer.Option("--window-s", help="sliding window (s): the frontier at the "
                                                    "last timestamp over the rows newer than last - W")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print the frontier and the dominated as JSON")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="same as -o json (the frontier and the dominated)")] = False,
+    output: OutputOpt = "table",
 ) -> None:
     """Pareto frontier of serving configurations; flag the dominated ones and what dominates each."""
+    as_json = wants_json(output, as_json)
     report = pareto_report(measurements, parse_objectives(minimize), config=_columns(config),
                            time_column=time_column, window_s=window_s)
     if as_json:

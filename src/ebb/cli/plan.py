@@ -65,6 +65,7 @@ from typing import Annotated, Any
 import typer
 
 from ebb.cli.app import app
+from ebb.cli.output_option import OutputOpt, wants_json
 from ebb.config.workloads import WorkloadClass, default_workload_classes, load_workload_classes
 from ebb.config.yamlio import config_error, describe, finite_number, load_mapping, read_config_text
 from ebb.decide.coordinate import ClusterPlan, QuotaContext, ReplicaView, ScaleDownPlan, plan_cluster, plan_scale_down
@@ -408,9 +409,11 @@ def plan_cmd(
                                                   "signals), optional quotas, pods and pending pods")],
     workloads: Annotated[Path | None, typer.Option("--workloads", help="workload class YAML "
                                                    "(default: the note's three classes)")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print the plan as JSON")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="same as -o json (the plan)")] = False,
+    output: OutputOpt = "table",
 ) -> None:
     """Plan one scale-down cycle over a cluster snapshot: rank, split the budget, pick victims."""
+    as_json = wants_json(output, as_json)
     classes = load_workload_classes(workloads) if workloads is not None else default_workload_classes()
     snap = load_snapshot(snapshot, classes)
     try:

@@ -32,6 +32,7 @@ import typer
 
 from ebb.agent.engine_poll import engine_name, slot_share
 from ebb.cli.app import app
+from ebb.cli.output_option import OutputOpt, wants_json
 from ebb.errors import ConfigError, InputError
 from ebb.sources.engines.profiles import EngineProfile, engine_profile
 from ebb.sources.engines.reading import (CumulativeHistogram, EngineReading, LatencyDelta, interval,
@@ -179,12 +180,14 @@ def probe_command(
                                "of --engines-file."),
     interval_s: float = typer.Option(1.0, "--interval-s", help="Seconds between the two GETs of a URL, or between "
                                      "two scrape files."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = typer.Option(False, "--json", help="Same as -o json (one JSON object)."),
+    output: OutputOpt = "table",
     engines_file: Path | None = typer.Option(None, "--engines-file", help="YAML file of custom engine profiles."),
     max_concurrency: int | None = typer.Option(None, "--max-concurrency", help="Concurrent requests per pod, when "
                                                "the engine does not report it."),
 ) -> None:
     """Read one or two scrapes of an inference server and print what Ebb derives from them."""
+    as_json = wants_json(output, as_json)
     if not 1 <= len(sources) <= 2 or (len(sources) == 2 and any(map(_is_url, sources))):
         raise ConfigError("ebb probe takes one URL, one scrape file, or two scrape files "
                           f"(got {len(sources)} argument(s))")

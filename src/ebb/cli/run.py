@@ -96,6 +96,12 @@ def _source(kind: str, agents: list[str], prometheus: str | None, *, agent_token
     raise ConfigError(f"--source must be agents or prometheus, got {kind!r}")
 
 
+def _json_logs(asked: bool | None) -> bool:
+    """JSON log lines unless asked otherwise or stderr is a terminal (a person reading, kubectl-style);
+    a pod's stderr is a pipe to the log collector, so a controller in a cluster logs JSON by default."""
+    return asked if asked is not None else not sys.stderr.isatty()
+
+
 @app.command("run")
 def run_cmd(
     mode: Annotated[str, typer.Option(help="recommend (record only, the default) or act.")] = "recommend",
@@ -177,7 +183,9 @@ def run_cmd(
     otlp: Annotated[str | None, typer.Option(help="Send traces to this OTLP/HTTP endpoint (extra otel).")] = None,
     cycles: Annotated[int | None, typer.Option(help="Stop after this many cycles (default: run until SIGTERM).")]
     = None,
-    log_json: Annotated[bool, typer.Option(help="JSON log lines (with trace ids).")] = True,
+    log_json: Annotated[bool | None, typer.Option(
+        "--log-json/--no-log-json",
+        help="JSON log lines (with trace ids); default: human lines on a terminal, JSON otherwise.")] = None,
 ) -> None:
     """Run the controller on the wall clock: the simulator's decision code against live signals."""
     from ebb.ledger.location import check_auth_fits, parse_location
@@ -253,7 +261,7 @@ def run_cmd(
                                   max_staleness_s=max_staleness_s, min_replicas=pol_min, max_replicas=pol_max,
                                   react_interval_s=react_s)
 
-    handler = configure_logging(json=log_json, stream=sys.stderr)
+    handler = configure_logging(json=_json_logs(log_json), stream=sys.stderr)
     closers: list[Any] = [lambda: logging.getLogger().removeHandler(handler)]
     try:
         if actuator == "kubernetes":
@@ -311,12 +319,12 @@ def _check_fleet_flags(actuator: str | None, deployment: str | None, workload_cl
 def _run_fleet_cmd(fleet: Any, *, mode: str, run_id: str, interval_s: float, max_staleness_s: float,
                    react_s: float, kubeconfig: str | None, in_cluster: bool, ledger: str, loc: Any,
                    ledger_auth: Any, elect: bool, candidate_id: str | None, metrics_port: int | None,
-                   metrics_bind: str, otlp: str | None, cycles: int | None, log_json: bool) -> None:
+                   metrics_bind: str, otlp: str | None, cycles: int | None, log_json: bool | None) -> None:
     """Start the ledger, election, metrics and tracing as a single-workload ``ebb run`` does, then the fleet."""
     from ebb.cli.run_fleet import run_fleet
     from ebb.telemetry.logs import configure_logging
 
-    handler = configure_logging(json=log_json, stream=sys.stderr)
+    handler = configure_logging(json=_json_logs(log_json), stream=sys.stderr)
     closers: list[Any] = [lambda: logging.getLogger().removeHandler(handler)]
     try:
         elector, store, metrics, tracer = _services(closers, ledger=ledger, loc=loc, ledger_auth=ledger_auth,

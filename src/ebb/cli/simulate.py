@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import math
-import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.measure import Measurement
 from rich.table import Table
 
 from ebb.cli import checks
@@ -26,12 +27,18 @@ from ebb.cli.ledger_options import (
     EtcdUserOpt,
     etcd_auth,
 )
+from ebb.cli.progress import StepProgress, estimate_run
+from ebb.cli.trace_options import check_trace_flags
 from ebb.config.policy_specs import parse_policies
 from ebb.errors import ConfigError, InputError, MissingExtraError, TransientError
 from ebb.ledger.location import EtcdAuth, check_auth_fits, parse_location
 from ebb.model.trace import CountSeries
 from ebb.score.frontier import frontier_ratios
-from ebb.score.report import meets_slo, write_report
+from ebb.score.names import abbreviate, legend
+from ebb.score.report import write_report
+from ebb.score.results import Scorecard
+from ebb.score.units import human_count, human_span
+from ebb.score.verdict import meets_slo, verdict
 from ebb.sim.compare import FIDELITIES, Comparison, compare
 from ebb.sim.policies import KNOWN_POLICIES, POLICY_HELP
 from ebb.sim.settings import (
@@ -46,34 +53,78 @@ from ebb.sources.traces import BUNDLED_TRACES, FORMATS, open_trace
 DEFAULT_POLICIES = "hpa,keda,static,ebb,oracle"
 
 
-def _table(cmp: Comparison) -> Table:
-    t = Table(title=f"{cmp.workload_name}: {cmp.requests:,} requests over {cmp.duration_s / 60:.1f} min "
-                    f"(load x{cmp.load_scale:.3g}, {cmp.fidelity})")
+_NARROWEST = ("canary ok/abort", "dropped", "misjudged", "cost $", "TTFT p50/p99 ms", "E2E p50/p99 ms", "peak",
+             "ups/downs")
+"""Columns given up, first to last, until the table fits the terminal; every number stays in --json."""
+POLICY_LABEL_CHARS = 16
+"""Longer policy specs appear as P1, P2, ... in the table, spelled out in a legend below it."""
+
+
+def _table(cmp: Comparison, width: int = 80) -> tuple[Table, list[str]]:
+    """The scorecard table at most ``width`` columns wide (no cell cut or wrapped), plus its legend lines.
+
+    Columns are dropped in :data:`_NARROWEST` order (the p50/p99 pairs become p99 alone) until the
+    table's natural width fits; at 80 columns policy, GPU-h, violations, both p99s and the HPA-frontier
+    ratio remain.
+    """
+    cards = [r.scorecard for r in cmp.runs]
     # GPU-hours over the HPA frontier (the hull of the HPA and static points) at the same violation rate.
-    ratios = frontier_ratios([r.scorecard.as_dict() for r in cmp.runs])
-    cols = ("policy", "GPU-h", "cost $", "SLO viol %", "TTFT p50/p99 ms", "E2E p50/p99 ms", "peak", "ups/downs",
-            "misjudged", "canary ok/abort", "dropped", *(("vs HPA frontier",) if ratios else ()))
-    for col in cols:
-        t.add_column(col, justify="left" if col == "policy" else "right")
-    for run in cmp.runs:
-        c = run.scorecard
-        mark = "" if meets_slo(c) else " [red]✗[/]"
-        vs = ratios.get(c.policy)
-        t.add_row(escape(c.policy), f"{c.gpu_hours:.2f}", f"{c.cost_usd:.2f}", f"{c.slo_violation_pct:.3f}{mark}",
-                  f"{c.ttft_p50_ms:.0f} / {c.ttft_p99_ms:.0f}", f"{c.e2e_p50_ms:.0f} / {c.e2e_p99_ms:.0f}",
-                  str(c.peak_replicas), f"{c.scale_ups}/{c.scale_downs}", str(c.misjudged_scale_downs),
-                  f"{c.canary_passes}/{c.canary_aborts}", str(c.dropped_requests),
-                  *(() if not ratios else ("" if vs is None else "n/a" if math.isnan(vs) else f"{vs:.2f}x",)))
-    return t
+    ratios = frontier_ratios([c.as_dict() for c in cards])
+    labels = abbreviate((c.policy for c in cards), POLICY_LABEL_CHARS)
+    columns: dict[str, Callable[[Scorecard], str]] = {
+        "policy": lambda c: escape(labels[c.policy]),
+        "GPU-h": lambda c: f"{c.gpu_hours:,.2f}",
+        "cost $": lambda c: f"{c.cost_usd:,.2f}",
+        "SLO viol %": lambda c: f"{c.slo_violation_pct:.3f}" + ("" if meets_slo(c) else " [red]✗[/]"),
+        "TTFT p50/p99 ms": lambda c: f"{c.ttft_p50_ms:.0f} / {c.ttft_p99_ms:.0f}",
+        "TTFT p99 ms": lambda c: f"{c.ttft_p99_ms:.0f}",
+        "E2E p50/p99 ms": lambda c: f"{c.e2e_p50_ms:.0f} / {c.e2e_p99_ms:.0f}",
+        "E2E p99 ms": lambda c: f"{c.e2e_p99_ms:.0f}",
+        "peak": lambda c: str(c.peak_replicas),
+        "ups/downs": lambda c: f"{c.scale_ups}/{c.scale_downs}",
+        "misjudged": lambda c: str(c.misjudged_scale_downs),
+        "canary ok/abort": lambda c: f"{c.canary_passes}/{c.canary_aborts}",
+        "dropped": lambda c: str(c.dropped_requests),
+    }
+    if ratios:
+        columns["vs HPA frontier"] = lambda c: _ratio(ratios.get(c.policy))
+    title = (f"{cmp.workload_name}: {human_count(cmp.requests)} requests over {human_span(cmp.duration_s)} "
+             f"(load x{cmp.load_scale:.3g}, {cmp.fidelity})")
+    shown = [k for k in columns if k not in ("TTFT p99 ms", "E2E p99 ms")]
+    console = Console(width=10_000, file=io.StringIO())  # measures natural widths, prints nothing
+    short = {"SLO viol %": "viol %", "TTFT p99 ms": "TTFT p99", "E2E p99 ms": "E2E p99", "vs HPA frontier": "vs HPA"}
+    for drop in (None, *_NARROWEST, "short headers"):
+        if drop in _NARROWEST:
+            pair = {"TTFT p50/p99 ms": "TTFT p99 ms", "E2E p50/p99 ms": "E2E p99 ms"}.get(drop)
+            shown = [pair if k == drop and pair else k for k in shown if k != drop or pair]
+        t = Table(title=title)
+        for col in shown:
+            t.add_column(short.get(col, col) if drop == "short headers" else col,
+                         justify="left" if col == "policy" else "right")
+        for c in cards:
+            t.add_row(*(columns[col](c) for col in shown))
+        if Measurement.get(console, console.options.update_width(10_000), t).maximum <= width:
+            break
+    legend_lines = [f"{short} = {spec}" for short, spec in legend(labels)]
+    if drop is not None:
+        legend_lines.append(f"{width}-column terminal: some columns left out; every number is in --json")
+    if drop == "short headers":
+        legend_lines.append("latencies in ms; vs HPA: GPU-h over the HPA frontier's at the same violation rate")
+    return t, legend_lines
+
+
+def _ratio(vs: float | None) -> str:
+    return "" if vs is None else "n/a" if math.isnan(vs) else f"{vs:.2f}x"
 
 
 def _record(where: str, cmp: Comparison, console: Console, etcd: EtcdAuth | None = None) -> None:
     """Append every policy's decisions to the ledger, one transaction per cycle."""
-    from ebb.ledger import open_ledger
+    from ebb.ledger import DEFAULT_PATH, open_ledger
     from ebb.ratelimit import TokenBucket
     from ebb.sim.decision_log import run_cycles
 
-    run_id = "r" + hashlib.sha1(f"{time.time_ns()}{cmp.workload_name}".encode()).hexdigest()[:5]
+    now_ns = time.time_ns()
+    run_id = "r" + hashlib.sha1(f"{now_ns}{cmp.workload_name}".encode()).hexdigest()[:5]
     book = open_ledger(where, etcd_auth=etcd)
     try:
         n = 0
@@ -82,7 +133,7 @@ def _record(where: str, cmp: Comparison, console: Console, etcd: EtcdAuth | None
         # L3 rate limiter (3 per 100 ms) so a replay cannot flood the cluster's state store.
         bucket = TokenBucket() if where.startswith("etcd") else None
         for i, run in enumerate(cmp.runs, start=1):
-            for cyc in run_cycles(run_id, i, run):
+            for cyc in run_cycles(run_id, i, run, recorded_unix_ns=now_ns):
                 while bucket is not None:
                     took = bucket.take(time.monotonic())
                     bucket = took.bucket
@@ -97,7 +148,7 @@ def _record(where: str, cmp: Comparison, console: Console, etcd: EtcdAuth | None
         book.close()
     example = next(iter(first.values()), f"{run_id}-1-1")
     console.print(f"{n} decisions recorded in {where} (run {run_id}); explain one with: ebb explain {example}"
-                  + (f" --ledger {where}" if where != "ebb-ledger.sqlite" else ""))
+                  + (f" --ledger {where}" if where != DEFAULT_PATH else ""))
 
 
 MAX_PIPELINE_PERIOD_S = 86_400
@@ -193,10 +244,26 @@ def simulate(
                                         "'hpa:target=0.5,kpa:target=8,ray,oracle'. "
                                         "Known: " + ", ".join(KNOWN_POLICIES) + " (each listed below)")] = DEFAULT_POLICIES,
     fmt: Annotated[str, typer.Option("--format", help="Trace format: " + "|".join(FORMATS))] = "auto",
-    time_col: Annotated[str | None, typer.Option(help="Generic CSV: time column")] = None,
-    count_col: Annotated[str | None, typer.Option(help="Generic CSV: count column")] = None,
+    time_col: Annotated[str | None, typer.Option("--time-col", "--time-column",
+                                                 help="Generic CSV: time column (name or 0-based index)")] = None,
+    count_col: Annotated[str | None, typer.Option("--count-col", "--count-column",
+                                                  help="Generic CSV: count column (name or index)")] = None,
     tokens_in_col: Annotated[str | None, typer.Option(help="Generic CSV: prompt tokens column")] = None,
     tokens_out_col: Annotated[str | None, typer.Option(help="Generic CSV: output tokens column")] = None,
+    no_header: Annotated[bool, typer.Option(help="Generic CSV: the first row is data; name columns by "
+                                            "0-based index")] = False,
+    service_time_column: Annotated[str | None, typer.Option(help="Service-time model: per-request service "
+                                                            "seconds, a column (name or index) or END-START, "
+                                                            "e.g. finished-admitted")] = None,
+    service_median_s: Annotated[float | None, typer.Option(help="Service-time model without a column: "
+                                                           "median service time (s) of a fitted lognormal")] = None,
+    service_p99_s: Annotated[float | None, typer.Option(help="... and its p99 (s); default = the median "
+                                                        "(constant)")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Service-time model: requests one replica serves at "
+                                                    "once (slots; default 1)")] = None,
+    servegen_client: Annotated[str | None, typer.Option(help="ServeGen folder: replay only these client ids "
+                                                        "(comma-separated; default: all, summed)")] = None,
+    window_s: Annotated[str | None, typer.Option(help="Replay only START:END seconds of the trace")] = None,
     fidelity: Annotated[str | None, typer.Option(help="request | fluid (default: request for request logs, "
                                                  "fluid for count series)")] = None,
     fluid_bin_ms: Annotated[float | None, typer.Option(help="Fluid bin width (ms), 100–1000; default 100 for "
@@ -219,8 +286,9 @@ def simulate(
                                                          "the fleet is restored (tests canary gates)")] = None,
     fault_after_s: Annotated[float, typer.Option(help="The injected fault arms at this time (s)")] = 0.0,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the scorecards as JSON here")] = None,
-    ledger: Annotated[str, typer.Option(help="Record every decision here (SQLite path or etcd://HOST:PORT); "
-                                        "'' to skip. Explain one with: ebb explain ID")] = "ebb-ledger.sqlite",
+    ledger: Annotated[str, typer.Option(help="Record every decision here (SQLite path or etcd://HOST:PORT), "
+                                        "e.g. ebb-ledger.sqlite; off by default. Explain one with: "
+                                        "ebb explain ID --ledger PATH")] = "",
     etcd_ca: EtcdCaOpt = None,
     etcd_cert: EtcdCertOpt = None,
     etcd_key: EtcdKeyOpt = None,
@@ -244,6 +312,14 @@ def simulate(
                    fault_after_s=fault_after_s)
     if fidelity is not None and fidelity not in FIDELITIES:
         raise typer.BadParameter(f"--fidelity {fidelity!r}: choose one of {', '.join(FIDELITIES)}")
+    tflags = check_trace_flags(
+        trace=trace, fmt=fmt, columns={"--time-col": time_col, "--count-col": count_col,
+                                       "--tokens-in-col": tokens_in_col, "--tokens-out-col": tokens_out_col},
+        no_header=no_header, service_col=service_time_column, median_s=service_median_s, p99_s=service_p99_s,
+        concurrency=concurrency, servegen_client=servegen_client, window_s=window_s)
+    if tflags.model is not None and fidelity == "fluid":
+        raise ConfigError("--fidelity fluid: the service-time model runs at request fidelity only (fix: drop "
+                          "--fidelity fluid, or the service-time flags for the LLM model)")
     for flag, out in (("--json", json_out), ("--report", report)):
         if out is not None:
             checks.writable_file(flag, out)
@@ -256,49 +332,68 @@ def simulate(
                          json_out=json_out, report=report, ledger=ledger, quiet=quiet)
         return
     # Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
-    console = Console() if sys.stdout.isatty() else Console(width=150)
+    console = checks.human_console(json_out)
     ledger_auth = etcd_auth(etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file)
     if ledger:
         _check_ledger(ledger, ledger_auth)
     items = parse_policies(policy, KNOWN_POLICIES)
-    tr = open_trace(trace, fmt, time_col=time_col, count_col=count_col, tokens_in_col=tokens_in_col,
-                    tokens_out_col=tokens_out_col)
+    tr = tflags.after_load(open_trace(
+        trace, fmt, time_col=time_col, count_col=count_col, tokens_in_col=tokens_in_col,
+        tokens_out_col=tokens_out_col, service_col=service_time_column, no_header=no_header,
+        clients=tflags.clients, seed=seed))
     for note in tr.notes:
         console.print(f"[yellow]note:[/] {note}")
-    fid = fidelity or ("fluid" if isinstance(tr, CountSeries) else "request")
+    fid = fidelity or ("fluid" if isinstance(tr, CountSeries) and tflags.model is None else "request")
     settings = SimSettings(
         slo=SloSettings(slo_ttft_ms, slo_e2e_ms),
-        cluster=ClusterSettings(cold_start_s=cold_start_s, gpu_hour_usd=gpu_hour_usd),
+        cluster=ClusterSettings(cold_start_s=cold_start_s, gpu_hour_usd=gpu_hour_usd, service=tflags.model),
         pipeline=MetricPipelineSettings(kubelet_resolution_s=kubelet_resolution_s,
                                         metrics_server_resolution_s=metric_resolution_s,
                                         scrape_interval_s=scrape_interval_s, hpa_sync_s=hpa_sync_s),
         seed=seed,
         fault=None if fault_slowdown is None else FaultSettings(fault_slowdown, fault_after_s),
     )
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=console, disable=quiet, transient=True) as progress:
-        task = progress.add_task("preparing workload", total=None)
+    names, bin_s = [i.text for i in items], (fluid_bin_ms / 1000.0) if fluid_bin_ms is not None else 1.0
+    est = estimate_run(tr.requests, tr.duration_s, fid, names, load_scale=load_scale,
+                       calibrated_later=peak is not None, bin_s=bin_s)
+    if not quiet:
+        console.print(escape(est.line()))
+    with StepProgress(console, 1 + len(items), est.expected_s, enabled=not quiet) as progress:
+        def calibrated(requests: int, span_s: float, k: float) -> None:
+            if peak is not None:  # the first estimate could not know the load multiple
+                progress.revise(estimate_run(requests, span_s, fid, names, bin_s=bin_s))
         try:
             cmp = compare(tr, items, settings, fidelity=fid, load_scale=load_scale, peak_replicas=peak,
                           fluid_bin_s=None if fluid_bin_ms is None else fluid_bin_ms / 1000.0,
-                          on_step=lambda msg: progress.update(task, description=msg))
+                          on_step=progress, on_workload=calibrated)
         except MemoryError as exc:
             # The request cap (ebb.model.trace_ops.MAX_REQUESTS) refuses oversized expansions before
             # allocating; this is the backstop for what it cannot foresee (a trace spanning years,
             # a machine with little memory). numpy raises it before the allocation, so we can report.
-            raise InputError(f"not enough memory to simulate this trace ({tr.requests:,} requests over "
-                             f"{tr.duration_s:,.0f} s): {' '.join(str(exc).split())}", path=str(tr.source or trace),
+            raise InputError(f"not enough memory to simulate this trace ({human_count(tr.requests)} requests over "
+                             f"{human_span(tr.duration_s)}): {' '.join(str(exc).split())}", path=str(tr.source or trace),
                              fix="use --fidelity fluid, a smaller --load-scale, or a shorter trace") from exc
-    console.print(_table(cmp))
+    # The verdict leads: what to deploy and how Ebb did against the best peer, before any table.
+    for line in verdict([r.scorecard for r in cmp.runs]).lines():
+        console.print(escape(line))
+    table, legend_lines = _table(cmp, console.width)
+    console.print(table)
+    for line in legend_lines:
+        console.print(escape(line))
     o = cmp.oracle
     console.print(f"oracle: headroom x{o.headroom:.3f}, smoothing {o.smoothing_s} s, "
                   f"{o.tried} candidate schedules simulated in the final search")
     if ledger:
         _record(ledger, cmp, console, ledger_auth)
+    elif not quiet:
+        console.print("decisions not recorded (add --ledger ebb-ledger.sqlite to explain them with ebb explain)")
     if json_out is not None:
-        write_scorecards(json_out, [{k: (None if isinstance(v, float) and math.isnan(v) else v)
-                                     for k, v in r.scorecard.as_dict().items()} for r in cmp.runs])
-        console.print(f"scorecards written to {json_out}")
+        # Each card also says the load multiple and fidelity it was run at (one run, one multiple).
+        write_scorecards(json_out, [{**{k: (None if isinstance(v, float) and math.isnan(v) else v)
+                                        for k, v in r.scorecard.as_dict().items()},
+                                     "load_scale": cmp.load_scale, "fidelity": cmp.fidelity} for r in cmp.runs])
+        if json_out != checks.STDOUT:
+            console.print(f"scorecards written to {json_out}")
     if report is not None:
         settings_txt = {
             "trace": str(tr.source or tr.name), "fidelity": fid, "load scale": f"{cmp.load_scale:.4g}",
@@ -309,6 +404,6 @@ def simulate(
             "seed": str(seed),
         }
         write_report(report, cmp.runs, title=f"ebb simulate — {cmp.workload_name}",
-                     trace_desc=f"{cmp.requests:,} requests over {cmp.duration_s / 60:.1f} min",
+                     trace_desc=f"{human_count(cmp.requests)} requests over {human_span(cmp.duration_s)}",
                      settings=settings_txt)
         console.print(f"report written to {report}")

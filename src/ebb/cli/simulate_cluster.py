@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import html
+import io
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 
-from ebb.cli.checks import write_scorecards
+from ebb.cli.checks import STDOUT, human_console, write_scorecards
 from ebb.cli.cluster_inputs import build_inputs
 from ebb.config.scenario import load_scenario
 from ebb.sim.cluster.ledger_rows import batch_cycles
@@ -33,7 +36,7 @@ DEFAULT_CLUSTER_POLICIES = ",".join(("ebb", *PEER_GRID))
 def simulate_cluster(scenario: Path, policy: str, *, json_out: Path | None, report: Path | None, ledger: str,
                      quiet: bool) -> None:
     """Run the scenario under each policy, print the cluster scorecard, write JSON / report / ledger."""
-    console = Console(stderr=False) if sys.stdout.isatty() else Console(width=150)
+    console = human_console(json_out)
     started = time.monotonic()
     sc = load_scenario(scenario)  # outputs and ledger were checked by ``ebb simulate`` before this call
     inp = build_inputs(sc)
@@ -48,13 +51,14 @@ def simulate_cluster(scenario: Path, policy: str, *, json_out: Path | None, repo
             print(f"  {r.policy}: done at {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
 
     results, best = compare_cluster(sc, policies, inp=inp, progress=tick)
-    console.print(_table(results, best))
+    console.print(_table(results, best, console.width))
     if ledger:
         _record(ledger, sc.name, results, inp, console)
     cards: list[dict[str, Any]] = [r.scorecard for r in results]
     if json_out is not None:
         write_scorecards(json_out, {"scenario": sc.name, "runs": cards, "best_per_service_peer": best})
-        console.print(f"scorecards written to {json_out}")
+        if json_out != STDOUT:
+            console.print(f"scorecards written to {json_out}")
     if report is not None:
         report.write_text(_html(sc.name, results, best, inp), encoding="utf-8")
         console.print(f"report written to {report}")
@@ -65,23 +69,42 @@ def _lc(card: dict[str, Any]) -> str:
     return "-" if v is None else f"{v['violation_pct']:.3f}"
 
 
-def _table(results: list[ClusterResult], best: dict[str, Any] | None) -> Table:
-    t = Table(title="cluster scorecard (GPU-h online + batch; violations % by class)")
+_CLUSTER_DROPS = ("max/100ms", "writes/s", "quota", "skew", "batch")
+"""Columns given up, first to last, until the cluster table fits the terminal (all stay in --json)."""
+
+
+def _table(results: list[ClusterResult], best: dict[str, Any] | None, width: int = 80) -> Table:
+    """The cluster scorecard at most ``width`` columns wide when the class columns allow it (columns
+    dropped in :data:`_CLUSTER_DROPS` order; policy, GPU-h, online and the classes always stay)."""
     classes = sorted({k for r in results for k in r.scorecard["violations_by_class"]})
-    for col in ("policy", "GPU-h", "online", "batch", *classes, "skew", "writes/s", "max/100ms", "quota"):
-        t.add_column(col, justify="left" if col == "policy" else "right")
-    for r in results:
-        c = r.scorecard
-        t.add_row(escape(c["policy"]), f"{c['gpu_hours']:.1f}", f"{c['gpu_hours_online']:.1f}",
-                  f"{c['gpu_hours_batch']:.1f}",
-                  *(f"{c['violations_by_class'].get(k, {}).get('violation_pct', 0.0):.3f}" for k in classes),
-                  str(c["max_zone_skew"]), f"{c['writes_per_s']:.2f}", str(c["max_writes_per_100ms"]),
-                  str(c["quota_breach_s"]))
+
+    def cls_pct(c: dict[str, Any], k: str, missing: str) -> str:
+        v = c["violations_by_class"].get(k)
+        return missing if v is None else f"{v['violation_pct']:.3f}"
+
+    cols: dict[str, Callable[[dict[str, Any]], str]] = {
+        "policy": lambda c: escape(c["policy"]), "GPU-h": lambda c: f"{c['gpu_hours']:.1f}",
+        "online": lambda c: f"{c['gpu_hours_online']:.1f}", "batch": lambda c: f"{c['gpu_hours_batch']:.1f}",
+        **{k: _class_cell(cls_pct, k) for k in classes},
+        "skew": lambda c: str(c["max_zone_skew"]), "writes/s": lambda c: f"{c['writes_per_s']:.2f}",
+        "max/100ms": lambda c: str(c["max_writes_per_100ms"]), "quota": lambda c: str(c["quota_breach_s"]),
+    }
+    measure = Console(width=10_000, file=io.StringIO())  # measures natural widths, prints nothing
+    shown = list(cols)
+    for drop in (None, *_CLUSTER_DROPS):
+        shown = [k for k in shown if k != drop]
+        t = Table(title="cluster scorecard (GPU-h online + batch; violations % by class)")
+        for col in shown:
+            t.add_column(col, justify="left" if col == "policy" else "right")
+        for r in results:
+            t.add_row(*(cols[col](r.scorecard) for col in shown))
+        if best is not None:
+            t.add_row("best per-service peer",
+                      *(f"{best['gpu_hours_online']:.1f}" if col == "online" else
+                        cls_pct(best, col, "-") if col in classes else "" for col in shown[1:]))
+        if Measurement.get(measure, measure.options.update_width(10_000), t).maximum <= width:
+            break
     if best is not None:
-        t.add_row("best per-service peer", "", f"{best['gpu_hours_online']:.1f}", "",
-                  *(f"{best['violations_by_class'][k]['violation_pct']:.3f}" if k in best["violations_by_class"]
-                    else "-" for k in classes),
-                  "", "", "", "")
         ebb = next((r.scorecard for r in results if r.policy.split(":")[0] == "ebb"), None)
         if ebb is not None and best["gpu_hours_online"] > 0:
             ratio = ebb["gpu_hours_online"] / best["gpu_hours_online"]
@@ -90,16 +113,22 @@ def _table(results: list[ClusterResult], best: dict[str, Any] | None) -> Table:
     return t
 
 
+def _class_cell(fmt: Callable[[dict[str, Any], str, str], str], k: str) -> Callable[[dict[str, Any]], str]:
+    # A factory, so each class column keeps its own class name (a lambda in a loop would share the last).
+    return lambda c: fmt(c, k, "0.000")
+
+
 def _record(where: str, name: str, results: list[ClusterResult], inp: Any, console: Console) -> None:
     from ebb.ledger import open_ledger
 
-    run_id = "c" + hashlib.sha1(f"{time.time_ns()}{name}".encode()).hexdigest()[:5]
+    now_ns = time.time_ns()
+    run_id = "c" + hashlib.sha1(f"{now_ns}{name}".encode()).hexdigest()[:5]
     book = open_ledger(where)
     n = 0
     try:
         for i, r in enumerate(results, start=1):
             if r.run.batches and r.policy.split(":")[0] == "ebb":
-                for cyc in batch_cycles(f"{run_id}-{i}", r.policy, inp, r.run):
+                for cyc in batch_cycles(f"{run_id}-{i}", r.policy, inp, r.run, recorded_unix_ns=now_ns):
                     book.append_cycle(cyc)
                     n += len(cyc.decisions)
     finally:

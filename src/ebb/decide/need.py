@@ -23,6 +23,8 @@ last 32 s of samples (≤ 320 at 100 ms), whatever the fleet size.
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -72,9 +74,11 @@ class NeedTracker:
         self.lookahead_s = float(lookahead_s)
         self.cost_window_s = float(cost_window_s)
         self._windows = np.asarray(WINDOWS_S, dtype=np.float64)
-        self._t = np.zeros(0)
-        self._cum = np.zeros(0)  # cumulative served replica-seconds up to and including each kept sample
-        self._q = np.zeros(0)  # queued requests at each kept sample
+        # Python lists, not arrays: a one-sample ingest (the fluid simulator's bins, the fast path's
+        # samples) then costs a few bisections instead of ~40 numpy calls on length-1 arrays.
+        self._t: list[float] = []
+        self._cum: list[float] = []  # cumulative served replica-seconds up to and including each kept sample
+        self._q: list[float] = []  # queued requests at each kept sample
         self._before = 0.0  # cumulative served replica-seconds before the first kept sample
         self._q_before = 0.0  # queued requests before the first kept sample
         self._last_t = -np.inf
@@ -105,17 +109,19 @@ class NeedTracker:
         done = 0.0 if done_weight is None else float(np.nansum(done_weight))
         if len(t) == 0:
             return np.zeros(0), NeedReading(0.0, 0.0, 0.0, self._cost)
+        if len(t) == 1:
+            return self._ingest_one(float(t[0]), float(s[0]), float(q[0]), done)
         s = np.where(np.isfinite(s) & (s > 0), s, 0.0)
         q = np.where(np.isfinite(q) & (q > 0), q, 0.0)
         first_prev = self._last_t if np.isfinite(self._last_t) else t[0] - min(0.1, _MAX_DT_S)
         dt = np.clip(np.diff(t, prepend=first_prev), 0.0, _MAX_DT_S)
         work = s * dt
         self._update_cost(float(t[-1]), float(work.sum()), done)
-        total = float(self._cum[-1]) if len(self._cum) else self._before
+        total = self._cum[-1] if self._cum else self._before
         cum_new = total + np.cumsum(work)
-        all_t = np.concatenate([self._t, t])
-        all_cum = np.concatenate([self._cum, cum_new])
-        all_q = np.concatenate([self._q, q])
+        all_t = np.concatenate([np.asarray(self._t, dtype=np.float64), t])
+        all_cum = np.concatenate([np.asarray(self._cum, dtype=np.float64), cum_new])
+        all_q = np.concatenate([np.asarray(self._q, dtype=np.float64), q])
         # A(t_k - D, t_k] = served + (queue now - queue then) x cost, for each new sample k and window D.
         idx = np.searchsorted(all_t, t[:, None] - self._windows[None, :], side="right") - 1
         at_edge = np.where(idx >= 0, all_cum[np.maximum(idx, 0)], self._before)
@@ -123,29 +129,63 @@ class NeedTracker:
         cost = self._cost if np.isfinite(self._cost) else 0.0
         arrived = cum_new[:, None] - at_edge + (q[:, None] - q_edge) * cost
         need = (np.maximum(arrived, 0.0) / (self._windows[None, :] + self.slack_s)).max(axis=1)
-        rate = self._rate(all_t, all_cum, all_q, float(t[-1]), cost)
+        rate = self._rate(all_t[-3:].tolist(), all_cum[-3:].tolist(), all_q[-3:].tolist(), float(t[-1]), cost)
         look = self.lookahead_s  # the bound at t + L, the arrivals of (t, t + L] at today's rate
         ahead = float(((np.maximum(arrived[-1], 0.0) + rate * look) / (self._windows + look + self.slack_s)).max())
-        self._last_t = float(t[-1])
-        cut = int(np.searchsorted(all_t, self._last_t - float(self._windows[-1]) - _MAX_DT_S, side="left"))
-        if cut > 0:
-            self._before = float(all_cum[cut - 1])
-            self._q_before = float(all_q[cut - 1])
-        self._t, self._cum, self._q = all_t[cut:], all_cum[cut:], all_q[cut:]
+        self._keep(all_t.tolist(), all_cum.tolist(), all_q.tolist(), float(t[-1]))
         return need, NeedReading(float(need[-1]), float(need.max()), float(q[-1]) * cost, self._cost, rate, ahead)
 
-    def _rate(self, all_t: FloatArray, all_cum: FloatArray, all_q: FloatArray, t: float, cost: float) -> float:
+    def _ingest_one(self, t: float, s: float, q: float, done: float) -> tuple[FloatArray, NeedReading]:
+        """:meth:`ingest` of one sample newer than every earlier one, in Python floats: the same
+        operations in the same order as the vectorised path (identical IEEE results)."""
+        s = s if math.isfinite(s) and s > 0 else 0.0
+        q = q if math.isfinite(q) and q > 0 else 0.0
+        first_prev = self._last_t if math.isfinite(self._last_t) else t - min(0.1, _MAX_DT_S)
+        dt = min(max(t - first_prev, 0.0), _MAX_DT_S)
+        work = s * dt
+        self._update_cost(t, work, done)
+        cum_new = (self._cum[-1] if self._cum else self._before) + work
+        all_t, all_cum, all_q = self._t, self._cum, self._q
+        all_t.append(t)
+        all_cum.append(cum_new)
+        all_q.append(q)
+        cost = self._cost if math.isfinite(self._cost) else 0.0
+        slack, look, before, q_before = self.slack_s, self.lookahead_s, self._before, self._q_before
+        rate = self._rate(all_t[-3:], all_cum[-3:], all_q[-3:], t, cost)
+        need = ahead = -math.inf
+        for w in WINDOWS_S:
+            i = bisect.bisect_right(all_t, t - w) - 1
+            arrived = cum_new - (all_cum[i] if i >= 0 else before) + (q - (all_q[i] if i >= 0 else q_before)) * cost
+            pos = max(0.0, arrived)
+            need = max(need, pos / (w + slack))
+            ahead = max(ahead, (pos + rate * look) / (w + look + slack))
+        self._keep(all_t, all_cum, all_q, t)
+        return np.array([need]), NeedReading(need, need, q * cost, self._cost, rate, ahead)
+
+    def _keep(self, all_t: list[float], all_cum: list[float], all_q: list[float], last_t: float) -> None:
+        """Keep the samples of the longest window (and a gap) before ``last_t``; the rest as totals."""
+        self._last_t = last_t
+        cut = bisect.bisect_left(all_t, last_t - WINDOWS_S[-1] - _MAX_DT_S)
+        if cut > 0:
+            self._before = all_cum[cut - 1]
+            self._q_before = all_q[cut - 1]
+            del all_t[:cut], all_cum[:cut], all_q[:cut]
+        self._t, self._cum, self._q = all_t, all_cum, all_q
+
+    def _rate(self, t3: list[float], cum3: list[float], q3: list[float], t: float, cost: float) -> float:
         """Arrived demand per second, sustained: the smaller of the rates over the last two sample
-        intervals (0 over a shorter history). One interval alone is a clump — the Azure traces log
-        dozens of requests in the same millisecond, which a fleet drains within its slack — two in a
-        row are a trend (a burst's first 200 ms)."""
-        if len(all_t) < 3 or t - float(all_t[-3]) > 2 * _MAX_DT_S:
+        intervals (0 over a shorter history); ``t3``, ``cum3``, ``q3`` are the last three samples.
+        One interval alone is a clump — the Azure traces log dozens of requests in the same
+        millisecond, which a fleet drains within its slack — two in a row are a trend (a burst's
+        first 200 ms)."""
+        if len(t3) < 3 or t - t3[0] > 2 * _MAX_DT_S:
             return 0.0
-        dt = np.diff(all_t[-3:])
-        if not (dt > 0).all():
+        dt0, dt1 = t3[1] - t3[0], t3[2] - t3[1]
+        if not (dt0 > 0 and dt1 > 0):
             return 0.0
-        arrived = np.diff(all_cum[-3:]) + np.diff(all_q[-3:]) * cost
-        return float(max(float((arrived / dt).min()), 0.0))
+        r0 = ((cum3[1] - cum3[0]) + (q3[1] - q3[0]) * cost) / dt0
+        r1 = ((cum3[2] - cum3[1]) + (q3[2] - q3[1]) * cost) / dt1
+        return max(min(r0, r1), 0.0)
 
     def _update_cost(self, t: float, work: float, done: float) -> None:
         """Replica-seconds per completion over the last ``cost_window_s`` (kept when none finished)."""

@@ -68,7 +68,7 @@ from ebb.model.decisions import Action
 from ebb.model.ids import ReplicaId
 from ebb.model.observation import FineSignals, Observation, Pipeline, PodView
 from ebb.model.spans import NO_SPANS, Spans
-from ebb.window.sliding import SlidingWindow
+from ebb.window.small import SmallWindow
 
 __all__ = ["PROFILES", "PROFILE_FLAGS", "PROFILE_KNOBS", "EbbPolicy", "EbbProfile", "plan_victims",
            "profile_with_knobs", "served_demand"]
@@ -107,7 +107,8 @@ class EbbPolicy:
 
     def __post_init__(self) -> None:
         p = self.profile
-        self._l1 = SlidingWindow(1, buckets=10, bucket_ms=100.0)
+        # The 1 s L1 window: ten 100 ms buckets of one series (the sketch's answers, exactly; cheaper for ≤ 10 samples).
+        self._l1 = SmallWindow(buckets=10, bucket_ms=100.0)
         self._need = NeedTracker(p.slack_fraction * self.slo_ttft_ms / 1000.0, lookahead_s=FAST_LOOKAHEAD_S)
         self._recent_need: deque[tuple[float, float]] = deque()
         self._reading = NeedReading(0.0, 0.0, 0.0, float("nan"))
@@ -166,7 +167,7 @@ class EbbPolicy:
             return
         demand = served_demand(f.prefill_replicas, f.slot_replicas, obs.ready_replicas)
         self._served_now = float(demand.mean())
-        self._l1.ingest(np.zeros(len(demand), dtype=np.int64), demand, (f.t_s * _NS).astype(np.int64))
+        self._l1.ingest(demand, (f.t_s * _NS).astype(np.int64))
         self._queue_hist.extend(zip(f.t_s.tolist(), (f.queued > 0).tolist(), strict=True))
         need, reading = self._need.ingest(f.t_s, demand, f.queued, _served(f))
         if len(need):
@@ -322,7 +323,7 @@ class EbbPolicy:
         ready = max(obs.ready_replicas, 1)
         with spans.layer("ebb.l1") as s1:
             self._ingest(obs)
-            d = float(self._l1.quantile(0.99, int(t * _NS))[0])
+            d = self._l1.quantile(0.99, int(t * _NS))
             d = 0.0 if math.isnan(d) else d
             queued = self._persistent_queue()
             if queued and obs.ready_replicas >= spec:

@@ -41,39 +41,50 @@ ALL_RULES: tuple[Rule, ...] = (
         "optimizer to CPU frees GPU memory (the design note measured -42 % GPU memory for -8 % speed on A100), "
         "which lets a job fit fewer or smaller GPUs. Offload without `pin_memory: true` copies through pageable "
         "memory and loses much of the speed. Stage \"auto\" and stage 0/1 are not checked; the legacy "
-        "`cpu_offload: true` counts as offloaded.",
+        "`cpu_offload: true` counts as offloaded."
+        "\n\nMeasured (`ebb lint ../shared/lint-corpus --expected tests/data/lint/corpus_expected.json`, 73 real configuration files from public repositories): 11 true positives, 0 false positives, 0 false negatives: precision 100 %, recall 100 % (11/11).",
         "Set `zero_optimization.offload_optimizer = {\"device\": \"cpu\", \"pin_memory\": true}` when the job is "
         "memory-bound; suppress with `# ebb: ignore[EBB101]` (YAML) or `.ebb-lint.yaml` when it is not.",
         ("deepspeed",)),
     Fp16StaticLossScale(
         "EBB102", "warning", "fp16 enabled without dynamic loss scaling",
         "With `fp16.enabled: true` a non-zero `loss_scale` fixes the scale: too high overflows and skips steps, "
-        "too low underflows gradients. `loss_scale: 0` (the default) enables dynamic scaling.",
+        "too low underflows gradients. `loss_scale: 0` (the default) enables dynamic scaling."
+        "\n\nMeasured (`ebb lint ../shared/lint-corpus --expected tests/data/lint/corpus_expected.json`, 73 real configuration files from public repositories): no finding and none expected (0 true positives, 0 false positives, 0 false negatives): precision is undefined there; the rule's own cases are in tests/data/lint/EBB102.",
         "Set `fp16.loss_scale: 0` (dynamic) with `loss_scale_window: 1000`, or use bf16 where supported.",
         ("deepspeed",)),
     DataLoaderSettings(
         "EBB103", "warning", "PyTorch DataLoader without workers, pinned memory or prefetching in a GPU script",
-        "In a script that trains on a GPU, `num_workers=0` (the default) loads batches in the training process and "
-        "starves the GPU; without `pin_memory=True` host-to-device copies cannot overlap compute; "
-        "`prefetch_factor` keeps batches ready. Calls that pass `**kwargs` are skipped. A script counts as GPU "
-        "training when it mentions `cuda`, `.to(device`, `device=` or `accelerator`.",
-        "Use `DataLoader(..., num_workers=4, pin_memory=True, prefetch_factor=2)` as a starting point.",
+        "In a script that trains on a GPU, `num_workers=0` (PyTorch's default) loads batches in the training process "
+        "and starves the GPU, and `pin_memory=False` (the default) keeps host-to-device copies synchronous. A "
+        "`DataLoader(...)` is reported when `num_workers` is absent or a literal 0, when `pin_memory` is absent or "
+        "literal False, or when `prefetch_factor` is given with a literal `num_workers=0` (a ValueError since "
+        "PyTorch 2.0). A missing `prefetch_factor` is never reported: PyTorch prefetches 2 batches per worker when "
+        "`num_workers > 0` (torch/utils/data/dataloader.py, pytorch/pytorch@0025348e; 1.x also defaulted to 2). "
+        "Values that are expressions (`num_workers=args.workers`), settings given by position and calls with "
+        "`**kwargs` are not decided by the file and are skipped. A script counts as GPU training when it mentions "
+        "`cuda`, `.to(device`, `device=` or `accelerator`."
+        "\n\nMeasured (`ebb lint tests/data/lint/heldout --expected tests/data/lint/heldout_expected.json`, 30 real files from pytorch/examples, accelerate, FastChat, nanoGPT, ConvNeXt, DeiT): 13 true positives, 0 false positives, 0 false negatives: precision 100 %, recall 100 % (13/13). The shared config corpus has no Python.",
+        "Use `DataLoader(..., num_workers=4, pin_memory=True)` as a starting point (PyTorch then prefetches 2 batches per worker).",
         ("python",)),
     EagerInferenceLoop(
         "EBB104", "info", "Hot inference loop with no torch.compile or CUDA graphs",
-        "A loop that calls a model step after step (a `for`/`while` loop calling `.generate(...)`, or a model "
-        "under `torch.no_grad()`/`torch.inference_mode()`) runs eagerly when the file never uses "
-        "`torch.compile(...)` nor CUDA graphs (`torch.cuda.graph`/`graphs`, `torch.cuda.CUDAGraph`, "
-        "`torch.cuda.make_graphed_callables`): every step launches each kernel from Python, and at small "
-        "batch that launch overhead, not the GPU math, sets the step time. Our H200 measurement "
-        "(`shared/data/gpu/h200-serving`, eager bf16 3.2 B-parameter decoder, no CUDA graphs) shows a decode step "
-        "at a median of 3.6-7.4 ms for every batch from 1 to 64, with no upward trend. A call counts as a model "
-        "call when it is `.generate(...)`, or calls a name `model`, `*_model`, `llm` or `net`, or (under no_grad/"
-        "inference_mode) a name assigned from an expression calling `from_pretrained(...)`, `.eval()` or `load(...)`. Loops that also call "
-        "`.backward()` or `.zero_grad()` are training loops and are skipped. Only the innermost qualifying loop is "
-        "reported. Severity is info: the file is read with `ast` only, so compilation done in another module "
-        "(or a serving engine that captures graphs itself) cannot be seen, and large-batch offline jobs are "
-        "compute-bound and gain little.",
+        "In a script that never trains (no `.backward()`, `.zero_grad()`, `<optimizer>.step()` or `.train()` call "
+        "anywhere: a validation loop inside a training script runs once per epoch and is not the hot path), a "
+        "`for`/`while` loop that calls `.generate(...)`, or under `torch.no_grad()`/`torch.inference_mode()` calls "
+        "a model, runs eagerly when the file never uses `torch.compile(...)` nor CUDA graphs (`torch.cuda.graph`/"
+        "`graphs`, `torch.cuda.CUDAGraph`, `torch.cuda.make_graphed_callables`): every step launches each kernel "
+        "from Python, and at small batch that launch overhead, not the GPU math, sets the step time. Our H200 "
+        "measurement (`shared/data/gpu/h200-serving`, eager bf16 3.2 B-parameter decoder, no CUDA graphs) shows a "
+        "decode step at a median of 3.6-7.4 ms for every batch from 1 to 64, with no upward trend. A model call is "
+        "a call of a name or attribute naming a model (`model`, `llm`, `lm`, `net`, `<noun>_model`, `<noun>_net`; "
+        "never a helper whose first word is a verb, such as `save_model`, `build_model`, `load_model`), a "
+        "model's `.forward(...)`, or a name assigned from `from_pretrained(...)`, `.eval()`, `load(...)` or "
+        "`pipeline(...)` (tokenizers and processors excluded). Only the innermost qualifying loop is reported. "
+        "Severity is info: the file is read with `ast` only, so compilation done in another module (or a serving "
+        "engine that captures graphs itself) cannot be seen, and large-batch offline jobs are compute-bound and "
+        "gain little."
+        "\n\nMeasured (`ebb lint tests/data/lint/heldout --expected tests/data/lint/heldout_expected.json`, 30 real files from pytorch/examples, accelerate, FastChat, nanoGPT, ConvNeXt, DeiT): 6 true positives, 0 false positives, 0 false negatives: precision 100 %, recall 100 % (6/6). The shared config corpus has no Python.",
         "Compile the step (`model = torch.compile(model, mode=\"reduce-overhead\")`, which uses CUDA graphs), or "
         "capture a fixed-shape decode step with `torch.cuda.graph`/`torch.cuda.make_graphed_callables`; if the "
         "model is compiled elsewhere, suppress with `# ebb: ignore[EBB104]` on the loop line.",
@@ -82,7 +93,8 @@ ALL_RULES: tuple[Rule, ...] = (
         "EBB201", "warning", "HPA scales on CPU/memory averages only",
         "An HPA whose only metrics are `Resource` (CPU/memory utilisation averaged over pods) cannot see "
         "latency or queue depth; averages hide the peaks that break the SLO and make scale-down misjudge load. "
-        "`autoscaling/v1` HPAs and v2 HPAs without metrics scale on CPU only.",
+        "`autoscaling/v1` HPAs and v2 HPAs without metrics scale on CPU only."
+        "\n\nMeasured (`ebb lint ../shared/lint-corpus --expected tests/data/lint/corpus_expected.json`, 73 real configuration files from public repositories): 6 true positives, 0 false positives, 0 false negatives: precision 100 %, recall 100 % (6/6).",
         "Add a latency or queue metric (`type: Pods`, `Object` or `External`, e.g. via prometheus-adapter) next "
         "to the resource metric.",
         ("k8s",)),
@@ -97,7 +109,8 @@ ALL_RULES: tuple[Rule, ...] = (
         "first such container in file order counts, for every file of the run. KEDA `ScaledObject`s "
         "(`keda.sh/v1alpha1`) are checked the same way at "
         "`spec.advanced.horizontalPodAutoscalerConfig.behavior.scaleDown.stabilizationWindowSeconds`, which KEDA "
-        "copies into the HPA it creates.",
+        "copies into the HPA it creates."
+        "\n\nMeasured (`ebb lint ../shared/lint-corpus --expected tests/data/lint/corpus_expected.json`, 73 real configuration files from public repositories): 12 true positives, 0 false positives, 0 false negatives: precision 100 %, recall 100 % (12/12).",
         "Set `spec.behavior.scaleDown.stabilizationWindowSeconds` (ScaledObject: "
         "`spec.advanced.horizontalPodAutoscalerConfig.behavior.scaleDown.stabilizationWindowSeconds`) to at least "
         "60 (the metric resolution), typically 300.",
@@ -106,14 +119,16 @@ ALL_RULES: tuple[Rule, ...] = (
         "EBB203", "warning", "Pod (anti-)affinity term with namespaceSelector: {}",
         "In a pod affinity or anti-affinity term an empty `namespaceSelector: {}` selects every namespace "
         "(upstream semantics; a null selector with no `namespaces` means the pod's own namespace). Unrelated "
-        "workloads with the same labels then repel or attract the pods, wasting nodes.",
+        "workloads with the same labels then repel or attract the pods, wasting nodes."
+        "\n\nMeasured (`ebb lint ../shared/lint-corpus --expected tests/data/lint/corpus_expected.json`, 73 real configuration files from public repositories): no finding and none expected (0 true positives, 0 false positives, 0 false negatives): precision is undefined there; the rule's own cases are in tests/data/lint/EBB203.",
         "Remove `namespaceSelector: {}` or list the namespaces explicitly under `namespaces:`.",
         ("k8s",)),
     SpreadWithoutPdb(
         "EBB204", "warning", "topologySpreadConstraints with DoNotSchedule and no PodDisruptionBudget",
         "A hard spread constraint (`whenUnsatisfiable: DoNotSchedule`) can leave evicted pods Pending during a "
         "node drain or scale-down; without a PodDisruptionBudget selecting the workload's pods (same namespace, "
-        "in the same set of linted files) nothing limits how many are evicted at once.",
+        "in the same set of linted files) nothing limits how many are evicted at once."
+        "\n\nMeasured (`ebb lint ../shared/lint-corpus --expected tests/data/lint/corpus_expected.json`, 73 real configuration files from public repositories): 2 true positives, 0 false positives, 0 false negatives: precision 100 %, recall 100 % (2/2).",
         "Add a PodDisruptionBudget whose selector matches the pod template labels, or use "
         "`whenUnsatisfiable: ScheduleAnyway`.",
         ("k8s",)),
@@ -132,7 +147,8 @@ ALL_RULES: tuple[Rule, ...] = (
         "lag = scrape interval (or metric resolution) + query range/resolution + polling interval (KEDA) or sync "
         "period (HPA). The query range is the longest PromQL range in the trigger's `query` (`[2m]` counts 120 s; "
         "a subquery `[10m:1m]` counts range plus step); for an HPA fed by metrics-server it is 0, and for an HPA "
-        "fed by an adapter the query is not visible, so its lag is a lower bound (\"at least\").",
+        "fed by an adapter the query is not visible, so its lag is a lower bound (\"at least\")."
+        "\n\nMeasured (`ebb lint ../shared/lint-corpus --expected tests/data/lint/corpus_expected.json`, 73 real configuration files from public repositories): 5 true positives, 0 false positives, 0 false negatives: precision 100 %, recall 100 % (5/5).",
         "Align the pipeline: `--metric-resolution=15s`, `scrape_interval: 15s`, a KEDA `pollingInterval` no "
         "shorter than the scrape interval, or lengthen the HPA sync period.",
         ("k8s", "prometheus")),

@@ -36,6 +36,9 @@ class RequestTrace:
     """Wall-clock time of ``arrival_s == 0`` when the file carried one (UTC seconds)."""
     notes: tuple[str, ...] = field(default=())
     """Human-readable remarks from loading (e.g. 'input was unsorted and has been sorted')."""
+    service_s: FloatArray | None = None
+    """Per-request service time (seconds, finite, >= 0) when the log carries one (a non-LLM service,
+    or ``finished - admitted``); None = not measured. Read by the service-time model only."""
 
     def __post_init__(self) -> None:
         n = len(self.arrival_s)
@@ -44,6 +47,12 @@ class RequestTrace:
                 f"RequestTrace columns differ in length: arrival_s={n}, tokens_in={len(self.tokens_in)}, "
                 f"tokens_out={len(self.tokens_out)}"
             )
+        if self.service_s is not None:
+            if len(self.service_s) != n:
+                raise ValueError(f"RequestTrace.service_s has {len(self.service_s)} values for {n} requests")
+            if n and not bool(np.all(np.isfinite(self.service_s) & (self.service_s >= 0))):
+                raise ValueError("RequestTrace.service_s must be finite and >= 0 seconds")
+            _freeze(self.service_s)
         for a in (self.arrival_s, self.tokens_in, self.tokens_out):
             _freeze(a)
 

@@ -210,6 +210,7 @@ def scale_requests(trace: RequestTrace, k: float, *, seed: int, jitter_s: float 
         name=trace.name, arrival_s=arrival[order], tokens_in=trace.tokens_in[src[order]],
         tokens_out=trace.tokens_out[src[order]], source=trace.source, start_epoch_s=trace.start_epoch_s,
         notes=trace.notes + (f"load scaled x{k:g} (seed={seed}, jitter {jitter_s:g} s)",),
+        service_s=None if trace.service_s is None else trace.service_s[src[order]],  # travels with its request
     )
 
 
@@ -260,7 +261,7 @@ def window(trace: RequestTrace | CountSeries, start_s: float, end_s: float) -> R
         return RequestTrace(
             name=trace.name, arrival_s=trace.arrival_s[lo:hi] - start_s, tokens_in=trace.tokens_in[lo:hi].copy(),
             tokens_out=trace.tokens_out[lo:hi].copy(), source=trace.source, start_epoch_s=epoch,
-            notes=trace.notes + (note,))
+            notes=trace.notes + (note,), service_s=None if trace.service_s is None else trace.service_s[lo:hi].copy())
     first = min(math.ceil(start_s / trace.bin_s), len(trace.counts))
     last = max(first, min(math.ceil(end_s / trace.bin_s), len(trace.counts)))
     shift = first * trace.bin_s

@@ -1,4 +1,4 @@
-"""Self-contained HTML report for ``ebb simulate``: scorecard table plus three inline SVG charts.
+"""Self-contained HTML report for ``ebb simulate`` and ``ebb demo --live``: verdict first, then charts and tables.
 
 The file must open offline, be mailable and survive being archived next to a trace, so it has no
 external resources: CSS is inline, charts are SVG generated here (see :mod:`ebb.score.svgplot`), and
@@ -18,8 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from ebb.errors import InputError
-from ebb.score.frontier import frontier_ratios, render_frontier_svg
+from ebb.score.frontier import frontier_ratios
+from ebb.score.names import abbreviate, legend
 from ebb.score.results import FloatArray, PolicyRun, Scorecard
+from ebb.score.scatter import SLO_DASH, cost_violation_chart, dash_swatch
 from ebb.score.svgplot import (
     PALETTE,
     LinearScale,
@@ -34,13 +36,21 @@ from ebb.score.svgplot import (
     step_path,
     time_unit,
 )
+from ebb.score.verdict import SLO_VIOLATION_LIMIT_PCT, Verdict, meets_slo, verdict
 
-__all__ = ["render_report", "write_report", "meets_slo", "MAX_POINTS", "SLO_VIOLATION_LIMIT_PCT"]
+__all__ = [
+    "MAX_POINTS",
+    "POLICY_LABEL_CHARS",
+    "SLO_VIOLATION_LIMIT_PCT",
+    "meets_slo",
+    "render_report",
+    "write_report",
+]
 
 MAX_POINTS = 2000
 """Most points drawn per series; enough for a 960-px-wide chart (two per pixel column)."""
-SLO_VIOLATION_LIMIT_PCT = 0.1
-"""A policy meets the SLO when at most this percentage of requests violated it."""
+POLICY_LABEL_CHARS = 22
+"""Longer policy specs appear as P1, P2, ... in tables and charts, spelled out once in a legend."""
 
 _W, _H = 960, 300
 _ML, _MR, _MT, _MB = 70, 70, 16, 44
@@ -50,24 +60,25 @@ _GREY = "#999999"
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;
 max-width:1000px;padding:0 16px;color:#222;background:#fff}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px}
-.muted{color:#666}table{border-collapse:collapse;font-variant-numeric:tabular-nums}
-th,td{padding:4px 8px;border-bottom:1px solid #e3e3e3;text-align:right;white-space:nowrap}
-th{background:#f5f5f5;font-weight:600}td.l,th.l{text-align:left}
-.scroll{overflow-x:auto}tr.best td{background:#e8f4ec}td.best{font-weight:700;outline:2px solid #009E73}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px}h3{font-size:15px;margin:16px 0 4px}
+.muted{color:#666}table{border-collapse:collapse;font-variant-numeric:tabular-nums;max-width:100%}
+th,td{padding:4px 7px;border-bottom:1px solid #e3e3e3;text-align:right;white-space:nowrap}
+th{background:#f5f5f5;font-weight:600;white-space:normal;vertical-align:bottom}
+td.l,th.l{text-align:left}td.l{white-space:normal;overflow-wrap:anywhere}td.p{white-space:nowrap}
+.tbl{max-width:100%;overflow-x:auto}tr.best td{background:#e8f4ec}
+td.best{font-weight:700;outline:2px solid #009E73}
 .ok{color:#007a55}.bad{color:#b34400}
+.verdict{border-left:4px solid #009E73;background:#f3faf6;padding:8px 14px;margin:14px 0}
+.verdict p{margin:4px 0;overflow-wrap:anywhere}.verdict.none{border-color:#b34400;background:#fdf5ef}
+dl.abbr{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px 0;font-size:13px}
+dl.abbr dt{font-weight:600}dl.abbr dd{margin:0;overflow-wrap:anywhere;font-family:ui-monospace,monospace}
 .legend{display:flex;flex-wrap:wrap;gap:6px 18px;margin:4px 0 2px;font-size:13px}
-.sw{display:inline-block;width:22px;height:0;border-top:3px solid;vertical-align:middle;margin-right:6px}
+.legend svg.swl{width:28px;height:10px;display:inline-block;vertical-align:middle;margin-right:6px}
 .blk{display:inline-block;width:14px;height:10px;vertical-align:middle;margin-right:6px}
 svg{width:100%;height:auto;display:block}svg text{font:11px system-ui,sans-serif;fill:#333}
 svg .halo{paint-order:stroke;stroke:#fff;stroke-width:3px}
 svg .grid{stroke:#e6e6e6}svg .axis{stroke:#888}svg path.s{fill:none;stroke-linejoin:round;stroke-linecap:round}
 """
-
-
-def meets_slo(card: Scorecard) -> bool:
-    """True when the run's violation percentage is known and at most the limit."""
-    return math.isfinite(card.slo_violation_pct) and card.slo_violation_pct <= SLO_VIOLATION_LIMIT_PCT
 
 
 def _e(text: object) -> str:
@@ -78,7 +89,16 @@ def _color(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
-# --------------------------------------------------------------------------- scorecard table
+# --------------------------------------------------------------------------- verdict and tables
+
+def _verdict_block(v: Verdict) -> str:
+    """The verdict as the report's first section (plain sentences from :meth:`Verdict.lines`)."""
+    lines = v.lines()
+    first, rest = lines[0], lines[1:]
+    cls = "verdict" if v.pick is not None else "verdict none"
+    return (f'<section class="{cls}" id="verdict"><p><b>{_e(first)}</b></p>'
+            + "".join(f"<p>{_e(line)}</p>" for line in rest) + "</section>")
+
 
 def _num(fmt: str) -> Callable[[object], str]:
     def f(v: object) -> str:
@@ -88,52 +108,73 @@ def _num(fmt: str) -> Callable[[object], str]:
     return f
 
 
-# Readable order: identity, money, SLO outcome, latency, scaling behaviour, SLO settings, cost of
-# running the simulation. Every Scorecard field appears once.
-_COLUMNS: tuple[tuple[str, str, Callable[[object], str]], ...] = (
-    ("policy", "policy", str), ("trace", "trace", str), ("fidelity", "fidelity", str),
-    ("requests", "requests", _num(",d")), ("gpu_hours", "GPU-hours", _num(",.2f")),
-    ("cost_usd", "cost (USD)", _num(",.2f")), ("slo_violations", "SLO violations", _num(",d")),
-    ("slo_violation_pct", "violations (%)", _num(".3f")),
-    ("dropped_requests", "dropped", _num(",d")),
-    ("ttft_p50_ms", "TTFT p50 (ms)", _num(",.1f")), ("ttft_p99_ms", "TTFT p99 (ms)", _num(",.1f")),
-    ("e2e_p50_ms", "e2e p50 (ms)", _num(",.1f")), ("e2e_p99_ms", "e2e p99 (ms)", _num(",.1f")),
-    ("peak_replicas", "peak replicas", _num(",d")), ("mean_replicas", "mean replicas", _num(",.2f")),
-    ("scale_ups", "scale-ups", _num(",d")), ("scale_downs", "scale-downs", _num(",d")),
-    ("misjudged_scale_downs", "misjudged scale-downs", _num(",d")),
-    ("sla_violation_delay_ms", "SLA violation delay (ms)", _num(",.0f")),
-    ("breach_episodes", "breach episodes", _num(",d")),
-    ("canary_passes", "canary passes", _num(",d")), ("canary_aborts", "canary aborts", _num(",d")),
-    ("slo_ttft_ms", "SLO TTFT (ms)", _num(",.0f")), ("slo_e2e_ms", "SLO e2e (ms)", _num(",.0f")),
-    ("wall_s", "sim wall (s)", _num(",.2f")),
+# Columns grouped so each table fits a 1,280-px window (about 960 px of content): the outcome
+# (money and SLO), latency, scaling behaviour, and the run itself. Every Scorecard field appears once;
+# "meets SLO" and "vs HPA frontier" are derived.
+_Col = tuple[str, str, Callable[[object], str]]
+_GROUPS: tuple[tuple[str, tuple[_Col, ...]], ...] = (
+    ("Cost and SLO", (
+        ("gpu_hours", "GPU-hours", _num(",.2f")), ("cost_usd", "cost (USD)", _num(",.2f")),
+        ("slo_violation_pct", "violations (%)", _num(".3f")), ("meets", f"meets SLO (≤{SLO_VIOLATION_LIMIT_PCT:g} %)", str),
+        ("slo_violations", "SLO violations", _num(",d")), ("dropped_requests", "dropped", _num(",d")),
+        ("vs_hpa", "vs HPA frontier", str))),
+    ("Latency", (
+        ("ttft_p50_ms", "TTFT p50 (ms)", _num(",.1f")), ("ttft_p99_ms", "TTFT p99 (ms)", _num(",.1f")),
+        ("e2e_p50_ms", "e2e p50 (ms)", _num(",.1f")), ("e2e_p99_ms", "e2e p99 (ms)", _num(",.1f")),
+        ("sla_violation_delay_ms", "SLA violation delay (ms)", _num(",.0f")),
+        ("breach_episodes", "breach episodes", _num(",d")))),
+    ("Scaling", (
+        ("peak_replicas", "peak replicas", _num(",d")), ("mean_replicas", "mean replicas", _num(",.2f")),
+        ("scale_ups", "scale-ups", _num(",d")), ("scale_downs", "scale-downs", _num(",d")),
+        ("misjudged_scale_downs", "misjudged scale-downs", _num(",d")),
+        ("canary_passes", "canary passes", _num(",d")), ("canary_aborts", "canary aborts", _num(",d")))),
+    ("Run", (
+        ("trace", "trace", str), ("fidelity", "fidelity", str), ("requests", "requests", _num(",d")),
+        ("slo_ttft_ms", "SLO TTFT (ms)", _num(",.0f")), ("slo_e2e_ms", "SLO e2e (ms)", _num(",.0f")),
+        ("wall_s", "sim wall (s)", _num(",.2f")))),
 )
-_TEXT_COLS = {"policy", "trace", "fidelity"}
+_TEXT_COLS = {"trace", "fidelity"}
 
 
-def _scorecard_table(cards: Sequence[Scorecard]) -> str:
-    ok = [c for c in cards if meets_slo(c) and math.isfinite(c.gpu_hours)]
-    best = min((c.gpu_hours for c in ok), default=math.nan)
-    verdict_head = f"meets SLO (≤{SLO_VIOLATION_LIMIT_PCT:g}%)"
-    heads = []
-    for key, label, _ in _COLUMNS:
-        heads.append(f'<th class="{"l" if key in _TEXT_COLS else ""}">{_e(label)}</th>')
-        if key == "slo_violation_pct":  # the verdict sits next to the number it is computed from
-            heads.append(f"<th>{_e(verdict_head)}</th>")
-    rows = []
-    for i, c in enumerate(cards):
-        is_best = meets_slo(c) and c.gpu_hours == best
-        cells = [f'<td class="l"><span class="blk" style="background:{_color(i)}"></span>{_e(c.policy)}</td>']
-        for key, _, fmt in _COLUMNS[1:]:
-            cls = "l" if key in _TEXT_COLS else ("best" if key == "gpu_hours" and is_best else "")
-            cells.append(f'<td class="{cls}">{_e(fmt(getattr(c, key)))}</td>')
-            if key == "slo_violation_pct":
-                cells.append('<td><span class="ok">yes</span></td>' if meets_slo(c)
-                             else '<td><span class="bad">no</span></td>')
-        rows.append(f'<tr class="{"best" if is_best else ""}">{"".join(cells)}</tr>')
-    note = ("Highlighted: fewest GPU-hours among policies that meet the SLO."
-            if ok else "No policy meets the SLO, so none is highlighted.")
-    return (f'<div class="scroll"><table><thead><tr>{"".join(heads)}</tr></thead><tbody>{"".join(rows)}'
-            f'</tbody></table></div><p class="muted">{_e(note)}</p>')
+def _cell(c: Scorecard, key: str, fmt: Callable[[object], str], ratios: Mapping[str, float]) -> str:
+    if key == "meets":
+        return '<span class="ok">yes</span>' if meets_slo(c) else '<span class="bad">no</span>'
+    if key == "vs_hpa":
+        r = ratios.get(c.policy)
+        return "" if r is None else "n/a" if not math.isfinite(r) else _e(f"{r:.2f}×")
+    return _e(fmt(getattr(c, key)))
+
+
+def _scorecard_tables(cards: Sequence[Scorecard], labels: Sequence[str], pick: Scorecard | None) -> str:
+    """The scorecard as grouped tables (policy first in each) with the verdict's policy highlighted."""
+    ratios = frontier_ratios([c.as_dict() for c in cards])
+    out = []
+    for name, cols in _GROUPS:
+        cols = tuple(col for col in cols if col[0] != "vs_hpa" or ratios)
+        heads = ['<th class="l">policy</th>'] + [f'<th class="{"l" if k in _TEXT_COLS else ""}">{_e(label)}</th>'
+                                                 for k, label, _ in cols]
+        rows = []
+        for i, c in enumerate(cards):
+            is_pick = pick is not None and c is pick
+            cells = [f'<td class="l p"><span class="blk" style="background:{_color(i)}"></span>{_e(labels[i])}</td>']
+            for key, _, fmt in cols:
+                cls = "l" if key in _TEXT_COLS else ("best" if key == "gpu_hours" and is_pick else "")
+                cells.append(f'<td class="{cls}">{_cell(c, key, fmt, ratios)}</td>')
+            rows.append(f'<tr class="{"best" if is_pick else ""}">{"".join(cells)}</tr>')
+        out.append(f'<h3>{_e(name)}</h3><div class="tbl"><table><thead><tr>{"".join(heads)}</tr></thead>'
+                   f'<tbody>{"".join(rows)}</tbody></table></div>')
+    note = ("Highlighted: the verdict's policy, the cheapest deployable one (not the oracle) that meets the SLO."
+            if pick is not None else "No deployable policy meets the SLO, so none is highlighted.")
+    return "".join(out) + f'<p class="muted">{_e(note)}</p>'
+
+
+def _abbreviations(labels: Mapping[str, str]) -> str:
+    """The legend of abbreviated policy specs (empty when none was abbreviated)."""
+    items = legend(dict(labels))
+    if not items:
+        return ""
+    return ('<dl class="abbr" id="abbreviations">'
+            + "".join(f"<dt>{_e(short)}</dt><dd>{_e(spec)}</dd>" for short, spec in items) + "</dl>")
 
 
 # --------------------------------------------------------------------------- chart scaffolding
@@ -195,9 +236,8 @@ def _svg(label: str, body: str, height: int = _H) -> str:
             f'<line class="axis" x1="{_X0}" x2="{_X1}" y1="{_Y0}" y2="{_Y0}"/>{body}</svg>')
 
 
-def _legend(runs: Sequence[PolicyRun], extra: str = "") -> str:
-    items = [f'<span><span class="sw" style="border-color:{_color(i)}"></span>{_e(r.scorecard.policy)}</span>'
-             for i, r in enumerate(runs)]
+def _legend(labels: Sequence[str], extra: str = "") -> str:
+    items = [f"<span>{dash_swatch(_color(i), '', width=3)}{_e(name)}</span>" for i, name in enumerate(labels)]
     return f'<div class="legend">{"".join(items)}{extra}</div>'
 
 
@@ -208,7 +248,7 @@ def _x_end(r: PolicyRun) -> float:
 
 # --------------------------------------------------------------------------- the three charts
 
-def _replicas_chart(runs: Sequence[PolicyRun]) -> str:
+def _replicas_chart(runs: Sequence[PolicyRun], labels: Sequence[str]) -> str:
     x, x_axis = _time_axis(runs)
     y, yt = _linear_y(_finite_max(*(r.timeline.replicas for r in runs)))
     demand = runs[0].timeline  # same trace for every policy, so one demand series suffices
@@ -225,48 +265,49 @@ def _replicas_chart(runs: Sequence[PolicyRun]) -> str:
         parts.append(f'<path class="s" d="{step_path(x(tt), y(rv), x.at(_x_end(r)))}" stroke="{_color(i)}" '
                      f'stroke-width="1.8"><title>{_e(tip)}</title></path>')
     extra = f'<span><span class="blk" style="background:{_GREY};opacity:.45"></span>demand (req/s, right axis)</span>'
-    return _legend(runs, extra) + _svg("replicas over time per policy against demand", "".join(parts))
+    return _legend(labels, extra) + _svg("replicas over time per policy against demand", "".join(parts))
 
 
-def _latency_chart(runs: Sequence[PolicyRun]) -> str:
-    series: list[tuple[int, str, FloatArray, FloatArray, str]] = []
-    for i, r in enumerate(runs):
-        for name, arr, dash in (("TTFT p99", r.timeline.ttft_p99_ms, ""), ("e2e p99", r.timeline.e2e_p99_ms, "6 3")):
-            tt, vv = downsample_max(r.timeline.t_s, arr, MAX_POINTS)
-            series.append((i, name, tt, vv, dash))
-    slos = sorted({(c.slo_ttft_ms, "TTFT SLO") for c in (r.scorecard for r in runs) if c.slo_ttft_ms > 0}
-                  | {(c.slo_e2e_ms, "e2e SLO") for c in (r.scorecard for r in runs) if c.slo_e2e_ms > 0})
-    slo_arr = np.array([v for v, _ in slos if math.isfinite(v)], dtype=np.float64)
-    lo = _finite_min_pos(slo_arr, *(s[3] for s in series))
-    hi = _finite_max(slo_arr, *(s[3] for s in series))
+_LATENCY = {"ttft": ("TTFT p99", "ttft_p99_ms", "slo_ttft_ms", "TTFT SLO"),
+            "e2e": ("e2e p99", "e2e_p99_ms", "slo_e2e_ms", "e2e SLO")}
+
+
+def _latency_chart(runs: Sequence[PolicyRun], labels: Sequence[str], metric: str) -> str:
+    """One latency metric (``ttft`` or ``e2e`` p99) over time, one line per policy, with its SLO line.
+
+    The SLO line and its legend swatch share :data:`ebb.score.scatter.SLO_DASH`.
+    """
+    name, field, slo_field, slo_name = _LATENCY[metric]
+    series = [downsample_max(r.timeline.t_s, getattr(r.timeline, field), MAX_POINTS) for r in runs]
+    slos = sorted({float(getattr(r.scorecard, slo_field)) for r in runs
+                   if getattr(r.scorecard, slo_field) > 0 and math.isfinite(getattr(r.scorecard, slo_field))})
+    slo_arr = np.array(slos, dtype=np.float64)
+    lo = _finite_min_pos(slo_arr, *(v for _, v in series))
+    hi = _finite_max(slo_arr, *(v for _, v in series))
     if not (math.isfinite(lo) and math.isfinite(hi)):
         lo, hi = 1.0, 1000.0
     lo, hi = 10.0 ** math.floor(math.log10(lo)), 10.0 ** math.ceil(math.log10(hi))
     hi = hi * 10 if hi <= lo else hi
     x, x_axis = _time_axis(runs)
     y = LogScale(lo, hi, _Y0, _Y1)
-    parts = [x_axis, _y_axis(log_ticks(lo, hi), y.at, "latency p99 (ms, log scale)")]
-    for v, name in slos:
-        if math.isfinite(v):
-            py = y.at(v)
-            label = _e(f"{name} {v:g} ms")
-            parts.append(f'<line x1="{_X0}" x2="{_X1}" y1="{py:.1f}" y2="{py:.1f}" stroke="#555" '
-                         f'stroke-dasharray="4 4"><title>{label}</title></line>'
-                         f'<text class="halo" x="{_X1 - 4}" y="{py - 4:.1f}" text-anchor="end">{label}</text>')
-    for i, name, tt, vv, dash in series:
+    parts = [x_axis, _y_axis(log_ticks(lo, hi), y.at, f"{name} (ms, log scale)")]
+    for v in slos:
+        py = y.at(v)
+        label = _e(f"{slo_name} {v:g} ms")
+        parts.append(f'<line class="slo" x1="{_X0}" x2="{_X1}" y1="{py:.1f}" y2="{py:.1f}" stroke="#555" '
+                     f'stroke-dasharray="{SLO_DASH}"><title>{label}</title></line>'
+                     f'<text class="halo" x="{_X1 - 4}" y="{py - 4:.1f}" text-anchor="end">{label}</text>')
+    for i, (tt, vv) in enumerate(series):
         peak = _finite_max(vv)
-        tip = f"{runs[i].scorecard.policy}: {name}, max {peak:,.1f} ms" if math.isfinite(peak) else \
-            f"{runs[i].scorecard.policy}: {name}, no completed requests"
-        da = f' stroke-dasharray="{dash}"' if dash else ""
-        parts.append(f'<path class="s" d="{line_path(x(tt), y(vv))}" stroke="{_color(i)}" stroke-width="1.5"{da}>'
+        pol = runs[i].scorecard.policy
+        tip = f"{pol}: {name}, max {peak:,.1f} ms" if math.isfinite(peak) else f"{pol}: {name}, no completed requests"
+        parts.append(f'<path class="s" d="{line_path(x(tt), y(vv))}" stroke="{_color(i)}" stroke-width="1.5">'
                      f"<title>{_e(tip)}</title></path>")
-    extra = ('<span><span class="sw" style="border-color:#444"></span>TTFT p99</span>'
-             '<span><span class="sw" style="border-color:#444;border-top-style:dashed"></span>e2e p99</span>'
-             '<span><span class="sw" style="border-color:#555;border-top:2px dotted"></span>SLO</span>')
-    return _legend(runs, extra) + _svg("p99 latency over time per policy", "".join(parts))
+    extra = f"<span>{dash_swatch('#555', SLO_DASH)}{_e(slo_name)}</span>" if slos else ""
+    return _legend(labels, extra) + _svg(f"{name} over time per policy", "".join(parts))
 
 
-def _bars_chart(runs: Sequence[PolicyRun]) -> str:
+def _bars_chart(runs: Sequence[PolicyRun], labels: Sequence[str]) -> str:
     """Two panels side by side: cost (USD) and SLO violations (%), one coloured bar per policy."""
     half = _W / 2
     panels = (("cost (USD)", [r.scorecard.cost_usd for r in runs], "{:,.2f}", None),
@@ -287,7 +328,7 @@ def _bars_chart(runs: Sequence[PolicyRun]) -> str:
         band = (x1 - x0) / max(len(runs), 1)
         for i, (r, v) in enumerate(zip(runs, values, strict=True)):
             cx = x0 + band * (i + 0.5)
-            name = r.scorecard.policy if len(r.scorecard.policy) <= 16 else r.scorecard.policy[:15] + "…"
+            name = labels[i] if len(labels[i]) <= 16 else labels[i][:15] + "…"
             parts.append(f'<text x="{cx:.1f}" y="{_Y0 + 16}" text-anchor="middle">{_e(name)}</text>')
             text = fmt.format(v) if math.isfinite(v) else "—"
             if math.isfinite(v):
@@ -303,7 +344,7 @@ def _bars_chart(runs: Sequence[PolicyRun]) -> str:
                          f'stroke-dasharray="4 4"><title>SLO limit {limit:g}%</title></line>'
                          f'<text class="halo" x="{x1}" y="{py - 4:.1f}" text-anchor="end">limit {limit:g}%</text>')
     body = "".join(parts)
-    return _legend(runs) + (f'<svg viewBox="0 0 {_W} {_H}" role="img" '
+    return _legend(labels) + (f'<svg viewBox="0 0 {_W} {_H}" role="img" '
                             f'aria-label="cost and SLO violations per policy">{body}</svg>')
 
 
@@ -311,38 +352,46 @@ def _bars_chart(runs: Sequence[PolicyRun]) -> str:
 
 def render_report(runs: Sequence[PolicyRun], *, title: str, trace_desc: str,
                   settings: Mapping[str, str]) -> str:
-    """One self-contained HTML document comparing ``runs`` (policies on the same trace)."""
+    """One self-contained HTML document comparing ``runs`` (policies on the same trace).
+
+    Order: the verdict (:func:`ebb.score.verdict.verdict`), the cost-against-violations chart, the
+    scorecard in grouped tables, one chart per time series, the settings. Policy specs longer than
+    :data:`POLICY_LABEL_CHARS` characters appear as P1, P2, ... with a legend under the tables.
+    """
     settings_rows = "".join(f'<tr><th class="l">{_e(k)}</th><td class="l">{_e(v)}</td></tr>'
                             for k, v in settings.items())
     parts = [
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width,initial-scale=1">',
+        ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+         '<meta name="viewport" content="width=device-width,initial-scale=1">'),
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
         f'<h1>{_e(title)}</h1><p class="muted">Trace: {_e(trace_desc)}</p>',
     ]
-    if settings_rows:
-        parts.append(f"<h2>Settings</h2><table><tbody>{settings_rows}</tbody></table>")
+    settings_html = f"<h2>Settings</h2><table><tbody>{settings_rows}</tbody></table>" if settings_rows else ""
     if not runs:
-        parts.append("<p>No policy runs to report.</p></body></html>")
+        parts.append(settings_html + "<p>No policy runs to report.</p></body></html>")
         return "".join(parts)
-    parts.append("<h2>Scorecard</h2>" + _scorecard_table([r.scorecard for r in runs]))
+    cards = [r.scorecard for r in runs]
+    v = verdict(cards)
+    by_spec = abbreviate((c.policy for c in cards), POLICY_LABEL_CHARS)
+    labels = [by_spec[c.policy] for c in cards]
+    parts.append(_verdict_block(v))
+    legend_html, scatter_svg = cost_violation_chart(cards, [_color(i) for i in range(len(cards))], labels, v.pick)
+    parts.append("<h2>Cost against SLO violations</h2>" + _legend(labels) + legend_html + scatter_svg)
+    if frontier_ratios([c.as_dict() for c in cards]):
+        parts.append('<p class="muted">The solid grey line is the peers\' frontier, the dashed one the HPA '
+                     "frontier (lower convex hulls: mixing settings over time reaches any point on them). "
+                     "“vs HPA frontier” in the table is each policy's GPU-hours against the HPA frontier at its "
+                     "own violation rate (below 1× = cheaper than any HPA mix).</p>")
+    parts.append("<h2>Scorecard</h2>" + _scorecard_tables(cards, labels, v.pick) + _abbreviations(by_spec))
     longest = max(len(r.timeline.t_s) for r in runs)
     if longest > MAX_POINTS:
         parts.append(f'<p class="muted">Charts show {longest:,} bins downsampled to at most {MAX_POINTS:,} '
                      "points per series; replica and demand minima/maxima and latency maxima are kept.</p>")
-    parts.append("<h2>Replicas over time</h2>" + _replicas_chart(runs))
-    parts.append("<h2>Tail latency over time</h2>" + _latency_chart(runs))
-    parts.append("<h2>Cost and SLO violations</h2>" + _bars_chart(runs))
-    cards = [r.scorecard.as_dict() for r in runs]
-    if frontier_ratios(cards):
-        # Only with HPA/static points: the hull is what mixing HPA settings over time can reach.
-        parts.append('<h2>GPU-hours against the HPA frontier</h2><p class="muted">The dashed line is the lower '
-                     "convex hull of the HPA and static points; a policy below it is cheaper than any HPA mix at "
-                     "its own violation rate.</p>"
-                     # Inline SVG needs no namespace; the document references nothing external.
-                     + render_frontier_svg({runs[0].scorecard.trace: cards}).replace(
-                         ' xmlns="http://www.w3.org/2000/svg"', ""))
-    parts.append("</body></html>")
+    parts.append("<h2>Replicas over time</h2>" + _replicas_chart(runs, labels))
+    parts.append("<h2>TTFT p99 over time</h2>" + _latency_chart(runs, labels, "ttft"))
+    parts.append("<h2>End-to-end p99 over time</h2>" + _latency_chart(runs, labels, "e2e"))
+    parts.append("<h2>Cost and SLO violations</h2>" + _bars_chart(runs, labels))
+    parts.append(settings_html + "</body></html>")
     return "".join(parts)
 
 

@@ -5,10 +5,14 @@ Order of work (each step deterministic for ``settings.seed``):
 1. Build the workload at the requested fidelity: a :class:`RequestTrace` (``request``) or a
    :class:`FluidDemand` (``fluid``). Count series become requests (``request`` fidelity) with
    Poisson arrivals within each bin and token sizes from the documented default distribution.
-2. Scale load: ``--load-scale K`` multiplies it; ``--peak-replicas N`` picks K so that the
-   oracle's peak is about N replicas (one calibration pass, then a rescale by N / found peak).
-3. Search the oracle's schedule (perfect foresight; see :mod:`ebb.sim.baselines.oracle`).
-4. Run every requested policy on the same workload and score it.
+2. Scale load: ``--load-scale K`` multiplies it; ``--peak-replicas N`` picks K with
+   :func:`calibrate`, from the trace itself and never from the prepared workload, so one file
+   gets one K whatever the fidelity (the reference is a 1 s fluid copy of the trace; see there).
+3. Search the oracle's schedule (perfect foresight; see :mod:`ebb.sim.baselines.oracle`); under
+   ``--peak-replicas N`` no second of it holds more than N replicas.
+4. Run every requested policy on the same workload and score it. A workload with no request,
+   or a run whose scorecard would hold NaN cost or violation figures, is refused with
+   :class:`~ebb.errors.InputError` (exit 2) naming the reason, never printed as NaN.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ebb.errors import ConfigError
+from ebb.errors import ConfigError, InputError
 from ebb.gates.guard import canary_counts
 from ebb.model.trace import CountSeries, RequestTrace
 from ebb.model.trace_ops import DEFAULT_TOKENS, counts_to_requests, scale_counts, scale_requests
@@ -32,12 +36,13 @@ from ebb.sim.baselines.oracle import (
     work_per_request,
     work_rate,
 )
-from ebb.sim.fluid_engine import FluidDemand, simulate_fluid
+from ebb.sim.fluid_engine import FloatArray, FluidDemand, simulate_fluid
 from ebb.sim.fluid_scoring import score_fluid
 from ebb.sim.policies import build_policy
 from ebb.sim.policy_context import PolicyContext
 from ebb.sim.policy import Policy
 from ebb.sim.request_engine import simulate_requests
+from ebb.sim.service_time import work_per_request as service_work
 from ebb.score.results import PolicyRun
 from ebb.score.percentiles import timeline_edges
 from ebb.sim.scoring import score_requests
@@ -54,6 +59,10 @@ _DIGEST_SECONDS = 4 * 86400
 _SEGMENT_S = 6 * 3600
 _DIGEST_SEGMENTS = 4
 _TARGET_VIOLATION_PCT = 0.1
+_REFERENCE_BIN_S = 1.0
+"""Bin width (s) of the fluid reference copy every ``--peak-replicas`` calibration runs on."""
+_CALIBRATION_ROUNDS = 6
+"""Most oracle searches the calibration runs on the reference (each rescales by N / found peak)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,13 @@ def _to_fluid(trace: RequestTrace | CountSeries, bin_s: float, seed: int) -> Flu
     if isinstance(trace, CountSeries):
         rng = np.random.default_rng(seed)
         tin, tout = DEFAULT_TOKENS.sample(_TOKEN_SAMPLE, rng)
+        if trace.bin_s > bin_s + 1e-9 and abs(trace.bin_s / bin_s - round(trace.bin_s / bin_s)) < 1e-9:
+            # Split a coarse bin evenly (fluid counts are real numbers): the request fidelity spreads
+            # a bin's arrivals uniformly over it, and 60 s engine steps would hide every burst.
+            r = round(trace.bin_s / bin_s)
+            c = np.repeat(trace.counts.astype(np.float64) / r, r)
+            return FluidDemand(str(trace.name), bin_s, c, np.sort(tin.astype(np.float64)),
+                               np.sort(tout.astype(np.float64)))
         if abs(trace.bin_s - bin_s) > 1e-9:
             # Re-bin by integer ratio when possible; otherwise keep the series' own bins.
             ratio = bin_s / trace.bin_s
@@ -93,6 +109,8 @@ def _to_fluid(trace: RequestTrace | CountSeries, bin_s: float, seed: int) -> Flu
 
 def _rate(w: Workload, settings: SimSettings) -> np.ndarray:
     lat = settings.cluster.latency
+    if isinstance(w, RequestTrace) and settings.cluster.service is not None:  # slot-seconds / slots
+        return work_rate(w.arrival_s, service_work(w, settings.cluster.service, settings.seed), w.duration_s)
     if isinstance(w, RequestTrace):
         work = work_per_request(w.tokens_in.astype(np.float64), w.tokens_out.astype(np.float64), lat)
         return work_rate(w.arrival_s, work, w.duration_s)
@@ -145,50 +163,135 @@ def _digest(w: Workload, rate: np.ndarray) -> Workload:
     scores = np.array([peak5[i * seg:(i + 1) * seg].max() for i in range(nseg)])
     chosen = np.sort(np.argsort(-scores, kind="stable")[:_DIGEST_SEGMENTS])
     if isinstance(w, RequestTrace):
-        parts_a, parts_i, parts_o = [], [], []
+        parts_a, parts_i, parts_o, parts_s = [], [], [], []
         for j, sidx in enumerate(chosen):
             m = (w.arrival_s >= sidx * seg) & (w.arrival_s < (sidx + 1) * seg)
             parts_a.append(w.arrival_s[m] - sidx * seg + j * seg)
             parts_i.append(w.tokens_in[m])
             parts_o.append(w.tokens_out[m])
+            parts_s.append(w.service_s[m] if w.service_s is not None else np.zeros(0))
         return RequestTrace(w.name, np.concatenate(parts_a), np.concatenate(parts_i), np.concatenate(parts_o),
-                            source=w.source)
+                            source=w.source, service_s=None if w.service_s is None else np.concatenate(parts_s))
     per = max(1, int(round(seg / w.bin_s)))
     counts = np.concatenate([w.counts[sidx * per:(sidx + 1) * per] for sidx in chosen])
     return FluidDemand(w.name, w.bin_s, counts, w.tokens_in_sample, w.tokens_out_sample)
 
 
 def search(w: Workload, settings: SimSettings, near: OracleSearch | None = None, *,
-           verify: bool = True) -> OracleSearch:
+           verify: bool = True, max_replicas: int | None = None) -> OracleSearch:
     """The oracle's verified schedule for ``w``. Long workloads: search the headroom on a digest
     of the busiest segments, then verify on the whole workload (raising headroom ×1.15 until
-    it meets the SLO), so the result is always checked on the full run."""
+    it meets the SLO), so the result is always checked on the full run. ``max_replicas``: no
+    second of the schedule exceeds it (a capped run that cannot meet the SLO reports its rate)."""
     rate = _rate(w, settings)
     cold = settings.cluster.cold_start_s
     hint = (near.headroom, near.smoothing_s) if near is not None else None
     if w.duration_s <= _DIGEST_SECONDS:
         return search_oracle(rate, cold, _evaluate(w, settings), target_violation_pct=_TARGET_VIOLATION_PCT,
-                             near=hint)
+                             near=hint, max_replicas=max_replicas)
     sub = _digest(w, rate)
     found = search_oracle(_rate(sub, settings), cold, _evaluate(sub, settings),
-                          target_violation_pct=_TARGET_VIOLATION_PCT, near=hint)
+                          target_violation_pct=_TARGET_VIOLATION_PCT, near=hint, max_replicas=max_replicas)
     h = found.headroom
     if not verify:
         # Only the schedule's shape is wanted (load calibration); it is verified after rescaling.
-        sched = schedule_for(rate, h, found.smoothing_s, cold)
+        sched = schedule_for(rate, h, found.smoothing_s, cold, max_replicas)
         return OracleSearch(sched, h, found.smoothing_s, float("nan"), float("nan"), found.tried)
     full = _evaluate(w, settings)
     for attempt in range(1, 9):
-        sched = schedule_for(rate, h, found.smoothing_s, cold)
+        sched = schedule_for(rate, h, found.smoothing_s, cold, max_replicas)
         cost, viol = full(sched)
-        if viol <= _TARGET_VIOLATION_PCT:
+        if viol <= _TARGET_VIOLATION_PCT or (max_replicas is not None and attempt == 8):
+            # Capped: the eighth attempt is reported with its violation rate rather than exceed N.
             return OracleSearch(sched, h, found.smoothing_s, cost, viol, found.tried + attempt)
         h *= 1.15
-    # Permanent: the digest met the SLO, the full workload does not even at 1.15^8 = 3.06x that headroom.
+    # Permanent: the digest met the SLO, the full workload does not even at 1.15^8 = 3.06x that headroom
+    # (or within the cap): the reference every policy is judged against would itself fail.
+    cap = f" within {max_replicas} replicas" if max_replicas is not None else ""
     raise ConfigError(f"oracle: the schedule found on the busiest segments of {w.name!r} misses the SLO "
-                      f"(violations > {_TARGET_VIOLATION_PCT:g} %) on the full workload even at "
+                      f"(violations > {_TARGET_VIOLATION_PCT:g} %) on the full workload{cap} even at "
                       f"{h / 1.15:.3g}x headroom (fix: relax --slo-ttft-ms/--slo-e2e-ms, or lower "
                       "--load-scale or --peak-replicas)")
+
+
+def arrivals_per_second(trace: RequestTrace | CountSeries) -> FloatArray:
+    """Expected arrivals in each 1 s of the unscaled trace: requests counted by arrival second,
+    or a count series' bins spread evenly over their seconds (as :func:`counts_to_requests`
+    spreads them, uniformly within each bin). Sums to the trace's request count (to 1e-9)."""
+    if isinstance(trace, RequestTrace):
+        n = int(np.ceil(max(trace.duration_s, 1.0))) + 1
+        return np.bincount(trace.arrival_s.astype(np.int64), minlength=n).astype(np.float64)
+    c = trace.counts.astype(np.float64)
+    end_s = len(c) * trace.bin_s
+    edges = np.arange(len(c) + 1, dtype=np.float64) * trace.bin_s
+    cum = np.concatenate([[0.0], np.cumsum(c)])
+    # The cumulative count is piecewise linear in time; its increments over whole seconds.
+    seconds = np.arange(int(np.ceil(max(end_s, 1.0))) + 1, dtype=np.float64)
+    return np.asarray(np.diff(np.interp(seconds, edges, cum), append=cum[-1]), dtype=np.float64)
+
+
+def reference_demand(trace: RequestTrace | CountSeries, settings: SimSettings) -> FluidDemand:
+    """The unscaled trace as 1 s fluid demand: what :func:`calibrate` measures, for both fidelities.
+
+    Token sizes: the trace's own for a request log; for a count series a sample of the default
+    distribution (the one :func:`counts_to_requests` draws from), seeded by ``settings.seed``.
+    """
+    if isinstance(trace, RequestTrace):
+        tin, tout = trace.tokens_in.astype(np.float64), trace.tokens_out.astype(np.float64)
+    else:
+        si, so = DEFAULT_TOKENS.sample(_TOKEN_SAMPLE, np.random.default_rng(settings.seed))
+        tin, tout = si.astype(np.float64), so.astype(np.float64)
+    return FluidDemand(str(trace.name), _REFERENCE_BIN_S, arrivals_per_second(trace), np.sort(tin), np.sort(tout))
+
+
+def calibrate(trace: RequestTrace | CountSeries, peak_replicas: int, settings: SimSettings,
+              on_step: Callable[[str], None] | None = None) -> tuple[float, OracleSearch]:
+    """The load multiple K for ``--peak-replicas N``: one number per (trace, N, settings),
+    whatever the fidelity that is simulated afterwards.
+
+    The reference is :func:`reference_demand` times K (fluid counts are real numbers, so the
+    scaling is exact, with no sampling noise). Pass 1: K so that the 5 s peak of work needs N
+    replicas at 80 % busy. Then up to :data:`_CALIBRATION_ROUNDS` oracle searches on the
+    reference, each rescaling K by N / the oracle's peak; the largest K whose reference oracle
+    peaks at most N is kept (exactly N when found). The fluid reference is chosen because it
+    costs the same for a request log and a count series and is deterministic; the simulated
+    fidelity's own oracle is then searched at this K under a hard cap of N replicas.
+    """
+    base = reference_demand(trace, settings)
+    base_peak = float(forward_mean(_rate(base, settings), 5).max()) if len(base.counts) else 0.0
+    # A request log (and the service-time model, which has no fluid form) is calibrated on its own
+    # requests in request fidelity, as the oracle that judges it replays them; a count series on its
+    # 1 s fluid copy (a 58-day series expanded to requests would cost more than the run).
+    service = settings.cluster.service is not None or isinstance(trace, RequestTrace)
+
+    def reference(k: float) -> Workload:
+        return prepare(trace, "request", settings, load_scale=k) if service else replace(base, counts=base.counts * k)
+
+    if service:
+        base_peak = float(forward_mean(_rate(reference(1.0), settings), 5).max())
+    if not base_peak > 0:
+        raise InputError("--peak-replicas needs a trace with some requests; this one has none",
+                         path=str(trace.source or trace.name), fix="point at a trace with requests, or use --load-scale")
+    k = _PEAK_REF_UTIL * peak_replicas / base_peak
+    best: tuple[float, OracleSearch] | None = None
+    found: OracleSearch | None = None
+    for rnd in range(_CALIBRATION_ROUNDS):
+        found = search(reference(k), settings, near=found, verify=False)
+        peak = int(found.schedule.max())
+        if peak <= peak_replicas and (best is None or k > best[0]):
+            best = (k, found)
+        if peak == peak_replicas or (best is not None and rnd >= _CALIBRATION_ROUNDS // 2):
+            break
+        k = k * peak_replicas / peak
+        if on_step is not None:
+            on_step(f"calibrating: load x{k:.3g} for a peak of {peak_replicas} replicas")
+    if best is None:
+        # Each round shrinks K by N / peak < 1, so an over-peak oracle after all rounds means the
+        # trace needs more than N replicas even almost empty: N is too small for its bursts.
+        raise ConfigError(f"--peak-replicas {peak_replicas}: the oracle still needs "
+                          f"{int(found.schedule.max()) if found is not None else 0} replicas at load x{k:.3g} "
+                          "(fix: a larger --peak-replicas, or --peak-replicas off with --load-scale)")
+    return best
 
 
 def prepare(trace: RequestTrace | CountSeries, fidelity: str, settings: SimSettings, *,
@@ -196,17 +299,21 @@ def prepare(trace: RequestTrace | CountSeries, fidelity: str, settings: SimSetti
     """The workload at ``fidelity``, with load multiplied by ``load_scale``.
 
     ``fluid_bin_s`` (fluid only): None = 0.1 s for request logs (sub-second bursts matter; the
-    fidelity-agreement test is run at this width) and the series' own bin for count series.
+    fidelity-agreement test is run at this width) and, for count series, the series' own bin up
+    to 1 s (a coarser bin is split evenly into 1 s bins, as request fidelity spreads its arrivals).
     """
     if fidelity not in FIDELITIES:
         raise ConfigError(f"--fidelity {fidelity!r}: choose one of {', '.join(FIDELITIES)}")
     if not (load_scale > 0 and np.isfinite(load_scale)):
         raise ConfigError(f"--load-scale must be a positive number, got {load_scale!r}")
+    if fidelity == "fluid" and settings.cluster.service is not None:
+        raise ConfigError("the service-time model runs at request fidelity only (fix: drop --fidelity fluid, "
+                          "or drop the service-time flags for the LLM model)")
     seed = settings.seed
     if isinstance(trace, CountSeries):
         series = trace if load_scale == 1.0 else scale_counts(trace, load_scale, seed=seed)
         if fidelity == "fluid":
-            return _to_fluid(series, fluid_bin_s or series.bin_s, seed)
+            return _to_fluid(series, fluid_bin_s or min(series.bin_s, 1.0), seed)
         return counts_to_requests(series, seed=seed)
     req = trace if load_scale == 1.0 else scale_requests(trace, load_scale, seed=seed)
     if fidelity == "fluid":
@@ -214,39 +321,58 @@ def prepare(trace: RequestTrace | CountSeries, fidelity: str, settings: SimSetti
     return req
 
 
+def _check_figures(runs: Sequence[PolicyRun], w: Workload, k: float, source: str) -> None:
+    """Refuse a comparison whose figures would print as NaN or describe no served request."""
+    for run in runs:
+        c = run.scorecard
+        bad = [name for name, v in (("GPU-hours", c.gpu_hours), ("cost", c.cost_usd),
+                                    ("SLO violation %", c.slo_violation_pct)) if not np.isfinite(v)]
+        if bad:
+            raise InputError(f"policy {c.policy!r}: {', '.join(bad)} came out NaN/inf at load x{k:.3g} on "
+                             f"{w.requests:,} requests", path=source,
+                             fix="check the trace's token counts and times, or change --load-scale/--peak-replicas")
+        if c.requests > 0 and c.dropped_requests >= c.requests:
+            raise InputError(f"policy {c.policy!r} served none of the {c.requests:,} requests at load x{k:.3g} "
+                             "(every one dropped: no replica can finish them within the drain horizon), so "
+                             "latency percentiles would be NaN", path=source,
+                             fix="check the trace's token counts (implausibly long requests?), or relax the SLO")
+
+
 def compare(trace: RequestTrace | CountSeries, items: Sequence[PolicySpecItem], settings: SimSettings, *,
             fidelity: str, load_scale: float = 1.0, peak_replicas: int | None = None,
-            fluid_bin_s: float | None = None, on_step: Callable[[str], None] | None = None) -> Comparison:
-    """Steps 1–4 of the module docstring; ``on_step`` is told what runs next (progress bars)."""
+            fluid_bin_s: float | None = None, on_step: Callable[[str], None] | None = None,
+            on_workload: Callable[[int, float, float], None] | None = None) -> Comparison:
+    """Steps 1–4 of the module docstring; ``on_step`` is told what runs next (progress bars),
+    ``on_workload`` the prepared workload's requests, span (s) and load multiple once they are known
+    (after the calibration, before the oracle's search: what a time estimate needs)."""
     def step(msg: str) -> None:
         if on_step is not None:
             on_step(msg)
 
     if peak_replicas is not None and peak_replicas < 1:
         raise ConfigError(f"--peak-replicas must be >= 1, got {peak_replicas}")
+    if fidelity not in FIDELITIES:
+        raise ConfigError(f"--fidelity {fidelity!r}: choose one of {', '.join(FIDELITIES)}")
+    source = str(trace.source or trace.name)
     k = load_scale
-    w = prepare(trace, fidelity, settings, load_scale=k, fluid_bin_s=fluid_bin_s)
+    ref: OracleSearch | None = None
     if peak_replicas is not None:
-        # Pass 1: scale so the 5 s peak of work needs N replicas at 80 % busy.
-        base_peak = float(forward_mean(_rate(w, settings), 5).max())
-        if base_peak <= 0:
-            raise ConfigError("--peak-replicas needs a trace with some requests")
-        k = k * _PEAK_REF_UTIL * peak_replicas / base_peak
-        w = prepare(trace, fidelity, settings, load_scale=k, fluid_bin_s=fluid_bin_s)
+        step(f"calibrating: load for an oracle peak of {peak_replicas} replicas")
+        k0, ref = calibrate(trace, peak_replicas, settings, on_step)
+        k = k * k0
+    w = prepare(trace, fidelity, settings, load_scale=k, fluid_bin_s=fluid_bin_s)
+    if w.requests == 0:
+        raise InputError(f"the workload has no request at load x{k:.3g} ({trace.requests:,} in the trace), "
+                         "so there is nothing to compare", path=source,
+                         fix="use a larger --load-scale or --peak-replicas, or a trace with more requests")
     duration = w.duration_s
+    if on_workload is not None:
+        on_workload(w.requests, duration, k)
     bin_s = settings.timeline_bin_s or float(timeline_edges(duration + settings.cluster.cold_start_s, None)[1])
     settings = replace(settings, timeline_bin_s=bin_s)
 
     step("oracle: searching the cheapest schedule that meets the SLO")
-    found = search(w, settings, verify=peak_replicas is None)
-    if peak_replicas is not None:
-        peak = int(found.schedule.max())
-        if peak != peak_replicas or np.isnan(found.violation_pct):
-            # Pass 2: rescale by N / found peak and search again.
-            k = k * peak_replicas / peak if peak != peak_replicas else k
-            w = prepare(trace, fidelity, settings, load_scale=k, fluid_bin_s=fluid_bin_s)
-            step(f"oracle: rescaling load x{k:.3g} for a peak of {peak_replicas} replicas")
-            found = search(w, settings, near=found)
+    found = search(w, settings, near=ref, max_replicas=peak_replicas)
 
     ctx = PolicyContext(settings=settings, oracle_schedule=found.schedule)
     runs: list[PolicyRun] = []
@@ -254,4 +380,5 @@ def compare(trace: RequestTrace | CountSeries, items: Sequence[PolicySpecItem], 
         policy = build_policy(item, ctx)
         step(f"simulating {item.text}")
         runs.append(simulate_one(w, policy, settings))
+    _check_figures(runs, w, k, source)
     return Comparison(tuple(runs), str(w.name), w.requests, duration, k, fidelity, found)

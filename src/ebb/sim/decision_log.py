@@ -22,8 +22,12 @@ from ebb.score.results import PolicyRun
 __all__ = ["run_cycles"]
 
 
-def run_cycles(run_id: str, policy_index: int, run: PolicyRun, target: str = "serving") -> list[CycleRecord]:
-    """Ledger cycles for one policy's run, in time order (see the module docstring)."""
+def run_cycles(run_id: str, policy_index: int, run: PolicyRun, target: str = "serving", *,
+               recorded_unix_ns: int | None = None) -> list[CycleRecord]:
+    """Ledger cycles for one policy's run, in time order (see the module docstring). Stamps are the
+    trace's clock; ``recorded_unix_ns`` (the wall time of the recording) goes in each cycle's snapshot
+    so ``ebb explain --list`` can tell which run is the latest."""
+    stamp = {} if recorded_unix_ns is None else {"recorded_unix_ns": recorded_unix_ns}
     pol = run.scorecard.policy
     out: list[CycleRecord] = []
     prev: DecisionId | None = None
@@ -32,7 +36,7 @@ def run_cycles(run_id: str, policy_index: int, run: PolicyRun, target: str = "se
         rec = decision_record(d, decision_id=did, cycle_id=CycleId(f"{run_id}-{policy_index}-c{n}"),
                               run_id=RunId(run_id), ts_ns=int(round(d.t_s * 1e9)), target=target,
                               victim_name=sim_victim_name, caused=caused_by(d, prev))
-        out.append(cycle_record(rec, policy=pol, snapshot={"replicas": d.from_replicas}))
+        out.append(cycle_record(rec, policy=pol, snapshot={"replicas": d.from_replicas, **stamp}))
         if d.changes:
             prev = did
     return out

@@ -17,6 +17,10 @@ ready ones (the ReplicaSet's default victim order), which drain: no new requests
 finish, then the replica stops. Billing runs from request to stop. Replica phases move only
 along :data:`ebb.sim.lifecycle.TRANSITIONS` (shared with the fluid engine).
 
+With ``settings.cluster.service`` set, the service-time model (:mod:`ebb.sim.service_time`) replaces
+prefill/decode: a replica has that many slots and a request holds one for its service time; routing,
+cold start, drain and billing are the same code.
+
 Determinism: no randomness inside; equal inputs give equal outputs. Cost: O(log n) per request
 (one heap push/pop) plus O(replicas) routing; ≥ 50 k requests/s on one core (bench/sim_throughput.py).
 """
@@ -40,6 +44,7 @@ from ebb.model.trace import RequestTrace
 from ebb.sim.fine import FineBuffer
 from ebb.sim.fleet import FleetLog, choose_victims, zone_of
 from ebb.sim.lifecycle import DRAINING, READY, STARTING, STOPPED, Lifecycles
+from ebb.sim.service_time import service_admitter, service_times
 from ebb.sim.settings import SimSettings
 
 _INF = math.inf
@@ -91,7 +96,8 @@ class _RequestRun:
                  "pf_work", "pf_t", "busy_since", "busy_cum", "done_cum", "starting", "queue", "fin_heap",
                  "counters", "horizon", "t_end_arrivals", "spec", "scale_ups", "scale_downs", "decisions",
                  "noteworthy", "fault", "slow", "fault_pre", "fine_ms", "fine_dt", "active_total",
-                 "pf_cum_total", "pf_prev", "fine_buf", "kv_held", "kv_cap", "admit_t", "pf_start", "ft_heap", "serving_on", "sv", "qb")
+                 "pf_cum_total", "pf_prev", "fine_buf", "kv_held", "kv_cap", "admit_t", "pf_start", "ft_heap", "serving_on", "sv", "qb",
+                 "svc")
 
     def __init__(self, trace: RequestTrace, policy: Policy, settings: SimSettings) -> None:
         lat = settings.cluster.latency
@@ -142,6 +148,13 @@ class _RequestRun:
         # (one per bound of QUEUE_TIME_BOUNDS_S plus +Inf, not cumulative); kept when serving_on.
         self.sv: list[float] = [0.0] * 8
         self.qb: list[float] = [0.0] * (len(QUEUE_TIME_BOUNDS_S) + 1)
+        # The service-time model (ebb.sim.service_time): its slots replace the LLM batch, its
+        # per-request service seconds replace prefill + decode; the fleet machinery is shared.
+        model = settings.cluster.service
+        self.svc: list[float] | None = None
+        if model is not None:
+            self.max_batch = model.concurrency
+            self.svc = service_times(trace, model, settings.seed).tolist()
 
     # -- fleet -----------------------------------------------------------------------------------
 
@@ -188,7 +201,7 @@ class _RequestRun:
         arr, n, fin_heap, starting, queue = self.arr, self.n, self.fin_heap, self.starting, self.queue
         horizon, fine_dt, policy = self.horizon, self.fine_dt, self.policy
         fast = react_of(policy) if self.fine_ms else None
-        admit = _admitter(self)
+        admit = service_admitter(self) if self.svc is not None else _admitter(self)
         arrive, complete = _router(self, admit), _completer(self, admit)
         interval = float(policy.interval_s)
         next_tick = interval

@@ -14,6 +14,7 @@ from ebb.model.trace import RequestTrace
 from ebb.sim import judgement
 from ebb.sim.fleet import FleetLog
 from ebb.sim.request_engine import RequestOutcome
+from ebb.sim.service_time import service_times
 from ebb.score.percentiles import grouped_percentiles, percentile_or_nan, timeline_edges
 from ebb.score.results import PolicyRun, Scorecard, Timeline
 from ebb.sim.settings import SimSettings
@@ -82,6 +83,9 @@ def score_requests(policy: str, trace: RequestTrace, outcome: RequestOutcome, fl
 def _serviceable(trace: RequestTrace, settings: SimSettings) -> npt.NDArray[np.bool_]:
     """Requests an idle replica serves within the SLO (own prefill and own decode at batch 1)."""
     lat, slo = settings.cluster.latency, settings.slo
+    if settings.cluster.service is not None:  # an idle slot starts at once: only the service time counts
+        own_s = service_times(trace, settings.cluster.service, settings.seed)
+        return np.asarray(own_s * 1000.0 <= slo.e2e_ms, dtype=np.bool_)
     pf = lat.prefill_ms(trace.tokens_in.astype(np.float64))
     own = pf + np.maximum(trace.tokens_out.astype(np.float64) - 1.0, 0.0) * lat.step_ms(1.0)
     return np.asarray((pf <= slo.ttft_ms) & (own <= slo.e2e_ms), dtype=np.bool_)

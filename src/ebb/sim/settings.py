@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 from ebb.model.latency import H200_DEFAULT, LatencyModel
+from ebb.sim.service_time import ServiceTimeModel
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class ClusterSettings:
     """Replicas ready at t=0; None = the policy's own first answer, started warm at t=0."""
     latency: LatencyModel = field(default_factory=lambda: H200_DEFAULT)
     """Per-replica service-time model (calibrated on a real H200; see ``ebb.model.latency``)."""
+    service: ServiceTimeModel | None = None
+    """Any-service model instead of the LLM one (slots × per-request service time; see
+    ``ebb.sim.service_time``); None = the LLM prefill/decode model above."""
 
     def __post_init__(self) -> None:
         # ``not x >= 0`` also refuses NaN (``nan < 0`` is False); infinity would never finish a cold start.

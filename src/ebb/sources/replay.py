@@ -4,6 +4,8 @@ Accepted layouts:
 
 * **wide**: a header, one time column in seconds (``--time-col``, or auto-detected among
   ``t, time, timestamp, ts, time_s, t_s``) and numeric value columns, one series per column;
+  a time column that is not numeric is read as ``ebb simulate --format csv`` reads it (ISO-8601
+  datetimes, UTC when no zone is given, to epoch seconds);
 * **wide without time** (e.g. the datacenter-util-aggregates files): pass ``step_s`` and row ``i``
   (0-based) is stamped ``i * step_s``;
 * **long**: exactly the header ``ts_ns,series,value`` (what ``python -m ebb.sources.nvml`` writes).
@@ -32,6 +34,7 @@ import numpy.typing as npt
 from ebb.errors import InputError
 from ebb.model.samples import SampleBatch
 from ebb.sources.base import batch_from_columns
+from ebb.sources.traces.generic_csv import _time_column
 
 __all__ = ["CsvTable", "CsvReplaySource", "read_table", "unit_of", "NONNEGATIVE_UNITS", "TIME_COLUMNS"]
 
@@ -161,8 +164,10 @@ def read_table(path: str | Path, *, time_col: str | None = None, step_s: float |
     if time_col is not None and time_col not in index:
         raise _fail(p, 1, f"time column {time_col!r} not in header {header}", "pass an existing --time-col")
     if time_col is not None:
-        t = _to_float(p, time_col, cols_t[index[time_col]], lines, optional=False)
-        assert t is not None
+        cells = cols_t[index[time_col]]
+        t = _to_float(p, time_col, cells, lines, optional=True)
+        if t is None:  # datetimes: read by the very function `ebb simulate --format csv` uses
+            t = _time_column(list(cells), col=time_col, path=Path(p), lines=lines)
         _check_time(p, time_col, t, lines)
     else:
         assert step_s is not None

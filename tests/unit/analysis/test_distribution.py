@@ -37,17 +37,21 @@ def test_a_unimodal_sample_yields_one_mode() -> None:
     assert len(d.modes) == 1
 
 
-def test_a_constant_series_is_one_mode_holding_every_sample() -> None:
-    (m,) = distribution("x", np.full(100, 7.0)).modes
-    assert m.share == 1.0 and m.lo <= 7.0 <= m.hi
+def test_a_constant_series_is_one_atom_holding_every_sample_and_leaves_no_continuous_mode() -> None:
+    d = distribution("x", np.full(100, 7.0))
+    (a,) = d.atoms
+    assert (a.value, a.share, a.count) == (7.0, 1.0, 100)
+    assert d.modes == () and int(d.counts.sum()) == 0
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(min_value=-1e6, max_value=1e6, allow_nan=False), min_size=1, max_size=400),
        st.integers(min_value=3, max_value=120))
 def test_mode_shares_sum_to_at_most_one_and_mode_ranges_are_disjoint(values: list[float], bins: int) -> None:
-    modes = distribution("x", np.array(values), bins=bins, min_share=0.0).modes
-    assert sum(m.share for m in modes) <= 1.0 + 1e-12
+    d = distribution("x", np.array(values), bins=bins, min_share=0.0)
+    modes = d.modes
+    assert sum(m.share for m in modes) + sum(a.share for a in d.atoms) <= 1.0 + 1e-12
+    assert sum(m.count for m in modes) + sum(a.count for a in d.atoms) <= len(values)
     for m in modes:
         assert 0.0 <= m.share <= 1.0 and m.lo <= m.peak <= m.hi
     for a, b in zip(modes, modes[1:]):

@@ -61,3 +61,40 @@ def test_the_alibaba_2018_day_one_file_is_analyzed_with_a_10_second_step(tmp_pat
     assert r.exit_code == 0, r.output
     assert "8,641" in r.output and "86,400.0 s" in r.output
     assert "coupled load: net_in ~ net_out" in r.output
+
+
+POD_LIST = (Path(__file__).resolve().parents[4] / "shared" / "data" / "traces" / "alibaba-gpu-2023"
+            / "openb_pod_list_default.csv")
+
+
+def test_a_datetime_time_column_is_read_as_simulate_reads_it(tmp_path: Path) -> None:
+    from ebb.sources.traces import load_trace
+
+    p = tmp_path / "dt.csv"
+    p.write_text("time,count,gpu_util_pct\n2023-11-16T18:17:03Z,3,40\n2023-11-16 18:17:13,5,60\n"
+                 "2023-11-16T19:17:13+01:00,2,50\n")
+    r = runner.invoke(app, ["analyze", str(p), "--time-col", "time", "--columns", "gpu_util_pct"])
+    assert r.exit_code == 0, r.output
+    assert "3 samples, 1 series, span 10.0 s" in r.output
+    counts = load_trace(p, "csv", time_col="time", count_col="count", bin_s=10.0)
+    assert counts.bin_s * len(counts.counts) >= 10.0  # simulate accepts the same column
+
+
+def test_a_bad_datetime_stops_analyze_naming_the_line_and_the_accepted_forms(tmp_path: Path) -> None:
+    p = tmp_path / "dt.csv"
+    p.write_text("time,gpu_util_pct\n2023-11-16T18:17:03Z,40\nyesterday,60\n")
+    r = runner.invoke(app, ["analyze", str(p)])
+    assert r.exit_code != 0
+    message = str(r.exception)
+    assert "dt.csv:3" in message and "'yesterday'" in message and "ISO-8601" in message
+
+
+@pytest.mark.skipif(not POD_LIST.is_file(), reason=f"shared Alibaba GPU 2023 pod list not present at {POD_LIST}")
+def test_the_alibaba_pod_lists_gpu_milli_shows_1000_and_0_as_atoms(tmp_path: Path) -> None:
+    out = tmp_path / "pods.html"
+    r = runner.invoke(app, ["analyze", str(POD_LIST), "--time-col", "creation_time",
+                            "--columns", "gpu_milli,cpu_milli", "--html", str(out)], env={"COLUMNS": "240"})
+    assert r.exit_code == 0, r.output
+    assert "1,000: 48.9%" in r.output and " 0: 13.3%" in r.output
+    page = out.read_text()
+    assert page.count(">share of samples</text>") == 2 and "cpu_milli (log scale)</text>" in page

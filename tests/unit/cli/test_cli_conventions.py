@@ -64,3 +64,78 @@ def test_run_refuses_an_unknown_source_first_in_one_line(extra: list[str], tmp_p
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--source must be agents or prometheus, got 'foo'" in err
     assert list(tmp_path.iterdir()) == []  # refused before anything starts (no ledger file)
+
+
+def _ebb(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> "subprocess.CompletedProcess[str]":
+    import os
+    import subprocess
+    return subprocess.run([sys.executable, "-c", "from ebb.cli.main import main; main()", *args],
+                          capture_output=True, text=True, timeout=300, cwd=cwd, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "COLUMNS": "100", **(env or {})})
+
+
+def test_completion_scripts_are_printed_for_bash_and_zsh() -> None:
+    import os
+    import subprocess
+    ebb = Path(sys.executable).with_name("ebb")  # the console script: completion is keyed on its name
+    for shell, needle in (("bash", "complete -o default -F _ebb_completion ebb"), ("zsh", "compdef _ebb_completion ebb")):
+        res = subprocess.run([str(ebb), "--show-completion", shell], capture_output=True, text=True, timeout=120,
+                             stdin=subprocess.DEVNULL, env={**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"})
+        assert res.returncode == 0 and needle in res.stdout, (shell, res.stdout[-500:], res.stderr[-500:])
+
+
+def test_every_option_reads_its_ebb_environment_variable_and_the_flag_wins(tmp_path: Path) -> None:
+    missing = tmp_path / "from-env.sqlite"
+    res = runner.invoke(app, ["explain", "--list"], env={"EBB_EXPLAIN_LEDGER": str(missing)})
+    assert res.exit_code == 2 and "from-env.sqlite" in res.output
+    flag = runner.invoke(app, ["explain", "--list", "--ledger", str(tmp_path / "flag.sqlite")],
+                         env={"EBB_EXPLAIN_LEDGER": str(missing)})
+    assert flag.exit_code == 2 and "flag.sqlite" in flag.output and "from-env" not in flag.output
+
+
+def test_an_ebb_version_variable_does_not_turn_every_command_into_version() -> None:
+    res = runner.invoke(app, ["explain"], env={"EBB_VERSION": "1.2.3"})
+    assert res.exit_code == 2 and "--list" in res.output and not res.output.startswith("ebb ")
+
+
+def test_json_dash_puts_only_the_json_on_stdout_and_the_human_output_on_stderr(tmp_path: Path) -> None:
+    import json
+
+    res = _ebb("simulate", "--trace", "azure-conv", "--peak-replicas", "4", "--policy", "hpa,static", "--json", "-",
+               cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    cards = json.loads(res.stdout)
+    assert [c["policy"] for c in cards] == ["hpa", "static"]
+    assert "hpa" in res.stderr and "scorecards written" not in res.stderr
+    assert list(tmp_path.iterdir()) == []  # no file named "-"
+
+
+def test_logs_are_human_on_a_terminal_and_json_in_a_pipe_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ebb.cli.run import _json_logs
+
+    for tty, asked, want in ((True, None, False), (False, None, True), (True, True, True), (False, False, False)):
+        monkeypatch.setattr(sys.stderr, "isatty", lambda tty=tty: tty)
+        assert _json_logs(asked) is want, (tty, asked)
+
+
+def test_dash_o_json_is_the_json_of_every_printing_command_and_other_values_are_refused(tmp_path: Path) -> None:
+    import json
+
+    from ebb.errors import ConfigError
+    from ebb.ledger import SqliteLedger
+    from ebb.model.decisions import CycleRecord, DecisionRecord
+    from ebb.model.ids import CycleId, DecisionId, RunId
+
+    path = tmp_path / "l.sqlite"
+    d = DecisionRecord(DecisionId("d-1"), CycleId("c-1"), RunId("r"), 5_000_000_000, "chat", "scale_down", 3, 2)
+    with SqliteLedger(path) as led:
+        led.append_cycle(CycleRecord(CycleId("c-1"), RunId("r"), 5_000_000_000, "ebb", (d,)))
+    base = ["explain", "--list", "--ledger", str(path)]
+    by_o, by_flag = runner.invoke(app, [*base, "-o", "json"]), runner.invoke(app, [*base, "--json"])
+    assert by_o.exit_code == by_flag.exit_code == 0, by_o.output
+    assert json.loads(by_o.stdout) == json.loads(by_flag.stdout) and json.loads(by_o.stdout)[0]["decision_id"] == "d-1"
+    table = runner.invoke(app, [*base, "-o", "table"])
+    assert "trace +0:00:05.000" in table.stdout
+    for command in (base, ["bursts", "--input", "x.csv"], ["pareto", "x.csv"], ["probe", "http://127.0.0.1:9", "--engine", "vllm"]):
+        res = runner.invoke(app, [*command, "-o", "yaml"])
+        assert isinstance(res.exception, ConfigError) and "-o 'yaml'" in str(res.exception), command

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ebb.cli.explain import format_ts, nearest_ids
+from ebb.cli.explain import format_time, format_ts, latest_run, nearest_ids
 from ebb.cli.main import app
 from ebb.ledger import SqliteLedger
 from ebb.model.decisions import CycleRecord, DecisionRecord
@@ -87,11 +87,17 @@ def test_an_unknown_id_exits_2_listing_the_nearest_ids_and_how_to_list_them(tmp_
     assert typo.exit_code == 2 and "Nearest ids: dec-101" in typo.output
 
 
-def test_list_shows_recent_decisions_optionally_of_one_run(tmp_path: Path) -> None:
+def test_list_shows_the_latest_runs_recent_decisions_with_their_policy_or_every_run_on_request(
+        tmp_path: Path) -> None:
     path = str(_ledger(tmp_path))
     r = runner.invoke(app, ["explain", "--list", "--ledger", path])
     assert r.exit_code == 0, r.output
-    assert r.output.index("dec-001") < r.output.index("x-1") < r.output.index("dec-101")
+    assert "(run run-a; 1 other run: --run RUN or --run all)" in r.output
+    assert r.output.index("dec-001") < r.output.index("dec-101") and "x-1" not in r.output
+    assert "policy" in r.output.splitlines()[1] and "ebb:slo=400" in r.output
+    every = runner.invoke(app, ["explain", "--list", "--run", "all", "--ledger", path])
+    assert every.output.index("dec-001") < every.output.index("x-1") < every.output.index("dec-101")
+    assert "(2 runs)" in every.output and "hpa" in every.output
     only_b = runner.invoke(app, ["explain", "--list", "--run", "run-b", "--ledger", path])
     assert "x-1" in only_b.output and "dec-001" not in only_b.output
     last = runner.invoke(app, ["explain", "--list", "--limit", "1", "--json", "--ledger", path])
@@ -173,6 +179,26 @@ def test_explain_reads_a_ledger_on_a_read_only_filesystem(read_only_ledger: Path
     """Recipe R: before, `unable to open database file`, exit 2."""
     listed = runner.invoke(app, ["explain", "--list", "--ledger", str(read_only_ledger)])
     assert listed.exit_code == 0, listed.output
-    assert "4 most recent of 4 decisions" in listed.stdout
+    assert "3 most recent of 3 decisions" in listed.stdout  # the latest run's (run-a)
     one = runner.invoke(app, ["explain", "dec-101", "--ledger", str(read_only_ledger)])
     assert one.exit_code == 0 and "canary passed" in one.stdout
+
+
+def test_a_trace_clock_stamp_reads_as_time_from_the_trace_start_and_a_wall_stamp_as_utc() -> None:
+    assert format_time(0) == "trace +0:00:00.000"
+    assert format_time(3_723_500_000_000) == "trace +1:02:03.500"
+    assert format_time((2 * 86_400 + 5) * 1_000_000_000) == "trace +2 d 0:00:05.000"
+    assert format_time(T0) == "2024-05-01T12:00:00.000000000Z"
+
+
+def test_the_latest_run_is_the_one_recorded_last_whatever_its_trace_clock_says() -> None:
+    def cyc(run: str, ts_ns: int, recorded: int | None) -> CycleRecord:
+        snap = {} if recorded is None else {"recorded_unix_ns": recorded}
+        return CycleRecord(CycleId(f"{run}-{ts_ns}"), RunId(run), ts_ns, "ebb", (), snap)
+
+    # Two simulated runs (trace clock from 0): the second was recorded later, though its trace is shorter.
+    older, newer = cyc("r-old", 9_000_000_000_000, T0), cyc("r-new", 5_000_000_000, T0 + 1)
+    assert latest_run([older, newer]) == latest_run([newer, older]) == "r-new"
+    # A live run (wall clock) recorded after both.
+    assert latest_run([older, cyc("live", T0 + 10, None), newer]) == "live"
+    assert latest_run([]) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -57,9 +58,30 @@ def test_explain_reads_the_named_decision_back_with_its_action_and_signals(recor
     assert "(none recorded)" not in signals
 
 
-def test_an_empty_ledger_option_records_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_ledger_option_nothing_is_recorded_and_the_output_says_how_to(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    result = runner.invoke(app, [*ARGS, "--ledger", ""])
+    result = runner.invoke(app, [a for a in ARGS if a != "--quiet"])
     assert result.exit_code == 0, result.output
-    assert "decisions recorded" not in result.output
-    assert list(tmp_path.iterdir()) == []  # not even the default ebb-ledger.sqlite
+    assert "decisions recorded" not in result.output and "add --ledger ebb-ledger.sqlite" in result.output
+    assert list(tmp_path.iterdir()) == []  # not even ebb-ledger.sqlite
+
+
+def test_explain_lists_the_latest_of_two_recorded_runs_at_trace_relative_times(
+        recorded: tuple[Path, Result], tmp_path: Path) -> None:
+    where, first = tmp_path / "two-runs.sqlite", recorded[1]
+    shutil.copy(recorded[0], where)
+    m = HINT.search(first.output)
+    assert m is not None, first.output
+    second = runner.invoke(app, [*ARGS, "--policy", "hpa", "--ledger", str(where)])
+    assert second.exit_code == 0, second.output
+    m2 = HINT.search(second.output)
+    assert m2 is not None and m2.group(2) != m.group(2), second.output
+    listed = runner.invoke(app, ["explain", "--list", "--ledger", str(where)])
+    assert listed.exit_code == 0, listed.output
+    assert f"(run {m2.group(2)}; 1 other run" in listed.output
+    rows = listed.output.splitlines()[2:]
+    assert rows and all(r.startswith("trace +") and " hpa " in r for r in rows), listed.output
+    assert "1970" not in listed.output
+    shown = runner.invoke(app, ["explain", m.group(3), "--ledger", str(where)])
+    assert "cycle time  trace +" in shown.output and "1970" not in shown.output

@@ -56,8 +56,11 @@ def test_a_digest_schedule_that_fails_the_full_workload_exits_2_naming_the_flags
     digests: set[int] = set()
     real_digest = compare._digest
 
+    kept: list[compare.Workload] = []  # alive, so no later workload reuses a digest's id
+
     def digest(w: compare.Workload, rate: np.ndarray) -> compare.Workload:
         sub = real_digest(w, rate)
+        kept.append(sub)
         digests.add(id(sub))
         return sub
 
@@ -65,8 +68,9 @@ def test_a_digest_schedule_that_fails_the_full_workload_exits_2_naming_the_flags
     monkeypatch.setattr(compare, "_digest", digest)
     monkeypatch.setattr(compare, "_evaluate",
                         lambda w, settings: _violating(0.0 if id(w) in digests else 100.0))
+    # Uncapped (--load-scale): a capped oracle reports its violation rate instead of exceeding the cap.
     err = _run_main(monkeypatch, capsys, "--trace", str(_counts(tmp_path)), "--policy", "oracle",
-                    "--peak-replicas", "2")
+                    "--load-scale", "40")
     assert "full workload" in err and "--slo-ttft-ms" in err and "--load-scale" in err
 
 

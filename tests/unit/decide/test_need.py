@@ -108,3 +108,22 @@ def test_the_arrival_rate_is_finite_and_never_negative(demand: list[float], queu
     nt = NeedTracker(slack_s=1.0)
     _, r = nt.ingest(0.1 * np.arange(1, n + 1), np.array(demand[:n]), np.array(queued[:n]), np.ones(1))
     assert math.isfinite(r.rate_replicas) and r.rate_replicas >= 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.01, 1.5), st.floats(0.0, 30.0), st.floats(0.0, 50.0), st.floats(0.0, 3.0)),
+                min_size=3, max_size=60))
+def test_samples_one_at_a_time_read_the_same_need_as_one_batch(rows: list[tuple[float, float, float, float]]) -> None:
+    # One-sample ingests take the scalar path (the fluid simulator's bins); a batch the vectorised one.
+    t = np.cumsum([r[0] for r in rows])
+    served, queued = np.array([r[1] for r in rows]), np.array([r[2] for r in rows])
+    batch, single = NeedTracker(slack_s=0.5), NeedTracker(slack_s=0.5)
+    needs, last = batch.ingest(t, served, queued)
+    one = []
+    for k in range(len(t)):
+        n, r = single.ingest(t[k:k + 1], served[k:k + 1], queued[k:k + 1])
+        one.append(float(n[0]))
+    assert np.allclose(one, needs, rtol=1e-9, atol=1e-9)
+    for a, b in ((r.need_replicas, last.need_replicas), (r.rate_replicas, last.rate_replicas),
+                 (r.ahead_replicas, last.ahead_replicas), (r.backlog_replicas_s, last.backlog_replicas_s)):
+        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)

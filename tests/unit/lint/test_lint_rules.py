@@ -67,8 +67,61 @@ def test_a_missing_scale_down_window_is_reported_as_info_and_a_short_one_as_warn
 
 def test_the_dataloader_finding_names_every_missing_setting_and_the_column() -> None:
     (f,) = lint("EBB103/bad.py")
-    assert "num_workers=0" in f.message and "pin_memory" in f.message and "prefetch_factor" in f.message
+    assert "num_workers=0" in f.message and "pin_memory" in f.message and "prefetch_factor" not in f.message
     assert f.column == 14
+
+
+def _lint_source(tmp_path: Path, source: str) -> list[Finding]:
+    (tmp_path / "s.py").write_text(source, encoding="utf-8")
+    return lint_paths([tmp_path / "s.py"], ALL_RULES).findings
+
+
+@pytest.mark.parametrize(("call", "problems"), [
+    # PyTorch's default prefetch_factor (2 per worker when num_workers > 0) is never a finding
+    ("DataLoader(ds, num_workers=4, pin_memory=True)", []),
+    ("DataLoader(ds, num_workers=args.workers, pin_memory=args.pin_mem)", []),  # expressions: not decided here
+    ("DataLoader(ds, **kwargs)", []),
+    ("DataLoader(ds, num_workers=8)", ["pin_memory"]),
+    ("DataLoader(ds, pin_memory=True)", ["num_workers missing"]),
+    ("DataLoader(ds, num_workers=0, pin_memory=True, prefetch_factor=4)", ["num_workers=0", "prefetch_factor"]),
+    ("DataLoader(ds, 8, True, None, None, 4, None, True)", []),  # workers and pinning given by position
+])
+def test_the_dataloader_rule_applies_pytorch_defaults_and_reports_only_real_problems(
+        tmp_path: Path, call: str, problems: list[str]) -> None:
+    found = _lint_source(tmp_path, f"import torch\nfrom torch.utils.data import DataLoader\nds = None\n"
+                                   f"device = 'cuda'\nloader = {call}\n")
+    messages = [f.message for f in found if f.rule_id == "EBB103"]
+    if not problems:
+        assert messages == []
+    else:
+        (message,) = messages
+        assert all(p in message for p in problems) and ("prefetch_factor" in message) == ("prefetch_factor" in problems)
+
+
+def test_a_save_model_helper_in_an_epoch_loop_is_not_an_inference_loop(tmp_path: Path) -> None:
+    """Issue #18 item 7: ConvNeXt's `for epoch ...: utils.save_model(...)` was reported as eager inference."""
+    source = ("import torch\nimport utils\nmodel = utils.build()\n"
+              "for epoch in range(10):\n    stats = train_one_epoch(model)\n"
+              "    with torch.no_grad():\n        utils.save_model(args=None, model=model, epoch=epoch)\n"
+              "        misc.save_model(model)\n        best_model(x)\n")
+    assert [(f.rule_id, f.line) for f in _lint_source(tmp_path, source)] == [("EBB104", 4)]  # best_model(x) only
+    assert _lint_source(tmp_path, source.replace("        best_model(x)\n", "")) == []
+
+
+@pytest.mark.parametrize(("body", "flagged"), [
+    ("with torch.no_grad():\n    for b in batches:\n        out = model(b)\n", True),
+    ("with torch.no_grad():\n    for b in batches:\n        out = self.model(b)\n", True),
+    ("with torch.no_grad():\n    for b in batches:\n        out = model.forward(b)\n", True),
+    ("for b in batches:\n    out = model.generate(b)\n", True),
+    ("for b in batches:\n    out = model(b)\n", False),  # no no_grad: not surely inference
+    ("with torch.no_grad():\n    for b in batches:\n        out = tok(b)\n", False),  # a tokenizer
+    # a validation loop in a file that also trains is not the hot path
+    ("with torch.no_grad():\n    for b in batches:\n        out = model(b)\nmodel.train()\n", False),
+    ("with torch.no_grad():\n    for b in batches:\n        out = model(b)\noptimizer.step()\n", False),
+])
+def test_the_eager_loop_rule_fires_only_on_inference_entry_points(tmp_path: Path, body: str, flagged: bool) -> None:
+    source = "import torch\nfrom transformers import AutoTokenizer\ntok = AutoTokenizer.from_pretrained('x')\n" + body
+    assert bool(_lint_source(tmp_path, source)) is flagged
 
 
 def test_the_eager_inference_loop_is_info_at_the_loop_column_and_names_the_call() -> None:

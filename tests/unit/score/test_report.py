@@ -126,15 +126,16 @@ def test_report_highlights_cheapest_policy_that_meets_the_slo() -> None:
     doc = _render(_runs())
     best_rows = re.findall(r'<tr class="best">(.*?)</tr>', doc, flags=re.S)
     # ebb:safe is cheapest among the two under 0.1 %; the cheaper <script> policy violates the SLO.
-    assert len(best_rows) == 1
-    assert "ebb:safe" in best_rows[0]
+    # Its row is highlighted in each of the grouped tables.
+    assert len(best_rows) == doc.count("<table><thead>")
+    assert all("ebb:safe" in row for row in best_rows)
 
 
 def test_report_shows_slo_lines_and_units_on_the_axes() -> None:
     doc = _render(_runs())
     assert "TTFT SLO 500 ms" in doc and "e2e SLO 3000 ms" in doc
     assert "time (s)" in doc or "time (min)" in doc
-    assert "latency p99 (ms, log scale)" in doc
+    assert "TTFT p99 (ms, log scale)" in doc and "e2e p99 (ms, log scale)" in doc
     assert "demand (req/s)" in doc and "cost (USD)" in doc and "SLO violations (%)" in doc
 
 
@@ -237,3 +238,70 @@ def test_max_downsampling_keeps_the_maximum_and_never_invents_values(y: np.ndarr
 def test_downsampling_rejects_mismatched_lengths() -> None:
     with pytest.raises(ValueError, match="equal length"):
         downsample_minmax(np.arange(3.0), np.arange(4.0), 10)
+
+
+# --------------------------------------------------------------------------- verdict-first layout
+
+
+def _with_oracle_and_long_spec() -> list[PolicyRun]:
+    long_spec = "ebb:profile=balanced,canary=on,min=1,max=40,budget=0.001,slack_fraction=0.5"
+    return [*_runs(100), PolicyRun(_card("oracle", gpu_hours=0.5, pct=0.0), _timeline(100, 4)),
+            PolicyRun(_card(long_spec, gpu_hours=1.8, pct=0.02), _timeline(100, 5))]
+
+
+def test_the_verdict_comes_before_any_table_and_names_the_pick_and_the_best_peer() -> None:
+    doc = _render(_with_oracle_and_long_spec())
+    assert doc.index('id="verdict"') < doc.index("<table")
+    verdict = re.search(r'<section class="verdict" id="verdict">(.*?)</section>', doc, flags=re.S)
+    assert verdict is not None
+    assert "Deploy ebb:profile=balanced" in verdict.group(1)
+    assert "best peer (hpa:target=0.5)" in verdict.group(1)
+    assert "40.0 % fewer GPU-h" in verdict.group(1)
+
+
+def test_the_oracle_is_never_highlighted_even_when_cheapest() -> None:
+    doc = _render(_with_oracle_and_long_spec())
+    best_rows = re.findall(r'<tr class="best">(.*?)</tr>', doc, flags=re.S)
+    assert best_rows and all(">P2<" in row and "oracle" not in row for row in best_rows)
+
+
+def test_long_specs_are_abbreviated_in_tables_and_spelled_out_once_in_a_legend() -> None:
+    doc = _render(_with_oracle_and_long_spec())
+    legend = re.search(r'<dl class="abbr" id="abbreviations">(.*?)</dl>', doc, flags=re.S)
+    assert legend is not None
+    assert "<dt>P1</dt><dd>&lt;script&gt;alert(1)&lt;/script&gt;</dd>" in legend.group(1)
+    assert "<dt>P2</dt><dd>ebb:profile=balanced,canary=on,min=1,max=40,budget=0.001,slack_fraction=0.5</dd>" in (
+        legend.group(1))
+    tables = "".join(re.findall(r"<table><thead>.*?</table>", doc, flags=re.S))
+    assert "slack_fraction" not in tables
+
+
+def test_each_latency_chart_draws_one_metric_with_one_line_per_policy() -> None:
+    runs = _runs(100)
+    doc = _render(runs)
+    charts = {label: svg for label, svg in re.findall(r'<svg viewBox="[^"]*" role="img" aria-label="([^"]*)">(.*?)</svg>',
+                                                        doc, flags=re.S)}
+    for metric in ("TTFT p99", "e2e p99"):
+        svg = charts[f"{metric} over time per policy"]
+        assert len(re.findall(r'<path class="s"', svg)) == len(runs)
+
+
+def test_the_slo_legend_swatch_uses_exactly_the_dash_of_the_slo_line() -> None:
+    doc = _render(_runs(100))
+    line_dashes = set(re.findall(r'<line class="slo"[^>]*stroke-dasharray="([^"]+)"', doc))
+    swatches = re.findall(r'<span><svg class="swl"[^>]*><line[^>]*stroke-dasharray="([^"]+)"/></svg>([^<]*SLO[^<]*)'
+                          r"</span>", doc)
+    assert len(line_dashes) == 1 and swatches
+    assert {dash for dash, _ in swatches} == line_dashes
+
+
+def test_the_cost_violation_chart_marks_the_pareto_set_and_draws_the_peers_frontier() -> None:
+    runs = _with_oracle_and_long_spec()
+    doc = _render(runs)
+    svg = re.search(r'aria-label="GPU-hours against SLO violations per policy">(.*?)</svg>', doc, flags=re.S)
+    assert svg is not None
+    assert len(re.findall(r'<circle class="pt"', svg.group(1))) == len(runs)
+    # (pct, GPU-h): oracle (0, 0.5) dominates every other point, so it alone is the Pareto set.
+    assert len(re.findall(r'<circle class="pareto"', svg.group(1))) == 1
+    assert "peers' frontier" in svg.group(1) and "P2 — deploy" in svg.group(1)
+    ET.fromstring(f"<svg>{svg.group(1)}</svg>")

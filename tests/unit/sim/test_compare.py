@@ -7,7 +7,7 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from ebb.errors import ConfigError
+from ebb.errors import ConfigError, InputError
 from ebb.model.ids import TraceName
 from ebb.model.trace import CountSeries, RequestTrace
 from ebb.model.trace_ops import counts_to_requests
@@ -149,9 +149,9 @@ def test_peak_replicas_below_one_is_a_config_error() -> None:
         compare(_series(), POLICIES, SETTINGS, fidelity="fluid", peak_replicas=0)
 
 
-def test_peak_replicas_on_an_empty_trace_is_a_config_error() -> None:
+def test_peak_replicas_on_an_empty_trace_is_an_input_error_naming_the_trace() -> None:
     empty = CountSeries(TraceName("empty"), np.zeros(60, dtype=np.int64))
-    with pytest.raises(ConfigError, match="some requests"):
+    with pytest.raises(InputError, match="empty: --peak-replicas needs a trace with some requests"):
         compare(empty, POLICIES, SETTINGS, fidelity="fluid", peak_replicas=3)
 
 

@@ -69,8 +69,9 @@ def test_json_nested_to_the_cap_with_extra_keys_still_loads(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("fmt", ["mooncake", "auto"])
 @pytest.mark.parametrize("tokens, needle", [
-    ("99999999999999999999999", "77-bit integer> is larger than 2,147,483,647"),
-    (str(MAX_TOKENS + 1), "larger than 2,147,483,647"),
+    ("99999999999999999999999", "77-bit integer> is larger than 10,000,000"),
+    (str(MAX_TOKENS + 1), "larger than 10,000,000"),
+    ("1000000000", "input_length 1000000000 is larger than 10,000,000"),
     ("9" * 5000, "bad JSON"),  # json refuses ints over 4,300 digits with a plain ValueError
     ("-1", "negative"),
 ])
@@ -104,8 +105,10 @@ def test_mooncake_timestamps_are_range_checked(tmp_path: Path, timestamp: str, n
 
 
 @pytest.mark.parametrize("value, needle", [
-    ("99999999999999999999", "'99999999999999999999' is larger than 2,147,483,647"),
-    (str(MAX_TOKENS + 1), "larger than 2,147,483,647"),
+    ("99999999999999999999", "'99999999999999999999' is larger than 10,000,000"),
+    ("12345678901234567890123", "ContextTokens '12345678901234567890123' is larger than 10,000,000"),
+    ("1000000000", "ContextTokens '1000000000' is larger than 10,000,000"),
+    (str(MAX_TOKENS + 1), "larger than 10,000,000"),
     ("9" * 5000, "is larger than"),
     ("1e30", "larger than"),
     ("-3", "negative"),

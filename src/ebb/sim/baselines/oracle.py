@@ -83,9 +83,13 @@ def schedule_from_need(need: IntArray, cold_start_s: float) -> IntArray:
     return forward_max(need, int(np.ceil(cold_start_s)))
 
 
-def schedule_for(rate: FloatArray, headroom: float, smoothing_s: int, cold_start_s: float) -> IntArray:
-    """The schedule of steps 2–3 for one headroom ``h`` and smoothing window ``S``."""
+def schedule_for(rate: FloatArray, headroom: float, smoothing_s: int, cold_start_s: float,
+                 max_replicas: int | None = None) -> IntArray:
+    """The schedule of steps 2–3 for one headroom ``h`` and smoothing window ``S``; with
+    ``max_replicas`` every second's need is clipped to it, so the schedule never exceeds it."""
     need = np.maximum(1, np.ceil(headroom * forward_mean(rate, smoothing_s) - 1e-9)).astype(np.int64)
+    if max_replicas is not None:
+        need = np.minimum(need, max(1, max_replicas))
     return schedule_from_need(need, cold_start_s)
 
 
@@ -130,18 +134,23 @@ def search_oracle(rate: FloatArray, cold_start_s: float,
                   evaluate: Callable[[IntArray], tuple[float, float]], *,
                   target_violation_pct: float = 0.1, smoothing_s: tuple[int, ...] = (1, 10),
                   steps: int = 7, on_try: Callable[[], None] | None = None,
-                  near: tuple[float, int] | None = None) -> OracleSearch:
+                  near: tuple[float, int] | None = None, max_replicas: int | None = None) -> OracleSearch:
     """Find the cheapest verified schedule; ``evaluate(schedule) -> (replica_seconds, violation_pct)``.
 
     ``near`` = (headroom, smoothing) of an earlier search on a rescaled copy of the workload:
     only that smoothing is tried and the bisection starts from a ×1.4 bracket around it.
+    ``max_replicas`` (``--peak-replicas N``): no candidate holds more than N replicas at any
+    second. When no capped schedule meets the target, the one with the fewest violations is
+    returned with its measured ``violation_pct`` (above the target: N replicas cannot serve the
+    peak) instead of an error, so the cap is never exceeded and the shortfall is reported.
     """
     best: OracleSearch | None = None
+    fewest: OracleSearch | None = None  # capped search only: the least-violating candidate seen
     tried = 0
 
     def run(h: float, s: int) -> tuple[IntArray, float, float]:
         nonlocal tried
-        sched = schedule_for(rate, h, s, cold_start_s)
+        sched = schedule_for(rate, h, s, cold_start_s, max_replicas)
         cost, viol = evaluate(sched)
         tried += 1
         if on_try is not None:
@@ -155,9 +164,13 @@ def search_oracle(rate: FloatArray, cold_start_s: float,
         lo, hi = (near[0] / 1.4, near[0] * 1.4) if near is not None else (0.25, 2.0)
         sched, cost, viol = run(hi, s)
         while viol > target_violation_pct and hi < 256:
+            if max_replicas is not None and int(sched.min()) >= max_replicas:
+                break  # every second already holds the cap: more headroom cannot add a replica
             lo, hi = hi, hi * 2.0
             sched, cost, viol = run(hi, s)
         if viol > target_violation_pct:
+            if max_replicas is not None and (fewest is None or viol < fewest.violation_pct):
+                fewest = OracleSearch(sched, hi, s, cost, viol, 0)
             continue
         ok = (sched, cost, viol, hi)
         for _ in range(steps):
@@ -170,6 +183,8 @@ def search_oracle(rate: FloatArray, cold_start_s: float,
         cand = OracleSearch(ok[0], ok[3], s, ok[1], ok[2], 0)
         if best is None or cand.replica_seconds < best.replica_seconds:
             best = cand
+    if best is None and fewest is not None:
+        best = fewest
     if best is None:
         # Permanent: the same trace, load and SLO fail the same way at any headroom; only the flags can change.
         raise ConfigError(f"oracle: no schedule keeps SLO violations <= {target_violation_pct:g} % on this trace "

@@ -15,8 +15,11 @@ from ebb.sim.cluster.engine import ClusterInputs, ClusterRun
 __all__ = ["batch_cycles"]
 
 
-def batch_cycles(run_id: str, policy: str, inp: ClusterInputs, run: ClusterRun) -> list[CycleRecord]:
-    """Ledger cycles for every write batch of ``run``, in time order."""
+def batch_cycles(run_id: str, policy: str, inp: ClusterInputs, run: ClusterRun, *,
+                 recorded_unix_ns: int | None = None) -> list[CycleRecord]:
+    """Ledger cycles for every write batch of ``run``, in time order; ``recorded_unix_ns`` (the wall
+    time of the recording) goes in each snapshot so ``ebb explain --list`` finds the latest run."""
+    stamp = {} if recorded_unix_ns is None else {"recorded_unix_ns": recorded_unix_ns}
     out: list[CycleRecord] = []
     for n, b in enumerate(run.batches, start=1):
         cid = CycleId(f"{run_id}-b{n}")
@@ -32,5 +35,5 @@ def batch_cycles(run_id: str, policy: str, inp: ClusterInputs, run: ClusterRun) 
                          f"cluster write batch {n}: {len(b.services)} write(s) at t={b.t_s:.1f} s"),
                 signals=b.signals[k - 1] if b.signals else {}))
         out.append(CycleRecord(cycle_id=cid, run_id=RunId(run_id), ts_ns=ts, policy=policy,
-                               decisions=tuple(decisions), snapshot={"batch": n, "writes": len(decisions)}))
+                               decisions=tuple(decisions), snapshot={"batch": n, "writes": len(decisions), **stamp}))
     return out

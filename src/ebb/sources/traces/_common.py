@@ -11,7 +11,7 @@ Guarantees:
 * :func:`sort_by_time` sorts stably and records the fact in ``notes`` and on the
   ``ebb.sources.traces`` logger (never via :mod:`warnings`: the test suite turns warnings into errors).
 * Integers are range-checked, vectorised: :func:`int_column` accepts ``[0, hi]`` (default
-  :data:`MAX_TOKENS`, 2**31 - 1), so a value such as 10**20 is a :class:`TraceFormatError` naming its
+  :data:`MAX_TOKENS`, 10**7), so a value such as 10**20 is a :class:`TraceFormatError` naming its
   line, never numpy's ``OverflowError``.
 """
 
@@ -42,10 +42,12 @@ IntArray = npt.NDArray[np.int64]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
-MAX_TOKENS = 2**31 - 1
-"""Largest token count one request may have (prompt or completion): 200 times the largest context
-window of 2025 models (10**7 tokens), and small enough that the sum over MAX_REQUESTS (5 * 10**7)
-requests stays far inside int64, so numpy's token sums can never wrap."""
+MAX_TOKENS = 10_000_000
+"""Largest plausible token count of one request (prompt or completion): 10 M tokens, 10 times the
+largest context window of 2025 models (1 M tokens). A bigger value is a unit or column mistake, and
+one such request would cost the simulated fleet over a day of prefill and zero out a ``--peak-replicas``
+calibration; readers refuse it with :class:`TraceFormatError` naming file, line, column and this
+bound. Sums over MAX_REQUESTS (5 * 10**7) requests stay far inside int64 (5 * 10**14)."""
 
 
 def is_gzip(path: Path) -> bool:
@@ -121,41 +123,58 @@ class Table:
         return len(self.lines)
 
 
-def read_csv_table(path: Path, *, expected: Sequence[str], fix: str) -> Table:
-    """Read a headed CSV; every ``expected`` column must exist. Blank lines are skipped.
+def resolve_column(ref: str, header: Sequence[str] | None) -> int | None:
+    """The 0-based index a column reference names: a header name (exact, after trimming blanks) wins,
+    else a string of digits is an index (``"0"`` = first column); None when it names nothing.
+    Without a header (``header=None``) only indexes resolve."""
+    if header is not None and ref in header:
+        return list(header).index(ref)
+    if ref.isascii() and ref.isdigit() and len(ref) <= 6:
+        return int(ref)
+    return None
+
+
+def read_csv_table(path: Path, *, expected: Sequence[str], fix: str, no_header: bool = False) -> Table:
+    """Read a CSV; every ``expected`` column reference (a header name, or a 0-based index, see
+    :func:`resolve_column`) must exist. Blank lines are skipped. ``no_header``: the first row is data,
+    and columns are named by index only; ``Table.header`` is then ``["0", "1", ...]``.
 
     ``fix`` is appended to the missing-column error (what the user should pass or change).
+    ``Table.columns`` is keyed by the references as given.
     """
     src = str(path)
     with open_text(path) as fh:
         reader = csv.reader(fh)
-        header: list[str] | None = None
+        first: list[str] | None = None
         header_line = 0
         for row in reader:
             if any(cell.strip() for cell in row):
-                header = [cell.strip() for cell in row]
+                first = row
                 header_line = reader.line_num
                 break
-        if header is None:
+        if first is None:
             raise TraceFormatError("file is empty (no header and no data rows)", path=src, line=1,
                                    fix="point at a non-empty trace file")
-        missing = [c for c in expected if c not in header]
+        width = len(first)
+        header = [str(i) for i in range(width)] if no_header else [cell.strip() for cell in first]
+        where = {ref: resolve_column(ref, None if no_header else header) for ref in expected}
+        missing = [c for c, k in where.items() if k is None or k >= width]
         if missing:
             found = ", ".join(_show(c) for c in header[:8]) + (f", ... ({len(header)} in all)" if len(header) > 8 else "")
+            kind = f"{width} columns (0-based indexes 0 to {width - 1})" if no_header else f"columns {found}"
             raise TraceFormatError(
-                f"missing column(s) {', '.join(map(repr, missing))}; found columns "
-                f"{found}; expected {', '.join(map(repr, expected))}",
+                f"missing column(s) {', '.join(map(repr, missing))}; found {kind}; "
+                f"expected {', '.join(map(repr, expected))}",
                 path=src, line=header_line, fix=fix)
-        width = len(header)
-        rows: list[list[str]] = []
-        lines: list[int] = []
+        rows: list[list[str]] = [first] if no_header else []
+        lines: list[int] = [header_line] if no_header else []
         try:
             for row in reader:
                 if len(row) != width:
                     if not any(cell.strip() for cell in row):
                         continue  # blank line (often a trailing one)
                     raise TraceFormatError(
-                        f"row has {len(row)} field(s) but the header has {width} "
+                        f"row has {len(row)} field(s) but the {'first row' if no_header else 'header'} has {width} "
                         f"({', '.join(h[:30] for h in header[:8])}{', ...' if width > 8 else ''})",
                         path=src, line=reader.line_num,
                         fix="make every row have one value per header column")
@@ -169,7 +188,7 @@ def read_csv_table(path: Path, *, expected: Sequence[str], fix: str) -> Table:
                                fix="point at a trace with at least one request")
     # One transpose instead of per-column list comprehensions over rows.
     transposed = list(zip(*rows))
-    columns = {name: list(transposed[i]) for i, name in enumerate(header) if name in expected}
+    columns = {ref: list(transposed[k]) for ref, k in where.items() if k is not None}
     return Table(header=header, columns=columns, lines=lines)
 
 
@@ -200,11 +219,35 @@ def _describe_bad_number(text: str, hi: int = MAX_TOKENS) -> str:
     return f"{shown} is not an integer"
 
 
+MAX_EXACT_FLOAT_INT = 2**53
+"""Largest integral float accepted where an integer is expected (``63.0``): past 2**53 a float64
+no longer holds every integer, so ``9007199254740993.0`` would silently change value."""
+
+
 def _int_or_none(text: str) -> int | None:
     try:
         return int(text)
     except ValueError:  # not an integer, or over Python's 4,300-digit conversion limit
+        pass
+    try:
+        value = float(text)
+    except (ValueError, OverflowError):
         return None
+    # An integral float ("63.0", "1e3") is that integer; "63.5" is not an integer at all.
+    if math.isfinite(value) and value.is_integer() and abs(value) <= MAX_EXACT_FLOAT_INT:
+        return int(value)
+    return None
+
+
+def _integral_floats(values: Sequence[str], hi: int) -> IntArray | None:
+    """The column as int64 when every value is an integral float in ``[0, min(hi, 2**53)]``, else None
+    (vectorised; the caller's slow path then names the first bad value)."""
+    try:
+        f = np.asarray(values, dtype=np.str_).astype(np.float64)
+    except (ValueError, OverflowError):
+        return None
+    ok = np.isfinite(f) & (f >= 0) & (f <= min(hi, MAX_EXACT_FLOAT_INT)) & (f == np.floor(f))
+    return f.astype(np.int64) if bool(np.all(ok)) else None
 
 
 def int_column(values: Sequence[str], *, what: str, path: Path, lines: Sequence[int],
@@ -212,14 +255,16 @@ def int_column(values: Sequence[str], *, what: str, path: Path, lines: Sequence[
     """Convert strings to int64 in ``[0, hi]``, or raise naming the first bad value's line.
 
     ``hi`` must fit in int64 (default :data:`MAX_TOKENS`). Vectorised unless a value is bad or
-    spelled in a way numpy does not parse (``1_000``); then one Python pass finds it.
+    spelled in a way numpy does not parse (``1_000``); then one Python pass finds it. An integral
+    float (``63.0``, up to 2**53) is that integer; ``63.5`` is refused as "not an integer".
     """
     if not 0 <= hi <= np.iinfo(np.int64).max:
         raise ValueError(f"int_column: hi must be within int64, got {hi!r}")
+    arr: IntArray | None
     try:
         arr = np.asarray(values, dtype=np.str_).astype(np.int64)
     except (ValueError, OverflowError):
-        arr = None
+        arr = _integral_floats(values, hi)  # "63.0": a count written by a float-typed exporter
     if arr is not None:
         bad = np.flatnonzero((arr < 0) | (arr > hi))
         if len(bad) == 0:

@@ -90,6 +90,37 @@ def is_servegen_folder(path: Path) -> bool:
     return path.is_dir() and any(_CHUNK.search(p.name) for p in path.iterdir())
 
 
+def looks_like_servegen(line: str) -> bool:
+    """Whether one (non-blank) CSV line is a ServeGen window row: six values, the fourth ``Gamma``,
+    ``Weibull`` or empty, the others numbers (format detection of a single chunk file)."""
+    cells = [c.strip() for c in line.split(",")]
+    if len(cells) != 6 or cells[3] not in PATTERNS:
+        return False
+    try:
+        for k in (0, 1, 2, 4, 5):
+            float(cells[k])
+    except ValueError:
+        return False
+    return True
+
+
+def _client_files(path: Path, clients: Sequence[int] | None) -> list[tuple[int, Path]]:
+    """The chunk files to replay: the one file ``path`` names, or the folder's (only ``clients``)."""
+    if path.is_file():
+        m = _CHUNK.search(path.name)
+        return [(int(m.group(1)) if m else 0, path)]
+    found = chunk_files(path)
+    if clients is None:
+        return found
+    known = {cid for cid, _ in found}
+    unknown = sorted(set(clients) - known)
+    if unknown or not clients:
+        raise InputError(f"unknown ServeGen client(s) {unknown[:5]!r}" if unknown else "no client selected",
+                         path=str(path), fix=f"choose client ids from the chunk-<client>-trace.csv names, e.g. "
+                                             f"{sorted(known)[:3]}")
+    return [(cid, p) for cid, p in found if cid in set(clients)]
+
+
 def _rows(path: Path) -> list[tuple[float, float, str, float, float]]:
     """(start s, rate, pattern, shape, scale) per row, validated."""
     rows: list[tuple[float, float, str, float, float]] = []
@@ -124,23 +155,31 @@ def _rows(path: Path) -> list[tuple[float, float, str, float, float]]:
 
 
 def load_servegen(folder: str | Path, *, start_s: float = 0.0, end_s: float | None = None,
-                  rate_scale: float = 1.0, seed: int = 0) -> CountSeries:
-    """Arrivals per second generated from the ServeGen folder's windows in ``[start_s, end_s)``."""
+                  rate_scale: float = 1.0, seed: int = 0, clients: Sequence[int] | None = None) -> CountSeries:
+    """Arrivals per second generated from the ServeGen windows in ``[start_s, end_s)``: of every client
+    of a folder (or only ``clients``, ids from the file names), or of one ``chunk-*-trace.csv`` file.
+    The selected clients' arrivals are summed; they share one generator, clients in id order."""
     path = Path(folder)
     if not (rate_scale > 0 and math.isfinite(rate_scale)) or start_s < 0 or (end_s is not None and end_s <= start_s):
         raise InputError(f"bad span or scale: start_s={start_s!r}, end_s={end_s!r}, rate_scale={rate_scale!r}",
                          path=str(path), fix="use 0 <= start_s < end_s and rate_scale > 0")
-    clients = [(cid, p, _rows(p)) for cid, p in chunk_files(path)]
-    last = max((r[-1][0] for _, _, r in clients if r), default=0.0)
+    files = _client_files(path, clients)
+    clients_rows = [(cid, p, _rows(p)) for cid, p in files]
+    last = max((r[-1][0] for _, _, r in clients_rows if r), default=0.0)
     end = float(end_s) if end_s is not None else last + DEFAULT_WINDOW_S
+    if end <= start_s:
+        raise InputError(f"the windows end at {end:g} s, before start_s={start_s:g}", path=str(path),
+                         fix="use a start_s inside the trace")
     n_sec = int(math.ceil(end - start_s))
     counts = np.zeros(n_sec, dtype=np.int64)
     rng = np.random.default_rng(seed)
-    for _, p, rows in clients:
+    for _, p, rows in clients_rows:
         _client_into(counts, rng, rows, p, start_s, end, rate_scale)
-    return CountSeries(TraceName(f"servegen-{path.name}"), counts, 1.0, source=str(path),
+    which = "" if clients is None or path.is_file() else f", clients {sorted(set(clients))[:10]}"
+    name = path.name.removesuffix("-trace.csv") if path.is_file() else path.name
+    return CountSeries(TraceName(f"servegen-{name}"), counts, 1.0, source=str(path),
                        notes=(f"arrivals generated from ServeGen's per-client windows as its generator does "
-                              f"(seed {seed}, rates x{rate_scale:g}); token sizes are not in these files",))
+                              f"(seed {seed}, rates x{rate_scale:g}{which}); token sizes are not in these files",))
 
 
 def _active_spans(rows: list[tuple[float, float, str, float, float]], start_s: float, end: float,

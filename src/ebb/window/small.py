@@ -1,0 +1,81 @@
+"""A one-series sliding-window quantile for few samples: the same answer as :class:`SlidingWindow`.
+
+Ebb's L1 window holds one second of 100 ms buckets — at most ten samples from an agent, one per
+second from the fluid simulator's bins. For so few samples the columnar sketch's fixed costs (a
+scatter into a count matrix on ingest, two cumulative sums over its bins on every query, ~20 numpy
+calls a second) dominate; this window keeps the raw values and sorts them when asked.
+
+Guarantee: for samples fed in any order, ``quantile(q, now_ns)`` equals
+``SlidingWindow(1, buckets=B, bucket_ms=…).quantile(q, now_ns)[0]`` bit for bit (same mapping).
+The sketch answers with the representative value of the bin holding the ``floor(q × (n − 1))``-th
+smallest sample; bins are monotone in the value, so that is the bin of the ``floor(q × (n − 1))``-th
+smallest raw value — one value mapped, not ``n``. In-window samples are the same: those whose bucket
+``ts_ns // bucket_ns`` is within ``B`` buckets of the newest bucket seen (sample or ``now_ns``);
+a sample older than that on arrival is never counted. Cost: O(n log n) Python on ``n`` in-window
+samples per query, O(batch) per ingest (one numpy call for the bucket ids).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+from ebb.window.mapping import LogMapping
+
+__all__ = ["SmallWindow"]
+
+
+class SmallWindow:
+    """Samples of the last ``buckets`` × ``bucket_ms`` as (bucket id, value), quantiles exact to the sketch."""
+
+    __slots__ = ("_bin_values", "_samples", "bucket_ns", "buckets", "head", "mapping")
+
+    def __init__(self, *, buckets: int, bucket_ms: float, mapping: LogMapping | None = None) -> None:
+        if buckets < 1 or not bucket_ms > 0:
+            raise ValueError(f"buckets must be >= 1 and bucket_ms > 0, got {buckets!r}, {bucket_ms!r}")
+        self.buckets = int(buckets)
+        self.bucket_ns = round(bucket_ms * 1_000_000)
+        self.head: int | None = None
+        """Newest bucket id seen; None before the first sample or query."""
+        self.mapping = mapping if mapping is not None else LogMapping()
+        self._bin_values = self.mapping.bin_values()
+        self._samples: list[tuple[int, float]] = []
+
+    def ingest(self, value: npt.NDArray[np.float64], ts_ns: npt.NDArray[np.int64]) -> None:
+        """Add samples (finite values, integer nanosecond times; ValueError otherwise, nothing added)."""
+        if len(value) != len(ts_ns):
+            raise ValueError(f"value and ts_ns must have equal lengths, got {len(value)} and {len(ts_ns)}")
+        if not len(value):
+            return
+        self.mapping.check_finite(np.asarray(value, dtype=np.float64))
+        bids: list[int] = (np.asarray(ts_ns, dtype=np.int64) // self.bucket_ns).tolist()
+        vals: list[float] = np.asarray(value, dtype=np.float64).tolist()
+        self._advance_to(max(bids))
+        oldest = (self.head if self.head is not None else 0) - self.buckets + 1
+        self._samples.extend((b, v) for b, v in zip(bids, vals, strict=True) if b >= oldest)
+
+    def _advance_to(self, head: int) -> None:
+        if self.head is not None and head <= self.head:
+            return
+        self.head = head
+        oldest = head - self.buckets + 1
+        s = self._samples
+        if s and min(b for b, _ in s) < oldest:
+            self._samples = [x for x in s if x[0] >= oldest]
+
+    def quantile(self, q: float, now_ns: int | None = None) -> float:
+        """The sketch's quantile ``q`` of the in-window samples (after advancing to ``now_ns``); NaN when empty."""
+        if not (0.0 <= q <= 1.0):
+            raise ValueError(f"quantile q must be in [0, 1], got {q!r}")
+        if now_ns is not None:
+            self._advance_to(int(now_ns) // self.bucket_ns)
+        n = len(self._samples)
+        if n == 0:
+            return math.nan
+        # The sketch's rank: floor(q × (n − 1)) in float64, as np.floor computes it.
+        rank = math.floor(q * (n - 1))
+        x = sorted(v for _, v in self._samples)[rank]
+        idx, _ = self.mapping.bin_index(np.array([x], dtype=np.float64))
+        return float(self._bin_values[int(idx[0])])

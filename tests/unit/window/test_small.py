@@ -1,0 +1,43 @@
+"""SmallWindow (ebb.window.small): the sliding sketch's quantile, bit for bit, from raw values."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ebb.window.sliding import SlidingWindow
+from ebb.window.small import SmallWindow
+
+_NS = 1_000_000_000
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.floats(0.0, 3.0), st.floats(0.0, 60.0)), min_size=0, max_size=12),
+                min_size=1, max_size=25),
+       st.sampled_from([0.0, 0.5, 0.9, 0.99, 1.0]))
+def test_it_answers_as_the_sliding_sketch_for_any_batches(batches: list[list[tuple[float, float]]], q: float) -> None:
+    sketch, small = SlidingWindow(1, buckets=10, bucket_ms=100.0), SmallWindow(buckets=10, bucket_ms=100.0)
+    for batch in batches:
+        ts = np.array([int(t * _NS) for t, _ in batch], dtype=np.int64)
+        v = np.array([v for _, v in batch], dtype=np.float64)
+        sketch.ingest(np.zeros(len(v), dtype=np.int64), v, ts)
+        small.ingest(v, ts)
+        now = int(ts.max()) if len(ts) else None
+        a, b = float(sketch.quantile(q, now)[0]), small.quantile(q, now)
+        assert (math.isnan(a) and math.isnan(b)) or a == b
+
+
+def test_samples_older_than_the_window_are_forgotten() -> None:
+    w = SmallWindow(buckets=10, bucket_ms=100.0)
+    w.ingest(np.array([5.0]), np.array([0], dtype=np.int64))
+    assert w.quantile(0.99, 900_000_000) > 0
+    assert math.isnan(w.quantile(0.99, 1_000_000_000))
+
+
+def test_a_non_finite_sample_is_refused_with_its_value() -> None:
+    with pytest.raises(ValueError, match="finite"):
+        SmallWindow(buckets=10, bucket_ms=100.0).ingest(np.array([np.nan]), np.array([0], dtype=np.int64))
