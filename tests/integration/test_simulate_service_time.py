@@ -23,26 +23,27 @@ def _need(path: Path) -> Path:
     return path
 
 
-def _simulate(tmp_path: Path, *args: str) -> list[dict[str, object]]:
+def _simulate(tmp_path: Path, *args: str) -> tuple[list[dict[str, object]], str]:
     out = tmp_path / "cards.json"
     res = CliRunner().invoke(app, ["simulate", "--quiet", "--json", str(out), *args])
     assert res.exit_code == 0, res.output
     cards: list[dict[str, object]] = json.loads(out.read_text())
-    return cards
+    return cards, res.output
 
 
 def test_a_servegen_chunk_file_replays_with_a_fitted_service_time(tmp_path: Path) -> None:
     chunk = _need(SHARED / "traces" / "servegen" / "reason" / "deepseek-r1" / "chunk-35-trace.csv")
-    cards = _simulate(tmp_path, "--trace", str(chunk), "--service-median-s", "2", "--service-p99-s", "8",
+    cards, shown = _simulate(tmp_path, "--trace", str(chunk), "--service-median-s", "2", "--service-p99-s", "8",
                       "--concurrency", "4", "--window-s", "0:300", "--peak-replicas", "off",
                       "--slo-ttft-ms", "1000", "--slo-e2e-ms", "20000", "--cold-start-s", "30")
     assert {str(c["policy"]) for c in cards} == POLICIES
     assert all(int(str(c["requests"])) > 1000 and int(str(c["dropped_requests"])) == 0 for c in cards)
+    assert "wait" in shown and "TTFT" not in shown  # the first latency is the queue wait here
 
 
 def test_the_h200_request_log_replays_with_finished_minus_admitted(tmp_path: Path) -> None:
     log = _need(SHARED / "gpu" / "h200-serving" / "requests.csv")
-    cards = _simulate(tmp_path, "--trace", str(log), "--time-col", "arrival",
+    cards, _ = _simulate(tmp_path, "--trace", str(log), "--time-col", "arrival",
                       "--service-time-column", "finished-admitted", "--concurrency", "64", "--window-s", "0:90",
                       "--peak-replicas", "4", "--slo-ttft-ms", "5000", "--slo-e2e-ms", "30000", "--cold-start-s", "10")
     assert {str(c["policy"]) for c in cards} == POLICIES

@@ -47,7 +47,7 @@ __all__ = ["lint"]
 def lint(
     paths: Annotated[list[Path] | None, typer.Argument(help="Files or folders to lint; - reads YAML from stdin.")]
     = None,
-    fmt: Annotated[str, typer.Option("--format", help="human, json or sarif.")] = "human",
+    fmt: Annotated[str, typer.Option("--format", "-o", help="human, json or sarif (on stdout).")] = "human",
     explain: Annotated[str | None, typer.Option("--explain", help="Print a rule's documentation.")] = None,
     config: Annotated[Path | None, typer.Option("--config", help=f"Config file (default ./{CONFIG_NAME}).")] = None,
     fail_on: Annotated[str, typer.Option(

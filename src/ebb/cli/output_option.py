@@ -3,8 +3,9 @@
 ``-o json`` prints the result as JSON on stdout (one document; errors and warnings stay on stderr);
 ``-o table``, the default, prints it for people. The older ``--json`` flag of ``explain``,
 ``bursts``, ``pareto``, ``plan`` and ``probe`` is the same as ``-o json`` and stays for scripts that
-use it. ``ebb simulate`` writes files (``--json FILE``, ``-`` for stdout) and ``ebb lint`` has its
-``--format human|json|sarif``; ``ebb sweep`` takes the same ``-o table|json``.
+use it. ``ebb simulate -o json`` prints its scorecards on stdout (as ``--json -``; ``--json FILE``
+writes a file), with the table and progress on stderr; ``ebb lint -o human|json|sarif`` is its
+``--format``; ``ebb sweep`` takes the same ``-o table|json``.
 """
 
 from __future__ import annotations

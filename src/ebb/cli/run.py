@@ -129,13 +129,14 @@ def run_cmd(
     = None,
     prometheus_key: Annotated[Path | None, typer.Option(help="Key of --prometheus-cert.")] = None,
     actuator: Annotated[str | None, typer.Option(
-        help="local (worker processes on this machine, the default) or kubernetes (always, with a fleet file).")]
+        help="local (the default: in act mode, worker processes started on this machine; in recommend mode, "
+             "--workers workers observed, nothing started) or kubernetes (always, with a fleet file).")]
     = None,
     namespace: Annotated[str, typer.Option(help="Kubernetes namespace of the scaled Deployment.")] = "default",
     deployment: Annotated[str | None, typer.Option(help="Kubernetes Deployment to scale.")] = None,
     kubeconfig: Annotated[str | None, typer.Option(help="kubeconfig path (default: in-cluster or ~/.kube).")] = None,
     in_cluster: Annotated[bool, typer.Option(help="Use the pod's service account.")] = False,
-    workers: Annotated[int, typer.Option(help="local: workers at start.")] = 2,
+    workers: Annotated[int, typer.Option(help="local: workers at start (recommend mode: the workers observed).")] = 2,
     max_batch: Annotated[int, typer.Option(help="local: batch slots per worker.")] = 8,
     speed: Annotated[float, typer.Option(help="local: worker speed-up over the H200 model.")] = 1.0,
     ledger: Annotated[str, typer.Option(help="Ledger: a SQLite path, sqlite:///PATH or etcd://HOST:PORT/PREFIX.")]
@@ -221,7 +222,9 @@ def run_cmd(
         raise ConfigError(f"--cold-start-s must be within 0–86400 s, got {cold_start_s!r}")
     react_s = (100 if source == "agents" else 0) / 1000.0 if react_ms is None else react_ms / 1000.0
     if not 0 <= react_s < interval_s:
-        raise ConfigError(f"--react-ms must be within 0 and the cycle ({interval_s * 1000:g} ms), got {react_ms!r}")
+        got = f"{react_ms!r}" if react_ms is not None else f"the agents' default {react_s * 1000:g} ms"
+        raise ConfigError(f"--react-ms must be within 0 and the cycle ({interval_s * 1000:g} ms), got {got} "
+                          "(fix: a longer --interval-s, or --react-ms 0 to turn the fast path off)")
     prom_client = _prometheus_client(prometheus, prometheus_token_file, prometheus_ca, prometheus_cert,
                                      prometheus_key)
     if fleet_cfg is not None:
@@ -267,6 +270,10 @@ def run_cmd(
         if actuator == "kubernetes":
             from ebb.actuate.kubernetes import KubernetesActuator
             act: Any = KubernetesActuator(namespace, str(deployment), kubeconfig=kubeconfig, in_cluster=in_cluster)
+        elif mode == "recommend":
+            # Recommend mode changes nothing, so it starts nothing either: the local fleet is observed.
+            from ebb.actuate.observed import ObservedFleet
+            act = ObservedFleet(workers)
         else:
             from ebb.actuate.local import LocalActuator
             from ebb.live.router import Router

@@ -27,6 +27,7 @@ from ebb.cli.ledger_options import (
     EtcdUserOpt,
     etcd_auth,
 )
+from ebb.cli.output_option import wants_json
 from ebb.cli.progress import StepProgress, estimate_run
 from ebb.cli.trace_options import check_trace_flags
 from ebb.config.policy_specs import parse_policies
@@ -60,12 +61,13 @@ POLICY_LABEL_CHARS = 16
 """Longer policy specs appear as P1, P2, ... in the table, spelled out in a legend below it."""
 
 
-def _table(cmp: Comparison, width: int = 80) -> tuple[Table, list[str]]:
+def _table(cmp: Comparison, width: int = 80, *, service_model: bool = False) -> tuple[Table, list[str]]:
     """The scorecard table at most ``width`` columns wide (no cell cut or wrapped), plus its legend lines.
 
     Columns are dropped in :data:`_NARROWEST` order (the p50/p99 pairs become p99 alone) until the
     table's natural width fits; at 80 columns policy, GPU-h, violations, both p99s and the HPA-frontier
-    ratio remain.
+    ratio remain. Under the service-time model (``service_model``) the first latency is the queue
+    wait, not a first token, and its headers say ``wait``.
     """
     cards = [r.scorecard for r in cmp.runs]
     # GPU-hours over the HPA frontier (the hull of the HPA and static points) at the same violation rate.
@@ -99,7 +101,8 @@ def _table(cmp: Comparison, width: int = 80) -> tuple[Table, list[str]]:
             shown = [pair if k == drop and pair else k for k in shown if k != drop or pair]
         t = Table(title=title)
         for col in shown:
-            t.add_column(short.get(col, col) if drop == "short headers" else col,
+            header = short.get(col, col) if drop == "short headers" else col
+            t.add_column(header.replace("TTFT", "wait") if service_model else header,
                          justify="left" if col == "policy" else "right")
         for c in cards:
             t.add_row(*(columns[col](c) for col in shown))
@@ -285,7 +288,9 @@ def simulate(
                                                          "requests are served this many times slower until "
                                                          "the fleet is restored (tests canary gates)")] = None,
     fault_after_s: Annotated[float, typer.Option(help="The injected fault arms at this time (s)")] = 0.0,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the scorecards as JSON here")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the scorecards as JSON here ('-': stdout)")] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="table, or json: the scorecards on stdout "
+                                        "(as --json -), the human output on stderr.")] = "table",
     ledger: Annotated[str, typer.Option(help="Record every decision here (SQLite path or etcd://HOST:PORT), "
                                         "e.g. ebb-ledger.sqlite; off by default. Explain one with: "
                                         "ebb explain ID --ledger PATH")] = "",
@@ -303,6 +308,11 @@ def simulate(
     """Replay a trace through the autoscalers (HPA, KEDA, KPA, Ray Serve, production-stack KEDA, llm-d WVA,
     Dynamo planner, AIBrix), Ebb, static and the oracle; print cost and SLO side by side."""
     # Validate first: every number and every output path, before the trace is even read.
+    if wants_json(output, False):
+        if json_out is not None and json_out != checks.STDOUT:
+            raise ConfigError(f"-o json prints the scorecards on stdout; --json {json_out} writes them to a file "
+                              "(fix: give one of the two)")
+        json_out = checks.STDOUT
     load_scale, peak = _scaling(load_scale, peak_replicas)
     _check_numbers(slo_ttft_ms=slo_ttft_ms, slo_e2e_ms=slo_e2e_ms, cold_start_s=cold_start_s,
                    gpu_hour_usd=gpu_hour_usd, load_scale=load_scale, peak_replicas=peak,
@@ -376,7 +386,7 @@ def simulate(
     # The verdict leads: what to deploy and how Ebb did against the best peer, before any table.
     for line in verdict([r.scorecard for r in cmp.runs]).lines():
         console.print(escape(line))
-    table, legend_lines = _table(cmp, console.width)
+    table, legend_lines = _table(cmp, console.width, service_model=tflags.model is not None)
     console.print(table)
     for line in legend_lines:
         console.print(escape(line))

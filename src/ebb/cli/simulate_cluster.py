@@ -51,6 +51,9 @@ def simulate_cluster(scenario: Path, policy: str, *, json_out: Path | None, repo
             print(f"  {r.policy}: done at {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
 
     results, best = compare_cluster(sc, policies, inp=inp, progress=tick)
+    said = cluster_verdict(results, best)
+    if said is not None:  # the verdict first, as in the single-service scorecard
+        console.print(escape(said))
     console.print(_table(results, best, console.width))
     if ledger:
         _record(ledger, sc.name, results, inp, console)
@@ -62,6 +65,19 @@ def simulate_cluster(scenario: Path, policy: str, *, json_out: Path | None, repo
     if report is not None:
         report.write_text(_html(sc.name, results, best, inp), encoding="utf-8")
         console.print(f"report written to {report}")
+
+
+def cluster_verdict(results: list[ClusterResult], best: dict[str, Any] | None) -> str | None:
+    """Ebb against the best per-service peer configuration, in one sentence (None without both):
+    online GPU-hours as a ratio and in %, and the latency-critical class's violations."""
+    ebb = next((r.scorecard for r in results if r.policy.split(":")[0] == "ebb"), None)
+    if ebb is None or best is None or not best["gpu_hours_online"] > 0:
+        return None
+    ratio = ebb["gpu_hours_online"] / best["gpu_hours_online"]
+    more = f"{(ratio - 1) * 100:.0f} % more" if ratio >= 1 else f"{(1 - ratio) * 100:.0f} % fewer"
+    return (f"Ebb: {ebb['gpu_hours_online']:.1f} online GPU-h = {ratio:.2f}× the best per-service peer "
+            f"configuration ({best['gpu_hours_online']:.1f}; {more} GPU-h); order-fulfilment violations "
+            f"{_lc(ebb)} % vs {_lc(best)} %.")
 
 
 def _lc(card: dict[str, Any]) -> str:
@@ -141,12 +157,9 @@ def _html(name: str, results: list[ClusterResult], best: dict[str, Any] | None, 
              "<style>body{font:14px sans-serif;max-width:1240px;margin:auto}table{border-collapse:collapse}"
              "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}td:first-child{text-align:left}"
              "svg{max-width:100%}</style>", f"<h1>Cluster: {html.escape(name)}</h1>"]
-    ebb = next((r.scorecard for r in results if r.policy.split(":")[0] == "ebb"), None)
-    if ebb is not None and best is not None and best["gpu_hours_online"] > 0:
-        parts.append(f"<p><b>Ebb: {ebb['gpu_hours_online']:.1f} online GPU-h = "
-                     f"{ebb['gpu_hours_online'] / best['gpu_hours_online']:.2f}× the best per-service peer "
-                     f"configuration ({best['gpu_hours_online']:.1f}); order-fulfilment violations "
-                     f"{_lc(ebb)} % vs {_lc(best)} %.</b></p>")
+    said = cluster_verdict(results, best)
+    if said is not None:
+        parts.append(f"<p><b>{html.escape(said)}</b></p>")
     parts.append("<table><tr><th>policy<th>GPU-h<th>online<th>batch<th>max skew<th>writes/s<th>max per 100 ms"
                  "<th>quota breach s</tr>")
     for r in results:

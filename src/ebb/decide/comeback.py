@@ -19,11 +19,14 @@ burst the bound expects exactly when the fleet is smallest. Where the traffic is
 forecast (:mod:`ebb.decide.forecast`) adds what the history says is coming.
 
 Cost: O(1) amortised per recorded second (a monotonic deque for the window maximum, running sums
-for the level); a floor query is one ``np.partition`` over at most ``memory_s`` rises.
+for the level) plus one insertion into a sorted copy of the rises (a ``memmove`` of at most
+``memory_s`` floats); a floor query reads its quantile from that copy and takes the rises' mean and
+standard deviation in one fused pass (numpy's own reductions, so bit for bit ``r.mean()`` and ``r.std()``).
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections import deque
@@ -82,6 +85,8 @@ class ComebackBound:
         cap = max(1, int(math.ceil(memory_s / period_s)))
         self._rises = np.zeros(cap)
         self._n_rises = 0  # rises written so far (ring position = count % cap)
+        # The ring's rises in ascending order: the k-th smallest is one index, not a partition per query.
+        self._sorted: list[float] = []
         self._levels: deque[float] = deque()  # level at each recent index, oldest first, aligned with _pending
         self._pending: deque[int] = deque()  # indices whose horizon is not complete yet
         self._maxq: deque[tuple[int, float]] = deque()  # monotonic (index, need) for the window maximum
@@ -128,7 +133,11 @@ class ComebackBound:
             lvl = self._levels.popleft()
             if tau >= self._lvl_n - 1:  # a level over a whole window only: no start-up transient
                 rise = ahead - lvl
-                self._rises[self._n_rises % len(self._rises)] = rise
+                slot = self._n_rises % len(self._rises)
+                if self._n_rises >= len(self._rises):
+                    del self._sorted[bisect.bisect_left(self._sorted, float(self._rises[slot]))]
+                bisect.insort(self._sorted, rise)
+                self._rises[slot] = rise
                 self._n_rises += 1
                 if self.periodic is not None:
                     self.periodic.record(tau * self._period_s, rise)
@@ -158,15 +167,14 @@ class ComebackBound:
         n = self.samples
         if n == 0:
             return ComebackEstimate(self.horizon_s, budget, self.level, math.nan, math.nan, 0)
-        r = self._rises[:n]
-        m = n
-        k = min(m - 1, int(math.ceil((1.0 - budget) * m)) - 1)
-        rise = float(np.partition(r, max(k, 0))[max(k, 0)])
+        k = min(n - 1, int(math.ceil((1.0 - budget) * n)) - 1)
+        rise = self._sorted[max(k, 0)]  # the value np.partition(rises, k)[k] names
         if self.tail and 0.0 < budget < 1.0:
             # Gumbel quantile of the horizon maxima (method of moments): extrapolates past the
             # largest rise seen while the memory holds fewer than 1/budget independent horizons.
             z = -math.log(-math.log1p(-budget)) - _EULER
-            rise = max(rise, float(r.mean()) + _GUMBEL_SCALE * z * float(r.std()))
+            mean, std = _mean_std(self._rises[:n])
+            rise = max(rise, mean + _GUMBEL_SCALE * z * std)
         period, periods = math.nan, 0
         if self.periodic is not None:
             now = self._i * self._period_s
@@ -192,10 +200,11 @@ class ComebackBound:
         share = float(np.count_nonzero(r > x + 1e-9 * max(1.0, abs(x)))) / len(r)  # floor − level round-trips
         if not self.tail:
             return share
-        sigma = _GUMBEL_SCALE * float(r.std())
+        mean, std = _mean_std(r)
+        sigma = _GUMBEL_SCALE * std
         if sigma <= 0:
             return share
-        mu = float(r.mean()) - _EULER * sigma
+        mu = mean - _EULER * sigma
         return max(share, -math.expm1(-math.exp(-(x - mu) / sigma)))
 
 
@@ -208,3 +217,13 @@ def _slide_max(window: deque[tuple[int, float]], i: int, v: float, n: int) -> fl
     while window[0][0] <= i - n:
         window.popleft()
     return window[0][1]
+
+
+def _mean_std(r: np.ndarray) -> tuple[float, float]:
+    """``(float(r.mean()), float(r.std()))`` of a non-empty 1-D float64 array, bit for bit, in one
+    sum less: numpy's ``_var`` divides the same pairwise sum by ``n`` for the mean, squares the
+    deviations and sums them again; this repeats exactly those steps and shares the first sum."""
+    n = len(r)
+    mean = np.add.reduce(r) / n
+    d = r - mean
+    return float(mean), math.sqrt(float(np.add.reduce(d * d) / n))

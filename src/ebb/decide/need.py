@@ -101,12 +101,15 @@ class NeedTracker:
                done_weight: FloatArray | None = None) -> tuple[FloatArray, NeedReading]:
         """Add samples (times in order; ones not newer than every earlier sample are dropped) and
         return the need at each new sample, with a summary of the newest."""
+        done = 0.0 if done_weight is None else _nansum(done_weight)
+        if len(t_s) == 1 and len(served) == 1 and len(queued) == 1 and float(t_s[0]) > self._last_t:
+            # One new sample (the fluid engine's 1 s bins): straight to the scalar path, no masks.
+            return self._ingest_one(float(t_s[0]), float(served[0]), float(queued[0]), done)
         t = np.asarray(t_s, dtype=np.float64)
         keep = t > self._last_t
         t = t[keep]
         s = np.asarray(served, dtype=np.float64)[keep]
         q = np.asarray(queued, dtype=np.float64)[keep]
-        done = 0.0 if done_weight is None else float(np.nansum(done_weight))
         if len(t) == 0:
             return np.zeros(0), NeedReading(0.0, 0.0, 0.0, self._cost)
         if len(t) == 1:
@@ -199,3 +202,10 @@ class NeedTracker:
             self._cost_done -= d0
         if self._cost_done >= 1.0:
             self._cost = max(self._cost_work, 0.0) / self._cost_done
+
+
+def _nansum(x: FloatArray) -> float:
+    """``float(np.nansum(x))`` bit for bit (NaNs replaced by 0.0 in place, then the same pairwise
+    ``add.reduce``) without nansum's wrapper layers."""
+    a = np.asarray(x, dtype=np.float64)
+    return float(np.add.reduce(np.where(np.isnan(a), 0.0, a)))

@@ -166,7 +166,9 @@ class EbbPolicy:
             self._trim(obs.t_s)
             return
         demand = served_demand(f.prefill_replicas, f.slot_replicas, obs.ready_replicas)
-        self._served_now = float(demand.mean())
+        # One sample (the fluid engine's 1 s bins): scalar reads of the same values, not array ops.
+        one = len(demand) == 1 and len(f.t_s) == 1 and len(f.queued) == 1
+        self._served_now = float(demand[0]) if one else float(demand.mean())  # x / 1 is x
         self._l1.ingest(demand, (f.t_s * _NS).astype(np.int64))
         self._queue_hist.extend(zip(f.t_s.tolist(), (f.queued > 0).tolist(), strict=True))
         need, reading = self._need.ingest(f.t_s, demand, f.queued, _served(f))
@@ -175,9 +177,13 @@ class EbbPolicy:
             self._cycle_peak = max(self._cycle_peak, reading.peak_need_replicas)
             self._recent_need.append((float(f.t_s[-1]), reading.peak_need_replicas))
         self._last_signal_t = max(self._last_signal_t, float(f.t_s[-1]))
-        busy = (demand > 0) | (f.queued > 0)
-        if busy.any():
-            self._last_busy_t = max(self._last_busy_t, float(f.t_s[np.flatnonzero(busy)[-1]]))
+        if one:
+            if demand[0] > 0 or f.queued[0] > 0:
+                self._last_busy_t = max(self._last_busy_t, float(f.t_s[0]))
+        else:
+            busy = (demand > 0) | (f.queued > 0)
+            if busy.any():
+                self._last_busy_t = max(self._last_busy_t, float(f.t_s[np.flatnonzero(busy)[-1]]))
         self._lat.add(f.done_t_s, f.done_ttft_ms, f.done_e2e_ms, f.done_weight, f.done_wait_ms)
         self._trim(obs.t_s)
 
@@ -245,9 +251,16 @@ class EbbPolicy:
             return 0
         return math.ceil(max(r for _, r in self._shortfalls) * self._bound.mean_need - 1e-9)
 
-    def _latency_p99(self) -> tuple[float, float, float]:
-        """(TTFT, end-to-end, wait) weighted P99 (ms) over the latency window; NaN without samples."""
-        return self._lat.p99(TTFT), self._lat.p99(E2E), self._lat.p99(WAIT)
+    def _latency_p99(self) -> tuple[float, float]:
+        """(end-to-end, wait) weighted P99 (ms) over the latency window; NaN without samples. Only a
+        recorded decision shows them, so they are asked for then (the window has not moved since
+        the cycle's TTFT P99: nothing in a cycle adds or trims completions after ingesting)."""
+        return self._lat.p99(E2E), self._lat.p99(WAIT)
+
+    def _recorded(self, signals: dict[str, float]) -> dict[str, float]:
+        """``signals`` with the end-to-end and wait P99s filled in (their keys hold NaN until then)."""
+        signals["e2e_p99_ms"], signals["wait_p99_ms"] = self._latency_p99()
+        return signals
 
     # -- read-only views for a guard (the canary gate) ----------------------------------------
     def observe(self, obs: Observation) -> None:
@@ -337,7 +350,7 @@ class EbbPolicy:
             burst = self._over_since is not None and (t - self._over_since) >= 0.2 or d >= cap
             need = self._need_now()
             self._close_cycle()
-            ttft99, e2e99, wait99 = self._latency_p99()
+            ttft99 = self._lat.p99(TTFT)
             idle = math.isnan(ttft99) and self._first_t is not None and \
                 t - max(self._last_busy_t, self._first_t) >= self.latency_window_s and \
                 t - self._last_signal_t <= self.max_staleness_s
@@ -374,8 +387,8 @@ class EbbPolicy:
             est = self._bound.floor(p.budget)
             learned = self._learned_floor(t)
             signals = {"need_replicas": need, "demand_p99_replicas": d,
-                       "queued_throughout_last_s": float(queued), "ttft_p99_ms": ttft99, "e2e_p99_ms": e2e99,
-                       "wait_p99_ms": wait99, "ready_replicas": float(obs.ready_replicas), "spec_replicas": float(spec),
+                       "queued_throughout_last_s": float(queued), "ttft_p99_ms": ttft99, "e2e_p99_ms": math.nan,
+                       "wait_p99_ms": math.nan, "ready_replicas": float(obs.ready_replicas), "spec_replicas": float(spec),
                        "comeback_horizon_s": est.horizon_s, "comeback_budget": est.budget,
                        "comeback_level_replicas": est.level_replicas, "comeback_rise_replicas": est.rise_replicas,
                        "comeback_floor_replicas": est.floor_replicas, "comeback_samples": float(est.samples),
@@ -386,7 +399,7 @@ class EbbPolicy:
                 self._last_up = t
                 self._lat.forget_breaches()
                 why = ("surge: latency" if late else "surge: queue") if surge else "need above target"
-                return self._explained(t, "scale_up", spec, need_now, signals, (why,))
+                return self._explained(t, "scale_up", spec, need_now, self._recorded(signals), (why,))
             if math.isnan(est.floor_replicas):
                 return self._hold(t, spec)
             floor = self._replicas(est.floor_replicas, p.down_util)
@@ -396,7 +409,7 @@ class EbbPolicy:
             if est.periods and need_hold > spec:
                 # A periodic rise is due within the horizon: capacity asked for now is ready for it.
                 self._last_up = t
-                return self._explained(t, "scale_up", spec, need_hold, signals, (
+                return self._explained(t, "scale_up", spec, need_hold, self._recorded(signals), (
                     f"forecast: a rise to {est.floor_replicas:.1f} replicas recurs every {est.period_s:.0f} s "
                     f"(seen at this phase in {est.periods} periods); asked {est.horizon_s:.0f} s ahead",))
             if need_hold >= spec:
@@ -424,7 +437,7 @@ class EbbPolicy:
                 self._last_veto = key
                 if repeated:
                     return self._hold(t, spec, tuple(vetoes))
-                return self._explained(t, "veto", spec, spec, signals, ("scale-down wanted",), tuple(vetoes))
+                return self._explained(t, "veto", spec, spec, self._recorded(signals), ("scale-down wanted",), tuple(vetoes))
             self._last_veto = ()
             # Higher weight (a hurting, important class) → smaller steps.
             frac = p.down_fraction * self.base_weight / max(self._weight, 1e-9)
@@ -434,7 +447,7 @@ class EbbPolicy:
             victims, limits = plan_victims(obs.pods, spec - target, p.max_unavailable)
             s3.set(**{"ebb.l3.victims": len(victims), "ebb.victims": [str(int(v)) for v in victims]})
             if not victims:
-                return self._explained(t, "veto", spec, spec, signals, ("scale-down wanted",), limits)
+                return self._explained(t, "veto", spec, spec, self._recorded(signals), ("scale-down wanted",), limits)
             target = spec - len(victims)
             self._last_down = t
             risk = self._bound.risk(target * p.down_util * self._capacity) if not est.periods else 0.0
@@ -442,7 +455,7 @@ class EbbPolicy:
             basis = (f"the rise seen at this phase of {est.periods} periods of {est.period_s:.0f} s" if est.periods
                      else f"over {est.samples} s of history")
             return self._explained(
-                t, "scale_down", spec, target, signals,
+                t, "scale_down", spec, target, self._recorded(signals),
                 (f"comeback: {target} replicas hold a {est.horizon_s:.0f} s rise with estimated risk "
                  f"{risk:.2%} <= budget {p.budget:.2%} (level {est.level_replicas:.1f} + rise "
                  f"{est.rise_replicas:.1f} replicas, {basis})", *limits),
@@ -485,11 +498,27 @@ def served_demand(prefill: FloatArray, slots: FloatArray, ready: int) -> FloatAr
     measured at today's prefill share ``u = P / ready`` understates what a smaller fleet (larger
     ``u``) would hold: the decode work is ``S × (1 − u)`` and the prefill work ``P``, and a fleet
     of ``N`` serves both when ``N ≥ P + S (1 − u)``. A saturated replica reads 1.0; the larger of
-    the two alone (prefill- or slot-bound traffic) is a lower bound of it."""
+    the two alone (prefill- or slot-bound traffic) is a lower bound of it.
+
+    One sample (the fluid engine's 1 s bins) takes a scalar path with the same float operations in
+    the same order as the array path, so the same bits; numpy's fixed costs would dominate it."""
+    if len(prefill) == 1 and len(slots) == 1:
+        return np.array([_served_one(float(prefill[0]), float(slots[0]), ready)], dtype=np.float64)
     p = np.where(np.isfinite(prefill), np.maximum(prefill, 0.0), 0.0)
     sl = np.where(np.isfinite(slots), np.maximum(slots, 0.0), 0.0)
     u = np.clip(p / max(ready, 1), 0.0, 1.0)
     return np.asarray(np.maximum(p + sl * (1.0 - u), np.maximum(p, sl * (1.0 - u))), dtype=np.float64)
+
+
+def _served_one(prefill: float, slots: float, ready: int) -> float:
+    """:func:`served_demand` of one sample: ``np.where(isfinite, maximum(x, 0), 0)``, ``clip`` and
+    ``maximum`` as Python's ``min``/``max`` (all operands finite and non-negative here, so numpy's
+    NaN and signed-zero rules never apply and both pick the same operand)."""
+    p = prefill if math.isfinite(prefill) and prefill > 0.0 else 0.0
+    sl = slots if math.isfinite(slots) and slots > 0.0 else 0.0
+    u = min(p / max(ready, 1), 1.0)
+    decode = sl * (1.0 - u)
+    return max(p + decode, max(p, decode))
 
 
 _LATE_MIN_WEIGHT = 3.0

@@ -7,7 +7,8 @@ Order of work (each step deterministic for ``settings.seed``):
    Poisson arrivals within each bin and token sizes from the documented default distribution.
 2. Scale load: ``--load-scale K`` multiplies it; ``--peak-replicas N`` picks K with
    :func:`calibrate`, from the trace itself and never from the prepared workload, so one file
-   gets one K whatever the fidelity (the reference is a 1 s fluid copy of the trace; see there).
+   gets one K whatever the fidelity (the reference: a request log's requests, a count series'
+   1 s fluid copy; see there).
 3. Search the oracle's schedule (perfect foresight; see :mod:`ebb.sim.baselines.oracle`); under
    ``--peak-replicas N`` no second of it holds more than N replicas.
 4. Run every requested policy on the same workload and score it. A workload with no request,
@@ -249,26 +250,23 @@ def calibrate(trace: RequestTrace | CountSeries, peak_replicas: int, settings: S
     """The load multiple K for ``--peak-replicas N``: one number per (trace, N, settings),
     whatever the fidelity that is simulated afterwards.
 
-    The reference is :func:`reference_demand` times K (fluid counts are real numbers, so the
-    scaling is exact, with no sampling noise). Pass 1: K so that the 5 s peak of work needs N
-    replicas at 80 % busy. Then up to :data:`_CALIBRATION_ROUNDS` oracle searches on the
-    reference, each rescaling K by N / the oracle's peak; the largest K whose reference oracle
-    peaks at most N is kept (exactly N when found). The fluid reference is chosen because it
-    costs the same for a request log and a count series and is deterministic; the simulated
-    fidelity's own oracle is then searched at this K under a hard cap of N replicas.
+    The reference: a request log's own requests in request fidelity (the oracle that judges a run
+    replays them; the service-time model has no fluid form either), a count series'
+    :func:`reference_demand` (its 1 s fluid copy, scaled exactly: a 58-day series expanded to
+    requests would cost more than the run). Pass 1: K so that the reference's 5 s peak of work
+    needs N replicas at 80 % busy. Then up to :data:`_CALIBRATION_ROUNDS` oracle searches on the
+    reference at K, each rescaling K by N / the oracle's peak; the largest K whose reference oracle
+    peaks at most N is kept (exactly N when found). The simulated fidelity's own oracle is then
+    searched at this K under a hard cap of N replicas.
     """
-    base = reference_demand(trace, settings)
-    base_peak = float(forward_mean(_rate(base, settings), 5).max()) if len(base.counts) else 0.0
-    # A request log (and the service-time model, which has no fluid form) is calibrated on its own
-    # requests in request fidelity, as the oracle that judges it replays them; a count series on its
-    # 1 s fluid copy (a 58-day series expanded to requests would cost more than the run).
-    service = settings.cluster.service is not None or isinstance(trace, RequestTrace)
+    requests = settings.cluster.service is not None or isinstance(trace, RequestTrace)
+    base = None if requests else reference_demand(trace, settings)
 
     def reference(k: float) -> Workload:
-        return prepare(trace, "request", settings, load_scale=k) if service else replace(base, counts=base.counts * k)
+        return prepare(trace, "request", settings, load_scale=k) if base is None else replace(base, counts=base.counts * k)
 
-    if service:
-        base_peak = float(forward_mean(_rate(reference(1.0), settings), 5).max())
+    unit = reference(1.0)
+    base_peak = float(forward_mean(_rate(unit, settings), 5).max()) if unit.requests else 0.0
     if not base_peak > 0:
         raise InputError("--peak-replicas needs a trace with some requests; this one has none",
                          path=str(trace.source or trace.name), fix="point at a trace with requests, or use --load-scale")

@@ -100,7 +100,7 @@ class _FluidRun:
                  "fleet", "starting", "draining", "spec", "waiting_g", "serving_on", "cum_serving",
                  "kv_per_seq", "mean_in",
                  "scale_ups", "scale_downs", "decisions", "noteworthy", "fine_on", "fine_buf", "q_out", "pf_q",
-                 "pool", "t")
+                 "pool", "t", "pod_names", "idle_pods")
 
     def __init__(self, demand: FluidDemand, policy: Policy, settings: SimSettings) -> None:
         lat = settings.cluster.latency
@@ -141,6 +141,11 @@ class _FluidRun:
         self.fine_buf = FineBuffer()
         self.pool = _pool(self)
         self.t = 0.0
+        # Per replica id: its ReplicaId and zone (fixed for life), and the views of a replica that
+        # reads no fleet values (cold-starting, or not yet requested at the sample), which never
+        # change for one (id, ready, requested-by-sample) — built once, not every reconcile.
+        self.pod_names: list[tuple[ReplicaId, str]] = []
+        self.idle_pods: dict[tuple[int, bool, bool], PodView] = {}
 
     def _init_signals(self, n_sec: int) -> None:
         """Per-second cumulative signals for the pipelines (index = whole second)."""
@@ -245,7 +250,7 @@ class _FluidRun:
         sec_now = min(int(t), self.n_sec - 1)
         s = (sec_now - pipe.offset_s) // pipe.period_s * pipe.period_s + pipe.offset_s
         lo = max(s - pipe.window_s, 0)
-        pods = tuple(self._pods(s, lo)) if pipe.per_pod else ()
+        pods = self._pods(s, lo) if pipe.per_pod else ()
         cum_arr = self.cum_arr
         tq = float((cum_arr[s] - cum_arr[lo]) / (s - lo)) if s > lo else None
         ti = float(self.total_inflight[s]) if s >= 0 else None
@@ -262,9 +267,10 @@ class _FluidRun:
         return ServingCounters(done, done * self.mean_in, done * self.mean_out, ttft, itl,
                                done * (self.mean_out - 1.0), e2e, queue)
 
-    def _pods(self, s: int, lo: int) -> list[PodView]:
+    def _pods(self, s: int, lo: int) -> tuple[PodView, ...]:
         """Live replicas but the draining ones, oldest first, read over the window ``[lo, s]``: ready
-        ones since before ``s`` see the fleet's values, others requested by ``s`` zeros, later ones none."""
+        ones since before ``s`` see the fleet's values, others requested by ``s`` zeros, later ones none.
+        Views that read no fleet values are shared between reconciles (they are frozen and equal)."""
         util = qps = infl = kv = wait = None
         if s > lo:
             util = float((self.cum_busy[s] - self.cum_busy[lo]) / (s - lo))
@@ -273,23 +279,37 @@ class _FluidRun:
             infl = float(self.inflight_g[s])
             kv = min(1.0, infl * self.kv_per_seq)
             wait = float(self.waiting_g[s])
-        fleet = self.fleet
+        fleet, names, idle = self.fleet, self.pod_names, self.idle_pods
         phase, requested, ready = fleet.phase, fleet.requested_s, fleet.ready_s
+        while len(names) < len(phase):
+            names.append((ReplicaId(len(names)), zone_of(len(names))))
         pods: list[PodView] = []
+        append = pods.append
         for rid in fleet.live:
             st = phase[rid]
             if st == DRAINING:
                 continue
             if st == READY and ready[rid] <= s:
-                pods.append(PodView(ReplicaId(rid), requested[rid], ready[rid], util, infl, qps, zone_of(rid),
-                                    running=infl, waiting=wait, kv_usage_ratio=kv))
-            elif requested[rid] <= s:
-                pods.append(PodView(ReplicaId(rid), requested[rid], ready[rid] if st == READY else None,
-                                    0.0, 0.0, 0.0, zone_of(rid), running=0.0, waiting=0.0, kv_usage_ratio=0.0))
-            else:
-                pods.append(PodView(ReplicaId(rid), requested[rid], ready[rid] if st == READY else None,
-                                    None, None, None, zone_of(rid)))
-        return pods
+                name, zone = names[rid]
+                # Positional: PodView's field order (running, waiting, kv_usage_ratio last).
+                append(PodView(name, requested[rid], ready[rid], util, infl, qps, zone, infl, wait, kv))
+                continue
+            key = (rid, st == READY, requested[rid] <= s)
+            view = idle.get(key)
+            if view is None:
+                name, zone = names[rid]
+                ready_s = ready[rid] if st == READY else None
+                if key[2]:
+                    view = PodView(name, requested[rid], ready_s, 0.0, 0.0, 0.0, zone, running=0.0, waiting=0.0,
+                                   kv_usage_ratio=0.0)
+                else:
+                    view = PodView(name, requested[rid], ready_s, None, None, None, zone)
+                idle[key] = view
+            append(view)
+        if len(idle) > 3 * len(fleet.live) + 64:  # ids are never reused: forget stopped replicas' views
+            live = set(fleet.live)
+            self.idle_pods = {k: v for k, v in idle.items() if k[0] in live}
+        return tuple(pods)
 
     def _apply(self, decision: Decision, t: float) -> None:
         """Record ``decision`` and move the fleet to its target: add cold-starting replicas, or cancel

@@ -49,6 +49,13 @@ class SmallWindow:
             raise ValueError(f"value and ts_ns must have equal lengths, got {len(value)} and {len(ts_ns)}")
         if not len(value):
             return
+        if len(value) == 1 and math.isfinite(v := float(value[0])):
+            # One sample (the fluid engine's 1 s bins): Python ints floor-divide as numpy's int64 do.
+            bid = int(ts_ns[0]) // self.bucket_ns
+            self._advance_to(bid)
+            if bid >= (self.head if self.head is not None else 0) - self.buckets + 1:
+                self._samples.append((bid, v))
+            return
         self.mapping.check_finite(np.asarray(value, dtype=np.float64))
         bids: list[int] = (np.asarray(ts_ns, dtype=np.int64) // self.bucket_ns).tolist()
         vals: list[float] = np.asarray(value, dtype=np.float64).tolist()
@@ -77,5 +84,4 @@ class SmallWindow:
         # The sketch's rank: floor(q × (n − 1)) in float64, as np.floor computes it.
         rank = math.floor(q * (n - 1))
         x = sorted(v for _, v in self._samples)[rank]
-        idx, _ = self.mapping.bin_index(np.array([x], dtype=np.float64))
-        return float(self._bin_values[int(idx[0])])
+        return float(self._bin_values[self.mapping.bin_of(x)])

@@ -98,10 +98,12 @@ def test_an_ebb_version_variable_does_not_turn_every_command_into_version() -> N
     assert res.exit_code == 2 and "--list" in res.output and not res.output.startswith("ebb ")
 
 
-def test_json_dash_puts_only_the_json_on_stdout_and_the_human_output_on_stderr(tmp_path: Path) -> None:
+@pytest.mark.parametrize("to_stdout", [["--json", "-"], ["-o", "json"]])
+def test_json_on_stdout_is_only_the_json_and_the_human_output_goes_to_stderr(tmp_path: Path,
+                                                                              to_stdout: list[str]) -> None:
     import json
 
-    res = _ebb("simulate", "--trace", "azure-conv", "--peak-replicas", "4", "--policy", "hpa,static", "--json", "-",
+    res = _ebb("simulate", "--trace", "azure-conv", "--peak-replicas", "4", "--policy", "hpa,static", *to_stdout,
                cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     cards = json.loads(res.stdout)
@@ -139,3 +141,17 @@ def test_dash_o_json_is_the_json_of_every_printing_command_and_other_values_are_
     for command in (base, ["bursts", "--input", "x.csv"], ["pareto", "x.csv"], ["probe", "http://127.0.0.1:9", "--engine", "vllm"]):
         res = runner.invoke(app, [*command, "-o", "yaml"])
         assert isinstance(res.exception, ConfigError) and "-o 'yaml'" in str(res.exception), command
+
+
+def test_lint_takes_dash_o_for_its_format() -> None:
+    import json
+
+    res = runner.invoke(app, ["lint", "-o", "json", str(DATA / "EBB102" / "bad.json")])
+    assert res.exit_code == 1 and {f["rule_id"] for f in json.loads(res.stdout)["findings"]} == {"EBB102"}
+
+
+def test_simulate_refuses_dash_o_json_together_with_a_json_file(tmp_path: Path) -> None:
+    from ebb.errors import ConfigError
+
+    res = runner.invoke(app, ["simulate", "-o", "json", "--json", str(tmp_path / "x.json")])
+    assert isinstance(res.exception, ConfigError) and "give one of the two" in str(res.exception)

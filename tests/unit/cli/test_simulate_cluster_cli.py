@@ -38,6 +38,8 @@ def test_a_cluster_scenario_runs_and_writes_scorecards_report_and_ledger(tmp_pat
     assert ebb["max_zone_skew"] <= 1
     assert data["best_per_service_peer"]["gpu_hours_online"] > 0
     assert "best per-service peer" in res.stdout
+    # The verdict comes first: Ebb against the best per-service peer, before the table.
+    assert res.stdout.lstrip().startswith("Ebb: ") and "× the best per-service peer configuration" in res.stdout
     page = (tmp_path / "out.html").read_text()
     assert page.count("<svg") == 6 and "GPUs by zone" in page
     with sqlite3.connect(tmp_path / "l.sqlite") as db:

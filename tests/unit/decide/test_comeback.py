@@ -95,3 +95,22 @@ def test_risk_falls_as_capacity_grows_and_the_floor_meets_its_budget(need: list[
     est = bound.floor(budget)
     assert est.floor_replicas >= est.level_replicas and math.isfinite(est.floor_replicas)
     assert bound.risk(est.floor_replicas) <= budget + 1.0 / bound.samples
+
+
+def test_the_floor_reads_the_same_quantile_mean_and_spread_as_a_partition_of_the_rises() -> None:
+    # The sorted copy and the fused mean/std replace np.partition, r.mean() and r.std() bit for bit,
+    # through the ring's wrap-around (memory of 50 s, 400 records).
+    rng = np.random.default_rng(3)
+    b = ComebackBound(5.0, memory_s=50.0, level_s=5.0, tail=True, periodic=False)
+    for v in rng.exponential(4.0, 400).round(1):
+        b.record(float(v))
+        n = b.samples
+        if n == 0:
+            continue
+        r = b.rises().copy()
+        for budget in (0.001, 0.05, 0.5):
+            k = max(min(n - 1, math.ceil((1.0 - budget) * n) - 1), 0)
+            z = -math.log(-math.log1p(-budget)) - 0.5772156649015329
+            want = max(float(np.partition(r, k)[k]),
+                       float(r.mean()) + math.sqrt(6.0) / math.pi * z * float(r.std()), 0.0)
+            assert b.floor(budget).rise_replicas == want

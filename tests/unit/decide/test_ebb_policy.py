@@ -19,7 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ebb.decide.policy import PROFILES, EbbPolicy, EbbProfile, plan_victims
+from ebb.decide.policy import (
+    PROFILES,
+    EbbPolicy,
+    EbbProfile,
+    plan_victims,
+    served_demand,
+)
 from ebb.model.decision import Decision
 from ebb.model.ids import ReplicaId
 from ebb.model.observation import FineSignals, Observation, PodView
@@ -536,3 +542,15 @@ def test_answers_stay_within_bounds_and_scale_downs_respect_the_disruption_budge
             assert len(ready_victims) <= max(1, math.floor(obs.ready_replicas * prof.max_unavailable))
             assert len(answer.victims) == obs.spec_replicas - n
         fleet.apply(float(k), answer)
+
+
+def test_one_sample_of_served_demand_has_the_bits_of_the_array_path() -> None:
+    # The scalar path (the fluid engine's 1 s bins) against the array formula on a two-sample batch.
+    values = [0.0, -0.0, -1.0, math.nan, math.inf, -math.inf, 1e-300, 0.5, 1.0, 2.0, 3.7, 20.0, 1e6]
+    values += np.random.default_rng(0).exponential(3.0, 200).tolist()
+    for p in values:
+        for s in values[:30]:
+            for ready in (0, 1, 3, 20):
+                one = served_demand(np.array([p]), np.array([s]), ready)
+                two = served_demand(np.array([p, 0.0]), np.array([s, 0.0]), ready)
+                assert one.tobytes() == two[:1].tobytes(), (p, s, ready)
