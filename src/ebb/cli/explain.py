@@ -207,7 +207,8 @@ def _list(ledger: Ledger, where: str, run: str | None, limit: int, as_json: bool
           skipped: list[MalformedRow]) -> None:
     # Cycles are context here (the latest run, the policy column): a malformed row is warned about
     # once, from the decisions read below (a cycle is skipped whole for a malformed decision row).
-    cycles = ledger.cycles()
+    # One run asked for: its cycles only (a shared ledger holds many runs).
+    cycles = ledger.cycles() if run in (None, "all") else ledger.cycles(RunId(run))
     every = ledger.decisions()
     skipped += ledger.skipped
     chosen = latest_run(cycles) if run is None else None if run == "all" else RunId(run)

@@ -369,7 +369,7 @@ def simulate(
     if not quiet:
         console.print(escape(est.line()))
     with StepProgress(console, 1 + len(items), est.expected_s, enabled=not quiet) as progress:
-        def calibrated(requests: int, span_s: float, k: float) -> None:
+        def calibrated(requests: int, span_s: float, _k: float) -> None:
             if peak is not None:  # the first estimate could not know the load multiple
                 progress.revise(estimate_run(requests, span_s, fid, names, bin_s=bin_s))
         try:
