@@ -6,10 +6,17 @@ describe TTFT or end-to-end only, as an agent's sketches do). The window keeps t
 columns: appending a batch and dropping what aged out cost O(batch + window) array copies, a
 weighted quantile one sort of the window — never a Python loop per request (270 completions a
 second on the Azure conversation trace).
+
+Storage is a buffer with spare room at its end and a start index: a batch is written in place
+(amortised O(batch); the buffer is compacted or doubled when full), and while finish times arrive in
+order — the simulator's, an agent's sketches — forgetting aged rows moves the start index past a
+prefix (one bisection) instead of copying the window through a mask. Rows out of order fall back
+to the mask, which keeps the same rows in the same order.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 import numpy as np
@@ -21,6 +28,7 @@ FloatArray = npt.NDArray[np.float64]
 
 TTFT, E2E, WAIT = 0, 1, 2
 """Latency columns (milliseconds)."""
+_FIRST_ROOM = 64
 
 
 class LatencyWindow:
@@ -40,12 +48,39 @@ class LatencyWindow:
         self._long_rows = 0.0
         self._long_bad = 0.0
 
-        self._t = np.zeros(0)
-        self._w = np.zeros(0)
-        self._ms = np.zeros((3, 0))
+        # Rows [_lo, _hi) of the buffers are the window; _in_order: their finish times never decrease.
+        self._tb = np.zeros(_FIRST_ROOM)
+        self._wb = np.zeros(_FIRST_ROOM)
+        self._msb = np.zeros((3, _FIRST_ROOM))
+        self._lo = self._hi = 0
+        self._in_order = True
+
+    @property
+    def _t(self) -> FloatArray:
+        return self._tb[self._lo:self._hi]
+
+    @property
+    def _w(self) -> FloatArray:
+        return self._wb[self._lo:self._hi]
+
+    @property
+    def _ms(self) -> FloatArray:
+        return self._msb[:, self._lo:self._hi]
 
     def __len__(self) -> int:
-        return len(self._t)
+        return self._hi - self._lo
+
+    def _room(self, n: int) -> None:
+        """Make room for ``n`` more rows at the end: compact to the front, doubling when half full."""
+        if self._hi + n <= len(self._tb):
+            return
+        live = self._hi - self._lo
+        size = len(self._tb)
+        while live + n > size // 2:
+            size *= 2
+        tb, wb, msb = np.zeros(size), np.zeros(size), np.zeros((3, size))
+        tb[:live], wb[:live], msb[:, :live] = self._t, self._w, self._ms
+        self._tb, self._wb, self._msb, self._lo, self._hi = tb, wb, msb, 0, live
 
     def add(self, t_s: FloatArray, ttft_ms: FloatArray, e2e_ms: FloatArray, weight: FloatArray,
             wait_ms: FloatArray | None = None) -> None:
@@ -54,26 +89,36 @@ class LatencyWindow:
         if n == 0:
             return
         wait = wait_ms if wait_ms is not None and len(wait_ms) == n else np.full(n, np.nan)
-        self._t = np.concatenate([self._t, np.asarray(t_s, dtype=np.float64)])
-        self._w = np.concatenate([self._w, np.asarray(weight, dtype=np.float64)])
-        # np.array of three equal 1-D rows is vstack's (3, n) block without its wrapper costs.
-        block = np.array([np.asarray(ttft_ms, dtype=np.float64), np.asarray(e2e_ms, dtype=np.float64),
-                          np.asarray(wait, dtype=np.float64)], dtype=np.float64)
-        self._ms = np.concatenate([self._ms, block], axis=1)
+        self._room(n)
+        lo, hi = self._hi, self._hi + n
+        t_new = self._tb[lo:hi]
+        t_new[:] = t_s
+        self._wb[lo:hi] = weight
+        block = self._msb[:, lo:hi]
+        block[TTFT], block[E2E], block[WAIT] = ttft_ms, e2e_ms, wait
+        if self._in_order:
+            self._in_order = bool((lo == self._lo or self._tb[lo - 1] <= t_new[0]) and
+                                  (n == 1 or (t_new[1:] >= t_new[:-1]).all()))
+        self._hi = hi
         # Breaches: TTFT past the SLO by waiting, or end-to-end past its SLO (a decode stretched by a
         # crowded fleet; a row with a TTFT breach is not counted twice). Sources report the two as
         # separate rows, often in separate batches (the simulator at the first token and at the
         # end): a batch of end-to-end rows only still brings its breaches.
-        rows = ~np.isnan(block[TTFT])
         w = self._w[-n:]
-        bad = 0.0  # the sum over no rows: most batches have no row past either SLO
-        if (block[TTFT] > self.slo_ms).any() or (block[E2E] > self.slo_e2e_ms).any():
-            late = _attributable(block[TTFT], block[WAIT], self.slo_ms)
-            slow = (block[E2E] > self.slo_e2e_ms) & ~(block[TTFT] > self.slo_ms)
-            bad = float(w[late | slow].sum())
-        total = float(w[rows].sum())
+        if n <= 2:  # the fluid engine's two weighted rows a bin: Python floats, the same sums
+            newest, total, bad = _counts_of_two(t_new.tolist(), block.tolist(), w.tolist(), self.slo_ms,
+                                                self.slo_e2e_ms)
+        else:
+            rows = ~np.isnan(block[TTFT])
+            bad = 0.0  # the sum over no rows: most batches have no row past either SLO
+            if (block[TTFT] > self.slo_ms).any() or (block[E2E] > self.slo_e2e_ms).any():
+                late = _attributable(block[TTFT], block[WAIT], self.slo_ms)
+                slow = (block[E2E] > self.slo_e2e_ms) & ~(block[TTFT] > self.slo_ms)
+                bad = float(w[late | slow].sum())
+            total = float(w[rows].sum())
+            newest = float(t_new.max())
         if bad > 0 or total > 0:
-            self._long.append((float(np.asarray(t_s).max()), total, bad))
+            self._long.append((newest, total, bad))
             self._long_rows += total
             self._long_bad += bad
 
@@ -83,9 +128,19 @@ class LatencyWindow:
             _, total, bad = self._long.popleft()
             self._long_rows -= total
             self._long_bad -= bad
-        if len(self._t) and self._t.min() < now_s - self.window_s:
-            keep = self._t >= now_s - self.window_s
-            self._t, self._w, self._ms = self._t[keep], self._w[keep], self._ms[:, keep]
+        if self._hi == self._lo:
+            return
+        cut = now_s - self.window_s
+        if self._in_order:
+            # Rows older than the cut are a prefix (NaN-free times: NaN would sort nowhere).
+            self._lo += int(self._t.searchsorted(cut, side="left"))
+            return
+        if self._t.min() < cut:
+            keep = self._t >= cut
+            live = int(keep.sum())
+            self._tb[:live], self._wb[:live], self._msb[:, :live] = self._t[keep], self._w[keep], self._ms[:, keep]
+            self._lo, self._hi = 0, live
+            self._in_order = bool(live < 2 or (self._tb[1:live] >= self._tb[:live - 1]).all())
 
     def p99(self, col: int, since_s: float | None = None) -> float:
         """Weighted P99 (ms) of column ``col`` (rows after ``since_s`` only, when given); NaN when
@@ -138,3 +193,21 @@ def _attributable(ttft: FloatArray, wait: FloatArray, limit_ms: float) -> npt.ND
     under any fleet size and is no evidence of a shortage."""
     own = np.where(np.isnan(wait), 0.0, ttft - wait)
     return np.asarray((ttft > limit_ms) & (own <= limit_ms), dtype=np.bool_)
+
+
+def _counts_of_two(t: list[float], block: list[list[float]], w: list[float], slo_ms: float,
+                   slo_e2e_ms: float) -> tuple[float, float, float]:
+    """(newest finish, TTFT rows' weight, breaches' weight) of a batch of one or two rows — what
+    :meth:`LatencyWindow.add` computes with masks, row by row: numpy's sum of one or two values is
+    their Python sum, and NaN fails every comparison in both (a NaN finish time stays NaN)."""
+    ttft, e2e, wait = block
+    total = bad = 0.0
+    for i, wi in enumerate(w):
+        tt = ttft[i]
+        if tt == tt:  # not NaN
+            total += wi
+        own = 0.0 if wait[i] != wait[i] else tt - wait[i]
+        if (tt > slo_ms and own <= slo_ms) or (e2e[i] > slo_e2e_ms and not tt > slo_ms):
+            bad += wi
+    newest = t[0] if len(t) == 1 else (math.nan if t[0] != t[0] or t[1] != t[1] else max(t))
+    return newest, total, bad

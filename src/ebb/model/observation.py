@@ -78,6 +78,21 @@ class PodView:
     sequence's mean footprint over its life) / :attr:`~ebb.model.latency.LatencyModel.kv_capacity_tokens`,
     capped at 1 (the simulator admits on slots; past 1 a real engine would preempt)."""
 
+    @staticmethod
+    def sharing(values: Mapping[str, float | None], replica: ReplicaId, created_s: float,
+                ready_s: float | None, zone: str) -> PodView:
+        """A view equal to ``PodView(replica, created_s, ready_s, zone=zone, **values)`` built in
+        ~0.4 µs instead of ~2.3 µs: the fluid simulator gives every ready replica the fleet's same
+        ``values`` (util_ratio, inflight, qps, running, waiting, kv_usage_ratio), 20 views a simulated
+        second. It fills the instance's attributes directly (the frozen ``__setattr__`` is the cost),
+        so ``values`` must name exactly those six fields; equality, hashing and repr are the
+        dataclass's own."""
+        view = object.__new__(PodView)
+        attrs = view.__dict__
+        attrs.update(values)
+        attrs["replica"], attrs["created_s"], attrs["ready_s"], attrs["zone"] = replica, created_s, ready_s, zone
+        return view
+
 
 @dataclass(frozen=True)
 class FineSignals:

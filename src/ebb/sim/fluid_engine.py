@@ -279,6 +279,9 @@ class _FluidRun:
             infl = float(self.inflight_g[s])
             kv = min(1.0, infl * self.kv_per_seq)
             wait = float(self.waiting_g[s])
+        shared = {"util_ratio": util, "inflight": infl, "qps": qps, "running": infl, "waiting": wait,
+                  "kv_usage_ratio": kv}
+        sharing = PodView.sharing
         fleet, names, idle = self.fleet, self.pod_names, self.idle_pods
         phase, requested, ready = fleet.phase, fleet.requested_s, fleet.ready_s
         while len(names) < len(phase):
@@ -291,8 +294,7 @@ class _FluidRun:
                 continue
             if st == READY and ready[rid] <= s:
                 name, zone = names[rid]
-                # Positional: PodView's field order (running, waiting, kv_usage_ratio last).
-                append(PodView(name, requested[rid], ready[rid], util, infl, qps, zone, infl, wait, kv))
+                append(sharing(shared, name, requested[rid], ready[rid], zone))
                 continue
             key = (rid, st == READY, requested[rid] <= s)
             view = idle.get(key)

@@ -80,3 +80,57 @@ def test_the_long_window_sees_exactly_the_end_to_end_breaches_and_forgets_them_a
     assert not lat.long_breaches(min_weight=slow + 0.5, share=0.0)
     lat.trim(float(len(rows)) + 601.0)
     assert not lat.long_breaches(min_weight=1e-9, share=0.0)
+
+
+class _Reference:
+    """The window as first written (concatenate on add, mask on trim, numpy sums on every batch):
+    the buffered window must keep the same rows in the same order and the same long-window counts."""
+
+    def __init__(self, slo_ms: float, slo_e2e_ms: float) -> None:
+        self.slo_ms, self.slo_e2e_ms = slo_ms, slo_e2e_ms
+        self.t, self.w, self.ms = np.zeros(0), np.zeros(0), np.zeros((3, 0))
+        self.rows = self.bad = 0.0
+
+    def add(self, t: np.ndarray, ttft: np.ndarray, e2e: np.ndarray, w: np.ndarray, wait: np.ndarray) -> None:
+        block = np.array([ttft, e2e, wait])
+        self.t, self.w = np.concatenate([self.t, t]), np.concatenate([self.w, w])
+        self.ms = np.concatenate([self.ms, block], axis=1)
+        own = np.where(np.isnan(block[2]), 0.0, block[0] - block[2])
+        late = (block[0] > self.slo_ms) & (own <= self.slo_ms)
+        slow = (block[1] > self.slo_e2e_ms) & ~(block[0] > self.slo_ms)
+        self.bad += float(w[late | slow].sum())
+        self.rows += float(w[~np.isnan(block[0])].sum())
+
+    def trim(self, now: float, window_s: float) -> None:
+        if len(self.t) and self.t.min() < now - window_s:
+            keep = self.t >= now - window_s
+            self.t, self.w, self.ms = self.t[keep], self.w[keep], self.ms[:, keep]
+
+
+_value = st.one_of(st.floats(0.0, 5000.0), st.just(NAN))
+_row = st.tuples(st.floats(-3.0, 3.0), _value, _value, st.floats(0.0, 10.0), _value)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.lists(_row, min_size=1, max_size=5), st.floats(0.0, 2.0)), min_size=1, max_size=40))
+def test_the_buffered_window_keeps_the_rows_and_counts_of_the_concatenating_one(
+        steps: list[tuple[list[tuple[float, float, float, float, float]], float]]) -> None:
+    # Times drift forward with jitter of ±3 s (out of order sometimes: the mask path), batches of one
+    # or two rows take the scalar counts, larger ones the masks; the long window never expires here.
+    lat = LatencyWindow(5.0, slo_ms=2000.0, slo_e2e_ms=3000.0, long_window_s=1e9)
+    ref = _Reference(2000.0, 3000.0)
+    now = 0.0
+    for batch, advance in steps:
+        now += advance
+        cols = [np.array(c, dtype=np.float64) for c in zip(*batch, strict=True)]
+        t = now + cols[0]
+        lat.add(t, cols[1], cols[2], cols[3], cols[4])
+        ref.add(t, cols[1], cols[2], cols[3], cols[4])
+        lat.trim(now)
+        ref.trim(now, 5.0)
+        assert np.array_equal(lat._t, ref.t) and np.array_equal(lat._w, ref.w)
+        assert np.array_equal(lat._ms, ref.ms, equal_nan=True)
+        assert lat._long_rows == ref.rows and lat._long_bad == ref.bad
+        for col in (TTFT, E2E):
+            a, b = lat.p99(col), ref.ms[col]
+            assert (math.isnan(a) and np.isnan(b).all()) or a in b
