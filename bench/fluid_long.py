@@ -10,6 +10,12 @@ search — is printed with µs of wall time per simulated second, its GPU-hours,
 scale-down judgement, then each policy's wall time as a ratio to HPA's (same process, same workload).
 
     python bench/fluid_long.py [--days 58] [--policy hpa,keda,static,ebb,oracle]
+    python bench/fluid_long.py --days 58 --calibrate-days 1 --policy hpa,ebb
+
+``--calibrate-days D`` measures the policies alone: the load multiple is calibrated on the first
+``D`` days (the same ``calibrate`` as ``--peak-replicas 20``), the oracle is neither searched nor run
+(over 58 days its search alone would take most of an hour), and every policy starts from the 20
+replicas the calibration aims the oracle's peak at.
 """
 
 from __future__ import annotations
@@ -23,8 +29,9 @@ import numpy as np
 
 from ebb.model.ids import TraceName
 from ebb.model.trace import CountSeries
-from ebb.sim.compare import compare
-from ebb.sim.policies import KNOWN_POLICIES
+from ebb.sim.compare import calibrate, compare, prepare, simulate_one
+from ebb.sim.policy_context import PolicyContext
+from ebb.sim.policies import KNOWN_POLICIES, build_policy
 from ebb.sim.settings import SimSettings
 from ebb.config.policy_specs import parse_policies
 
@@ -55,6 +62,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--days", type=int, default=58)
     ap.add_argument("--policy", default="hpa,keda,static,oracle")
+    ap.add_argument("--calibrate-days", type=float, default=0.0,
+                    help="calibrate the load on this many first days and run the policies without the oracle")
     args = ap.parse_args()
     win, desc = _rate_per_window()
     seconds = args.days * 86400
@@ -62,6 +71,8 @@ def main() -> int:
     counts = np.random.default_rng(0).poisson(per_s).astype(np.int64)
     series = CountSeries(TraceName(f"servegen-m-large-{args.days}d"), counts)
     print(f"workload: {desc}; {seconds:,} one-second bins, {int(counts.sum()):,} requests")
+    if args.calibrate_days:
+        return _policies_alone(series, counts, args)
     t0 = time.perf_counter()
     marks: list[tuple[str, float]] = []
     cmp = compare(series, parse_policies(args.policy, KNOWN_POLICIES), SimSettings(),
@@ -82,6 +93,33 @@ def main() -> int:
             if name != "hpa":
                 print(f"  {name} / hpa wall time: {wall / max(walls['hpa'], 1e-9):.2f}x")
     print(f"oracle search: {search_s:.1f} s (included in the oracle's figure); total {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def _policies_alone(series: CountSeries, counts: np.ndarray, args: argparse.Namespace) -> int:
+    """Each policy's own run on the whole series at the load calibrated on its first days."""
+    settings = SimSettings()
+    head = CountSeries(TraceName("calibration"), counts[:int(args.calibrate_days * 86400)])
+    t0 = time.perf_counter()
+    k, _ = calibrate(head, 20, settings)
+    print(f"load x{k:.4g} (calibrated on the first {args.calibrate_days:g} days in {time.perf_counter() - t0:.1f} s)")
+    w = prepare(series, "fluid", settings, load_scale=k)
+    ctx = PolicyContext(settings=settings, oracle_schedule=np.array([20], dtype=np.int64))
+    walls: dict[str, float] = {}
+    for item in parse_policies(args.policy, KNOWN_POLICIES):
+        if item.name == "oracle":
+            print("  oracle   skipped (its search is not run with --calibrate-days)")
+            continue
+        run = simulate_one(w, build_policy(item, ctx), settings)
+        c = run.scorecard
+        walls[c.policy] = c.wall_s
+        print(f"  {c.policy:8s} {c.wall_s:6.1f} s  {1e6 * c.wall_s / len(counts):7.1f} µs/simulated s  "
+              f"GPU-h {c.gpu_hours:9.1f}  violations {c.slo_violation_pct:6.3f} %  peak {c.peak_replicas}  "
+              f"decisions {c.scale_ups + c.scale_downs}", flush=True)
+    if "hpa" in walls:
+        for name, wall in walls.items():
+            if name != "hpa":
+                print(f"  {name} / hpa wall time: {wall / max(walls['hpa'], 1e-9):.2f}x")
     return 0
 
 

@@ -26,17 +26,27 @@ A policy may also be :class:`Reactive`: between two reconciles its engine calls 
 answers a scale-up :class:`Decision` to apply at once, or None — never a scale-down, which stays on
 the reconcile's slow, careful path. Samples ``react`` consumed are not handed to ``decide`` again:
 the policy's windows have them.
+
+A policy may also :class:`HoldsInBlocks`: a simulator whose fleet is steady (nothing cold-starting
+or draining) may serve a block of reconciles ahead and hand the policy all their fine samples at
+once; the policy answers how many of those reconciles, from the first, it can prove it would have
+answered with a plain hold (no change, nothing recorded), and its state is then exactly what that
+many ``decide`` calls would have left. The engine discards what it served past them and resumes
+with ``decide`` at the first unproven one, so decisions are the same as reconciling every tick.
 """
 
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+import numpy as np
+import numpy.typing as npt
+
 from ebb.model.decision import Decision
-from ebb.model.observation import Observation, Pipeline
+from ebb.model.observation import FineSignals, Observation, Pipeline
 from ebb.model.spans import Spans
 
-__all__ = ["Policy", "Reactive", "react_of"]
+__all__ = ["HoldsInBlocks", "Policy", "Reactive", "holds_in_blocks", "react_of"]
 
 
 class Policy(Protocol):
@@ -82,6 +92,29 @@ class Reactive(Protocol):
     def react(self, obs: Observation, *, spans: Spans = ...) -> Decision | None:
         """A scale-up to apply now, or None. Pure and synchronous, like ``decide``."""
         ...
+
+
+@runtime_checkable
+class HoldsInBlocks(Protocol):
+    """A policy that can prove a run of reconciles are holds (see the module docstring)."""
+
+    def hold_through(self, ticks_s: npt.NDArray[np.float64], fine: FineSignals, spec_replicas: int,
+                     ready_replicas: int) -> int:
+        """Given the reconcile times ``ticks_s`` (one fine sample each, at that time, in ``fine``;
+        completions timed at their reconcile) of a fleet that stays at ``spec_replicas`` with
+        ``ready_replicas`` ready throughout, the number ``j`` of leading reconciles proven holds;
+        the policy's state afterwards is what ``j`` ``decide`` calls would have left."""
+        ...
+
+    def hold_limit(self) -> int:
+        """The most reconciles from the next one that :meth:`hold_through` could prove (its own
+        schedule: work due at a later one, such as a periodic search), so an engine serves no more."""
+        ...
+
+
+def holds_in_blocks(policy: Policy) -> HoldsInBlocks | None:
+    """``policy`` as a :class:`HoldsInBlocks` when it is one; None otherwise."""
+    return policy if isinstance(policy, HoldsInBlocks) else None
 
 
 def react_of(policy: Policy) -> Reactive | None:

@@ -36,7 +36,7 @@ import numpy as np
 
 from ebb.decide.forecast import PeriodicRises
 
-__all__ = ["ComebackBound", "ComebackEstimate"]
+__all__ = ["ComebackBound", "ComebackEstimate", "FloorAfter"]
 
 _EULER = 0.5772156649015329
 _GUMBEL_SCALE = math.sqrt(6.0) / math.pi  # Gumbel scale = std × √6 / π
@@ -189,6 +189,64 @@ class ComebackBound:
         rise = max(rise, 0.0)
         return ComebackEstimate(self.horizon_s, budget, self.level, rise, self.level + rise, n, period, periods)
 
+    def records_before_search(self) -> int:
+        """Records after which a floor query still runs no period search (the next search's query
+        comes after the record that makes ``index × period_s`` reach it); 0 while a period is
+        found, a large number without period detection."""
+        if self.periodic is None:
+            return 1 << 30
+        due = self.periodic.next_detect_s / self._period_s
+        if self.period_found or not math.isfinite(due):
+            return 0
+        return max(0, math.ceil(due - 1e-9) - (self._i + 1))
+
+    @property
+    def period_found(self) -> bool:
+        """Whether the last period search found one (the phase rise then sets the floor)."""
+        return self.periodic is not None and self.periodic.period_s is not None
+
+    def next_rise(self, need_replicas: float) -> tuple[float, float | None] | None:
+        """What ``record(need_replicas)`` would do to the rises, without recording: ``(added,
+        overwritten)`` — the rise it completes and the oldest rise it pushes out of a full ring
+        (None while the ring has room) — or None when it completes no rise."""
+        if not (len(self._pending) + 1 > self._h and self._pending[0] >= self._lvl_n - 1):
+            return None
+        v = need_replicas if need_replicas > 0 and math.isfinite(need_replicas) else 0.0
+        i = self._i + 1
+        q = self._maxq
+        rest = -math.inf
+        if q:
+            rest = q[0][1] if q[0][0] > i - self._h else (q[1][1] if len(q) > 1 else -math.inf)
+        ahead = v if v >= rest else rest  # _slide_max's answer over the last h needs
+        full = self._n_rises >= len(self._rises)
+        old = float(self._rises[self._n_rises % len(self._rises)]) if full else None
+        return ahead - self._levels[0], old
+
+    def mean_need_after(self, need_replicas: float) -> float:
+        """:attr:`mean_need` right after ``record(need_replicas)``, without recording (its operations)."""
+        v = need_replicas if need_replicas > 0 and math.isfinite(need_replicas) else 0.0
+        total = self._mem_sum + v
+        n = len(self._mem) + 1
+        if n > len(self._rises):
+            total -= self._mem[0]
+            n -= 1
+        return max(total / n, 0.0)
+
+    def _level_after(self, v: float, i: int) -> float:
+        """The level the record of ``v`` at index ``i`` would compute (the next index)."""
+        if self.level_peak:
+            q = self._lvl_max
+            rest = -math.inf
+            if q:
+                rest = q[0][1] if q[0][0] > i - self._lvl_n else (q[1][1] if len(q) > 1 else -math.inf)
+            return v if v >= rest else rest
+        total = self._lvl_sum + v
+        n = len(self._lvl_win) + 1
+        if n > self._lvl_n:
+            total -= self._lvl_win[0]
+            n -= 1
+        return max(total / n, 0.0)
+
     def risk(self, capacity_replicas: float) -> float:
         """Estimated probability that the need exceeds ``capacity`` within the horizon: the share of
         rises above ``capacity − level``, or the Gumbel tail's when that is larger (NaN without history)."""
@@ -206,6 +264,101 @@ class ComebackBound:
             return share
         mu = mean - _EULER * sigma
         return max(share, -math.expm1(-math.exp(-(x - mu) / sigma)))
+
+
+class FloorAfter:
+    """Lower bounds of the comeback floor record by record, for a run of records where no period
+    sets the floor (:mod:`ebb.decide.hold_block` proves holds with them).
+
+    :meth:`bound` answers, for the next record, a value the floor then computed by
+    ``floor(budget)`` is never below: the level the record computes (its operations), the exact
+    quantile of the rises it leaves (the sorted rises with its added and pushed-out rise), and the
+    Gumbel tail from running moments — mean and squared deviations taken exactly at the start and
+    updated per rise (Welford's sliding update) — less a margin of 1e-7 of its terms (the moments'
+    rounding differs from numpy's pairwise sums by ~1e-13 over a block). :meth:`record` records and
+    moves the moments. A detected period, or a period search due at the record, makes the bound
+    None: the phase rise could then replace the quantile."""
+
+    __slots__ = ("_b", "_budget", "_gumbel", "_mean", "_m2", "_n", "_pending")
+
+    def __init__(self, bound: ComebackBound, budget: float) -> None:
+        self._b, self._budget = bound, budget
+        n = bound.samples
+        self._n = n
+        self._mean, self._m2 = 0.0, 0.0
+        if n:
+            r = bound._rises[:n]
+            mean = np.add.reduce(r) / n
+            d = r - mean
+            self._mean, self._m2 = float(mean), float(np.add.reduce(d * d))
+        self._gumbel = (_GUMBEL_SCALE * (-math.log(-math.log1p(-budget)) - _EULER)
+                        if bound.tail and 0.0 < budget < 1.0 else None)
+        self._pending: tuple[float, float | None] | None = None
+
+    def bound(self, need_replicas: float) -> float | None:
+        """A lower bound of ``floor(budget).floor_replicas`` right after ``record(need_replicas)``;
+        NaN when that floor is NaN (no rise yet); None when a period could set it."""
+        b = self._b
+        periodic = b.periodic
+        if periodic is not None and ((b._i + 1) * b._period_s >= periodic.next_detect_s or
+                                     periodic.period_s is not None):
+            return None
+        v = need_replicas if need_replicas > 0 and math.isfinite(need_replicas) else 0.0
+        level = b._level_after(v, b._i + 1)
+        change = self._pending = b.next_rise(v)
+        n = min(b._n_rises + (1 if change is not None else 0), len(b._rises))
+        if n == 0:
+            return math.nan
+        k = max(min(n - 1, int(math.ceil((1.0 - self._budget) * n)) - 1), 0)
+        rise = _kth_after(b._sorted, k, change)
+        if self._gumbel is not None:
+            mean, m2 = self._moments(change)
+            std = math.sqrt(max(m2, 0.0) / n)
+            tail = self._gumbel * std
+            rise = max(rise, mean + tail - 1e-7 * (1.0 + abs(mean) + abs(tail)))
+        return level + max(rise, 0.0)
+
+    def record(self, need_replicas: float) -> None:
+        """Record in the bound (after :meth:`bound` for the same value) and move the moments."""
+        change = self._pending if self._pending is not None else self._b.next_rise(need_replicas)
+        self._b.record(need_replicas)
+        if change is not None:
+            self._mean, self._m2 = self._moments(change)
+            self._n = self._b.samples
+        self._pending = None
+
+    def _moments(self, change: tuple[float, float | None] | None) -> tuple[float, float]:
+        """(mean, squared deviations) after ``change`` (a rise added, one maybe pushed out)."""
+        mean, m2, n = self._mean, self._m2, self._n
+        if change is None:
+            return mean, m2
+        new, old = change
+        if old is None:  # one more rise
+            delta = new - mean
+            mean2 = mean + delta / (n + 1)
+            return mean2, m2 + delta * (new - mean2)
+        mean2 = mean + (new - old) / n
+        return mean2, m2 + (new - old) * (new - mean2 + old - mean)
+
+
+def _kth_after(ordered: list[float], k: int, change: tuple[float, float | None] | None) -> float:
+    """The ``k``-th smallest of ``ordered`` after ``change`` (a value inserted as ``insort`` does,
+    the one pushed out removed first as ``del ordered[bisect_left(...)]`` does), without building it."""
+    if change is None:
+        return ordered[k]
+    new, old = change
+    i_old = bisect.bisect_left(ordered, old) if old is not None else len(ordered)
+
+    def without(j: int) -> float:  # ordered with position i_old removed
+        return ordered[j] if j < i_old else ordered[j + 1]
+
+    q = bisect.bisect_right(ordered, new)
+    p = q - (1 if old is not None and i_old < q else 0)  # where insort puts ``new`` in the rest
+    if k < p:
+        return without(k)
+    if k == p:
+        return new
+    return without(k - 1)
 
 
 def _slide_max(window: deque[tuple[int, float]], i: int, v: float, n: int) -> float:

@@ -88,6 +88,29 @@ class LatencyWindow:
         n = len(t_s)
         if n == 0:
             return
+        self._count(*self._append(t_s, ttft_ms, e2e_ms, weight, wait_ms))
+
+    def add_ticks(self, ticks_s: list[float], ends: list[int], t_s: FloatArray, ttft_ms: FloatArray,
+                  e2e_ms: FloatArray, weight: FloatArray, wait_ms: FloatArray) -> None:
+        """What ``add(rows of tick k)`` then ``trim(ticks_s[k])`` for each tick in order leave, for
+        rows ``ends[k-1]:ends[k]`` of tick ``k`` (``ends`` cumulative, one per tick): the same rows
+        in the same order, and the long window's batches counted and forgotten tick by tick (their
+        running sums in the same float order). Rows go into the buffer at once."""
+        if len(t_s):
+            t_new, block, w = self._append(t_s, ttft_ms, e2e_ms, weight, wait_ms)
+        lo = 0
+        for tick, hi in zip(ticks_s, ends, strict=True):
+            if hi > lo:
+                self._count(t_new[lo:hi], block[:, lo:hi], w[lo:hi])
+            self._forget_long(tick)
+            lo = hi
+        if ticks_s:
+            self.trim(ticks_s[-1])
+
+    def _append(self, t_s: FloatArray, ttft_ms: FloatArray, e2e_ms: FloatArray, weight: FloatArray,
+                wait_ms: FloatArray | None) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Write ``n`` rows at the buffer's end; their time, (3, n) latency block and weight views."""
+        n = len(t_s)
         wait = wait_ms if wait_ms is not None and len(wait_ms) == n else np.full(n, np.nan)
         self._room(n)
         lo, hi = self._hi, self._hi + n
@@ -100,12 +123,16 @@ class LatencyWindow:
             self._in_order = bool((lo == self._lo or self._tb[lo - 1] <= t_new[0]) and
                                   (n == 1 or (t_new[1:] >= t_new[:-1]).all()))
         self._hi = hi
-        # Breaches: TTFT past the SLO by waiting, or end-to-end past its SLO (a decode stretched by a
-        # crowded fleet; a row with a TTFT breach is not counted twice). Sources report the two as
-        # separate rows, often in separate batches (the simulator at the first token and at the
-        # end): a batch of end-to-end rows only still brings its breaches.
-        w = self._w[-n:]
-        if n <= 2:  # the fluid engine's two weighted rows a bin: Python floats, the same sums
+        return t_new, block, self._wb[lo:hi]
+
+    def _count(self, t_new: FloatArray, block: FloatArray, w: FloatArray) -> None:
+        """One batch into the long window: its TTFT rows' weight and its breaches' weight.
+
+        Breaches: TTFT past the SLO by waiting, or end-to-end past its SLO (a decode stretched by a
+        crowded fleet; a row with a TTFT breach is not counted twice). Sources report the two as
+        separate rows, often in separate batches (the simulator at the first token and at the
+        end): a batch of end-to-end rows only still brings its breaches."""
+        if len(t_new) <= 2:  # the fluid engine's two weighted rows a bin: Python floats, the same sums
             newest, total, bad = _counts_of_two(t_new.tolist(), block.tolist(), w.tolist(), self.slo_ms,
                                                 self.slo_e2e_ms)
         else:
@@ -122,12 +149,15 @@ class LatencyWindow:
             self._long_rows += total
             self._long_bad += bad
 
-    def trim(self, now_s: float) -> None:
-        """Forget completions older than ``now − window_s`` (their counts after ``long_window_s``)."""
+    def _forget_long(self, now_s: float) -> None:
         while self._long and self._long[0][0] < now_s - self.long_window_s:
             _, total, bad = self._long.popleft()
             self._long_rows -= total
             self._long_bad -= bad
+
+    def trim(self, now_s: float) -> None:
+        """Forget completions older than ``now − window_s`` (their counts after ``long_window_s``)."""
+        self._forget_long(now_s)
         if self._hi == self._lo:
             return
         cut = now_s - self.window_s
@@ -141,6 +171,16 @@ class LatencyWindow:
             self._tb[:live], self._wb[:live], self._msb[:, :live] = self._t[keep], self._w[keep], self._ms[:, keep]
             self._lo, self._hi = 0, live
             self._in_order = bool(live < 2 or (self._tb[1:live] >= self._tb[:live - 1]).all())
+
+    @property
+    def long_breach_weight(self) -> float:
+        """The breaches' weight over the long window (what :meth:`long_breaches` compares)."""
+        return self._long_bad
+
+    def peak(self, col: int) -> float:
+        """The largest value (ms) of column ``col`` in the window; -inf when no row describes it."""
+        v = self._ms[col]
+        return float(np.nanmax(v)) if len(v) and not np.isnan(v).all() else -math.inf
 
     def p99(self, col: int, since_s: float | None = None) -> float:
         """Weighted P99 (ms) of column ``col`` (rows after ``since_s`` only, when given); NaN when

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["WINDOWS_S", "NeedReading", "NeedTracker"]
+__all__ = ["WINDOWS_S", "NeedReading", "NeedState", "NeedTracker"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -62,6 +62,23 @@ class NeedReading:
     ahead_replicas: float = 0.0
     """The need ``lookahead_s`` from now if demand keeps arriving at ``rate_replicas`` meanwhile:
     ``max over D of (A(t − D, t) + rate × L) / (D + L + slack)`` (replica units)."""
+
+
+@dataclass(frozen=True)
+class NeedState:
+    """A :class:`NeedTracker`'s state (:meth:`NeedTracker.snapshot`): kept samples, totals before
+    them, the newest time, and the cost window's rows and sums."""
+
+    t: list[float]
+    cum: list[float]
+    q: list[float]
+    before: float
+    q_before: float
+    last_t: float
+    cost_rows: deque[tuple[float, float, float]]
+    cost_work: float
+    cost_done: float
+    cost: float
 
 
 class NeedTracker:
@@ -164,6 +181,64 @@ class NeedTracker:
             ahead = max(ahead, (pos + rate * look) / (w + look + slack))
         self._keep(all_t, all_cum, all_q, t)
         return np.array([need]), NeedReading(need, need, q * cost, self._cost, rate, ahead)
+
+    def ingest_seconds(self, t_s: FloatArray, served: FloatArray, queued: FloatArray,
+                       done: FloatArray) -> tuple[FloatArray, NeedReading]:
+        """``len(t_s)`` one-sample :meth:`ingest` calls at once — sample ``k`` with ``done[k]``
+        completions — for times increasing past every earlier sample: the same needs (one per
+        sample) and the last call's reading, bit for bit, and the same state afterwards.
+
+        The per-sample steps are the scalar path's, vectorised: sanitised values, gaps, the
+        cumulative served work as one left-to-right ``cumsum`` from the running total, the window
+        edges by ``searchsorted`` over the kept samples and the new ones (a kept sample the scalar
+        path would have trimmed by then lies before every edge it is asked for, where it reads
+        the same running total), ``arrived`` with each sample's own cost per request. The cost's
+        running sums stay a Python loop: their float order is the scalar path's."""
+        n = len(t_s)
+        t = np.asarray(t_s, dtype=np.float64)
+        s = np.asarray(served, dtype=np.float64)
+        q = np.asarray(queued, dtype=np.float64)
+        s = np.where(np.isfinite(s) & (s > 0), s, 0.0)
+        q = np.where(np.isfinite(q) & (q > 0), q, 0.0)
+        first_prev = self._last_t if math.isfinite(self._last_t) else float(t[0]) - min(0.1, _MAX_DT_S)
+        dt = np.minimum(np.maximum(np.diff(t, prepend=first_prev), 0.0), _MAX_DT_S)
+        work = s * dt
+        costs = np.empty(n)
+        for k, (tk, wk, dk) in enumerate(zip(t.tolist(), work.tolist(), np.asarray(done).tolist(), strict=True)):
+            self._update_cost(tk, wk, dk)
+            costs[k] = self._cost if math.isfinite(self._cost) else 0.0
+        total = self._cum[-1] if self._cum else self._before
+        cum_new = np.cumsum(np.concatenate(([total], work)))[1:]
+        all_t = np.concatenate((np.asarray(self._t, dtype=np.float64), t))
+        all_cum = np.concatenate((np.asarray(self._cum, dtype=np.float64), cum_new))
+        all_q = np.concatenate((np.asarray(self._q, dtype=np.float64), q))
+        idx = np.searchsorted(all_t, t[:, None] - self._windows[None, :], side="right") - 1
+        at_edge = np.where(idx >= 0, all_cum[np.maximum(idx, 0)], self._before)
+        q_edge = np.where(idx >= 0, all_q[np.maximum(idx, 0)], self._q_before)
+        arrived = cum_new[:, None] - at_edge + (q[:, None] - q_edge) * costs[:, None]
+        pos = np.where(arrived > 0.0, arrived, 0.0)  # max(0.0, x): 0.0 unless x > 0 (NaN too)
+        need = (pos / (self._windows[None, :] + self.slack_s)).max(axis=1)
+        cost, t_last = float(costs[-1]), float(t[-1])
+        rate = self._rate(all_t[-3:].tolist(), all_cum[-3:].tolist(), all_q[-3:].tolist(), t_last, cost)
+        look, slack = self.lookahead_s, self.slack_s
+        ahead = -math.inf
+        for w, p in zip(WINDOWS_S, pos[-1].tolist(), strict=True):
+            ahead = max(ahead, (p + rate * look) / (w + look + slack))
+        self._keep(all_t.tolist(), all_cum.tolist(), all_q.tolist(), t_last)
+        last = float(need[-1])
+        return need, NeedReading(last, last, float(q[-1]) * cost, self._cost, rate, ahead)
+
+    def snapshot(self) -> NeedState:
+        """The tracker's state, for :meth:`restore` (copies of ~32 s of samples and a minute of costs)."""
+        return NeedState(list(self._t), list(self._cum), list(self._q), self._before, self._q_before, self._last_t,
+                         deque(self._cost_rows), self._cost_work, self._cost_done, self._cost)
+
+    def restore(self, state: NeedState) -> None:
+        """Back to ``state`` (taken over: snapshot again to restore twice)."""
+        self._t, self._cum, self._q = state.t, state.cum, state.q
+        self._before, self._q_before, self._last_t = state.before, state.q_before, state.last_t
+        self._cost_rows, self._cost_work, self._cost_done, self._cost = (state.cost_rows, state.cost_work,
+                                                                         state.cost_done, state.cost)
 
     def _keep(self, all_t: list[float], all_cum: list[float], all_q: list[float], last_t: float) -> None:
         """Keep the samples of the longest window (and a gap) before ``last_t``; the rest as totals."""

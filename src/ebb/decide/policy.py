@@ -59,6 +59,7 @@ import numpy.typing as npt
 from ebb.config.workloads import WorkloadClass
 from ebb.decide.comeback import ComebackBound
 from ebb.decide.coordinate import ReplicaView, plan_scale_down
+from ebb.decide.hold_block import hold_ticks
 from ebb.decide.latency import E2E, TTFT, WAIT, LatencyWindow
 from ebb.decide.need import NeedReading, NeedTracker
 from ebb.decide.profiles import PROFILE_FLAGS, PROFILE_KNOBS, PROFILES, EbbProfile, profile_with_knobs
@@ -320,6 +321,17 @@ class EbbPolicy:
                f"fast path: need {ahead:.1f} replicas in {FAST_LOOKAHEAD_S:.1f} s > {ready} ready "
                f"(demand arriving at {r.rate_replicas:.1f}, {r.backlog_replicas_s:.1f} replica-s queued)")
         return self._explained(obs.t_s, "scale_up", obs.spec_replicas, want, signals, (why,))
+
+    # -- many holds at once (a simulator's steady fleet) ---------------------------------------
+    def hold_through(self, ticks_s: FloatArray, fine: FineSignals, spec_replicas: int, ready_replicas: int) -> int:
+        """How many leading reconciles at ``ticks_s`` are provably holds, the state advanced through
+        them (:mod:`ebb.decide.hold_block`; the :class:`~ebb.decide.base.HoldsInBlocks` seam)."""
+        return hold_ticks(self, ticks_s, fine, spec_replicas, ready_replicas)
+
+    def hold_limit(self) -> int:
+        """Reconciles before the comeback bound's next period search (the one that runs it is no
+        provable hold); none while a detected period sets the floor (its phase rise is not bounded)."""
+        return self._bound.records_before_search()
 
     # -- the cycle ---------------------------------------------------------------------------
     def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:

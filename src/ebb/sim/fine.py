@@ -33,6 +33,12 @@ class FineBuffer:
         self.done_wait_ms: list[float] = []
         """Wait before each completion's own prefill began (ms), one per completion."""
 
+    def clear(self) -> None:
+        """Drop everything since the previous take (samples a policy already had another way)."""
+        for buf in (self.t, self.prefill, self.slot, self.queued, self.done_t, self.done_ttft_ms,
+                    self.done_e2e_ms, self.done_weight, self.done_wait_ms):
+            buf.clear()
+
     def take(self) -> FineSignals:
         """Everything since the previous take, as arrays; the buffer is empty afterwards."""
         n = len(self.done_t)
@@ -40,7 +46,5 @@ class FineBuffer:
         fs = FineSignals(np.asarray(self.t), np.asarray(self.prefill), np.asarray(self.slot),
                          np.asarray(self.queued), np.asarray(self.done_t), np.asarray(self.done_ttft_ms),
                          np.asarray(self.done_e2e_ms), w, np.asarray(self.done_wait_ms))
-        for buf in (self.t, self.prefill, self.slot, self.queued, self.done_t, self.done_ttft_ms,
-                    self.done_e2e_ms, self.done_weight, self.done_wait_ms):
-            buf.clear()
+        self.clear()
         return fs

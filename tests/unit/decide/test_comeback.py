@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ebb.decide.comeback import ComebackBound
+from ebb.decide.comeback import ComebackBound, FloorAfter
 
 
 def fed(values: list[float] | np.ndarray, **kw: object) -> ComebackBound:
@@ -114,3 +115,56 @@ def test_the_floor_reads_the_same_quantile_mean_and_spread_as_a_partition_of_the
             want = max(float(np.partition(r, k)[k]),
                        float(r.mean()) + math.sqrt(6.0) / math.pi * z * float(r.std()), 0.0)
             assert b.floor(budget).rise_replicas == want
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.floats(0.0, 50.0), st.just(0.0), st.just(float("nan"))), min_size=1, max_size=200),
+       st.booleans(), st.booleans(), st.sampled_from([0.001, 0.01, 0.2]), st.integers(0, 120))
+def test_the_floor_bound_before_a_record_is_the_floor_after_it_within_rounding_never_above(
+        needs: list[float], level_peak: bool, tail: bool, budget: float, start: int) -> None:
+    # Memory of 40 s: past 40 records the ring is full and every rise pushes one out.
+    bound = ComebackBound(5.0, memory_s=40.0, level_s=7.0, level_peak=level_peak, tail=tail, periodic=False)
+    for v in needs[:start]:
+        bound.record(v)
+    after = FloorAfter(bound, budget)
+    for v in needs[start:]:
+        low = after.bound(v)
+        after.record(v)
+        floor = bound.floor(budget).floor_replicas
+        assert low is not None
+        if math.isnan(floor):
+            assert math.isnan(low)
+        else:
+            assert floor - 1e-6 * (1.0 + abs(floor)) <= low <= floor
+
+
+def test_the_floor_bound_is_unknown_while_a_period_could_set_the_floor() -> None:
+    bound = ComebackBound(5.0, memory_s=40.0, level_s=7.0)
+    assert bound.periodic is not None
+    for _ in range(20):
+        bound.record(1.0)
+    assert FloorAfter(bound, 0.01).bound(1.0) is None  # never searched yet: the next query will
+    bound.floor(0.01)  # searches (too little history: no period) and schedules the next search
+    after = FloorAfter(bound, 0.01)
+    assert after.bound(1.0) is not None
+    while (bound._i + 1) * 1.0 < bound.periodic.next_detect_s:
+        after.record(1.0)
+    assert after.bound(1.0) is None
+
+
+@pytest.mark.parametrize("level_peak", [True, False])
+@pytest.mark.parametrize("budget", [0.001, 0.05])
+def test_the_floor_bound_tracks_bursty_needs_through_a_full_ring(level_peak: bool, budget: float) -> None:
+    # Bursty needs (70 % idle seconds) over 400 records, the ring of 40 rises full from record ~52:
+    # the bound is the floor within rounding every second, the Gumbel tail's moments moving with it.
+    rng = np.random.default_rng(1)
+    needs = (rng.gamma(2.0, 3.0, 400) * (rng.random(400) < 0.3)).tolist()
+    bound = ComebackBound(5.0, memory_s=40.0, level_s=7.0, level_peak=level_peak, tail=True, periodic=False)
+    for v in needs[:60]:
+        bound.record(v)
+    after = FloorAfter(bound, budget)
+    for v in needs[60:]:
+        low = after.bound(v)
+        after.record(v)
+        floor = bound.floor(budget).floor_replicas
+        assert low is not None and floor - 1e-6 * (1.0 + floor) <= low <= floor

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
+from ebb.decide import forecast
 from ebb.decide.forecast import PeriodicRises
 
 
@@ -62,3 +64,50 @@ def test_detection_is_redone_only_every_redetect_s() -> None:
     for t in range(2400, 2450):
         p.record(float(t), 0.0)
     assert p.detect(2450.0) == 600.0  # within redetect_s: the cached answer
+
+
+def _fft_acf(x: np.ndarray) -> np.ndarray:
+    """The autocorrelation as first computed: an FFT of the whole centred series, every search."""
+    v = np.where(np.isnan(x), 0.0, x)
+    v = v - v.mean()
+    n = len(v)
+    f = np.fft.rfft(v, n=2 * n)
+    acf = np.fft.irfft(f * np.conj(f))[:n] / float(np.dot(v, v))
+    return np.asarray(acf * n / np.maximum(n - np.arange(n), 1))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("rebuild_bins", [25, 10**9])
+def test_the_kept_lag_sums_give_the_whole_series_fft_autocorrelation(
+        seed: int, rebuild_bins: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A 60-bin span (bins finish and leave it), gaps of empty bins, rises changing the newest bin;
+    # exact rebuilds every 25 finished bins, or never after the first search.
+    monkeypatch.setattr(forecast, "_REBUILD_BINS", rebuild_bins)
+    rng = np.random.default_rng(seed)
+    rises = PeriodicRises(5.0, bin_s=1.0, span_s=60.0, min_history_horizons=1.0)
+    t = 0.0
+    for step in range(600):
+        t += float(rng.choice([0.3, 1.0, 1.0, 4.0]))
+        rises.record(t, float(rng.gamma(2.0, 2.0)) if rng.random() < 0.7 else 0.0)
+        if step % 7 == 0:
+            x = rises._series()
+            v0 = np.where(np.isnan(x), 0.0, x)
+            v = v0 - v0.mean()
+            top = min(len(x) // rises.min_periods + 1, len(x) - 1)
+            if top < 1 or float(np.dot(v, v)) <= 1e-12:
+                continue
+            kept = rises._acf(v0, top, float(np.dot(v, v)))
+            assert np.allclose(kept, _fft_acf(x)[:top + 1], rtol=0.0, atol=1e-9)
+
+
+def test_a_search_finds_the_same_period_with_kept_lag_sums_as_with_an_fft() -> None:
+    rises = PeriodicRises(30.0, redetect_s=60.0)
+    for i in range(3 * 86_400 // 10):
+        tau = 10.0 * i
+        rises.record(tau, 8.0 if (tau % 600.0) < 30.0 else 0.5)
+        if i % 6 == 0:
+            rises.detect(tau)
+    assert rises.period_s == 600.0
+    x = rises._series()
+    lag = int(rises.period_s / rises.bin_s)
+    assert math.isclose(rises.acf, float(_fft_acf(x)[lag]), abs_tol=1e-9)

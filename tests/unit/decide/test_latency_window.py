@@ -134,3 +134,38 @@ def test_the_buffered_window_keeps_the_rows_and_counts_of_the_concatenating_one(
         for col in (TTFT, E2E):
             a, b = lat.p99(col), ref.ms[col]
             assert (math.isnan(a) and np.isnan(b).all()) or a in b
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.lists(_row, min_size=0, max_size=3), min_size=1, max_size=50), st.floats(1.0, 40.0))
+def test_ticks_added_at_once_leave_what_adding_and_trimming_tick_by_tick_leaves(
+        ticks: list[list[tuple[float, float, float, float, float]]], long_window_s: float) -> None:
+    one = LatencyWindow(5.0, slo_ms=2000.0, slo_e2e_ms=3000.0, long_window_s=long_window_s)
+    many = LatencyWindow(5.0, slo_ms=2000.0, slo_e2e_ms=3000.0, long_window_s=long_window_s)
+    now, times, ends, rows = 0.0, [], [], []
+    for batch in ticks:
+        now += 1.0
+        times.append(now)
+        block = [(now + dt, ttft, e2e, w, wait) for dt, ttft, e2e, w, wait in batch]
+        rows.extend(block)
+        ends.append(len(rows))
+        if block:
+            c = [np.array(col, dtype=np.float64) for col in zip(*block, strict=True)]
+            one.add(c[0], c[1], c[2], c[3], c[4])
+        one.trim(now)
+    c = [np.array(col, dtype=np.float64) for col in zip(*rows, strict=True)] if rows else [np.zeros(0)] * 5
+    many.add_ticks(times, ends, c[0], c[1], c[2], c[3], c[4])
+    assert np.array_equal(many._t, one._t) and np.array_equal(many._w, one._w)
+    assert np.array_equal(many._ms, one._ms, equal_nan=True)
+    assert repr(list(many._long)) == repr(list(one._long))
+    assert repr((many._long_rows, many._long_bad)) == repr((one._long_rows, one._long_bad))
+    assert many.long_breach_weight == one.long_breach_weight
+
+
+def test_the_peak_of_a_column_skips_nan_rows_and_is_minus_infinity_without_any() -> None:
+    lat = window()
+    assert lat.peak(TTFT) == -math.inf
+    e2e_rows(lat, 1.0, [5000.0])
+    assert lat.peak(TTFT) == -math.inf and lat.peak(E2E) == 5000.0
+    ttft_rows(lat, 2.0, [30.0, 70.0], [0.0, 0.0])
+    assert lat.peak(TTFT) == 70.0

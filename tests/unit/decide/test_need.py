@@ -127,3 +127,40 @@ def test_samples_one_at_a_time_read_the_same_need_as_one_batch(rows: list[tuple[
     for a, b in ((r.need_replicas, last.need_replicas), (r.rate_replicas, last.rate_replicas),
                  (r.ahead_replicas, last.ahead_replicas), (r.backlog_replicas_s, last.backlog_replicas_s)):
         assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+_second = st.tuples(st.floats(0.05, 2.5), st.one_of(st.floats(0.0, 40.0), st.just(float("nan")), st.just(-1.0)),
+                    st.one_of(st.just(0.0), st.floats(0.0, 500.0)), st.one_of(st.just(0.0), st.floats(0.0, 30.0)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_second, min_size=0, max_size=50), st.lists(_second, min_size=1, max_size=70))
+def test_a_block_of_seconds_reads_and_leaves_exactly_what_one_sample_ingests_do(
+        before: list[tuple[float, float, float, float]], block: list[tuple[float, float, float, float]]) -> None:
+    one, many = NeedTracker(0.5), NeedTracker(0.5)
+    t = 0.0
+    for gap, s, q, done in before:  # the same history in both
+        t += gap
+        for tracker in (one, many):
+            tracker.ingest(np.array([t]), np.array([s]), np.array([q]), np.array([done]))
+    times, needs, reading = [], [], None
+    for gap, s, q, done in block:
+        t += gap
+        times.append(t)
+        need, reading = one.ingest(np.array([t]), np.array([s]), np.array([q]), np.array([done]))
+        needs.append(float(need[0]))
+    cols = np.array([[s, q, d] for _, s, q, d in block]).T
+    block_needs, block_reading = many.ingest_seconds(np.array(times), cols[0], cols[1], cols[2])
+    # repr: bit-exact floats with NaN equal to itself.
+    assert repr(block_needs.tolist()) == repr(needs) and repr(block_reading) == repr(reading)
+    assert repr(many.snapshot()) == repr(one.snapshot())
+
+
+def test_a_restored_tracker_reads_as_if_the_block_never_came() -> None:
+    tracker, fresh = NeedTracker(1.0), NeedTracker(1.0)
+    for tr in (tracker, fresh):
+        tr.ingest(np.arange(1.0, 11.0), np.full(10, 3.0), np.zeros(10), np.ones(10))
+    state = tracker.snapshot()
+    tracker.ingest_seconds(np.arange(11.0, 41.0), np.full(30, 9.0), np.full(30, 4.0), np.ones(30))
+    tracker.restore(state)
+    assert repr(tracker.snapshot()) == repr(fresh.snapshot())
