@@ -88,10 +88,7 @@ def main() -> int:
               f"GPU-h {c.gpu_hours:9.1f}  "
               f"violations {c.slo_violation_pct:6.3f} %  peak {c.peak_replicas}  misjudged "
               f"{c.misjudged_scale_downs}/{c.scale_downs}  delay {c.sla_violation_delay_ms:.0f} ms", flush=True)
-    if "hpa" in walls:
-        for name, wall in walls.items():
-            if name != "hpa":
-                print(f"  {name} / hpa wall time: {wall / max(walls['hpa'], 1e-9):.2f}x")
+    _print_ratios(walls)
     print(f"oracle search: {search_s:.1f} s (included in the oracle's figure); total {time.perf_counter() - t0:.1f} s")
     return 0
 
@@ -116,11 +113,16 @@ def _policies_alone(series: CountSeries, counts: np.ndarray, args: argparse.Name
         print(f"  {c.policy:8s} {c.wall_s:6.1f} s  {1e6 * c.wall_s / len(counts):7.1f} µs/simulated s  "
               f"GPU-h {c.gpu_hours:9.1f}  violations {c.slo_violation_pct:6.3f} %  peak {c.peak_replicas}  "
               f"decisions {c.scale_ups + c.scale_downs}", flush=True)
+    _print_ratios(walls)
+    return 0
+
+
+def _print_ratios(walls: dict[str, float]) -> None:
+    """Each policy's wall time as a ratio to HPA's (same process, same workload), when HPA ran."""
     if "hpa" in walls:
         for name, wall in walls.items():
             if name != "hpa":
                 print(f"  {name} / hpa wall time: {wall / max(walls['hpa'], 1e-9):.2f}x")
-    return 0
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ scorecard's numbers agree within float tolerance.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -24,17 +23,6 @@ DATA = Path(__file__).resolve().parents[2] / "data" / "sim"
 REFERENCE = json.loads((DATA / "ebb_fluid_reference.json").read_text())
 
 
-def _maker() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_ebb_fluid_reference", DATA / "make_ebb_fluid_reference.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-MAKER = _maker()
-
-
 def _close(a: Any, b: Any) -> bool:
     if isinstance(a, float) and math.isnan(a):
         return isinstance(b, float) and math.isnan(b)
@@ -44,8 +32,8 @@ def _close(a: Any, b: Any) -> bool:
 
 
 @pytest.mark.parametrize("ref", REFERENCE["runs"], ids=lambda r: f"{r['case']}-{r['policy']}")
-def test_ebb_in_fluid_mode_decides_as_the_reference(ref: dict[str, Any]) -> None:
-    now = MAKER.run_case(ref["case"], ref["policy"])
+def test_ebb_in_fluid_mode_decides_as_the_reference(ref: dict[str, Any], reference_maker: ModuleType) -> None:
+    now = reference_maker.run_case(ref["case"], ref["policy"])
     assert now["decisions"] == ref["decisions"], "replica-target changes differ from the reference"
     assert now["noteworthy"] == ref["noteworthy"], "noteworthy decisions differ from the reference"
     bad = {k: (v, now["scorecard"][k]) for k, v in ref["scorecard"].items() if not _close(v, now["scorecard"][k])}

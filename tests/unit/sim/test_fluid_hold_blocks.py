@@ -10,9 +10,7 @@ queues past a shrunken fleet — and the profiles the code paths that size the h
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -28,17 +26,6 @@ from ebb.sim.fluid_scoring import score_fluid
 from ebb.sim.policies import KNOWN_POLICIES, build_policy
 from ebb.sim.policy_context import PolicyContext
 from ebb.sim.settings import SimSettings
-
-DATA = Path(__file__).resolve().parents[2] / "data" / "sim"
-
-
-def _maker() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_ebb_fluid_reference", DATA / "make_ebb_fluid_reference.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 def _demand(name: str, rate: np.ndarray, seed: int) -> FluidDemand:
     rng = np.random.default_rng(seed)
@@ -65,8 +52,8 @@ def idle_gaps() -> FluidDemand:
     return _demand("idle-gaps", np.where(t % 1800 < 1200, 90.0, 0.0), 5)
 
 
-CASES: dict[str, tuple[Callable[[], FluidDemand], int]] = {
-    "synthetic-3h": (_maker().synthetic_demand, 20),
+CASES: dict[str, tuple[Callable[[], FluidDemand] | None, int]] = {
+    "synthetic-3h": (None, 20),  # the fixture's own workload (make_ebb_fluid_reference.synthetic_demand)
     "diurnal": (diurnal, 12),
     "periodic": (periodic, 24),
     "idle-gaps": (idle_gaps, 6),
@@ -75,9 +62,11 @@ CASES: dict[str, tuple[Callable[[], FluidDemand], int]] = {
 _DEMANDS: dict[str, FluidDemand] = {}
 
 
-def _run(case: str, spec: str, blocks: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def _run(case: str, spec: str, blocks: bool, monkeypatch: pytest.MonkeyPatch, maker: ModuleType) -> dict[str, Any]:
     build, peak = CASES[case]
-    demand = _DEMANDS.setdefault(case, build())
+    if case not in _DEMANDS:
+        _DEMANDS[case] = build() if build is not None else maker.synthetic_demand()
+    demand = _DEMANDS[case]
     settings = SimSettings()
     ctx = PolicyContext(settings=settings, oracle_schedule=np.array([peak], dtype=np.int64))
     policy = build_policy(parse_policies(spec, KNOWN_POLICIES)[0], ctx)
@@ -109,9 +98,9 @@ def _run(case: str, spec: str, blocks: bool, monkeypatch: pytest.MonkeyPatch) ->
     ("periodic", "ebb"), ("periodic", "ebb:forecast=off"), ("idle-gaps", "ebb"),
 ])
 def test_blocks_of_proven_holds_decide_exactly_as_reconciling_every_second(
-        case: str, spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    every = _run(case, spec, False, monkeypatch)
-    blocks = _run(case, spec, True, monkeypatch)
+        case: str, spec: str, monkeypatch: pytest.MonkeyPatch, reference_maker: ModuleType) -> None:
+    every = _run(case, spec, False, monkeypatch, reference_maker)
+    blocks = _run(case, spec, True, monkeypatch, reference_maker)
     assert len(every["decisions"]) >= 2, "a case without scaling would prove nothing"
     assert blocks["decisions"] == every["decisions"]
     assert blocks["noteworthy"] == every["noteworthy"]
