@@ -109,7 +109,7 @@ class ComebackBound:
 
     def record(self, need_replicas: float) -> None:
         """Append one period's need (replica units; NaN or negative counts as 0)."""
-        v = need_replicas if need_replicas > 0 and math.isfinite(need_replicas) else 0.0
+        v = _recorded(need_replicas)
         self._i += 1
         i = self._i
         self._lvl_win.append(v)
@@ -211,41 +211,20 @@ class ComebackBound:
         (None while the ring has room) — or None when it completes no rise."""
         if not (len(self._pending) + 1 > self._h and self._pending[0] >= self._lvl_n - 1):
             return None
-        v = need_replicas if need_replicas > 0 and math.isfinite(need_replicas) else 0.0
-        i = self._i + 1
-        q = self._maxq
-        rest = -math.inf
-        if q:
-            rest = q[0][1] if q[0][0] > i - self._h else (q[1][1] if len(q) > 1 else -math.inf)
-        ahead = v if v >= rest else rest  # _slide_max's answer over the last h needs
+        ahead = _peek_slide_max(self._maxq, self._i + 1, _recorded(need_replicas), self._h)
         full = self._n_rises >= len(self._rises)
         old = float(self._rises[self._n_rises % len(self._rises)]) if full else None
         return ahead - self._levels[0], old
 
     def mean_need_after(self, need_replicas: float) -> float:
         """:attr:`mean_need` right after ``record(need_replicas)``, without recording (its operations)."""
-        v = need_replicas if need_replicas > 0 and math.isfinite(need_replicas) else 0.0
-        total = self._mem_sum + v
-        n = len(self._mem) + 1
-        if n > len(self._rises):
-            total -= self._mem[0]
-            n -= 1
-        return max(total / n, 0.0)
+        return _mean_after(self._mem, self._mem_sum, _recorded(need_replicas), len(self._rises))
 
     def _level_after(self, v: float, i: int) -> float:
         """The level the record of ``v`` at index ``i`` would compute (the next index)."""
         if self.level_peak:
-            q = self._lvl_max
-            rest = -math.inf
-            if q:
-                rest = q[0][1] if q[0][0] > i - self._lvl_n else (q[1][1] if len(q) > 1 else -math.inf)
-            return v if v >= rest else rest
-        total = self._lvl_sum + v
-        n = len(self._lvl_win) + 1
-        if n > self._lvl_n:
-            total -= self._lvl_win[0]
-            n -= 1
-        return max(total / n, 0.0)
+            return _peek_slide_max(self._lvl_max, i, v, self._lvl_n)
+        return _mean_after(self._lvl_win, self._lvl_sum, v, self._lvl_n)
 
     def risk(self, capacity_replicas: float) -> float:
         """Estimated probability that the need exceeds ``capacity`` within the horizon: the share of
@@ -287,10 +266,7 @@ class FloorAfter:
         self._n = n
         self._mean, self._m2 = 0.0, 0.0
         if n:
-            r = bound._rises[:n]
-            mean = np.add.reduce(r) / n
-            d = r - mean
-            self._mean, self._m2 = float(mean), float(np.add.reduce(d * d))
+            self._mean, self._m2 = _mean_m2(bound._rises[:n])
         self._gumbel = (_GUMBEL_SCALE * (-math.log(-math.log1p(-budget)) - _EULER)
                         if bound.tail and 0.0 < budget < 1.0 else None)
         self._pending: tuple[float, float | None] | None = None
@@ -300,10 +276,9 @@ class FloorAfter:
         NaN when that floor is NaN (no rise yet); None when a period could set it."""
         b = self._b
         periodic = b.periodic
-        if periodic is not None and ((b._i + 1) * b._period_s >= periodic.next_detect_s or
-                                     periodic.period_s is not None):
+        if periodic is not None and (b.period_found or (b._i + 1) * b._period_s >= periodic.next_detect_s):
             return None
-        v = need_replicas if need_replicas > 0 and math.isfinite(need_replicas) else 0.0
+        v = _recorded(need_replicas)
         level = b._level_after(v, b._i + 1)
         change = self._pending = b.next_rise(v)
         n = min(b._n_rises + (1 if change is not None else 0), len(b._rises))
@@ -376,7 +351,38 @@ def _mean_std(r: np.ndarray) -> tuple[float, float]:
     """``(float(r.mean()), float(r.std()))`` of a non-empty 1-D float64 array, bit for bit, in one
     sum less: numpy's ``_var`` divides the same pairwise sum by ``n`` for the mean, squares the
     deviations and sums them again; this repeats exactly those steps and shares the first sum."""
-    n = len(r)
-    mean = np.add.reduce(r) / n
+    mean, m2 = _mean_m2(r)
+    return mean, math.sqrt(m2 / len(r))
+
+
+def _mean_m2(r: np.ndarray) -> tuple[float, float]:
+    """The mean and the sum of squared deviations of a non-empty array, by numpy's pairwise sums."""
+    mean = np.add.reduce(r) / len(r)
     d = r - mean
-    return float(mean), math.sqrt(float(np.add.reduce(d * d) / n))
+    return float(mean), float(np.add.reduce(d * d))
+
+
+def _recorded(need_replicas: float) -> float:
+    """The value :meth:`ComebackBound.record` keeps for a need: NaN or not positive counts as 0."""
+    return need_replicas if need_replicas > 0 and math.isfinite(need_replicas) else 0.0
+
+
+def _peek_slide_max(window: deque[tuple[int, float]], i: int, v: float, n: int) -> float:
+    """What :func:`_slide_max` would answer for ``v`` at index ``i``, without pushing it: only the
+    front can expire (indices in the window are past ``i − 1 − n``), and the next entry is the
+    largest after it."""
+    rest = -math.inf
+    if window:
+        rest = window[0][1] if window[0][0] > i - n else (window[1][1] if len(window) > 1 else -math.inf)
+    return v if v >= rest else rest
+
+
+def _mean_after(window: deque[float], total: float, v: float, cap: int) -> float:
+    """The mean a record computes over ``window`` (running sum ``total``) after appending ``v`` and
+    dropping the oldest past ``cap`` values: the same additions in the same order."""
+    total += v
+    n = len(window) + 1
+    if n > cap:
+        total -= window[0]
+        n -= 1
+    return max(total / n, 0.0)

@@ -126,8 +126,8 @@ class PeriodicRises:
         return np.where(np.isnan(x), 0.0, x)
 
     def _rebuild_lag_sums(self, fin: FloatArray) -> None:
-        """The finished bins' lag products from scratch (an FFT): at the first search, after a bin
-        changed behind the newest, and every ``_REBUILD_BINS`` finished bins (rounding drift)."""
+        """The finished bins' lag products from scratch (an FFT): after a bin changed behind the
+        newest, and every ``_REBUILD_BINS`` finished bins (rounding drift)."""
         n = len(fin)
         self._lag_sums[:] = 0.0
         if n:
@@ -142,7 +142,7 @@ class PeriodicRises:
         over ``denom`` (its squared deviations): the lag sums of the finished bins plus the newest
         bin's, centred by the mean."""
         n = len(v0)
-        if self._finished < 0 or self._finished >= _REBUILD_BINS or (self._finished == 0 and not self._lag_sums.any()):
+        if self._finished < 0 or self._finished >= _REBUILD_BINS:
             self._rebuild_lag_sums(v0[:-1])
         lags = np.arange(top + 1)
         r = self._lag_sums[:top + 1].copy()

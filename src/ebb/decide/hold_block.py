@@ -37,17 +37,15 @@ numpy per block plus ~16 µs of Python per reconcile (the bound's record ~7, its
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from ebb.decide.comeback import FloorAfter
 from ebb.decide.latency import TTFT
+from ebb.decide.policy import _LONG_MIN_WEIGHT, EbbPolicy, served_demand
 from ebb.model.observation import FineSignals
 
-if TYPE_CHECKING:
-    from ebb.decide.policy import EbbPolicy
 
 __all__ = ["hold_ticks"]
 
@@ -64,15 +62,16 @@ def hold_ticks(pol: EbbPolicy, ticks_s: FloatArray, fine: FineSignals, spec: int
     ends = _row_ends(pol, ticks, fine)
     if ends is None:
         return 0
-    demand = _served(fine.prefill_replicas, fine.slot_replicas, ready_replicas)
+    demand = served_demand(fine.prefill_replicas, fine.slot_replicas, ready_replicas)
     limit = _signal_limit(pol, fine, ends)
     if limit == 0:
         return 0
     ticks, demand, ends = ticks[:limit], demand[:limit], ends[:limit]
     queued = np.asarray(fine.queued[:limit], dtype=np.float64)
-    done = np.asarray(np.bincount(np.repeat(np.arange(limit), np.diff(ends, prepend=0)),
-                                  weights=_nan_as_zero(fine.done_weight[:int(ends[-1])]), minlength=limit),
-                      dtype=np.float64)
+    w = np.asarray(fine.done_weight[:int(ends[-1])], dtype=np.float64)
+    # Per tick, what _nansum of its rows' weights gives (at most two rows: the same sum).
+    done = np.bincount(np.repeat(np.arange(limit), np.diff(ends, prepend=0)), weights=np.where(np.isnan(w), 0.0, w),
+                       minlength=limit).astype(np.float64)
     before = pol._need.snapshot()
     needs, reading = pol._need.ingest_seconds(ticks, demand, queued, done)
     cap = max(ready_replicas, 1) * pol._capacity
@@ -112,28 +111,8 @@ def _row_ends(pol: EbbPolicy, ticks: FloatArray, fine: FineSignals) -> npt.NDArr
     return ends
 
 
-def _served(prefill: FloatArray, slots: FloatArray, ready: int) -> FloatArray:
-    """``served_demand`` per sample with the one-sample path's operations (so its bits and signed zeros)."""
-    pf = np.asarray(prefill, dtype=np.float64)
-    sl = np.asarray(slots, dtype=np.float64)
-    p = np.where(np.isfinite(pf) & (pf > 0.0), pf, 0.0)
-    s = np.where(np.isfinite(sl) & (sl > 0.0), sl, 0.0)
-    u = np.minimum(p / max(ready, 1), 1.0)
-    decode = s * (1.0 - u)
-    inner = np.where(decode > p, decode, p)  # max(p, decode)
-    total = p + decode
-    return np.asarray(np.where(inner > total, inner, total), dtype=np.float64)  # max(total, inner)
-
-
-def _nan_as_zero(x: FloatArray) -> FloatArray:
-    a = np.asarray(x, dtype=np.float64)
-    return np.asarray(np.where(np.isnan(a), 0.0, a), dtype=np.float64)
-
-
 def _signal_limit(pol: EbbPolicy, fine: FineSignals, ends: npt.NDArray[np.int64]) -> int:
     """Leading ticks with no queue, completions at every tick and none late or breaching."""
-    from ebb.decide.policy import _LONG_MIN_WEIGHT  # noqa: PLC0415 (the policy module imports this one)
-
     p = pol.profile
     ttft_cap = min(p.surge_margin * pol.slo_ttft_ms, pol.slo_ttft_ms)
     if pol._lat.peak(TTFT) > ttft_cap or pol._lat.long_breach_weight >= _LONG_MIN_WEIGHT - _LONG_MARGIN:
@@ -181,7 +160,8 @@ def _hold_prefix(pol: EbbPolicy, ticks: FloatArray, needs: FloatArray, l1: Float
             break
         if not math.isnan(floor) and t - pol._last_down >= settle_s:
             floor_r = ceil(floor / floor_unit - 1e-9)
-            if min(pol.max_replicas, max(pol.min_replicas, floor_r, sized, _learned(pol, t, v))) < spec:
+            learned = pol._learned_floor_at(t, pol._bound.mean_need_after(v))  # the floor after the record
+            if min(pol.max_replicas, max(pol.min_replicas, floor_r, sized, learned)) < spec:
                 break
         after.record(v)
         # recalibrate_weight's damped step with the P99 within the SLO: the base weight is the target.
@@ -190,16 +170,6 @@ def _hold_prefix(pol: EbbPolicy, ticks: FloatArray, needs: FloatArray, l1: Float
         held += 1
     pol._weight, pol._over_since = weight, over_since
     return held
-
-
-def _learned(pol: EbbPolicy, t: float, v: float) -> int:
-    """``_learned_floor(t)`` right after the record of ``v``, without forgetting anything (the next
-    ``decide`` forgets the same shortfalls: its cutoff is later)."""
-    cutoff = t - pol._bound.memory_s
-    ratios = [r for ts, r in pol._shortfalls if not ts < cutoff]
-    if not ratios:
-        return 0
-    return math.ceil(max(ratios) * pol._bound.mean_need_after(v) - 1e-9)
 
 
 def _commit(pol: EbbPolicy, ticks: FloatArray, demand: FloatArray, queued: FloatArray, needs: FloatArray,

@@ -96,8 +96,7 @@ class LatencyWindow:
         rows ``ends[k-1]:ends[k]`` of tick ``k`` (``ends`` cumulative, one per tick): the same rows
         in the same order, and the long window's batches counted and forgotten tick by tick (their
         running sums in the same float order). Rows go into the buffer at once."""
-        if len(t_s):
-            t_new, block, w = self._append(t_s, ttft_ms, e2e_ms, weight, wait_ms)
+        t_new, block, w = self._append(t_s, ttft_ms, e2e_ms, weight, wait_ms)
         lo = 0
         for tick, hi in zip(ticks_s, ends, strict=True):
             if hi > lo:
@@ -119,7 +118,7 @@ class LatencyWindow:
         self._wb[lo:hi] = weight
         block = self._msb[:, lo:hi]
         block[TTFT], block[E2E], block[WAIT] = ttft_ms, e2e_ms, wait
-        if self._in_order:
+        if self._in_order and n:
             self._in_order = bool((lo == self._lo or self._tb[lo - 1] <= t_new[0]) and
                                   (n == 1 or (t_new[1:] >= t_new[:-1]).all()))
         self._hi = hi

@@ -139,19 +139,11 @@ class NeedTracker:
         self._update_cost(float(t[-1]), float(work.sum()), done)
         total = self._cum[-1] if self._cum else self._before
         cum_new = total + np.cumsum(work)
-        all_t = np.concatenate([np.asarray(self._t, dtype=np.float64), t])
-        all_cum = np.concatenate([np.asarray(self._cum, dtype=np.float64), cum_new])
-        all_q = np.concatenate([np.asarray(self._q, dtype=np.float64), q])
-        # A(t_k - D, t_k] = served + (queue now - queue then) x cost, for each new sample k and window D.
-        idx = np.searchsorted(all_t, t[:, None] - self._windows[None, :], side="right") - 1
-        at_edge = np.where(idx >= 0, all_cum[np.maximum(idx, 0)], self._before)
-        q_edge = np.where(idx >= 0, all_q[np.maximum(idx, 0)], self._q_before)
         cost = self._cost if np.isfinite(self._cost) else 0.0
-        arrived = cum_new[:, None] - at_edge + (q[:, None] - q_edge) * cost
-        need = (np.maximum(arrived, 0.0) / (self._windows[None, :] + self.slack_s)).max(axis=1)
+        all_t, all_cum, all_q, pos, need = self._needs(t, cum_new, q, np.full(len(t), cost))
         rate = self._rate(all_t[-3:].tolist(), all_cum[-3:].tolist(), all_q[-3:].tolist(), float(t[-1]), cost)
         look = self.lookahead_s  # the bound at t + L, the arrivals of (t, t + L] at today's rate
-        ahead = float(((np.maximum(arrived[-1], 0.0) + rate * look) / (self._windows + look + self.slack_s)).max())
+        ahead = float(((pos[-1] + rate * look) / (self._windows + look + self.slack_s)).max())
         self._keep(all_t.tolist(), all_cum.tolist(), all_q.tolist(), float(t[-1]))
         return need, NeedReading(float(need[-1]), float(need.max()), float(q[-1]) * cost, self._cost, rate, ahead)
 
@@ -209,15 +201,7 @@ class NeedTracker:
             costs[k] = self._cost if math.isfinite(self._cost) else 0.0
         total = self._cum[-1] if self._cum else self._before
         cum_new = np.cumsum(np.concatenate(([total], work)))[1:]
-        all_t = np.concatenate((np.asarray(self._t, dtype=np.float64), t))
-        all_cum = np.concatenate((np.asarray(self._cum, dtype=np.float64), cum_new))
-        all_q = np.concatenate((np.asarray(self._q, dtype=np.float64), q))
-        idx = np.searchsorted(all_t, t[:, None] - self._windows[None, :], side="right") - 1
-        at_edge = np.where(idx >= 0, all_cum[np.maximum(idx, 0)], self._before)
-        q_edge = np.where(idx >= 0, all_q[np.maximum(idx, 0)], self._q_before)
-        arrived = cum_new[:, None] - at_edge + (q[:, None] - q_edge) * costs[:, None]
-        pos = np.where(arrived > 0.0, arrived, 0.0)  # max(0.0, x): 0.0 unless x > 0 (NaN too)
-        need = (pos / (self._windows[None, :] + self.slack_s)).max(axis=1)
+        all_t, all_cum, all_q, pos, need = self._needs(t, cum_new, q, costs)
         cost, t_last = float(costs[-1]), float(t[-1])
         rate = self._rate(all_t[-3:].tolist(), all_cum[-3:].tolist(), all_q[-3:].tolist(), t_last, cost)
         look, slack = self.lookahead_s, self.slack_s
@@ -227,6 +211,22 @@ class NeedTracker:
         self._keep(all_t.tolist(), all_cum.tolist(), all_q.tolist(), t_last)
         last = float(need[-1])
         return need, NeedReading(last, last, float(q[-1]) * cost, self._cost, rate, ahead)
+
+    def _needs(self, t: FloatArray, cum_new: FloatArray, q: FloatArray, cost: FloatArray
+               ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+        """The kept samples with the new ones (times, cumulative work, queue), then per new sample and
+        window ``D`` the arrived work ``A(t_k − D, t_k] = served + (queue now − queue then) × cost_k``
+        clipped at 0 as ``max(0.0, x)`` clips it (0.0 unless x > 0, NaN too), and the need: its
+        largest ``A / (D + slack)``."""
+        all_t = np.concatenate((np.asarray(self._t, dtype=np.float64), t))
+        all_cum = np.concatenate((np.asarray(self._cum, dtype=np.float64), cum_new))
+        all_q = np.concatenate((np.asarray(self._q, dtype=np.float64), q))
+        idx = np.searchsorted(all_t, t[:, None] - self._windows[None, :], side="right") - 1
+        at_edge = np.where(idx >= 0, all_cum[np.maximum(idx, 0)], self._before)
+        q_edge = np.where(idx >= 0, all_q[np.maximum(idx, 0)], self._q_before)
+        arrived = cum_new[:, None] - at_edge + (q[:, None] - q_edge) * cost[:, None]
+        pos = np.where(arrived > 0.0, arrived, 0.0)
+        return all_t, all_cum, all_q, pos, (pos / (self._windows[None, :] + self.slack_s)).max(axis=1)
 
     def snapshot(self) -> NeedState:
         """The tracker's state, for :meth:`restore` (copies of ~32 s of samples and a minute of costs)."""

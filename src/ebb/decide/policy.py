@@ -59,7 +59,6 @@ import numpy.typing as npt
 from ebb.config.workloads import WorkloadClass
 from ebb.decide.comeback import ComebackBound
 from ebb.decide.coordinate import ReplicaView, plan_scale_down
-from ebb.decide.hold_block import hold_ticks
 from ebb.decide.latency import E2E, TTFT, WAIT, LatencyWindow
 from ebb.decide.need import NeedReading, NeedTracker
 from ebb.decide.profiles import PROFILE_FLAGS, PROFILE_KNOBS, PROFILES, EbbProfile, profile_with_knobs
@@ -248,9 +247,16 @@ class EbbPolicy:
         """Replicas the latency surges of the memory say the current demand needs (0 without any)."""
         while self._shortfalls and self._shortfalls[0][0] < t - self._bound.memory_s:
             self._shortfalls.popleft()
-        if not self._shortfalls:
+        return self._learned_floor_at(t, self._bound.mean_need)
+
+    def _learned_floor_at(self, t: float, mean_need: float) -> int:
+        """:meth:`_learned_floor` at ``mean_need`` without forgetting anything: the shortfalls of the
+        memory before ``t`` only (a later call forgets the older ones, its cutoff being later)."""
+        cutoff = t - self._bound.memory_s
+        ratios = [r for ts, r in self._shortfalls if not ts < cutoff]
+        if not ratios:
             return 0
-        return math.ceil(max(r for _, r in self._shortfalls) * self._bound.mean_need - 1e-9)
+        return math.ceil(max(ratios) * mean_need - 1e-9)
 
     def _latency_p99(self) -> tuple[float, float]:
         """(end-to-end, wait) weighted P99 (ms) over the latency window; NaN without samples. Only a
@@ -326,6 +332,8 @@ class EbbPolicy:
     def hold_through(self, ticks_s: FloatArray, fine: FineSignals, spec_replicas: int, ready_replicas: int) -> int:
         """How many leading reconciles at ``ticks_s`` are provably holds, the state advanced through
         them (:mod:`ebb.decide.hold_block`; the :class:`~ebb.decide.base.HoldsInBlocks` seam)."""
+        from ebb.decide.hold_block import hold_ticks  # noqa: PLC0415 (it builds on this module)
+
         return hold_ticks(self, ticks_s, fine, spec_replicas, ready_replicas)
 
     def hold_limit(self) -> int:
@@ -513,13 +521,20 @@ def served_demand(prefill: FloatArray, slots: FloatArray, ready: int) -> FloatAr
     the two alone (prefill- or slot-bound traffic) is a lower bound of it.
 
     One sample (the fluid engine's 1 s bins) takes a scalar path with the same float operations in
-    the same order as the array path, so the same bits; numpy's fixed costs would dominate it."""
+    the same order as the array path, so the same bits (signed zeros included); numpy's fixed costs
+    would dominate it."""
     if len(prefill) == 1 and len(slots) == 1:
         return np.array([_served_one(float(prefill[0]), float(slots[0]), ready)], dtype=np.float64)
-    p = np.where(np.isfinite(prefill), np.maximum(prefill, 0.0), 0.0)
-    sl = np.where(np.isfinite(slots), np.maximum(slots, 0.0), 0.0)
-    u = np.clip(p / max(ready, 1), 0.0, 1.0)
-    return np.asarray(np.maximum(p + sl * (1.0 - u), np.maximum(p, sl * (1.0 - u))), dtype=np.float64)
+    pf = np.asarray(prefill, dtype=np.float64)
+    sv = np.asarray(slots, dtype=np.float64)
+    # _served_one's operations element-wise: max(a, b) is "b if b > a else a" (its signed zeros too).
+    p = np.where(np.isfinite(pf) & (pf > 0.0), pf, 0.0)
+    sl = np.where(np.isfinite(sv) & (sv > 0.0), sv, 0.0)
+    u = np.minimum(p / max(ready, 1), 1.0)
+    decode = sl * (1.0 - u)
+    inner = np.where(decode > p, decode, p)
+    total = p + decode
+    return np.asarray(np.where(inner > total, inner, total), dtype=np.float64)
 
 
 def _served_one(prefill: float, slots: float, ready: int) -> float:
