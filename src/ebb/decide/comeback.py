@@ -189,17 +189,6 @@ class ComebackBound:
         rise = max(rise, 0.0)
         return ComebackEstimate(self.horizon_s, budget, self.level, rise, self.level + rise, n, period, periods)
 
-    def records_before_search(self) -> int:
-        """Records after which a floor query still runs no period search (the next search's query
-        comes after the record that makes ``index × period_s`` reach it); 0 while a period is
-        found, a large number without period detection."""
-        if self.periodic is None:
-            return 1 << 30
-        due = self.periodic.next_detect_s / self._period_s
-        if self.period_found or not math.isfinite(due):
-            return 0
-        return max(0, math.ceil(due - 1e-9) - (self._i + 1))
-
     @property
     def period_found(self) -> bool:
         """Whether the last period search found one (the phase rise then sets the floor)."""

@@ -61,6 +61,7 @@ class PeriodicRises:
         self.min_history_s = float(min_history_horizons) * float(horizon_s)
         self._cap = int(math.ceil(span_s / bin_s))
         self._bins = np.full(self._cap, np.nan)  # ring of per-bin max rises, indexed by absolute bin % cap
+        self._bins0 = np.zeros(self._cap)  # the same ring with NaN as 0 (what the lag products read)
         self._first_bin: int | None = None
         self._last_bin = -1
         # Lag products of the finished bins (all but the newest, which may still rise), kept as bins
@@ -91,6 +92,7 @@ class PeriodicRises:
             lo = max(self._last_bin + 1, b - self._cap + 1)
             for k in range(lo, b + 1):
                 self._bins[k % self._cap] = np.nan
+                self._bins0[k % self._cap] = 0.0
             self._last_bin = b
         if b <= self._last_bin - self._cap:
             return
@@ -99,6 +101,7 @@ class PeriodicRises:
         j = b % self._cap
         cur = self._bins[j]
         self._bins[j] = rise if math.isnan(cur) else max(cur, rise)
+        self._bins0[j] = 0.0 if math.isnan(self._bins[j]) else self._bins[j]
 
     def _finish(self, b: int) -> None:
         """The newest bin is finished (bin ``b`` starts): add its lag products with the bins before
@@ -119,11 +122,11 @@ class PeriodicRises:
             self._finished += 1
 
     def _values(self, lo: int, hi: int) -> FloatArray:
-        """Bins ``lo`` … ``hi`` (absolute, within the ring), NaN as 0: one or two slices, no gather."""
+        """Bins ``lo`` … ``hi`` (absolute, within the ring), NaN as 0: one or two slices of the zero
+        ring, no gather (a view: callers only read it)."""
         cap = self._cap
         i, j = lo % cap, hi % cap
-        x = self._bins[i:j + 1] if i <= j else np.concatenate((self._bins[i:], self._bins[:j + 1]))
-        return np.where(np.isnan(x), 0.0, x)
+        return self._bins0[i:j + 1] if i <= j else np.concatenate((self._bins0[i:], self._bins0[:j + 1]))
 
     def _rebuild_lag_sums(self, fin: FloatArray) -> None:
         """The finished bins' lag products from scratch (an FFT): after a bin changed behind the

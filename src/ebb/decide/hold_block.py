@@ -37,17 +37,20 @@ numpy per block plus ~16 µs of Python per reconcile (the bound's record ~7, its
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
 
-from ebb.decide.comeback import FloorAfter
+from ebb.decide.comeback import _EULER, _GUMBEL_SCALE, ComebackBound, FloorAfter, _mean_m2
+from ebb.decide.comeback_ahead import RecordsAhead, bin_rises, commit, records_ahead
 from ebb.decide.latency import TTFT
 from ebb.decide.policy import _LONG_MIN_WEIGHT, EbbPolicy, served_demand
+from ebb.decide.semantics import WorkloadSignals, veto
 from ebb.model.observation import FineSignals
 
 
-__all__ = ["hold_ticks"]
+__all__ = ["hold_ticks", "window_allows_holds"]
 
 FloatArray = npt.NDArray[np.float64]
 _NS = 1_000_000_000
@@ -70,14 +73,17 @@ def hold_ticks(pol: EbbPolicy, ticks_s: FloatArray, fine: FineSignals, spec: int
     queued = np.asarray(fine.queued[:limit], dtype=np.float64)
     w = np.asarray(fine.done_weight[:int(ends[-1])], dtype=np.float64)
     # Per tick, what _nansum of its rows' weights gives (at most two rows: the same sum).
-    done = np.bincount(np.repeat(np.arange(limit), np.diff(ends, prepend=0)), weights=np.where(np.isnan(w), 0.0, w),
+    done = np.bincount(np.repeat(np.arange(limit), _per_tick(ends)), weights=np.where(np.isnan(w), 0.0, w),
                        minlength=limit).astype(np.float64)
     before = pol._need.snapshot()
     needs, reading = pol._need.ingest_seconds(ticks, demand, queued, done)
     cap = max(ready_replicas, 1) * pol._capacity
     mapping = pol._l1.mapping
     l1 = mapping.bin_values()[mapping.bin_index(demand)[0]]  # the L1 P99: its window holds this sample only
-    held = _hold_prefix(pol, ticks, needs, l1, cap, spec)
+    rows_ttft = np.maximum.reduceat(np.asarray(fine.done_ttft_ms[:int(ends[-1])], dtype=np.float64),
+                                    np.concatenate(([0], ends[:-1])))  # every tick has a row (_signal_limit)
+    ttft_peak = np.maximum(np.maximum.accumulate(rows_ttft), pol._lat.peak(TTFT))
+    held = _hold_prefix(pol, ticks, needs, l1, cap, spec, ttft_peak)
     if held == 0:
         pol._need.restore(before)
         return 0
@@ -95,7 +101,7 @@ def _row_ends(pol: EbbPolicy, ticks: FloatArray, fine: FineSignals) -> npt.NDArr
     n = len(ticks)
     if pol._first_t is None or n == 0:
         return None
-    if len(fine.t_s) != n or not np.array_equal(fine.t_s, ticks) or not bool((np.diff(ticks) >= 1.0).all()):
+    if len(fine.t_s) != n or not np.array_equal(fine.t_s, ticks) or not bool((ticks[1:] - ticks[:-1] >= 1.0).all()):
         return None  # one sample per tick, at it, ticks ≥ 1 s apart: the 1 s L1 window holds that sample only
     if not float(ticks[0]) > pol._need._last_t:
         return None
@@ -104,20 +110,25 @@ def _row_ends(pol: EbbPolicy, ticks: FloatArray, fine: FineSignals) -> npt.NDArr
             and len(fine.done_wait_ms) in (0, rows)):
         return None
     ends = np.searchsorted(fine.done_t_s, ticks, side="right").astype(np.int64)
-    if int(ends[-1]) != rows or not bool((np.diff(ends, prepend=0) <= 2).all()):
+    if int(ends[-1]) != rows or not bool((_per_tick(ends) <= 2).all()):
         return None
     if rows and not bool(np.isfinite(fine.done_ttft_ms).all()):
         return None
     return ends
 
 
+def _per_tick(ends: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Completion rows per tick from their cumulative ends (``np.diff(ends, prepend=0)``, one call less)."""
+    return np.asarray(ends - np.concatenate(([0], ends[:-1])), dtype=np.int64)
+
+
 def _signal_limit(pol: EbbPolicy, fine: FineSignals, ends: npt.NDArray[np.int64]) -> int:
-    """Leading ticks with no queue, completions at every tick and none late or breaching."""
+    """Leading ticks with no persistent queue, completions at every tick and none late or breaching."""
+    if not window_allows_holds(pol):
+        return 0
     p = pol.profile
     ttft_cap = min(p.surge_margin * pol.slo_ttft_ms, pol.slo_ttft_ms)
-    if pol._lat.peak(TTFT) > ttft_cap or pol._lat.long_breach_weight >= _LONG_MIN_WEIGHT - _LONG_MARGIN:
-        return 0
-    ok = (np.asarray(fine.queued, dtype=np.float64) <= 0.0) & (np.diff(ends, prepend=0) > 0)
+    ok = (_per_tick(ends) > 0) & _no_queue_surge(pol, fine.t_s, fine.queued > 0)
     rows = int(ends[-1])
     if rows:
         bad_row = (fine.done_ttft_ms > ttft_cap) | ~(fine.done_e2e_ms <= pol.slo_e2e_ms)
@@ -127,15 +138,207 @@ def _signal_limit(pol: EbbPolicy, fine: FineSignals, ends: npt.NDArray[np.int64]
     return len(ok) if ok.all() else int(np.argmin(ok))
 
 
+def window_allows_holds(pol: EbbPolicy) -> bool:
+    """Whether the latency window lets a block start: no completion in it past the surge limit or
+    the SLO, and the long window's breaches under their threshold (less the rounding slack)."""
+    p = pol.profile
+    ttft_cap = min(p.surge_margin * pol.slo_ttft_ms, pol.slo_ttft_ms)
+    return not (pol._lat.peak(TTFT) > ttft_cap or pol._lat.long_breach_weight >= _LONG_MIN_WEIGHT - _LONG_MARGIN)
+
+
+def _no_queue_surge(pol: EbbPolicy, t_s: FloatArray, queued: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    """Per tick, whether the queue history after it holds an unqueued sample within ``queue_surge_s``
+    (so ``_persistent_queue``, which needs every sample of that span queued, is False)."""
+    unqueued_before = next((t for t, q in reversed(pol._queue_hist) if not q), -math.inf)
+    last = np.maximum(np.maximum.accumulate(np.where(queued, -math.inf, t_s)), unqueued_before)
+    return np.asarray(last > t_s - pol.profile.queue_surge_s, dtype=bool)
+
+
 def _hold_prefix(pol: EbbPolicy, ticks: FloatArray, needs: FloatArray, l1: FloatArray, cap: float,
-                 spec: int) -> int:
+                 spec: int, ttft_peak: FloatArray) -> int:
     """Leading ticks whose sizing neither grows the fleet nor lets it shrink; each one's need is
-    recorded in the comeback bound, the burst timer and the weight stepped, as ``decide`` does."""
+    recorded in the comeback bound, the burst timer and the weight stepped, as ``decide`` does.
+    All at once while a lower bound of the floor proves the holds, then one by one from the first
+    tick it does not prove (the exact floor may still)."""
+    recent = list(pol._recent_need)
+    held, final = _held_at_once(pol, ticks, needs, l1, cap, spec, recent, ttft_peak)
+    if final:
+        return held
+    recent.extend(zip(ticks[:held].tolist(), needs[:held].tolist(), strict=True))
+    return held + _held_one_by_one(pol, ticks[held:], needs[held:], l1[held:], cap, spec, recent)
+
+
+def _held_at_once(pol: EbbPolicy, ticks: FloatArray, needs: FloatArray, l1: FloatArray, cap: float, spec: int,
+                  recent: list[tuple[float, float]], ttft_peak: FloatArray) -> tuple[int, bool]:
+    """The leading holds that a vectorised lower bound of the floor proves, recorded, and whether the
+    block's end or a tick that is no hold (a scale-up, a period that could set the floor) stopped it
+    — False when only the bound's slack did (the exact floor decides from there)."""
+    p = pol.profile
+    m = len(ticks)
+    r_t = np.array([t for t, _ in recent], dtype=np.float64)
+    r_v = np.array([v for _, v in recent], dtype=np.float64)
+    if not (np.isfinite(needs).all() and np.isfinite(r_v).all() and np.isfinite(l1).all()):
+        return 0, False
+    over_t, hit = _burst_starts(pol._over_since, ticks, l1 >= p.burst_fraction * cap)
+    burst = (hit & (ticks - over_t >= 0.2)) | (l1 >= cap)
+    sized = np.ceil(_window_need(r_t, r_v, ticks, needs, p.sizing_window_s) / (p.target_util * pol._capacity) - 1e-9)
+    need_now = np.minimum(pol.max_replicas, np.maximum(pol.min_replicas, sized))
+    stops = (need_now > spec) & (burst | (need_now > spec * (1.0 + p.up_hysteresis)))
+    b = pol._bound
+    ahead = records_ahead(b, needs)
+    floor = _floor_below(b, ahead, p.budget)
+    floor_r = np.ceil(floor / (p.down_util * pol._capacity) - 1e-9)
+    learned = _learned_below(pol, float(ticks[-1]), ahead.mem_means)
+    kept = np.minimum(pol.max_replicas, np.maximum.reduce([np.full(m, float(pol.min_replicas)), floor_r, sized,
+                                                           learned]))
+    settle_s = p.down_interval_horizons * b.horizon_s
+    proven = np.isnan(floor) | (ticks - pol._last_down < settle_s) | (kept >= spec) | \
+        _vetoed_as_before(pol, ticks, burst, spec, ttft_peak)
+    bad = stops | ~proven | b.period_found
+    limit = int(np.argmax(bad)) if bad.any() else m
+    held, binned = _through_searches(b, ahead, limit)
+    commit(b, ahead, 0, held, binned_until=binned)
+    weight, base, damping = pol._weight, pol.workload_class.base_weight, 1.0 + pol.workload_class.alpha
+    for _ in range(held):
+        weight = weight + (base - weight) / damping  # recalibrate_weight's damped step (P99 within the SLO)
+    pol._weight = weight
+    if held:
+        pol._over_since = float(over_t[held - 1]) if hit[held - 1] else None
+    return held, held == m or held < limit or bool(stops[held]) or b.period_found
+
+
+def _through_searches(b: ComebackBound, ahead: RecordsAhead, limit: int) -> tuple[int, int]:
+    """Run each period search due within the first ``limit`` records as the floor query after its
+    record would: the rises up to that record into the period bins first (the search reads those
+    only). Returns the records proven — ``limit``, or the record whose search found a period, where
+    the block stops — and how many records' rises are binned.
+
+    The state is what ``decide`` leaves: at the stopping record its floor query finds the search
+    done (``detect`` answers the period found until ``redetect_s`` passed) and binning the same rise
+    again changes nothing (it is the newest bin's, which keeps its maximum)."""
+    periodic = b.periodic
+    binned = held = 0
+    while periodic is not None:
+        index = ahead.first_index + np.arange(held, limit)
+        # floor()'s ``now`` reaches the search's time, and the floor query gets past "no rise yet".
+        due = np.flatnonzero((index * b._period_s >= periodic.next_detect_s) & (ahead.rises_after[held:limit] > 0))
+        if not len(due):
+            break
+        j = held + int(due[0])
+        bin_rises(b, ahead, binned, j + 1)
+        binned = j + 1
+        if periodic.detect((ahead.first_index + j) * b._period_s) is not None:
+            return j, binned
+        held = j + 1
+    return limit, binned
+
+
+def _vetoed_as_before(pol: EbbPolicy, ticks: FloatArray, burst: npt.NDArray[np.bool_], spec: int,
+                      ttft_peak: FloatArray) -> npt.NDArray[np.bool_]:
+    """Per tick, whether a scale-down wanted there is vetoed with the reasons of the last veto (a
+    repeated veto: ``decide`` holds and records nothing, and a hold without one leaves the same
+    state). The reasons a block can change are the warm-up, the cooldown and an active burst; the
+    rest of ``veto``'s are fixed while samples are fresh (staleness 0) and every TTFT in the window
+    is under the class's veto margin (checked per tick on the window's peak, an upper bound of the P99)."""
+    m = len(ticks)
+    last = pol._last_veto
+    cls = pol.workload_class
+    if not last or pol._first_t is None:
+        return np.zeros(m, dtype=bool)
+    p = pol.profile
+    calm = WorkloadSignals(workload="serving", class_name=cls.name, replicas=spec, ready_replicas=spec,
+                           latency_p99_ms=0.0, latency_p95_ms=math.nan, success_ratio=math.nan, burst_active=False,
+                           utilisation_ratio=math.nan, staleness_s=0.0)
+    fixed = [veto(cls, calm, pol.max_staleness_s), veto(cls, replace(calm, burst_active=True), pol.max_staleness_s)]
+    same = np.zeros(8, dtype=bool)  # by warm-up (1), cooldown (2), burst (4): the key matches the last veto
+    for code in range(8):
+        key = (("warming up",) if code & 1 else ()) + (("cooldown",) if code & 2 else ()) + \
+            tuple(v.split(":")[0] for v in fixed[code >> 2])
+        same[code] = bool(key) and key == last
+    warm = pol.warmup_s if pol.warmup_s is not None else p.warmup_horizons * pol._bound.horizon_s
+    code = (((ticks - pol._first_t) < warm).astype(np.int64) + 2 * ((ticks - pol._last_up) < p.cooldown_horizons *
+            pol._bound.horizon_s) + 4 * burst)
+    ok = same[code]
+    if cls.p99_latency_ms is not None:
+        ok &= ttft_peak < cls.veto_margin * cls.p99_latency_ms
+    return np.asarray(ok, dtype=bool)
+
+
+def _burst_starts(over_since: float | None, ticks: FloatArray, hit: npt.NDArray[np.bool_]
+                  ) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    """Per tick, when the L1 demand's current run at or above the burst level began (``decide``'s
+    ``_over_since``: kept through the run, cleared below it), and whether it is in one."""
+    m = len(ticks)
+    before = np.concatenate(([over_since is not None], hit[:-1]))
+    started = np.maximum.accumulate(np.where(hit & ~before, np.arange(m), -1))
+    carried = over_since if over_since is not None else math.nan
+    return np.where(started >= 0, ticks[np.maximum(started, 0)], carried), hit
+
+
+def _window_need(r_t: FloatArray, r_v: FloatArray, ticks: FloatArray, needs: FloatArray, sizing_s: float) -> FloatArray:
+    """Per tick, the largest need of the sizing window ending at it (the recent needs' times after
+    ``t − sizing_s``, as the loop's trim keeps them)."""
+    all_t = np.concatenate((r_t, ticks))
+    all_v = np.concatenate((r_v, needs, [0.0]))
+    lo = np.searchsorted(all_t, ticks - sizing_s, side="right")
+    bounds = np.empty(2 * len(ticks), dtype=np.int64)
+    bounds[0::2] = lo
+    bounds[1::2] = len(r_t) + np.arange(1, len(ticks) + 1)
+    return np.asarray(np.maximum.reduceat(all_v, bounds)[0::2], dtype=np.float64)
+
+
+def _floor_below(b: ComebackBound, ahead: RecordsAhead, budget: float) -> FloatArray:
+    """Per record ahead, a value the comeback floor after it is never below (NaN without rises):
+    its level exactly, the rises' quantile no lower than the sorted rises' entry as many places down
+    as rises were added, the Gumbel tail from shifted running moments less 1e-7 of its terms."""
+    n = ahead.rises_after
+    m = len(n)
+    added = np.searchsorted(ahead.rise_at, np.arange(m), side="right")  # new rises up to each record
+    k = np.maximum(np.minimum(n - 1, np.ceil((1.0 - budget) * n).astype(np.int64) - 1), 0)
+    below = k - added
+    ordered = b._sorted
+    rise = np.array([ordered[j] if j >= 0 else -math.inf for j in below.tolist()], dtype=np.float64) \
+        if len(ordered) else np.full(m, -math.inf)
+    if b.tail and 0.0 < budget < 1.0:
+        rise = np.maximum(rise, _gumbel_below(b, ahead, added, n, budget))
+    return np.where(n > 0, ahead.levels + np.maximum(rise, 0.0), np.nan)
+
+
+def _gumbel_below(b: ComebackBound, ahead: RecordsAhead, added: npt.NDArray[np.int64], n: npt.NDArray[np.int64],
+                  budget: float) -> FloatArray:
+    """The Gumbel tail's rise (``floor``'s ``mean + scale·z·std``) after each record, less a margin."""
+    n0 = b.samples
+    mean0, m2_0 = _mean_m2(b._rises[:n0]) if n0 else (0.0, 0.0)
+    d_new = ahead.rises - mean0
+    old = ahead.pushed_out
+    d_old = np.where(np.isnan(old), 0.0, old - mean0)
+    s1 = np.concatenate(([0.0], np.cumsum(d_new - d_old)))[added]
+    s2 = np.concatenate(([m2_0], m2_0 + np.cumsum(d_new * d_new - d_old * d_old)))[added]
+    nn = np.maximum(n, 1)
+    mean = mean0 + s1 / nn
+    std = np.sqrt(np.maximum(s2 / nn - (s1 / nn) ** 2, 0.0))
+    tail = _GUMBEL_SCALE * (-math.log(-math.log1p(-budget)) - _EULER) * std
+    return np.asarray(mean + tail - 1e-7 * (1.0 + np.abs(mean) + np.abs(tail)), dtype=np.float64)
+
+
+def _learned_below(pol: EbbPolicy, t_last: float, mem_means: FloatArray) -> FloatArray:
+    """A lower bound of the learned floor at each record's memory mean: the shortfalls still kept at
+    the block's last tick (the fewest) at each mean."""
+    cutoff = t_last - pol._bound.memory_s
+    ratios = [r for ts, r in pol._shortfalls if not ts < cutoff]
+    if not ratios:
+        return np.zeros(len(mem_means))
+    return np.ceil(max(ratios) * mem_means - 1e-9)
+
+
+def _held_one_by_one(pol: EbbPolicy, ticks: FloatArray, needs: FloatArray, l1: FloatArray, cap: float, spec: int,
+                     recent: list[tuple[float, float]]) -> int:
+    """:func:`_hold_prefix`'s proof one tick at a time with the floor's exact lower bound
+    (:class:`FloorAfter`); ``recent`` holds the sizing window's needs before the first tick."""
     p = pol.profile
     over_since = pol._over_since
     burst_at = p.burst_fraction * cap
     sizing = p.sizing_window_s
-    recent = list(pol._recent_need)
     weight, base, damping = pol._weight, pol.workload_class.base_weight, 1.0 + pol.workload_class.alpha
     grow_past = spec * (1.0 + p.up_hysteresis)
     size_unit, floor_unit = p.target_util * pol._capacity, p.down_util * pol._capacity  # _replicas' divisors

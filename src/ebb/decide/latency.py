@@ -16,11 +16,14 @@ to the mask, which keeps the same rows in the same order.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
 
 import numpy as np
 import numpy.typing as npt
+
+from ebb.decide.running import running_sums
 
 __all__ = ["LatencyWindow", "TTFT", "E2E", "WAIT"]
 
@@ -97,14 +100,69 @@ class LatencyWindow:
         in the same order, and the long window's batches counted and forgotten tick by tick (their
         running sums in the same float order). Rows go into the buffer at once."""
         t_new, block, w = self._append(t_s, ttft_ms, e2e_ms, weight, wait_ms)
-        lo = 0
-        for tick, hi in zip(ticks_s, ends, strict=True):
-            if hi > lo:
-                self._count(t_new[lo:hi], block[:, lo:hi], w[lo:hi])
-            self._forget_long(tick)
-            lo = hi
+        if not self._count_ticks(ticks_s, ends, t_new, block, w):
+            lo = 0
+            for tick, hi in zip(ticks_s, ends, strict=True):
+                if hi > lo:
+                    self._count(t_new[lo:hi], block[:, lo:hi], w[lo:hi])
+                self._forget_long(tick)
+                lo = hi
         if ticks_s:
             self.trim(ticks_s[-1])
+
+    def _count_ticks(self, ticks_s: list[float], ends: list[int], t_new: FloatArray, block: FloatArray,
+                     w: FloatArray) -> bool:
+        """:meth:`add_ticks`' counting, vectorised, for ticks of one or two rows with the long
+        window's batches and the new rows' times in order (the fluid engine's); False, counting
+        nothing, otherwise. Per tick the sums :func:`_counts_of_two` makes, then the batches kept,
+        their running sums (:func:`~ebb.decide.running.running_sums`: the loop's float order) and the
+        ones each tick forgets."""
+        n = len(ticks_s)
+        e = np.asarray(ends, dtype=np.int64)
+        per = e - np.concatenate(([0], e[:-1]))
+        if n == 0 or not bool((per <= 2).all()):
+            return False
+        cut = np.asarray(ticks_s, dtype=np.float64) - self.long_window_s
+        # Only the old batches that the last tick's cut could forget are read (the rest stay put).
+        old_list = list(itertools.takewhile(lambda b: b[0] < cut[-1], self._long))
+        old = np.array(old_list, dtype=np.float64).reshape(len(old_list), 3)
+        all_old = len(old_list) == len(self._long)
+        first = np.concatenate(([0], e[:-1]))
+        two = per == 2
+        a, b = np.minimum(first, max(len(t_new) - 1, 0)), np.minimum(first + 1, max(len(t_new) - 1, 0))
+        ttft, e2e, wait = block[TTFT], block[E2E], block[WAIT]
+        own = np.where(np.isnan(wait), 0.0, ttft - wait)
+        late = ((ttft > self.slo_ms) & (own <= self.slo_ms)) | ((e2e > self.slo_e2e_ms) & ~(ttft > self.slo_ms))
+        has = ~np.isnan(ttft)
+        if len(t_new):
+            total = np.where((per >= 1) & has[a], 0.0 + w[a], 0.0)
+            total = np.where(two & has[b], total + w[b], total)
+            bad = np.where((per >= 1) & late[a], 0.0 + w[a], 0.0)
+            bad = np.where(two & late[b], bad + w[b], bad)
+            ta, tb = t_new[a], t_new[b]
+            newest = np.where(two, np.where(np.isnan(ta) | np.isnan(tb), np.nan, np.where(tb > ta, tb, ta)), ta)
+        else:
+            total = bad = newest = np.zeros(n)
+        kept = (per > 0) & ((bad > 0) | (total > 0))
+        # A batch past the read ones is at or after every cut: nothing after it is forgotten.
+        times = np.concatenate((old[:, 0], newest[kept] if all_old else [math.inf]))
+        if np.isnan(times).any() or not bool((times[1:] >= times[:-1]).all()):
+            return False  # forgetting is a prefix only when the batches are in time order
+        # By tick k: the batches that exist (old + kept so far), those older than its cut forgotten.
+        exist = len(old) + (np.cumsum(kept) if all_old else 0)
+        gone = np.maximum.accumulate(np.minimum(np.searchsorted(times, cut, side="left"), exist))
+        batches = np.concatenate((old, np.stack((newest, total, bad), axis=1)[kept]))
+        n_gone = int(gone[-1])
+        rows = running_sums(self._long_rows, np.where(kept, total, 0.0), batches[:n_gone, 1], gone)
+        bads = running_sums(self._long_bad, np.where(kept, bad, 0.0), batches[:n_gone, 2], gone)
+        long = self._long
+        for _ in range(min(n_gone, len(old_list))):
+            long.popleft()
+        long.extend(map(tuple, batches[len(old_list):].tolist()))
+        for _ in range(n_gone - len(old_list)):
+            long.popleft()
+        self._long_rows, self._long_bad = float(rows[-1]), float(bads[-1])
+        return True
 
     def _append(self, t_s: FloatArray, ttft_ms: FloatArray, e2e_ms: FloatArray, weight: FloatArray,
                 wait_ms: FloatArray | None) -> tuple[FloatArray, FloatArray, FloatArray]:

@@ -24,12 +24,15 @@ last 32 s of samples (≤ 320 at 100 ms), whatever the fleet size.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
+from ebb.decide.running import running_sums
 
 __all__ = ["WINDOWS_S", "NeedReading", "NeedState", "NeedTracker"]
 
@@ -185,7 +188,7 @@ class NeedTracker:
         edges by ``searchsorted`` over the kept samples and the new ones (a kept sample the scalar
         path would have trimmed by then lies before every edge it is asked for, where it reads
         the same running total), ``arrived`` with each sample's own cost per request. The cost's
-        running sums stay a Python loop: their float order is the scalar path's."""
+        running sums are one ``cumsum`` over the additions and removals in the scalar path's order."""
         n = len(t_s)
         t = np.asarray(t_s, dtype=np.float64)
         s = np.asarray(served, dtype=np.float64)
@@ -193,12 +196,9 @@ class NeedTracker:
         s = np.where(np.isfinite(s) & (s > 0), s, 0.0)
         q = np.where(np.isfinite(q) & (q > 0), q, 0.0)
         first_prev = self._last_t if math.isfinite(self._last_t) else float(t[0]) - min(0.1, _MAX_DT_S)
-        dt = np.minimum(np.maximum(np.diff(t, prepend=first_prev), 0.0), _MAX_DT_S)
+        dt = np.minimum(np.maximum(t - np.concatenate(([first_prev], t[:-1])), 0.0), _MAX_DT_S)
         work = s * dt
-        costs = np.empty(n)
-        for k, (tk, wk, dk) in enumerate(zip(t.tolist(), work.tolist(), np.asarray(done).tolist(), strict=True)):
-            self._update_cost(tk, wk, dk)
-            costs[k] = self._cost if math.isfinite(self._cost) else 0.0
+        costs = self._costs_through(t, work, np.asarray(done, dtype=np.float64))
         total = self._cum[-1] if self._cum else self._before
         cum_new = np.cumsum(np.concatenate(([total], work)))[1:]
         all_t, all_cum, all_q, pos, need = self._needs(t, cum_new, q, costs)
@@ -264,6 +264,35 @@ class NeedTracker:
         r0 = ((cum3[1] - cum3[0]) + (q3[1] - q3[0]) * cost) / dt0
         r1 = ((cum3[2] - cum3[1]) + (q3[2] - q3[1]) * cost) / dt1
         return max(min(r0, r1), 0.0)
+
+    def _costs_through(self, t: FloatArray, work: FloatArray, done: FloatArray) -> FloatArray:
+        """:meth:`_update_cost` for each sample in turn (times increasing), vectorised: per sample the
+        cost per request it leaves (0.0 while unknown), the rows and running sums as the last leaves
+        them. Each running sum is a ``cumsum`` over its additions and removals in the loop's order
+        (a sample's row added, then the rows it ages out, oldest first): the same floats."""
+        n = len(t)
+        rows = self._cost_rows
+        horizon = float(t[-1]) - self.cost_window_s
+        # Only the rows the last sample ages out are read (times increase: they lead the deque).
+        leaving = list(itertools.takewhile(lambda r: r[0] < horizon, rows))
+        old = np.array(leaving, dtype=np.float64).reshape(len(leaving), 3)
+        all_t = np.concatenate((old[:, 0], t if len(leaving) == len(rows) else [math.inf]))
+        # Rows aged out by sample k: those before t_k − window (a prefix: times increase).
+        gone = np.maximum.accumulate(np.searchsorted(all_t, t - self.cost_window_s, side="left"))
+        n_gone = int(gone[-1])
+        aged = np.concatenate((old, np.stack((t, work, done), axis=1)))[:n_gone]
+        work_sum = running_sums(self._cost_work, work, aged[:, 1], gone)
+        done_sum = running_sums(self._cost_done, done, aged[:, 2], gone)
+        known = done_sum >= 1.0
+        cost = np.where(known, np.where(0.0 > work_sum, 0.0, work_sum) / np.where(known, done_sum, 1.0), math.nan)
+        last = np.maximum.accumulate(np.where(known, np.arange(n), -1))
+        cost = np.where(last >= 0, cost[np.maximum(last, 0)], self._cost)
+        for row in zip(t.tolist(), work.tolist(), done.tolist(), strict=True):
+            rows.append(row)
+        for _ in range(n_gone):
+            rows.popleft()
+        self._cost_work, self._cost_done, self._cost = float(work_sum[-1]), float(done_sum[-1]), float(cost[-1])
+        return np.where(np.isfinite(cost), cost, 0.0)
 
     def _update_cost(self, t: float, work: float, done: float) -> None:
         """Replica-seconds per completion over the last ``cost_window_s`` (kept when none finished)."""

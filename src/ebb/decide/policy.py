@@ -337,9 +337,13 @@ class EbbPolicy:
         return hold_ticks(self, ticks_s, fine, spec_replicas, ready_replicas)
 
     def hold_limit(self) -> int:
-        """Reconciles before the comeback bound's next period search (the one that runs it is no
-        provable hold); none while a detected period sets the floor (its phase rise is not bounded)."""
-        return self._bound.records_before_search()
+        """None while a detected period sets the floor (its phase rise is not bounded) or the latency
+        window holds a completion that could be late (:func:`~ebb.decide.hold_block.hold_ticks` would
+        prove none: it checks the same before the first tick); otherwise no limit of its own (a
+        period search due in a block runs inside it)."""
+        from ebb.decide.hold_block import window_allows_holds  # noqa: PLC0415 (it builds on this module)
+
+        return 1 << 30 if not self._bound.period_found and window_allows_holds(self) else 0
 
     # -- the cycle ---------------------------------------------------------------------------
     def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:

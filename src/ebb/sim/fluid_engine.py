@@ -24,7 +24,7 @@ engine). Agreement with the request engine is tested on the Azure traces (GPU-ho
 violation rates within the tolerance documented in ``docs/simulator.md``).
 Cost: O(1) Python work per bin; ~5 M bins (58 days at 1 s) in well under 2 minutes for the engine
 (static: 4–5 µs per bin). A policy that reconciles every bin costs more than that; one that can
-prove holds (:class:`~ebb.decide.base.HoldsInBlocks`, Ebb's) gets up to :data:`_BLOCK_BINS` bins at a
+prove holds (:class:`~ebb.decide.base.HoldsInBlocks`, Ebb's) gets blocks of bins (:data:`_BLOCK_BINS`) at a
 time while the fleet is steady, and ``decide`` only where it could act (``docs/simulator.md``).
 """
 
@@ -49,10 +49,12 @@ from ebb.sim.lifecycle import DRAINING, READY, STARTING, STOPPED, Lifecycles
 from ebb.sim.settings import SimSettings
 
 FloatArray = npt.NDArray[np.float64]
-_BLOCK_BINS = 64
-"""Most bins served ahead for a policy to prove holds over (:class:`~ebb.decide.base.HoldsInBlocks`):
-past Ebb's 60 s between period searches, which end its blocks anyway (measured: 64 → 49, 32 → 51,
-16 → 56 µs per simulated second on a day of ServeGen counts)."""
+_BLOCK_BINS = (64, 256)
+"""Bins served ahead for a policy to prove holds over (:class:`~ebb.decide.base.HoldsInBlocks`): the
+first block after a reconcile gets the fewest, each block held to its end doubles the next up to the
+most. Bins past a block's last proven hold are served again, so long blocks pay only where the
+fleet stays steady (measured on a day of ServeGen counts: 64 fixed 31, 512 fixed 41, 64 → 512 ...
+µs per simulated second)."""
 
 
 @dataclass(frozen=True)
@@ -221,6 +223,7 @@ class _FluidRun:
         # (so the fast path never runs between reconciles and every time is an exact integer).
         holder = holds_in_blocks(policy) if self.fine_on and interval == dt and dt == int(dt) else None
         try_block = True  # off after a block that stopped early, until the next reconcile
+        block_bins = _BLOCK_BINS[0]
         k = 0
         t = 0.0
         while True:
@@ -238,20 +241,21 @@ class _FluidRun:
             while next_tick <= t:
                 self._apply(policy.decide(self._observe(next_tick)), next_tick)
                 next_tick += interval
-                try_block = True
+                try_block, block_bins = True, _BLOCK_BINS[0]
             if k >= nb and empty():
                 break
             if t > stop_after:
                 break
-            if holder is not None and try_block and next_tick == t + dt and k + _BLOCK_BINS <= nb:
+            if holder is not None and try_block and next_tick == t + dt and k + block_bins <= nb:
                 # The block's last reconcile comes before the fleet changes (a cold start done or a
                 # drain over, at the bin start where the loop moves it): that one sees the new fleet.
-                k_end = k + min(_BLOCK_BINS, holder.hold_limit())
+                k_end = k + min(block_bins, holder.hold_limit())
                 if starting or draining:
                     t_change = min([ra for ra, _ in starting] + [te for te, _ in draining])
                     k_end = min(k_end, int(math.ceil(t_change / dt - 1e-9)) - 1)
                 k_held = self._serve_held(holder, k, k_end, next_tick, stop_after) if k_end > k + 1 else k
                 try_block = k_held == k_end and k_held > k
+                block_bins = min(2 * block_bins, _BLOCK_BINS[1])
                 next_tick += (k_held - k) * interval  # whole seconds: exact
                 k = k_held
                 while next_react <= k * dt + 1e-9:  # as the held ticks' loop passes would have
@@ -264,7 +268,7 @@ class _FluidRun:
                 t_event = min(t_event, min(starting)[0])
             if draining:
                 t_event = min(t_event, min(draining)[0])
-            k = serve(k, t_event, stop_after)
+            k = serve(k, t_event, stop_after, None)
         self.t = t
 
     def _serve_held(self, holder: HoldsInBlocks, k: int, k_end: int, next_tick: float, stop_after: float) -> int:
@@ -274,14 +278,14 @@ class _FluidRun:
         return the next bin."""
         pool, dt = self.pool, self.dt
         before = pool.snapshot()
-        end = pool.serve(k, k_end * dt, stop_after)
+        journal: list[PoolState] = []
+        end = pool.serve(k, k_end * dt, stop_after, journal)
         ticks = next_tick + dt * np.arange(end - k, dtype=np.float64)  # whole seconds: exact
         held = holder.hold_through(ticks, self.fine_buf.take(), self.spec, len(self.fleet.ready))
-        if k + held < end:
+        if 0 < held < end - k:
+            pool.restore(journal[held - 1])  # the pool after the last proven hold's bin
+        elif held == 0:
             pool.restore(before)
-            if held:
-                pool.serve(k, (k + held) * dt, stop_after)
-                self.fine_buf.clear()
         return k + held
 
     # -- the policy ------------------------------------------------------------------------------
@@ -408,11 +412,12 @@ PoolState = tuple[float, ...]
 class _Pool(NamedTuple):
     """The fluid pool's operations (see :func:`_pool`)."""
 
-    serve: Callable[[int, float, float], int]
-    """``serve(k, t_event, stop_after) -> k'``: serve bins k, k+1, ... with the fleet's ready replicas
-    (admission, prefill, decode, signals, fine samples, violations; module docstring), recording each
-    second boundary passed; stop at the first bin ``k'`` starting at or after ``t_event``, past
-    ``stop_after``, or after the last bin with the pool empty — where the caller acts, then resumes."""
+    serve: Callable[[int, float, float, list[PoolState] | None], int]
+    """``serve(k, t_event, stop_after, journal) -> k'``: serve bins k, k+1, ... with the fleet's ready
+    replicas (admission, prefill, decode, signals, fine samples, violations; module docstring),
+    recording each second boundary passed; stop at the first bin ``k'`` starting at or after
+    ``t_event``, past ``stop_after``, or after the last bin with the pool empty — where the caller
+    acts, then resumes. With a ``journal``, the state after each bin is appended to it (a snapshot)."""
     shed: Callable[[], None]
     """One ready replica starts draining: its 1/ready share of the pool finishes on it, off the books."""
     drain_s: Callable[[], float]
@@ -450,7 +455,7 @@ def _pool(run: _FluidRun) -> _Pool:
     p_sec = 1  # first second boundary not yet recorded (second 0 holds zeros: nothing happened yet)
     p_sv = [0.0] * 5  # cumulative completions, TTFT, inter-token, end-to-end and queue-time sums (s)
 
-    def serve(k: int, t_event: float, stop_after: float) -> int:
+    def serve(k: int, t_event: float, stop_after: float, journal: list[PoolState] | None) -> int:
         nonlocal p_active, p_decoding, p_l_avg, p_queue, p_backlog, p_tau, p_service_s, p_acc_busy, p_acc_done
         nonlocal p_acc_arr, p_sec
         queue, active, backlog, decoding, l_avg, tau = p_queue, p_active, p_backlog, p_decoding, p_l_avg, p_tau
@@ -528,6 +533,9 @@ def _pool(run: _FluidRun) -> _Pool:
                 if serving_on:
                     cum_serving[:, sec] = p_sv
                 sec += 1
+            if journal is not None:
+                journal.append((active, decoding, l_avg, queue, backlog, tau, service_s, acc_busy, acc_done, acc_arr,
+                                float(sec), *p_sv))
             if t >= t_event or t > stop_after or (k >= nb and active < 1e-6 and queue < 1e-6):
                 break
         p_queue, p_active, p_backlog, p_decoding, p_l_avg, p_tau = queue, active, backlog, decoding, l_avg, tau
@@ -571,24 +579,26 @@ def _fine_sampler(run: _FluidRun) -> Callable[[float, float, float, float, float
     """``sample(t, done_pf, slot, queue, fin, base, tau)``: the bin's fine sample at its end ``t``, and
     its ``fin`` completions as two weighted samples — the typical (p50, weight 0.99) and the tail
     (p99, weight 0.01) request at router + backlog wait ``base``."""
-    buf, pf_q, q_out, dt = run.fine_buf, run.pf_q, run.q_out, run.dt
+    buf, dt = run.fine_buf, run.dt
+    pf_typ, pf_tail = (float(x) for x in run.pf_q)
+    out_typ, out_tail = (float(x) for x in run.q_out)
     f_t, f_pf, f_slot, f_q = buf.t.append, buf.prefill.append, buf.slot.append, buf.queued.append
-    d_t, d_ttft, d_e2e, d_w = buf.done_t.append, buf.done_ttft_ms.append, buf.done_e2e_ms.append, buf.done_weight.append
-    d_wait = buf.done_wait_ms.append
+    d_t, d_ttft, d_e2e, d_w = buf.done_t.extend, buf.done_ttft_ms.extend, buf.done_e2e_ms.extend, buf.done_weight.extend
+    d_wait = buf.done_wait_ms.extend
 
     def sample(t: float, done_pf: float, slot: float, queue: float, fin: float, base: float, tau: float) -> None:
         f_t(t)
         f_pf(done_pf / dt)
         f_slot(slot)
         f_q(queue)
-        if fin > 0:
-            for w_, j in ((0.99, 0), (0.01, 1)):
-                ttft_s = base + pf_q[j]
-                d_t(t)
-                d_ttft(ttft_s * 1000.0)
-                d_e2e((ttft_s + q_out[j] * tau) * 1000.0)
-                d_w(fin * w_)
-                d_wait(base * 1000.0)
+        if fin > 0:  # the typical row, then the tail row
+            typ, tail = base + pf_typ, base + pf_tail
+            d_t((t, t))
+            d_ttft((typ * 1000.0, tail * 1000.0))
+            d_e2e(((typ + out_typ * tau) * 1000.0, (tail + out_tail * tau) * 1000.0))
+            d_w((fin * 0.99, fin * 0.01))
+            wait_ms = base * 1000.0
+            d_wait((wait_ms, wait_ms))
 
     return sample
 

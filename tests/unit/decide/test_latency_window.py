@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -160,6 +161,35 @@ def test_ticks_added_at_once_leave_what_adding_and_trimming_tick_by_tick_leaves(
     assert repr(list(many._long)) == repr(list(one._long))
     assert repr((many._long_rows, many._long_bad)) == repr((one._long_rows, one._long_bad))
     assert many.long_breach_weight == one.long_breach_weight
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_fluid_engines_ticks_added_at_once_are_counted_as_tick_by_tick(seed: int) -> None:
+    # One or two rows a tick timed at it (the vectorised count), breaches among them, minutes long.
+    rng = np.random.default_rng(seed)
+    long_window_s = float(rng.choice([3.0, 17.5, 60.0]))
+    one = LatencyWindow(5.0, slo_ms=2000.0, slo_e2e_ms=3000.0, long_window_s=long_window_s)
+    many = LatencyWindow(5.0, slo_ms=2000.0, slo_e2e_ms=3000.0, long_window_s=long_window_s)
+    for lat in (one, many):  # the same history
+        lat.add(np.array([0.5, 0.7]), np.array([2500.0, 30.0]), np.array([2600.0, 3500.0]), np.array([0.4, 0.6]))
+    now, times, ends, rows = 1.0, [], [], []
+    for _ in range(int(rng.integers(1, 300))):
+        now += 1.0
+        times.append(now)
+        k = int(rng.choice([0, 1, 2, 2]))
+        block = [(now, float(rng.choice([30.0, 900.0, 2500.0, np.nan])), float(rng.choice([100.0, 3500.0])),
+                  float(rng.random()), float(rng.choice([0.0, 10.0, np.nan]))) for _ in range(k)]
+        rows.extend(block)
+        ends.append(len(rows))
+        if block:
+            c = [np.array(col, dtype=np.float64) for col in zip(*block, strict=True)]
+            one.add(c[0], c[1], c[2], c[3], c[4])
+        one.trim(now)
+    c = [np.array(col, dtype=np.float64) for col in zip(*rows, strict=True)] if rows else [np.zeros(0)] * 5
+    many.add_ticks(times, ends, c[0], c[1], c[2], c[3], c[4])
+    assert repr(list(many._long)) == repr(list(one._long))
+    assert repr((many._long_rows, many._long_bad)) == repr((one._long_rows, one._long_bad))
+    assert np.array_equal(many._ms, one._ms, equal_nan=True)
 
 
 def test_the_peak_of_a_column_skips_nan_rows_and_is_minus_infinity_without_any() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -153,6 +154,27 @@ def test_a_block_of_seconds_reads_and_leaves_exactly_what_one_sample_ingests_do(
     block_needs, block_reading = many.ingest_seconds(np.array(times), cols[0], cols[1], cols[2])
     # repr: bit-exact floats with NaN equal to itself.
     assert repr(block_needs.tolist()) == repr(needs) and repr(block_reading) == repr(reading)
+    assert repr(many.snapshot()) == repr(one.snapshot())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_long_block_ages_costs_out_of_their_window_exactly_as_one_sample_ingests_do(seed: int) -> None:
+    # Minutes of seconds: the cost window (60 s) ages rows out of the history and of the block itself.
+    rng = np.random.default_rng(seed)
+    n_before, n_block = int(rng.integers(0, 150)), int(rng.integers(61, 400))
+    gaps = rng.choice([0.5, 1.0, 1.0, 2.0, 7.5], size=n_before + n_block)
+    t = np.cumsum(gaps)
+    served = rng.gamma(1.0, 5.0, size=len(t)) * (rng.random(len(t)) < 0.8)
+    queued = rng.gamma(0.5, 20.0, size=len(t)) * (rng.random(len(t)) < 0.3)
+    done = rng.gamma(1.0, 3.0, size=len(t)) * (rng.random(len(t)) < 0.7)
+    one, many = NeedTracker(0.5), NeedTracker(0.5)
+    for k in range(n_before):
+        for tracker in (one, many):
+            tracker.ingest(t[k:k + 1], served[k:k + 1], queued[k:k + 1], done[k:k + 1])
+    needs = [float(one.ingest(t[k:k + 1], served[k:k + 1], queued[k:k + 1], done[k:k + 1])[0][0])
+             for k in range(n_before, len(t))]
+    block_needs, _ = many.ingest_seconds(t[n_before:], served[n_before:], queued[n_before:], done[n_before:])
+    assert repr(block_needs.tolist()) == repr(needs)
     assert repr(many.snapshot()) == repr(one.snapshot())
 
 

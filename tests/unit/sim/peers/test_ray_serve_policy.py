@@ -163,8 +163,12 @@ def test_without_delays_or_gains_the_wish_is_ceil_total_over_target(
                                  upscale_delay_s=0, downscale_delay_s=0)
     got, _ = policy_step(total, running, running, plain, NO_DELAY, 0.0)
     want = math.ceil(running * (total / (per_replica * running)))
-    assert want - math.ceil(total / per_replica) in (0, 1)
-    assert got == (max(1, want) if want < running else want) or (running == 1 and got == want == 0)
+    exact = math.ceil(total / per_replica)
+    assert want - exact in (0, 1)
+    # The gain step (running + 1.0 × (wish − running)) may round the expression's excess away again
+    # (25 × (3.5 / 12.5) is 7.000000000000001, 25 − 18.0 is 7.0): either ceiling is upstream's float.
+    allowed = {max(1, w) if w < running else w for w in (exact, want)}
+    assert got in allowed or (running == 1 and got == want == 0)
 
 
 @given(st.floats(0.5, 50), st.floats(0, 1), st.integers(1, 30), st.integers(1, 30))
