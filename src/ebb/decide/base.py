@@ -107,8 +107,9 @@ class HoldsInBlocks(Protocol):
         ...
 
     def hold_limit(self) -> int:
-        """The most reconciles from the next one that :meth:`hold_through` could prove (its own
-        schedule: work due at a later one, such as a periodic search), so an engine serves no more."""
+        """The most reconciles from the next one that an engine should serve ahead for
+        :meth:`hold_through`: 0 where it could prove none; fewer where the policy expects an early
+        stop (an engine serves the bins after a block's last proven hold again)."""
         ...
 
 

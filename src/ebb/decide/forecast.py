@@ -170,14 +170,14 @@ class PeriodicRises:
         if now_s < self._next_detect_s:
             return self.period_s
         self._next_detect_s = now_s + self.redetect_s
-        x = self._series()
-        n = len(x)
+        first = max(self._first_bin, self._last_bin - self._cap + 1) if self._first_bin is not None else 0
+        n = self._last_bin - first + 1 if self._first_bin is not None else 0
         lo = max(2, int(math.ceil(2.0 * self.horizon_s / self.bin_s)))
         hi = n // self.min_periods
         self.period_s, self.acf = None, math.nan
         if hi <= lo or n * self.bin_s < self.min_history_s:
             return None  # too little history: a strong autocorrelation over a few dozen bins is noise
-        v0 = np.where(np.isnan(x), 0.0, x)
+        v0 = self._values(first, self._last_bin)  # the series in time order, NaN as 0
         v = v0 - v0.mean()
         denom = float(np.dot(v, v))
         if denom <= 1e-12:
