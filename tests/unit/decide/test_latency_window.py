@@ -137,17 +137,14 @@ def test_the_buffered_window_keeps_the_rows_and_counts_of_the_concatenating_one(
             assert (math.isnan(a) and np.isnan(b).all()) or a in b
 
 
-@settings(max_examples=120, deadline=None)
-@given(st.lists(st.lists(_row, min_size=0, max_size=3), min_size=1, max_size=50), st.floats(1.0, 40.0))
-def test_ticks_added_at_once_leave_what_adding_and_trimming_tick_by_tick_leaves(
-        ticks: list[list[tuple[float, float, float, float, float]]], long_window_s: float) -> None:
-    one = LatencyWindow(5.0, slo_ms=2000.0, slo_e2e_ms=3000.0, long_window_s=long_window_s)
-    many = LatencyWindow(5.0, slo_ms=2000.0, slo_e2e_ms=3000.0, long_window_s=long_window_s)
-    now, times, ends, rows = 0.0, [], [], []
-    for batch in ticks:
+def _tick_by_tick_and_at_once(one: LatencyWindow, many: LatencyWindow, start_s: float,
+                              blocks: list[list[tuple[float, float, float, float, float]]]) -> None:
+    """Rows of one tick a second from ``start_s`` + 1: added and trimmed tick by tick to ``one``,
+    at once (``add_ticks``) to ``many``."""
+    now, times, ends, rows = start_s, [], [], []
+    for block in blocks:
         now += 1.0
         times.append(now)
-        block = [(now + dt, ttft, e2e, w, wait) for dt, ttft, e2e, w, wait in batch]
         rows.extend(block)
         ends.append(len(rows))
         if block:
@@ -156,6 +153,16 @@ def test_ticks_added_at_once_leave_what_adding_and_trimming_tick_by_tick_leaves(
         one.trim(now)
     c = [np.array(col, dtype=np.float64) for col in zip(*rows, strict=True)] if rows else [np.zeros(0)] * 5
     many.add_ticks(times, ends, c[0], c[1], c[2], c[3], c[4])
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.lists(_row, min_size=0, max_size=3), min_size=1, max_size=50), st.floats(1.0, 40.0))
+def test_ticks_added_at_once_leave_what_adding_and_trimming_tick_by_tick_leaves(
+        ticks: list[list[tuple[float, float, float, float, float]]], long_window_s: float) -> None:
+    one = LatencyWindow(5.0, slo_ms=2000.0, slo_e2e_ms=3000.0, long_window_s=long_window_s)
+    many = LatencyWindow(5.0, slo_ms=2000.0, slo_e2e_ms=3000.0, long_window_s=long_window_s)
+    blocks = [[(1.0 + k + dt, ttft, e2e, w, wait) for dt, ttft, e2e, w, wait in batch] for k, batch in enumerate(ticks)]
+    _tick_by_tick_and_at_once(one, many, 0.0, blocks)
     assert np.array_equal(many._t, one._t) and np.array_equal(many._w, one._w)
     assert np.array_equal(many._ms, one._ms, equal_nan=True)
     assert repr(list(many._long)) == repr(list(one._long))
@@ -172,21 +179,10 @@ def test_the_fluid_engines_ticks_added_at_once_are_counted_as_tick_by_tick(seed:
     many = LatencyWindow(5.0, slo_ms=2000.0, slo_e2e_ms=3000.0, long_window_s=long_window_s)
     for lat in (one, many):  # the same history
         lat.add(np.array([0.5, 0.7]), np.array([2500.0, 30.0]), np.array([2600.0, 3500.0]), np.array([0.4, 0.6]))
-    now, times, ends, rows = 1.0, [], [], []
-    for _ in range(int(rng.integers(1, 300))):
-        now += 1.0
-        times.append(now)
-        k = int(rng.choice([0, 1, 2, 2]))
-        block = [(now, float(rng.choice([30.0, 900.0, 2500.0, np.nan])), float(rng.choice([100.0, 3500.0])),
-                  float(rng.random()), float(rng.choice([0.0, 10.0, np.nan]))) for _ in range(k)]
-        rows.extend(block)
-        ends.append(len(rows))
-        if block:
-            c = [np.array(col, dtype=np.float64) for col in zip(*block, strict=True)]
-            one.add(c[0], c[1], c[2], c[3], c[4])
-        one.trim(now)
-    c = [np.array(col, dtype=np.float64) for col in zip(*rows, strict=True)] if rows else [np.zeros(0)] * 5
-    many.add_ticks(times, ends, c[0], c[1], c[2], c[3], c[4])
+    blocks = [[(2.0 + k, float(rng.choice([30.0, 900.0, 2500.0, np.nan])), float(rng.choice([100.0, 3500.0])),
+                float(rng.random()), float(rng.choice([0.0, 10.0, np.nan]))) for _ in range(int(rng.choice([0, 1, 2, 2])))]
+              for k in range(int(rng.integers(1, 300)))]
+    _tick_by_tick_and_at_once(one, many, 1.0, blocks)
     assert repr(list(many._long)) == repr(list(one._long))
     assert repr((many._long_rows, many._long_bad)) == repr((one._long_rows, one._long_bad))
     assert np.array_equal(many._ms, one._ms, equal_nan=True)
