@@ -55,8 +55,6 @@ class RecordsAhead:
     """The level window's running sum after each record."""
     mem_sums: FloatArray
     """The memory's running sum after each record."""
-    mem_lens: IntArray
-    """The memory's length after each record."""
     mem_means: FloatArray
     """:attr:`ComebackBound.mean_need` after each record."""
     rise_at: IntArray
@@ -102,7 +100,7 @@ def records_ahead(bound: ComebackBound, needs: FloatArray) -> RecordsAhead:
     count = b._n_rises + np.arange(m - first, dtype=np.int64)
     pushed = np.where(count >= cap, b._rises[count % cap], np.nan)
     rises_after = np.minimum(b._n_rises + np.maximum(np.arange(1, m + 1) - first, 0), cap)
-    return RecordsAhead(v, levels, lvl_sums, mem_sums, mem_lens, mem_means, rise_at, rises, pushed,
+    return RecordsAhead(v, levels, lvl_sums, mem_sums, mem_means, rise_at, rises, pushed,
                         rises_after, i0)
 
 

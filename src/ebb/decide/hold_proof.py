@@ -218,7 +218,7 @@ def _learned_below(pol: EbbPolicy, t_last: float, mem_means: FloatArray) -> Floa
 
 def _held_one_by_one(pol: EbbPolicy, ticks: FloatArray, needs: FloatArray, l1: FloatArray, cap: float, spec: int,
                      recent: list[tuple[float, float]]) -> int:
-    """:func:`_hold_prefix`'s proof one tick at a time with the floor's exact lower bound
+    """:func:`held_prefix`'s proof one tick at a time with the floor's exact lower bound
     (:class:`FloorAfter`); ``recent`` holds the sizing window's needs before the first tick."""
     p = pol.profile
     over_since = pol._over_since

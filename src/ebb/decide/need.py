@@ -287,8 +287,7 @@ class NeedTracker:
         cost = np.where(known, np.where(0.0 > work_sum, 0.0, work_sum) / np.where(known, done_sum, 1.0), math.nan)
         last = np.maximum.accumulate(np.where(known, np.arange(n), -1))
         cost = np.where(last >= 0, cost[np.maximum(last, 0)], self._cost)
-        for row in zip(t.tolist(), work.tolist(), done.tolist(), strict=True):
-            rows.append(row)
+        rows.extend(zip(t.tolist(), work.tolist(), done.tolist(), strict=True))
         for _ in range(n_gone):
             rows.popleft()
         self._cost_work, self._cost_done, self._cost = float(work_sum[-1]), float(done_sum[-1]), float(cost[-1])
