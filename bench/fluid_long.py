@@ -65,6 +65,10 @@ def main() -> int:
     ap.add_argument("--calibrate-days", type=float, default=0.0,
                     help="calibrate the load on this many first days and run the policies without the oracle")
     args = ap.parse_args()
+    if args.days < 1:
+        ap.error(f"--days must be at least 1, got {args.days}")
+    if not 0 <= args.calibrate_days <= args.days:
+        ap.error(f"--calibrate-days must be within 0..--days ({args.days}), got {args.calibrate_days:g}")
     win, desc = _rate_per_window()
     seconds = args.days * 86400
     per_s = np.repeat(np.resize(win, int(np.ceil(seconds / 600))), 600)[:seconds]

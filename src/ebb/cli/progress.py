@@ -42,11 +42,13 @@ REQUESTS_PER_S: Final = 500_000.0
 """Request-fidelity engine throughput per policy (simulated requests per wall second; 484–569 k measured)."""
 BINS_PER_S: Final = 250_000.0
 """Fluid engine throughput per policy (bins per wall second; 251 k measured)."""
-POLICY_S_PER_SIM_S: Final = {("fluid", "ebb"): 35e-6, ("fluid", "default"): 36e-6,
+POLICY_S_PER_SIM_S: Final = {("fluid", "ebb"): 15e-6, ("fluid", "default"): 7e-6,
                               ("request", "ebb"): 4e-3, ("request", "default"): 40e-6}
-"""A policy's own wall seconds per simulated second, by fidelity (fluid: HPA 180 s over 58 days ≈ 36 µs,
-Ebb's 34.5 µs over 58 days — ``bench/fluid_long.py --days 58 --calibrate-days 1 --policy hpa,ebb``; request: Ebb's L1 reads 50 ms fine
-samples, 3.5–8 ms per simulated second on azure-conv ×50)."""
+"""A policy's own wall seconds per simulated second (its run's less the engine's 4 µs per bin), by
+fidelity. Fluid: 58 days of per-second counts alone, ``bench/fluid_long.py --days 58 --calibrate-days 1
+--policy hpa,ebb`` on a quiet 2-core machine, HPA 53.0 s (10.6 µs per simulated second) and Ebb 92.8 s
+(18.5 µs; 1.6–2× that with the machine busy). Request: Ebb's L1 reads 50 ms fine samples, 3.5–8 ms
+per simulated second on azure-conv ×50."""
 ORACLE_RUNS: Final = 4
 """The oracle's search, counted as this many policy runs (azure-conv ×50: 7.8 s against HPA's 2.3 s)."""
 HEARTBEAT_S: Final = 30.0
