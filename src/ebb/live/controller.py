@@ -15,9 +15,11 @@ Guarantees:
   (:mod:`ebb.decide.policy`); the controller only converts wall time to seconds since its start
   and live signals to an :class:`~ebb.model.observation.Observation`.
 * **Fail static on bad data.** A source that is unreachable, or whose freshest sample is older
-  than ``max_staleness_s`` (5 s), contributes no samples; the policy then vetoes scale-down
-  (stale data). The controller also refuses, by itself, to execute a scale-down planned while data
-  is stale (:func:`ebb.decide.records.stale_data_veto`) — two independent locks. Scale-ups still go
+  than ``max_staleness_s`` (5 s), contributes no samples (the freshest sample any read returned
+  since the last clock step: a read with nothing newer than the one before is not stale by
+  itself); the policy then vetoes scale-down (stale data). The controller also refuses, by
+  itself, to execute a scale-down planned while data is stale
+  (:func:`ebb.decide.records.stale_data_veto`) — two independent locks. Scale-ups still go
   through: adding capacity is the safe side.
 * **Fleet completeness.** A read whose samples cover fewer replicas than are ready
   (``LiveSignals.replicas_seen``: a target vanished from Prometheus, a worker an agent cannot poll)
@@ -331,7 +333,9 @@ class Controller:
             self._newest = max(self._newest or -math.inf, newest)
         if len(sig.fine.t_s):
             self._cursor = max(self._cursor, min(float(np.max(sig.fine.t_s)), now))
-        stale = newest is None or now - newest > self.settings.max_staleness_s
+        # Fresh means the freshest sample seen, not this read's: a read with nothing newer than the
+        # cursor (a fast-path read just took the newest bucket) is no sign of a stalled source.
+        stale = self._newest is None or now - self._newest > self.settings.max_staleness_s
         if stale:
             return LiveSignals(_empty_fine(), newest_sample_s=newest), "stale data"
         return sig, ""

@@ -127,6 +127,30 @@ def test_stale_data_blocks_a_scale_down_even_when_the_policy_asks_for_it() -> No
     assert any("blocked by the controller" in v for v in d.vetoes)
 
 
+def test_a_read_with_nothing_new_since_the_last_is_not_stale_until_the_freshest_sample_ages() -> None:
+    # The fast path read the newest bucket a moment ago; the cycle's read finds nothing newer and
+    # no newest time (the agents' merge then returns an empty page). Stale means the freshest sample
+    # seen is older than 5 s, not that this read was empty (a loaded host once blocked a whole run).
+    clock = Clock()
+    reads = iter([LiveSignals(FineSignals(t_s=np.array([clock.t]), prefill_replicas=np.array([0.2]),
+                                          slot_replicas=np.array([0.2]), queued=np.zeros(1)),
+                              total_qps=1.0, queued=0.0, newest_sample_s=clock.t)])
+
+    def nothing_new_after_the_first(since_s: float) -> LiveSignals:
+        return next(reads, LiveSignals(FineSignals()))
+
+    act = FakeActuator(6, clock=clock)
+    c = make(ScriptedPolicy(lambda o: o.spec_replicas - 1), clock, source=FakeSignalSource(nothing_new_after_the_first),
+             actuator=act)
+    assert c.cycle().acted and act.state().spec_replicas == 5  # the fresh read
+    clock.t += 1.0
+    assert c.cycle().acted and act.state().spec_replicas == 4  # nothing new, the freshest is 1 s old
+    clock.t += 4.5
+    out = c.cycle()  # the freshest is 5.5 s old
+    assert out.action == "veto" and act.state().spec_replicas == 4
+    assert "stale data" in out.note
+
+
 def test_an_unreachable_source_blocks_scale_down_but_lets_a_scale_up_through() -> None:
     clock = Clock()
     src = fresh_signals(clock)
