@@ -147,6 +147,12 @@ def test_each_request_goes_to_the_least_loaded_worker_oldest_first_on_ties(
         assert all(f.result(30)[0] == 200 for f in futures)
 
 
+def _held(url: str) -> int:
+    """Requests the router holds: in flight at a worker plus queued."""
+    stats = get_json(url + "/stats")
+    return int(stats["inflight"]) + int(stats["queued"])
+
+
 def test_when_every_slot_is_busy_requests_wait_in_fifo_order(router: Router, fakes: FakeWorkers) -> None:
     router.add_worker("a", fakes.add("a", gated=True), max_batch=1)
     with ThreadPoolExecutor(4) as pool:
@@ -154,7 +160,9 @@ def test_when_every_slot_is_busy_requests_wait_in_fifo_order(router: Router, fak
         for i in range(4):
             futures.append(pool.submit(post, router.url, json.dumps({"input_tokens": i + 1,
                                                                      "output_tokens": 1}).encode()))
-            eventually(lambda: get_json(router.url + "/stats")["queued"] == i, what=f"{i} queued")
+            # Request i is at the router (in flight or queued) before i + 1 is sent: "i queued"
+            # alone holds before the first request has even arrived, which once let 2 overtake 1.
+            eventually(lambda: _held(router.url) == i + 1, what=f"{i + 1} at the router")
         assert metric(router.url, names.ROUTER_QUEUED) == 3
         assert metric(router.url, names.ROUTER_INFLIGHT) == 1
         fakes.release("a")
