@@ -1,9 +1,8 @@
 """The fluid engine's pool of requests: admission, prefill, decode, signals and scores, bin by bin.
 
-:func:`make_pool` gives the operations on one run's pool (:class:`Pool`); their state lives in
-closure cells shared by them, and ``serve`` runs its bins on locals (a policy ticking every bin makes
-runs of one bin, so both copies are cell-cheap). The model is :mod:`ebb.sim.fluid_engine`'s
-docstring; cost: O(1) Python work per bin, no allocation but the fine samples and the journal.
+:func:`make_pool` gives the operations on one run's pool (:class:`Pool`), their state in closure
+cells shared by them. The model is :mod:`ebb.sim.fluid_engine`'s docstring; cost: O(1) Python work
+per bin.
 """
 
 from __future__ import annotations
