@@ -50,7 +50,7 @@ from frontier import FIDELITY, load  # noqa: E402  (the same traces and scaling 
 
 from ebb.decide.comeback import ComebackBound  # noqa: E402
 from ebb.decide.need import NeedTracker  # noqa: E402
-from ebb.decide.policy import served_demand  # noqa: E402
+from ebb.decide.served import served_demand  # noqa: E402
 from ebb.model.decision import Decision  # noqa: E402
 from ebb.model.observation import Observation, Pipeline  # noqa: E402
 from ebb.model.spans import NO_SPANS, Spans  # noqa: E402

@@ -113,6 +113,11 @@ class NeedTracker:
         return self.slack_s * 1000.0
 
     @property
+    def last_t(self) -> float:
+        """The newest sample's time (s); -inf before the first. Samples not newer are dropped."""
+        return self._last_t
+
+    @property
     def cost_replica_s(self) -> float:
         """Replica-seconds per request (NaN before the first completion)."""
         return self._cost

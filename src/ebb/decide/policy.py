@@ -5,29 +5,33 @@ every fine sample between reconciles. Pure: an :class:`~ebb.model.observation.Ob
 :class:`~ebb.model.decision.Decision` out, no I/O (the :class:`~ebb.decide.base.Policy` and
 :class:`~ebb.decide.base.Reactive` seams); the same object runs under the simulator's virtual
 clock and the live loop. Every time constant is counted in comeback horizons
-``H = cold start + reconcile + fine sample`` (:attr:`EbbPolicy.horizon_s`).
+``H = cold start + reconcile + fine sample`` (:attr:`EbbPolicy.horizon_s`). What the policy
+remembers between reconciles is one typed object, :class:`~ebb.decide.ebb_state.EbbState`
+(:attr:`EbbPolicy.state`); its rules past L1 are :mod:`ebb.decide.ebb_rules`.
 
-Each reconcile:
+Each reconcile (:meth:`EbbPolicy.decide`), as named steps:
 
-1. **L1.** The 100 ms samples become served demand ``P + S × (1 − P / ready)`` (replica units,
-   :func:`served_demand`) — into the 1 s sliding window whose P99 is ``d`` (a burst is
-   ``d ≥ burst_fraction × ready`` for ≥ 200 ms) — and the **need** (:mod:`ebb.decide.need`): the
-   replicas that keep every wait within the slack. Completions (TTFT rows with the wait before the
-   request's own prefill, end-to-end rows) go into the latency window (:mod:`ebb.decide.latency`).
-   The second's peak need goes into the comeback bound (:mod:`ebb.decide.comeback`).
-2. **Sizing up.** ``up = ceil(need / target_util)``, at once when urgent (a surge or a burst),
+1. **Sense (L1).** The 100 ms samples become served demand ``P + S × (1 − P / ready)`` (replica
+   units, :func:`~ebb.decide.served.served_demand`) — into the 1 s sliding window whose P99 is ``d``
+   (a burst is ``d ≥ burst_fraction × ready`` for ≥ 200 ms) — and the **need**
+   (:mod:`ebb.decide.need`): the replicas that keep every wait within the slack. Completions (TTFT
+   rows with the wait before the request's own prefill, end-to-end rows) go into the latency window
+   (:mod:`ebb.decide.latency`). The second's peak need goes into the comeback bound
+   (:mod:`ebb.decide.comeback`).
+2. **Size up.** ``up = ceil(need / target_util)``, at once when urgent (a surge or a burst),
    else past ``up_hysteresis``. A surge (``surge_fraction`` more) answers requests queued for
    ``queue_surge_s``, or TTFT breaches that waiting caused (≥ 3 and > 0.5 % of the latency window's
    requests, or over half the violation budget across ``breach_horizons``); one with the need never
    past the fleet also teaches a replicas-per-need floor. A detected periodic rise due within the
    horizon scales up ahead of it (:mod:`ebb.decide.forecast`).
-3. **L2.** The weight is recalibrated from the TTFT P99 (the note's rule, damped by α). A
+3. **Floor (L2).** The weight is recalibrated from the TTFT P99 (the note's rule, damped by α). A
    scale-down goes no lower than the **comeback floor** — the capacity whose estimated risk of being
-   outgrown before removed capacity returns is within ``budget`` — the learned floor and the need;
-   it is vetoed during the warm-up and the cooldown, while the TTFT P99 is within ``veto_margin`` of
-   its SLO, a burst is active, or data is missing or stale (an idle fleet is not "latency unknown").
-   One step per half horizon, at most ``down_fraction`` of the fleet (less for a hurting class).
-4. **L3.** Victims are cold-starting replicas, then the least-loaded ready ones, zones balanced
+   outgrown before removed capacity returns is within ``budget`` — the learned floor and the need.
+4. **Vetoes (L2).** A wanted scale-down is vetoed during the warm-up and the cooldown, while the TTFT
+   P99 is within ``veto_margin`` of its SLO, a burst is active, or data is missing or stale (an idle
+   fleet is not "latency unknown"). One step per half horizon, at most ``down_fraction`` of the
+   fleet (less for a hurting class).
+5. **Plan (L3).** Victims are cold-starting replicas, then the least-loaded ready ones, zones balanced
    (skew ≤ 1), within the disruption budget (``max_unavailable`` per cycle).
 
 The fast path (:meth:`EbbPolicy.react`) ingests the new samples and, when the need outgrows the
@@ -45,40 +49,72 @@ second it persists: a repeated veto, or one made of cooldowns only, is a ``hold`
 its vetoes. Spans (``spans=``) get one span per layer: ``ebb.l1`` (demand, need), ``ebb.l2``
 (weight, sizing, vetoes), ``ebb.l3`` (victims), ``ebb.fast`` (a fast-path request). At t = 0 with
 no pods the answer is the initial fleet, ``max(initial, min_replicas)``, from 0.
+
+A simulator whose fleet is steady may hand the policy a block of reconciles at once
+(:meth:`EbbPolicy.hold_through`, the :class:`~ebb.decide.base.HoldsInBlocks` seam): the leading
+ones proven plain holds (:mod:`ebb.decide.hold_block`) advance the state as ``decide`` would.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from ebb.config.workloads import WorkloadClass
-from ebb.decide.comeback import ComebackBound
+from ebb.decide.comeback import ComebackBound, ComebackEstimate
 from ebb.decide.coordinate import ReplicaView, plan_scale_down
-from ebb.decide.latency import E2E, TTFT, WAIT, LatencyWindow
-from ebb.decide.need import NeedReading, NeedTracker
-from ebb.decide.profiles import PROFILE_FLAGS, PROFILE_KNOBS, PROFILES, EbbProfile, profile_with_knobs
-from ebb.decide.semantics import WorkloadSignals, recalibrate_weight, veto
+from ebb.decide.ebb_rules import bounded, down_vetoes, grows, hold_floor, late, veto_key
+from ebb.decide.ebb_state import EbbState
+from ebb.decide.hold_block import hold_ticks, holds_possible
+from ebb.decide.latency import E2E, TTFT, WAIT
+from ebb.decide.profiles import EbbProfile
+from ebb.decide.semantics import recalibrate_weight
 from ebb.model.decision import Decision
 from ebb.model.decisions import Action
 from ebb.model.ids import ReplicaId
 from ebb.model.observation import FineSignals, Observation, Pipeline, PodView
-from ebb.model.spans import NO_SPANS, Spans
-from ebb.window.small import SmallWindow
+from ebb.model.spans import NO_SPANS, SpanNote, Spans
 
-__all__ = ["PROFILES", "PROFILE_FLAGS", "PROFILE_KNOBS", "EbbPolicy", "EbbProfile", "plan_victims",
-           "profile_with_knobs", "served_demand"]
+__all__ = ["FAST_LOOKAHEAD_S", "EbbPolicy", "plan_victims"]
 
 _NS = 1_000_000_000
 FAST_LOOKAHEAD_S = 0.5
 """How far ahead (s) the fast path projects the need on the arrival rate of the last two samples:
 the shortest need window. Further out, a two-sample clump (the Azure traces log dozens of requests in
 one millisecond) would be extrapolated into a burst and buy cold-starting replicas for nothing."""
+_QUEUED_BLOCK = 8
+"""Reconciles an engine should serve ahead for :meth:`EbbPolicy.hold_through` while the newest
+sample queued (a block-size hint: the proof is the same whatever the block)."""
 FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class _Sensed:
+    """One reconcile's L1 reading (step 1), what the later steps decide on."""
+
+    t: float
+    spec: int
+    ready_replicas: int
+    """Ready replicas as observed (0 possible)."""
+    ready: int
+    """``max(ready_replicas, 1)``: what demand is divided by."""
+    d: float
+    """P99 of the 1 s L1 window of served demand (replica units; 0 without samples)."""
+    cap: float
+    """Ready capacity (replica units): ready × learned capacity."""
+    queued: bool
+    """Requests queued at every sample of the last ``queue_surge_s``."""
+    burst: bool
+    need: float
+    """The largest need over the sizing window (replica units)."""
+    ttft99: float
+    """Weighted TTFT P99 of the latency window (ms; NaN without completions)."""
+    latency_ms: float
+    """What L2 reads: the TTFT P99, or 0 when the fleet is idle (nothing can be late)."""
+    late: bool
 
 
 @dataclass
@@ -104,45 +140,29 @@ class EbbPolicy:
     detection, the comeback horizon. Raised to the slowest cold start the policy sees."""
     warmup_s: float | None = None
     """No scale-down before this much history (s); None = ``warmup_horizons`` horizons."""
+    state: EbbState = field(init=False, repr=False)
+    """What the policy remembers between decisions (:class:`~ebb.decide.ebb_state.EbbState`)."""
+    workload_class: WorkloadClass = field(init=False, repr=False)
+    """The served workload as an L2 class: latency-critical online serving (the note's
+    order-fulfilment weights) with the run's TTFT SLO as its P99 bound."""
 
     def __post_init__(self) -> None:
         p = self.profile
-        # The 1 s L1 window: ten 100 ms buckets of one series (the sketch's answers, exactly; cheaper for ≤ 10 samples).
-        self._l1 = SmallWindow(buckets=10, bucket_ms=100.0)
-        self._need = NeedTracker(p.slack_fraction * self.slo_ttft_ms / 1000.0, lookahead_s=FAST_LOOKAHEAD_S)
-        self._recent_need: deque[tuple[float, float]] = deque()
-        self._reading = NeedReading(0.0, 0.0, 0.0, float("nan"))
-        self._served_now = 0.0
-        self._capacity = 1.0
-        """Demand (replica units) one ready replica serves when saturated: 1 until a persistent queue
-        shows less (a server whose KV cache or batch limit fills before its slots and prefill do)."""
-        self._cycle_peak = 0.0
-        self._lat = LatencyWindow(self.latency_window_s, slo_ms=self.slo_ttft_ms, slo_e2e_ms=self.slo_e2e_ms)
-        self._queue_hist: deque[tuple[float, bool]] = deque()
-        self._over_since: float | None = None
-        self._last_up = -math.inf
-        self._last_down = -math.inf
-        self._last_signal_t = -math.inf
-        self._last_busy_t = -math.inf
-        """Newest fine sample with any demand or queue (an idle fleet has no latency to measure)."""
-        self._weight = self.base_weight
-        self._cold_s = self.cold_start_s
-        self._shortfalls: deque[tuple[float, float]] = deque()
-        self._bound = self._new_bound(self.cold_start_s)
-        self._lat.long_window_s = p.breach_horizons * self._bound.horizon_s
-        # The served workload as an L2 class: latency-critical online serving (the note's
-        # order-fulfilment weights) with the run's TTFT SLO as its P99 bound.
+        bound = self._new_bound(self.cold_start_s)
+        self.state = EbbState(
+            bound=bound, slack_s=p.slack_fraction * self.slo_ttft_ms / 1000.0, lookahead_s=FAST_LOOKAHEAD_S,
+            latency_window_s=self.latency_window_s, slo_ttft_ms=self.slo_ttft_ms, slo_e2e_ms=self.slo_e2e_ms,
+            long_window_s=p.breach_horizons * bound.horizon_s, queue_surge_s=p.queue_surge_s,
+            sizing_window_s=p.sizing_window_s, weight=self.base_weight, cold_start_s=self.cold_start_s)
         self.workload_class = WorkloadClass(
             name="llm-serving", base_weight=self.base_weight, alpha=self.alpha,
             p99_latency_ms=self.slo_ttft_ms, veto_margin=self.profile.veto_margin,
             min_replicas=self.min_replicas)
-        self._first_t: float | None = None
-        self._last_veto: tuple[str, ...] = ()
 
     @property
     def horizon_s(self) -> float:
         """The comeback horizon (s): cold start + one decision period + one fine sample."""
-        return self._bound.horizon_s
+        return self.state.bound.horizon_s
 
     @property
     def react_interval_s(self) -> float | None:
@@ -158,336 +178,188 @@ class EbbPolicy:
                              tail=self.profile.tail, level_peak=self.profile.level_peak,
                              periodic=self.profile.forecast)
 
-    # -- L1 ---------------------------------------------------------------------------------
-    def _ingest(self, obs: Observation) -> None:
-        """Feed the fine samples: the L1 window, the need, the queue history and the completions."""
-        f = obs.fine
-        if f is None or not len(f.t_s):
-            self._trim(obs.t_s)
-            return
-        demand = served_demand(f.prefill_replicas, f.slot_replicas, obs.ready_replicas)
-        # One sample (the fluid engine's 1 s bins): scalar reads of the same values, not array ops.
-        one = len(demand) == 1 and len(f.t_s) == 1 and len(f.queued) == 1
-        self._served_now = float(demand[0]) if one else float(demand.mean())  # x / 1 is x
-        self._l1.ingest(demand, (f.t_s * _NS).astype(np.int64))
-        self._queue_hist.extend(zip(f.t_s.tolist(), (f.queued > 0).tolist(), strict=True))
-        need, reading = self._need.ingest(f.t_s, demand, f.queued, _served(f))
-        if len(need):
-            self._reading = reading
-            self._cycle_peak = max(self._cycle_peak, reading.peak_need_replicas)
-            self._recent_need.append((float(f.t_s[-1]), reading.peak_need_replicas))
-        self._last_signal_t = max(self._last_signal_t, float(f.t_s[-1]))
-        if one:
-            if demand[0] > 0 or f.queued[0] > 0:
-                self._last_busy_t = max(self._last_busy_t, float(f.t_s[0]))
-        else:
-            busy = (demand > 0) | (f.queued > 0)
-            if busy.any():
-                self._last_busy_t = max(self._last_busy_t, float(f.t_s[np.flatnonzero(busy)[-1]]))
-        self._lat.add(f.done_t_s, f.done_ttft_ms, f.done_e2e_ms, f.done_weight, f.done_wait_ms)
-        self._trim(obs.t_s)
-
-    def _trim(self, t: float) -> None:
-        p = self.profile
-        while self._queue_hist and self._queue_hist[0][0] <= t - p.queue_surge_s:
-            self._queue_hist.popleft()
-        self._lat.trim(t)
-        while self._recent_need and self._recent_need[0][0] <= t - p.sizing_window_s:
-            self._recent_need.popleft()
-
-    def _persistent_queue(self) -> bool:
-        """Whether requests queued at every sample of the last ``queue_surge_s``."""
-        q = self._queue_hist
-        if len(q) < 2:
-            return False
-        # Each sample stands for the interval before it (100 ms from an agent, 1 s from the fluid
-        # engine's bins): the history covers its span plus one interval.
-        covered = q[-1][0] - q[0][0] + (q[-1][0] - q[-2][0])
-        return covered >= self.profile.queue_surge_s - 0.2 and all(v for _, v in q)
-
-    def _need_now(self) -> float:
-        return max((v for _, v in self._recent_need), default=0.0)
-
-    def _replicas(self, demand: float, util: float) -> int:
-        """Replicas that serve ``demand`` (replica units) at ``util`` of their learned capacity."""
-        return math.ceil(demand / (util * self._capacity) - 1e-9)
-
-    def _learn_capacity(self, ready: int) -> None:
-        """Requests queued throughout the last ``queue_surge_s`` with no capacity on its way: the
-        fleet is saturated, so what it serves per ready replica is what a replica can serve (kept
-        within [0.25, 1]; the latest saturation wins — a server's limits move with its traffic)."""
-        if ready > 0 and self._served_now > 0:
-            self._capacity = min(1.0, max(0.25, self._served_now / ready))
-
-    def _learn_cold_start(self, pods: tuple[PodView, ...]) -> None:
-        """The comeback horizon follows the slowest cold start seen: a replica requested after the
-        policy started and ready since. Raised only (a measured cold start longer than the
-        configured one by over a second); the need history is replayed into the longer horizon."""
-        if self._first_t is None:
-            return
-        slowest = self._cold_s
-        for pv in pods:
-            if pv.ready_s is not None and pv.created_s > self._first_t and pv.ready_s - pv.created_s > slowest + 1.0:
-                slowest = pv.ready_s - pv.created_s
-        if slowest > self._cold_s:
-            self._cold_s = slowest
-            longer = self._new_bound(slowest)
-            longer.replay(self._bound.needs())
-            self._bound = longer
-            self._lat.long_window_s = self.profile.breach_horizons * longer.horizon_s
-
-    def _learn_shortfall(self, t: float, target: int) -> None:
-        """A latency surge to ``target`` replicas: the need model read too little at today's demand.
-        Kept, for the comeback memory, as the ratio of ``target`` to the need's mean over that memory
-        (slow and stable: the instantaneous level of bursty traffic swings by tens of percent), so
-        the floor it sets follows the demand's slow changes."""
-        self._shortfalls.append((t, target / max(self._bound.mean_need, 1e-3)))
-
-    def _learned_floor(self, t: float) -> int:
-        """Replicas the latency surges of the memory say the current demand needs (0 without any)."""
-        while self._shortfalls and self._shortfalls[0][0] < t - self._bound.memory_s:
-            self._shortfalls.popleft()
-        return self._learned_floor_at(t, self._bound.mean_need)
-
-    def _learned_floor_at(self, t: float, mean_need: float) -> int:
-        """:meth:`_learned_floor` at ``mean_need`` without forgetting anything: the shortfalls of the
-        memory before ``t`` only (a later call forgets the older ones, its cutoff being later)."""
-        cutoff = t - self._bound.memory_s
-        ratios = [r for ts, r in self._shortfalls if not ts < cutoff]
-        if not ratios:
-            return 0
-        return math.ceil(max(ratios) * mean_need - 1e-9)
-
-    def _latency_p99(self) -> tuple[float, float]:
-        """(end-to-end, wait) weighted P99 (ms) over the latency window; NaN without samples. Only a
-        recorded decision shows them, so they are asked for then (the window has not moved since
-        the cycle's TTFT P99: nothing in a cycle adds or trims completions after ingesting)."""
-        return self._lat.p99(E2E), self._lat.p99(WAIT)
-
-    def _recorded(self, signals: dict[str, float]) -> dict[str, float]:
-        """``signals`` with the end-to-end and wait P99s filled in (their keys hold NaN until then)."""
-        signals["e2e_p99_ms"], signals["wait_p99_ms"] = self._latency_p99()
-        return signals
-
-    # -- read-only views for a guard (the canary gate) ----------------------------------------
-    def observe(self, obs: Observation) -> None:
-        """Ingest an observation's signals without deciding (while a guard holds the fleet)."""
-        if self._first_t is None:
-            self._first_t = obs.t_s
-        self._ingest(obs)
-        self._close_cycle()
-
-    def _close_cycle(self) -> None:
-        self._bound.record(self._cycle_peak)
-        self._cycle_peak = 0.0
-
-    def ttft_p99_since(self, t0_s: float) -> float:
-        """Weighted TTFT P99 (ms) of the completions after ``t0_s``; NaN without any."""
-        return self._lat.p99(TTFT, since_s=t0_s)
-
-    def note_scale_up(self, t_s: float) -> None:
-        """A guard restored capacity: start the scale-down cooldown from now."""
-        self._last_up = t_s
-
-    def gate_queries(self) -> tuple[str, ...]:
-        """No metrics gates of its own (the canary guard around it has them)."""
-        return ()
-
-    # -- the fast path ----------------------------------------------------------------------
-    def react(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision | None:
-        """Between reconciles: ingest the new fine samples; when the fleet cannot absorb what
-        arrives — the need, or the need projected :data:`FAST_LOOKAHEAD_S` ahead on the sustained
-        arrival rate, outgrows the ready fleet — a scale-up to it now; else None."""
-        if self._first_t is None:
-            return None
-        self._ingest(obs)
-        ready = obs.ready_replicas
-        need, r = self._need_now(), self._reading
-        if obs.t_s - self._last_signal_t > self.max_staleness_s:
-            return None
-        # The need bound FAST_LOOKAHEAD_S from now, demand arriving meanwhile at the sustained rate:
-        # it leads the need (which waits for the queue to build) by the lookahead. A queue already
-        # standing is no new demand in either: capacity asked now arrives after a cold start, by
-        # when the fleet has drained it or the need has grown with it.
-        ahead = r.ahead_replicas
-        size = max(need, ahead)
-        if size <= max(ready, 1) * self._capacity:
-            return None
-        want = min(self.max_replicas, self._replicas(size, self.profile.target_util))
-        if want <= obs.spec_replicas:
-            return None  # capacity already on its way covers it
-        self._last_up = obs.t_s
-        with spans.layer("ebb.fast") as s:
-            s.set(**{"ebb.fast.need_replicas": need, "ebb.fast.need_ahead_replicas": ahead,
-                     "ebb.fast.ready": ready})
-        signals = {"need_replicas": need, "need_ahead_replicas": ahead, "rate_replicas": r.rate_replicas,
-                   "ready_replicas": float(ready), "spec_replicas": float(obs.spec_replicas),
-                   "backlog_replica_s": r.backlog_replicas_s, "cost_replica_s": self._need.cost_replica_s}
-        why = (f"fast path: need {need:.1f} replicas > {ready} ready" if need >= ahead else
-               f"fast path: need {ahead:.1f} replicas in {FAST_LOOKAHEAD_S:.1f} s > {ready} ready "
-               f"(demand arriving at {r.rate_replicas:.1f}, {r.backlog_replicas_s:.1f} replica-s queued)")
-        return self._explained(obs.t_s, "scale_up", obs.spec_replicas, want, signals, (why,))
-
-    # -- many holds at once (a simulator's steady fleet) ---------------------------------------
-    def hold_through(self, ticks_s: FloatArray, fine: FineSignals, spec_replicas: int, ready_replicas: int) -> int:
-        """How many leading reconciles at ``ticks_s`` are provably holds, the state advanced through
-        them (:mod:`ebb.decide.hold_block`; the :class:`~ebb.decide.base.HoldsInBlocks` seam)."""
-        from ebb.decide.hold_block import hold_ticks  # noqa: PLC0415 (it builds on this module)
-
-        return hold_ticks(self, ticks_s, fine, spec_replicas, ready_replicas)
-
-    def hold_limit(self) -> int:
-        """None while a detected period sets the floor (its phase rise is not bounded) or the latency
-        window holds a completion that could be late (:func:`~ebb.decide.hold_block.hold_ticks` would
-        prove none: it checks the same before the first tick); 8 while the newest sample queued
-        (its completions are often late within seconds, and an engine serves the bins after a
-        block's stop again: 7 % fewer bins served on a day of ServeGen counts); otherwise no limit
-        of its own (a period search due in a block runs inside it)."""
-        from ebb.decide.hold_block import window_allows_holds  # noqa: PLC0415 (it builds on this module)
-
-        if self._bound.period_found or not window_allows_holds(self):
-            return 0
-        return _QUEUED_BLOCK if self._queue_hist and self._queue_hist[-1][1] else 1 << 30
-
     # -- the cycle ---------------------------------------------------------------------------
     def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
-        """This reconcile's decision (see the module docstring)."""
-        p = self.profile
+        """This reconcile's decision: sense → size up → floor → vetoes → plan (module docstring)."""
         t = obs.t_s
         if t == 0.0 and not obs.pods:
             return Decision.change(t, 0, max(self.initial, self.min_replicas), policy=self.spec,
                                    reasons=("initial fleet",))
-        if self._first_t is None:
-            self._first_t = t
+        st = self.state
+        if st.first_t is None:
+            st.first_t = t
         self._learn_cold_start(obs.pods)
-        spec = obs.spec_replicas
-        ready = max(obs.ready_replicas, 1)
         with spans.layer("ebb.l1") as s1:
-            self._ingest(obs)
-            d = self._l1.quantile(0.99, int(t * _NS))
-            d = 0.0 if math.isnan(d) else d
-            queued = self._persistent_queue()
-            if queued and obs.ready_replicas >= spec:
-                self._learn_capacity(ready)
-            cap = ready * self._capacity
-            # Burst: demand over burst_fraction of ready capacity for at least 200 ms.
-            if d >= p.burst_fraction * cap:
-                self._over_since = t if self._over_since is None else self._over_since
-            else:
-                self._over_since = None
-            burst = self._over_since is not None and (t - self._over_since) >= 0.2 or d >= cap
-            need = self._need_now()
-            self._close_cycle()
-            ttft99 = self._lat.p99(TTFT)
-            idle = math.isnan(ttft99) and self._first_t is not None and \
-                t - max(self._last_busy_t, self._first_t) >= self.latency_window_s and \
-                t - self._last_signal_t <= self.max_staleness_s
-            # No completion for a whole latency window while fresh samples show no demand and no
-            # queue: the fleet is idle, nothing can be late — not "latency unknown" (missing or stale
-            # data still is: those samples would not be fresh).
-            l2_latency = 0.0 if idle else ttft99
-            # L2 vetoes on the TTFT P99 against its SLO; a surge needs latency that more replicas can
-            # shorten: the wait before a request's own prefill past the SLO's queueing share (the
-            # slack) — or TTFT past the SLO where no wait is reported. A long prompt's own prefill is
-            # no shortage of replicas.
-            # Breaches since the last scale-up only: the ones before it are answered (capacity is
-            # coming or came), and a burst's queue draining after it is no reason to grow again.
-            late = self._lat.breaches(p.surge_margin * self.slo_ttft_ms, min_weight=_LATE_MIN_WEIGHT,
-                                      share=_LATE_SHARE, since_s=self._last_up) or \
-                self._lat.long_breaches(min_weight=_LONG_MIN_WEIGHT, share=0.5 * p.violation_budget)
-            s1.set(**{"ebb.l1.demand_p99_replicas": d, "ebb.l1.need_replicas": need,
-                      "ebb.l1.burst": bool(burst), "ebb.l1.ttft_p99_ms": ttft99})
+            l1 = self._sense(obs, s1)
         with spans.layer("ebb.l2") as s2:
-            self._weight = recalibrate_weight(self.workload_class, self._weight, l2_latency, self.slo_ttft_ms)
-            s2.set(**{"ebb.l2.weight": self._weight})
-            need_now = self._replicas(need, p.target_util)
-            surge = queued or late
-            # Surge only when no earlier scale-up is still cold-starting: capacity on its way counts.
-            surge = surge and obs.ready_replicas >= spec
-            if surge:
-                need_now = max(need_now, spec + max(1, math.ceil(spec * p.surge_fraction)))
-                if late and self._bound.recent_peak(int(self.latency_window_s / self.interval_s)) <= cap:
-                    # Late requests while the need never outgrew the fleet: the need model reads too
-                    # little for this traffic (long prompts colliding on a replica, say). A breach
-                    # the need saw coming (a burst) is the comeback bound's to remember, not this.
-                    self._learn_shortfall(t, min(need_now, self.max_replicas))
-            need_now = min(self.max_replicas, max(self.min_replicas, need_now))
-            est = self._bound.floor(p.budget)
-            learned = self._learned_floor(t)
-            signals = {"need_replicas": need, "demand_p99_replicas": d,
-                       "queued_throughout_last_s": float(queued), "ttft_p99_ms": ttft99, "e2e_p99_ms": math.nan,
-                       "wait_p99_ms": math.nan, "ready_replicas": float(obs.ready_replicas), "spec_replicas": float(spec),
-                       "comeback_horizon_s": est.horizon_s, "comeback_budget": est.budget,
-                       "comeback_level_replicas": est.level_replicas, "comeback_rise_replicas": est.rise_replicas,
-                       "comeback_floor_replicas": est.floor_replicas, "comeback_samples": float(est.samples),
-                       "learned_floor_replicas": float(learned), "cost_replica_s": self._need.cost_replica_s,
-                       "replica_capacity": self._capacity}
-            urgent = surge or burst
-            if need_now > spec and (urgent or need_now > spec * (1.0 + p.up_hysteresis)):
-                self._last_up = t
-                self._lat.forget_breaches()
-                why = ("surge: latency" if late else "surge: queue") if surge else "need above target"
-                return self._explained(t, "scale_up", spec, need_now, self._recorded(signals), (why,))
+            st.weight = recalibrate_weight(self.workload_class, st.weight, l1.latency_ms, self.slo_ttft_ms)
+            s2.set(**{"ebb.l2.weight": st.weight})
+            need_now, surge = self._size_up(l1)
+            est = st.bound.floor(self.profile.budget)
+            learned = st.learned_floor(t)
+            signals = self._signals(l1, est, learned)
+            if grows(self, need_now, l1.spec, surge or l1.burst):
+                return self._scale_up(l1, need_now, surge, signals)
             if math.isnan(est.floor_replicas):
-                return self._hold(t, spec)
-            floor = self._replicas(est.floor_replicas, p.down_util)
-            need_hold = min(self.max_replicas, max(self.min_replicas, floor, learned,
-                                                   self._replicas(need, p.target_util)))
+                return self._hold(t, l1.spec)  # no rise with a complete horizon yet: no evidence
+            floor = hold_floor(self, st.replicas(est.floor_replicas, self.profile.down_util), learned,
+                               st.replicas(l1.need, self.profile.target_util))
             signals.update(comeback_period_s=est.period_s, comeback_periods=float(est.periods))
-            if est.periods and need_hold > spec:
-                # A periodic rise is due within the horizon: capacity asked for now is ready for it.
-                self._last_up = t
-                return self._explained(t, "scale_up", spec, need_hold, self._recorded(signals), (
-                    f"forecast: a rise to {est.floor_replicas:.1f} replicas recurs every {est.period_s:.0f} s "
-                    f"(seen at this phase in {est.periods} periods); asked {est.horizon_s:.0f} s ahead",))
-            if need_hold >= spec:
-                return self._hold(t, spec)
-            # A scale-down is wanted: L2 vetoes (fail safe on missing or stale data).
-            warm = self.warmup_s if self.warmup_s is not None else p.warmup_horizons * self._bound.horizon_s
-            vetoes = []
-            if t - self._first_t < warm:
-                vetoes.append(f"warming up: {t - self._first_t:.0f} s of history < {warm:.0f} s")
-            cooldown_s = p.cooldown_horizons * self._bound.horizon_s
-            if t - self._last_up < cooldown_s:
-                vetoes.append(f"cooldown: {t - self._last_up:.0f} s since the last scale-up < {cooldown_s:.0f} s")
-            if t - self._last_down < p.down_interval_horizons * self._bound.horizon_s:
-                return self._hold(t, spec)
-            vetoes.extend(veto(self.workload_class, WorkloadSignals(
-                workload="serving", class_name=self.workload_class.name, replicas=spec,
-                ready_replicas=obs.ready_replicas, latency_p99_ms=l2_latency, latency_p95_ms=float("nan"),
-                success_ratio=float("nan"), burst_active=burst, utilisation_ratio=need / ready,
-                staleness_s=t - self._last_signal_t), self.max_staleness_s))
-            if vetoes:
-                key = tuple(v.split(":")[0] for v in vetoes)
-                s2.set(**{"ebb.veto.reasons": list(key)})
-                # Record a veto when its reasons change, not every second it persists.
-                repeated = key == self._last_veto or all(v.startswith("cooldown") for v in vetoes)
-                self._last_veto = key
-                if repeated:
-                    return self._hold(t, spec, tuple(vetoes))
-                return self._explained(t, "veto", spec, spec, self._recorded(signals), ("scale-down wanted",), tuple(vetoes))
-            self._last_veto = ()
-            # Higher weight (a hurting, important class) → smaller steps.
-            frac = p.down_fraction * self.base_weight / max(self._weight, 1e-9)
-            step = max(1, math.floor(spec * frac))
-            target = max(need_hold, spec - step)
+            if est.periods and floor > l1.spec:
+                return self._forecast_up(l1, floor, est, signals)
+            if floor >= l1.spec:
+                return self._hold(t, l1.spec)
+            vetoed = self._vetoed(l1, signals, s2)
+            if vetoed is not None:
+                return vetoed
+            target = self._step_down(l1.spec, floor)
         with spans.layer("ebb.l3") as s3:
-            victims, limits = plan_victims(obs.pods, spec - target, p.max_unavailable)
-            s3.set(**{"ebb.l3.victims": len(victims), "ebb.victims": [str(int(v)) for v in victims]})
-            if not victims:
-                return self._explained(t, "veto", spec, spec, self._recorded(signals), ("scale-down wanted",), limits)
-            target = spec - len(victims)
-            self._last_down = t
-            risk = self._bound.risk(target * p.down_util * self._capacity) if not est.periods else 0.0
-            signals["comeback_risk"] = risk
-            basis = (f"the rise seen at this phase of {est.periods} periods of {est.period_s:.0f} s" if est.periods
-                     else f"over {est.samples} s of history")
-            return self._explained(
-                t, "scale_down", spec, target, self._recorded(signals),
-                (f"comeback: {target} replicas hold a {est.horizon_s:.0f} s rise with estimated risk "
-                 f"{risk:.2%} <= budget {p.budget:.2%} (level {est.level_replicas:.1f} + rise "
-                 f"{est.rise_replicas:.1f} replicas, {basis})", *limits),
-                victims=tuple(victims))
+            return self._planned_down(obs, l1, target, est, signals, s3)
+
+    def _sense(self, obs: Observation, span: SpanNote) -> _Sensed:
+        """Step 1 (L1): ingest the samples, read the window's P99, the queue, the burst timer, the
+        need, and the latency window's P99 and lateness; close the comeback bound's cycle."""
+        p, st, t = self.profile, self.state, obs.t_s
+        spec, ready = obs.spec_replicas, max(obs.ready_replicas, 1)
+        st.ingest(obs.fine, obs.ready_replicas, t)
+        d = st.l1.quantile(0.99, int(t * _NS))
+        d = 0.0 if math.isnan(d) else d
+        queued = st.persistent_queue()
+        if queued and obs.ready_replicas >= spec:
+            st.learn_capacity(ready)
+        cap = ready * st.capacity
+        burst = st.burst_step(t, d, p.burst_fraction * cap, cap)
+        need = st.need_now()
+        st.close_cycle()
+        ttft99 = st.latency.p99(TTFT)
+        # No completion for a whole latency window while fresh samples show no demand and no queue:
+        # the fleet is idle, nothing can be late — not "latency unknown" (missing or stale data still
+        # is: those samples would not be fresh).
+        idle = math.isnan(ttft99) and st.first_t is not None and \
+            t - max(st.last_busy_t, st.first_t) >= self.latency_window_s and \
+            t - st.last_signal_t <= self.max_staleness_s
+        # Breaches since the last scale-up only: the ones before it are answered (capacity is coming
+        # or came), and a burst's queue draining after it is no reason to grow again.
+        span.set(**{"ebb.l1.demand_p99_replicas": d, "ebb.l1.need_replicas": need,
+                    "ebb.l1.burst": bool(burst), "ebb.l1.ttft_p99_ms": ttft99})
+        return _Sensed(t, spec, obs.ready_replicas, ready, d, cap, queued, burst, need, ttft99,
+                       0.0 if idle else ttft99, late(self))
+
+    def _size_up(self, l1: _Sensed) -> tuple[int, bool]:
+        """Step 2: the replicas the need asks for and whether this is a surge. A surge needs latency
+        more replicas can shorten (the wait before a request's own prefill past the SLO's queueing
+        share — a long prompt's own prefill is no shortage of replicas) or a persistent queue, and no
+        earlier scale-up still cold-starting (capacity on its way counts)."""
+        p, st = self.profile, self.state
+        need_now = st.replicas(l1.need, p.target_util)
+        surge = (l1.queued or l1.late) and l1.ready_replicas >= l1.spec
+        if surge:
+            need_now = max(need_now, l1.spec + max(1, math.ceil(l1.spec * p.surge_fraction)))
+            if l1.late and st.bound.recent_peak(int(self.latency_window_s / self.interval_s)) <= l1.cap:
+                # Late requests while the need never outgrew the fleet: the need model reads too
+                # little for this traffic (long prompts colliding on a replica, say). A breach the
+                # need saw coming (a burst) is the comeback bound's to remember, not this.
+                st.learn_shortfall(l1.t, min(need_now, self.max_replicas))
+        return bounded(self, need_now), surge
+
+    def _scale_up(self, l1: _Sensed, to: int, surge: bool, signals: dict[str, float]) -> Decision:
+        """Step 2's answer: the scale-up, the cooldown started and the breaches it answers forgotten."""
+        st = self.state
+        st.last_up = l1.t
+        st.latency.forget_breaches()
+        why = ("surge: latency" if l1.late else "surge: queue") if surge else "need above target"
+        return self._explained(l1.t, "scale_up", l1.spec, to, self._recorded(signals), (why,))
+
+    def _forecast_up(self, l1: _Sensed, to: int, est: ComebackEstimate, signals: dict[str, float]) -> Decision:
+        """A periodic rise is due within the horizon: capacity asked for now is ready for it."""
+        self.state.last_up = l1.t
+        return self._explained(l1.t, "scale_up", l1.spec, to, self._recorded(signals), (
+            f"forecast: a rise to {est.floor_replicas:.1f} replicas recurs every {est.period_s:.0f} s "
+            f"(seen at this phase in {est.periods} periods); asked {est.horizon_s:.0f} s ahead",))
+
+    def _vetoed(self, l1: _Sensed, signals: dict[str, float], span: SpanNote) -> Decision | None:
+        """Step 4: a plain hold while the last scale-down is too recent; a veto (recorded when its
+        reasons change, a hold naming them when they repeat or are cooldowns only); None to go on."""
+        st = self.state
+        vetoes = down_vetoes(self, l1.t, l1.spec, l1.ready_replicas, l1.latency_ms, l1.burst, l1.need / l1.ready)
+        if vetoes is None:
+            return self._hold(l1.t, l1.spec)
+        if not vetoes:
+            st.last_veto = ()
+            return None
+        key = veto_key(vetoes)
+        span.set(**{"ebb.veto.reasons": list(key)})
+        repeated = key == st.last_veto or all(v.startswith("cooldown") for v in vetoes)
+        st.last_veto = key
+        if repeated:
+            return self._hold(l1.t, l1.spec, vetoes)
+        return self._explained(l1.t, "veto", l1.spec, l1.spec, self._recorded(signals), ("scale-down wanted",),
+                               vetoes)
+
+    def _step_down(self, spec: int, floor: int) -> int:
+        """One step: at most ``down_fraction`` of the fleet, smaller for a hurting (heavier) class."""
+        frac = self.profile.down_fraction * self.base_weight / max(self.state.weight, 1e-9)
+        step = max(1, math.floor(spec * frac))
+        return max(floor, spec - step)
+
+    def _planned_down(self, obs: Observation, l1: _Sensed, target: int, est: ComebackEstimate,
+                      signals: dict[str, float], span: SpanNote) -> Decision:
+        """Step 5 (L3): the victims, and the scale-down with its comeback risk — or a veto naming the
+        limits that left no victim."""
+        p, st, spec = self.profile, self.state, l1.spec
+        victims, limits = plan_victims(obs.pods, spec - target, p.max_unavailable)
+        span.set(**{"ebb.l3.victims": len(victims), "ebb.victims": [str(int(v)) for v in victims]})
+        if not victims:
+            return self._explained(l1.t, "veto", spec, spec, self._recorded(signals), ("scale-down wanted",), limits)
+        target = spec - len(victims)
+        st.last_down = l1.t
+        risk = st.bound.risk(target * p.down_util * st.capacity) if not est.periods else 0.0
+        signals["comeback_risk"] = risk
+        basis = (f"the rise seen at this phase of {est.periods} periods of {est.period_s:.0f} s" if est.periods
+                 else f"over {est.samples} s of history")
+        return self._explained(
+            l1.t, "scale_down", spec, target, self._recorded(signals),
+            (f"comeback: {target} replicas hold a {est.horizon_s:.0f} s rise with estimated risk "
+             f"{risk:.2%} <= budget {p.budget:.2%} (level {est.level_replicas:.1f} + rise "
+             f"{est.rise_replicas:.1f} replicas, {basis})", *limits),
+            victims=tuple(victims))
+
+    # -- what the policy learns ------------------------------------------------------------------
+    def _learn_cold_start(self, pods: tuple[PodView, ...]) -> None:
+        """The comeback horizon follows the slowest cold start seen: a replica requested after the
+        policy started and ready since. Raised only (a measured cold start longer than the
+        configured one by over a second); the need history is replayed into the longer horizon."""
+        st = self.state
+        if st.first_t is None:
+            return
+        slowest = st.cold_start_s
+        for pv in pods:
+            if pv.ready_s is not None and pv.created_s > st.first_t and pv.ready_s - pv.created_s > slowest + 1.0:
+                slowest = pv.ready_s - pv.created_s
+        if slowest > st.cold_start_s:
+            longer = self._new_bound(slowest)
+            st.adopt_bound(longer, slowest, self.profile.breach_horizons * longer.horizon_s)
+
+    # -- the explanation ---------------------------------------------------------------------------
+    def _signals(self, l1: _Sensed, est: ComebackEstimate, learned: int) -> dict[str, float]:
+        """What a recorded decision shows (the end-to-end and wait P99s filled in by :meth:`_recorded`)."""
+        st = self.state
+        return {"need_replicas": l1.need, "demand_p99_replicas": l1.d,
+                "queued_throughout_last_s": float(l1.queued), "ttft_p99_ms": l1.ttft99, "e2e_p99_ms": math.nan,
+                "wait_p99_ms": math.nan, "ready_replicas": float(l1.ready_replicas), "spec_replicas": float(l1.spec),
+                "comeback_horizon_s": est.horizon_s, "comeback_budget": est.budget,
+                "comeback_level_replicas": est.level_replicas, "comeback_rise_replicas": est.rise_replicas,
+                "comeback_floor_replicas": est.floor_replicas, "comeback_samples": float(est.samples),
+                "learned_floor_replicas": float(learned), "cost_replica_s": st.need.cost_replica_s,
+                "replica_capacity": st.capacity}
+
+    def _recorded(self, signals: dict[str, float]) -> dict[str, float]:
+        """``signals`` with the end-to-end and wait P99s filled in (their keys hold NaN until then).
+        Only a recorded decision shows them, so they are asked for then (the window has not moved
+        since the cycle's TTFT P99: nothing in a cycle adds or trims completions after ingesting)."""
+        lat = self.state.latency
+        signals["e2e_p99_ms"], signals["wait_p99_ms"] = lat.p99(E2E), lat.p99(WAIT)
+        return signals
 
     def _hold(self, t: float, spec: int, vetoes: tuple[str, ...] = ()) -> Decision:
         """A hold: not recorded, so built without signals (most cycles are holds)."""
@@ -499,75 +371,84 @@ class EbbPolicy:
         """A recorded decision with its whole explanation (signals, weights, plan)."""
         return Decision(t, action, frm, to, policy=self.spec, victims=victims, reasons=reasons, vetoes=vetoes,
                         signals=signals,
-                        weights={"workload": self._weight, "base": self.base_weight, "alpha": self.alpha},
+                        weights={"workload": self.state.weight, "base": self.base_weight, "alpha": self.alpha},
                         plan={"profile": self.profile.name, "target_util": self.profile.target_util,
                               "budget": self.profile.budget})
 
+    # -- read-only views for a guard (the canary gate) ----------------------------------------
+    def observe(self, obs: Observation) -> None:
+        """Ingest an observation's signals without deciding (while a guard holds the fleet)."""
+        st = self.state
+        if st.first_t is None:
+            st.first_t = obs.t_s
+        st.ingest(obs.fine, obs.ready_replicas, obs.t_s)
+        st.close_cycle()
 
-def _served(f: FineSignals) -> FloatArray:
-    """The completions' weights, one per request: sources report TTFT and end-to-end as separate
-    rows (an agent's sketches; the simulator at the first token and at the end), so the rows with a
-    TTFT count — the ones with an end-to-end latency where no row has a TTFT."""
-    if len(f.done_weight) != len(f.done_t_s):
-        return np.zeros(0)
-    ttft = np.isfinite(f.done_ttft_ms) if len(f.done_ttft_ms) == len(f.done_weight) else np.zeros(0, dtype=bool)
-    if ttft.any():
-        return np.asarray(f.done_weight[ttft], dtype=np.float64)
-    e2e = np.isfinite(f.done_e2e_ms) if len(f.done_e2e_ms) == len(f.done_weight) else np.zeros(0, dtype=bool)
-    return np.asarray(f.done_weight[e2e], dtype=np.float64)
+    def ttft_p99_since(self, t0_s: float) -> float:
+        """Weighted TTFT P99 (ms) of the completions after ``t0_s``; NaN without any."""
+        return self.state.latency.p99(TTFT, since_s=t0_s)
 
+    def note_scale_up(self, t_s: float) -> None:
+        """A guard restored capacity: start the scale-down cooldown from now."""
+        self.state.last_up = t_s
 
-def served_demand(prefill: FloatArray, slots: FloatArray, ready: int) -> FloatArray:
-    """Fleet demand in replica units from the agent's samples: the prefill busy share plus the slot
-    occupancy of the time prefill leaves, ``P + S × (1 − P / ready)``.
+    def gate_queries(self) -> tuple[str, ...]:
+        """No metrics gates of its own (the canary guard around it has them)."""
+        return ()
 
-    A replica splits its time between prefill and decode, and decode of the running sequences
-    stalls while others prefill (the H200 calibration's ``1 / (1 − u)`` stretch), so occupancy
-    measured at today's prefill share ``u = P / ready`` understates what a smaller fleet (larger
-    ``u``) would hold: the decode work is ``S × (1 − u)`` and the prefill work ``P``, and a fleet
-    of ``N`` serves both when ``N ≥ P + S (1 − u)``. A saturated replica reads 1.0; the larger of
-    the two alone (prefill- or slot-bound traffic) is a lower bound of it.
+    # -- the fast path ----------------------------------------------------------------------
+    def react(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision | None:
+        """Between reconciles: ingest the new fine samples; when the fleet cannot absorb what
+        arrives — the need, or the need projected :data:`FAST_LOOKAHEAD_S` ahead on the sustained
+        arrival rate, outgrows the ready fleet — a scale-up to it now; else None."""
+        st = self.state
+        if st.first_t is None:
+            return None
+        st.ingest(obs.fine, obs.ready_replicas, obs.t_s)
+        ready = obs.ready_replicas
+        need, r = st.need_now(), st.reading
+        if obs.t_s - st.last_signal_t > self.max_staleness_s:
+            return None
+        # The need bound FAST_LOOKAHEAD_S from now, demand arriving meanwhile at the sustained rate:
+        # it leads the need (which waits for the queue to build) by the lookahead. A queue already
+        # standing is no new demand in either: capacity asked now arrives after a cold start, by
+        # when the fleet has drained it or the need has grown with it.
+        ahead = r.ahead_replicas
+        size = max(need, ahead)
+        if size <= max(ready, 1) * st.capacity:
+            return None
+        want = min(self.max_replicas, st.replicas(size, self.profile.target_util))
+        if want <= obs.spec_replicas:
+            return None  # capacity already on its way covers it
+        st.last_up = obs.t_s
+        with spans.layer("ebb.fast") as s:
+            s.set(**{"ebb.fast.need_replicas": need, "ebb.fast.need_ahead_replicas": ahead,
+                     "ebb.fast.ready": ready})
+        signals = {"need_replicas": need, "need_ahead_replicas": ahead, "rate_replicas": r.rate_replicas,
+                   "ready_replicas": float(ready), "spec_replicas": float(obs.spec_replicas),
+                   "backlog_replica_s": r.backlog_replicas_s, "cost_replica_s": st.need.cost_replica_s}
+        why = (f"fast path: need {need:.1f} replicas > {ready} ready" if need >= ahead else
+               f"fast path: need {ahead:.1f} replicas in {FAST_LOOKAHEAD_S:.1f} s > {ready} ready "
+               f"(demand arriving at {r.rate_replicas:.1f}, {r.backlog_replicas_s:.1f} replica-s queued)")
+        return self._explained(obs.t_s, "scale_up", obs.spec_replicas, want, signals, (why,))
 
-    One sample (the fluid engine's 1 s bins) takes a scalar path with the same float operations in
-    the same order as the array path, so the same bits (signed zeros included); numpy's fixed costs
-    would dominate it."""
-    if len(prefill) == 1 and len(slots) == 1:
-        return np.array([_served_one(float(prefill[0]), float(slots[0]), ready)], dtype=np.float64)
-    pf = np.asarray(prefill, dtype=np.float64)
-    sv = np.asarray(slots, dtype=np.float64)
-    # _served_one's operations element-wise: max(a, b) is "b if b > a else a" (its signed zeros too).
-    p = np.where(np.isfinite(pf) & (pf > 0.0), pf, 0.0)
-    sl = np.where(np.isfinite(sv) & (sv > 0.0), sv, 0.0)
-    u = np.minimum(p / max(ready, 1), 1.0)
-    decode = sl * (1.0 - u)
-    inner = np.where(decode > p, decode, p)
-    total = p + decode
-    return np.asarray(np.where(inner > total, inner, total), dtype=np.float64)
+    # -- many holds at once (a simulator's steady fleet) ---------------------------------------
+    def hold_through(self, ticks_s: FloatArray, fine: FineSignals, spec_replicas: int, ready_replicas: int) -> int:
+        """How many leading reconciles at ``ticks_s`` are provably holds, the state advanced through
+        them (:mod:`ebb.decide.hold_block`; the :class:`~ebb.decide.base.HoldsInBlocks` seam)."""
+        return hold_ticks(self, ticks_s, fine, spec_replicas, ready_replicas)
 
-
-def _served_one(prefill: float, slots: float, ready: int) -> float:
-    """:func:`served_demand` of one sample: ``np.where(isfinite, maximum(x, 0), 0)``, ``clip`` and
-    ``maximum`` as Python's ``min``/``max`` (all operands finite and non-negative here, so numpy's
-    NaN and signed-zero rules never apply and both pick the same operand)."""
-    p = prefill if math.isfinite(prefill) and prefill > 0.0 else 0.0
-    sl = slots if math.isfinite(slots) and slots > 0.0 else 0.0
-    u = min(p / max(ready, 1), 1.0)
-    decode = sl * (1.0 - u)
-    return max(p + decode, max(p, decode))
-
-
-_LATE_MIN_WEIGHT = 3.0
-"""A latency surge needs at least this many requests (weight) that waiting made miss the TTFT SLO in
-the latency window: one unlucky collision of two long prompts on a replica is no shortage of replicas."""
-_LATE_SHARE = 0.005
-"""…and more than this share of the window's requests (five times the 0.1 % SLO budget)."""
-_LONG_MIN_WEIGHT = 2.0
-"""Over the long window (``breach_horizons``) a second breach at over half the violation budget's
-rate is a trend: at Mooncake's 4 requests/s the budget is one request in 1,000 — four minutes — and
-waiting for a third spends most of it."""
-_QUEUED_BLOCK = 8
-"""Reconciles an engine should serve ahead for :meth:`EbbPolicy.hold_through` while the newest
-sample queued (a block-size hint: the proof is the same whatever the block)."""
+    def hold_limit(self) -> int:
+        """0 while a detected period sets the floor (its phase rise is not bounded) or the latency
+        window holds a completion that could be late (:func:`~ebb.decide.hold_block.hold_ticks` would
+        prove none: it checks the same before the first tick); 8 while the newest sample queued
+        (its completions are often late within seconds, and an engine serves the bins after a
+        block's stop again: 7 % fewer bins served on a day of ServeGen counts); otherwise no limit
+        of its own (a period search due in a block runs inside it)."""
+        if not holds_possible(self):
+            return 0
+        q = self.state.queue_hist
+        return _QUEUED_BLOCK if q and q[-1][1] else 1 << 30
 
 
 def plan_victims(pods: tuple[PodView, ...], remove: int,

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 from ebb.config.workloads import WorkloadClass
 
-__all__ = ["DEFAULT_MAX_STALENESS_S", "BREACH_CAP_RATIO", "BREACH_SLOPE", "Candidate", "WorkloadSignals", "headroom",
-           "rank_candidates", "recalibrate_weight", "target_weight", "veto"]
+__all__ = ["DEFAULT_MAX_STALENESS_S", "BREACH_CAP_RATIO", "BREACH_SLOPE", "Candidate", "WorkloadSignals", "calm_weight",
+           "headroom", "rank_candidates", "recalibrate_weight", "target_weight", "veto"]
 
 #: Slope of the note's linear weight growth past the SLO: target = base · (1 + 0.2 · p/slo).
 BREACH_SLOPE = 0.2
@@ -71,6 +71,15 @@ def recalibrate_weight(cls: WorkloadClass, prev_weight: float, latency_p99_ms: f
         raise ValueError(f"latency_p99_ms must be >= 0, got {latency_p99_ms!r}")
     target = target_weight(cls, min(latency_p99_ms, BREACH_CAP_RATIO * latency_slo_ms), latency_slo_ms)
     return prev_weight + (target - prev_weight) / (1.0 + cls.alpha)
+
+
+def calm_weight(cls: WorkloadClass, prev_weight: float, steps: int) -> float:
+    """:func:`recalibrate_weight` ``steps`` times with the latency within its SLO (the target is the
+    base weight): the same float operations, one step after another."""
+    weight, base, damping = prev_weight, cls.base_weight, 1.0 + cls.alpha
+    for _ in range(steps):
+        weight = weight + (base - weight) / damping
+    return weight
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from dataclasses import replace
 from typing import Any
 
 from ebb.config.workloads import WorkloadClass
-from ebb.decide.policy import PROFILE_FLAGS, PROFILE_KNOBS, PROFILES, EbbPolicy, profile_with_knobs
+from ebb.decide.policy import EbbPolicy
+from ebb.decide.profiles import PROFILE_FLAGS, PROFILE_KNOBS, PROFILES, profile_with_knobs
 from ebb.errors import ConfigError
 from ebb.gates.guard import CanaryGuard, ttft_gate
 from ebb.gates.metrics_gate import GateSpec

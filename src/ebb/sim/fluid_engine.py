@@ -42,7 +42,7 @@ from ebb.model.ids import ReplicaId
 from ebb.model.observation import Observation, PodView, ServingCounters
 from ebb.sim.fine import FineBuffer
 from ebb.sim.fleet import FleetLog, choose_victims, zone_of
-from ebb.sim.fluid_pool import PoolState, make_pool
+from ebb.sim.fluid_pool import Pool, PoolState
 from ebb.sim.lifecycle import DRAINING, READY, STARTING, STOPPED, Lifecycles
 from ebb.sim.settings import SimSettings
 
@@ -148,7 +148,7 @@ class FluidRun:
         self.noteworthy: list[Decision] = []
         self.fine_on = policy.pipeline.fine_ms is not None
         self.fine_buf = FineBuffer()
-        self.pool = make_pool(self)
+        self.pool = Pool(self)
         self.t = 0.0
         # Per replica id: its ReplicaId and zone (fixed for life), and the views of a replica that
         # reads no fleet values (cold-starting, or not yet requested at the sample), which never

@@ -1,8 +1,11 @@
 """The fluid engine's pool of requests: admission, prefill, decode, signals and scores, bin by bin.
 
-:func:`make_pool` gives the operations on one run's pool (:class:`Pool`), their state in closure
-cells shared by them. The model is :mod:`ebb.sim.fluid_engine`'s docstring; cost: O(1) Python work
-per bin.
+:class:`Pool` is one run's pool: its state (the admitted, decoding and queued requests, the prefill
+backlog, the per-token time and the running sums the pipelines read) and its operations. It reads
+the run through :class:`PoolRun` (the engine's :class:`~ebb.sim.fluid_engine.FluidRun` is one). The
+model is :mod:`ebb.sim.fluid_engine`'s docstring; cost: O(1) Python work per bin (``serve`` copies
+the state and the run's constants to locals for its run of bins and back: a policy ticking every bin
+makes runs of one bin, and both copies cost ~1 µs).
 """
 
 from __future__ import annotations
@@ -10,70 +13,112 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from ebb.sim.fluid_engine import FluidRun
+import numpy as np
+import numpy.typing as npt
 
-__all__ = ["Pool", "PoolState", "make_pool"]
+from ebb.sim.fine import FineBuffer
+from ebb.sim.lifecycle import Lifecycles
 
+__all__ = ["Pool", "PoolRun", "PoolState"]
+
+FloatArray = npt.NDArray[np.float64]
 
 PoolState = tuple[float, ...]
-"""The pool's scalars and serving sums at one instant (:attr:`Pool.snapshot`)."""
+"""The pool's scalars and serving sums at one instant (:meth:`Pool.snapshot`)."""
 
 
-class Pool(NamedTuple):
-    """The fluid pool's operations (see :func:`make_pool`)."""
+class PoolRun(Protocol):
+    """What the pool reads and writes of its run: the demand, the latency model's constants, the fleet's
+    ready replicas, and the per-second signals and per-bin outputs it fills."""
 
-    serve: Callable[[int, float, float, list[PoolState] | None], int]
-    """``serve(k, t_event, stop_after, journal) -> k'``: serve bins k, k+1, ... with the fleet's ready
-    replicas (admission, prefill, decode, signals, fine samples, violations: the model in
-    :mod:`ebb.sim.fluid_engine`), recording each second boundary passed; stop at the first bin ``k'``
-    starting at or after ``t_event``, past ``stop_after``, or after the last bin with the pool empty —
-    where the caller acts, then resumes. With a ``journal``, the state after each bin is appended to it
-    (a snapshot)."""
-    shed: Callable[[], None]
-    """One ready replica starts draining: its 1/ready share of the pool finishes on it, off the books."""
-    drain_s: Callable[[], float]
-    """Expected drain time (s) of a replica chosen now: 0 when idle (prob. e^-b), else the mean service
-    time × the harmonic number of its ~b sequences (~ 1 + ln b)."""
-    empty: Callable[[], bool]
-    """Whether the router queue and the admitted-unfinished requests are both below 1e-6 (the end test)."""
-    unserved: Callable[[], float]
-    """Requests queued or in flight (dropped, at the end of the run)."""
-    snapshot: Callable[[], PoolState]
-    """The pool's state now (every scalar, the next second to record and the serving sums)."""
-    restore: Callable[[PoolState], None]
-    """Back to a snapshot: serving the same bins again gives the same bins (the engine is deterministic)."""
+    counts: list[float]
+    """Arrivals per bin."""
+    nb: int
+    dt: float
+    mb: float
+    u_cap: float
+    d_base: float
+    d_per: float
+    mean_pf: float
+    mean_out: float
+    slo_ttft: float
+    slo_e2e: float
+    pf_list: list[float]
+    out_list: list[float]
+    ns: int
+    pf_q: FloatArray
+    q_out: FloatArray
+    fleet: Lifecycles
+    fine_on: bool
+    fine_buf: FineBuffer
+    serving_on: bool
+    n_sec: int
+    cum_busy: FloatArray
+    cum_done: FloatArray
+    cum_arr: FloatArray
+    inflight_g: FloatArray
+    total_inflight: FloatArray
+    queued_g: FloatArray
+    waiting_g: FloatArray
+    cum_serving: FloatArray
+    viol: FloatArray
+    ttft_base: FloatArray
+    tau_arr: FloatArray
 
 
-def make_pool(run: FluidRun) -> Pool:
-    """The pool of ``run``: admitted requests (prefilling + decoding), the router queue and the prefill
-    backlog, served by the fleet's ready replicas. ``serve`` copies the state to locals for its run of
-    bins and back (a policy ticking every bin makes runs of one bin, so both copies are cell-cheap)."""
-    counts, nb, dt, mb, u_cap, d_base, d_per = run.counts, run.nb, run.dt, run.mb, run.u_cap, run.d_base, run.d_per
-    mean_pf, mean_out, slo_e2e, ready = run.mean_pf, run.mean_out, run.slo_e2e, run.fleet.ready
-    fine_on, fine_sample, score = run.fine_on, _fine_sampler(run), _bin_scorer(run)
-    cum_busy, cum_done, cum_arr, n_sec = run.cum_busy, run.cum_done, run.cum_arr, run.n_sec
-    inflight_g, total_inflight, queued_g, waiting_g = run.inflight_g, run.total_inflight, run.queued_g, run.waiting_g
-    serving_on, cum_serving, gaps = run.serving_on, run.cum_serving, mean_out - 1.0
-    exp = math.exp
-    p_active = 0.0  # admitted, not finished (prefilling + decoding)
-    p_decoding = 0.0  # admitted and past their prefill
-    p_l_avg = 0.0  # time-average occupancy of the last bin
-    p_queue = 0.0  # router queue
-    p_backlog = 0.0  # prefill seconds not yet done, fleet-wide
-    p_tau = d_base + d_per  # per-token decode time (s)
-    p_service_s = mean_pf + mean_out * p_tau  # mean request service time (s)
-    p_acc_busy = p_acc_done = p_acc_arr = 0.0  # cumulative busy s, completions (per ready replica), arrivals
-    p_sec = 1  # first second boundary not yet recorded (second 0 holds zeros: nothing happened yet)
-    p_sv = [0.0] * 5  # cumulative completions, TTFT, inter-token, end-to-end and queue-time sums (s)
+class Pool:
+    """The pool of a run: admitted requests (prefilling + decoding), the router queue and the prefill
+    backlog, served by the fleet's ready replicas."""
 
-    def serve(k: int, t_event: float, stop_after: float, journal: list[PoolState] | None) -> int:
-        nonlocal p_active, p_decoding, p_l_avg, p_queue, p_backlog, p_tau, p_service_s, p_acc_busy, p_acc_done
-        nonlocal p_acc_arr, p_sec
-        queue, active, backlog, decoding, l_avg, tau = p_queue, p_active, p_backlog, p_decoding, p_l_avg, p_tau
-        acc_arr, acc_done, acc_busy, service_s, sec = p_acc_arr, p_acc_done, p_acc_busy, p_service_s, p_sec
+    __slots__ = ("_run", "_sample", "_score", "active", "decoding", "l_avg", "queue", "backlog", "tau", "service_s",
+                 "acc_busy", "acc_done", "acc_arr", "sec", "sv")
+
+    def __init__(self, run: PoolRun) -> None:
+        self._run = run
+        self._sample = _fine_sampler(run)
+        self._score = _bin_scorer(run)
+        self.active = 0.0
+        """Admitted, not finished (prefilling + decoding)."""
+        self.decoding = 0.0
+        """Admitted and past their prefill."""
+        self.l_avg = 0.0
+        """Time-average occupancy of the last bin."""
+        self.queue = 0.0
+        """The router queue."""
+        self.backlog = 0.0
+        """Prefill seconds not yet done, fleet-wide."""
+        self.tau = run.d_base + run.d_per
+        """Per-token decode time (s)."""
+        self.service_s = run.mean_pf + run.mean_out * self.tau
+        """Mean request service time (s)."""
+        self.acc_busy = self.acc_done = self.acc_arr = 0.0
+        """Cumulative busy seconds, completions (per ready replica) and arrivals."""
+        self.sec = 1
+        """First second boundary not yet recorded (second 0 holds zeros: nothing happened yet)."""
+        self.sv = [0.0] * 5
+        """Cumulative completions, TTFT, inter-token, end-to-end and queue-time sums (s)."""
+
+    def serve(self, k: int, t_event: float, stop_after: float, journal: list[PoolState] | None) -> int:
+        """Serve bins k, k+1, ... with the fleet's ready replicas (admission, prefill, decode, signals,
+        fine samples, violations: the model in :mod:`ebb.sim.fluid_engine`), recording each second
+        boundary passed; stop at the first bin ``k'`` starting at or after ``t_event``, past
+        ``stop_after``, or after the last bin with the pool empty — where the caller acts, then resumes;
+        return ``k'``. With a ``journal``, the state after each bin is appended to it (a snapshot)."""
+        run = self._run
+        counts, nb, dt, mb, u_cap, d_base, d_per = run.counts, run.nb, run.dt, run.mb, run.u_cap, run.d_base, run.d_per
+        mean_pf, mean_out, slo_e2e, ready = run.mean_pf, run.mean_out, run.slo_e2e, run.fleet.ready
+        fine_on, fine_sample, score = run.fine_on, self._sample, self._score
+        cum_busy, cum_done, cum_arr, n_sec = run.cum_busy, run.cum_done, run.cum_arr, run.n_sec
+        inflight_g, total_inflight, queued_g, waiting_g = run.inflight_g, run.total_inflight, run.queued_g, run.waiting_g
+        serving_on, cum_serving, gaps = run.serving_on, run.cum_serving, mean_out - 1.0
+        p_sv = self.sv
+        exp = math.exp
+        queue, active, backlog, decoding, l_avg, tau = self.queue, self.active, self.backlog, self.decoding, \
+            self.l_avg, self.tau
+        acc_arr, acc_done, acc_busy, service_s, sec = self.acc_arr, self.acc_done, self.acc_busy, self.service_s, \
+            self.sec
         ready_n, t = len(ready), k * dt
         while True:
             a = counts[k] if k < nb else 0.0
@@ -152,44 +197,48 @@ def make_pool(run: FluidRun) -> Pool:
                                 float(sec), *p_sv))
             if t >= t_event or t > stop_after or (k >= nb and active < 1e-6 and queue < 1e-6):
                 break
-        p_queue, p_active, p_backlog, p_decoding, p_l_avg, p_tau = queue, active, backlog, decoding, l_avg, tau
-        p_acc_arr, p_acc_done, p_acc_busy, p_service_s, p_sec = acc_arr, acc_done, acc_busy, service_s, sec
+        self.queue, self.active, self.backlog, self.decoding, self.l_avg, self.tau = \
+            queue, active, backlog, decoding, l_avg, tau
+        self.acc_arr, self.acc_done, self.acc_busy, self.service_s, self.sec = acc_arr, acc_done, acc_busy, service_s, sec
         return k
 
-    def shed() -> None:
-        nonlocal p_active, p_decoding, p_backlog
-        ready_n = len(ready)
+    def shed(self) -> None:
+        """One ready replica starts draining: its 1/ready share of the pool finishes on it, off the books."""
+        ready_n = len(self._run.fleet.ready)
         if ready_n > 0:
-            p_active -= p_active / ready_n
-            p_decoding -= p_decoding / ready_n
-            p_backlog -= p_backlog / ready_n
+            self.active -= self.active / ready_n
+            self.decoding -= self.decoding / ready_n
+            self.backlog -= self.backlog / ready_n
 
-    def drain_s() -> float:
-        b_now = p_l_avg / len(ready) if ready else 0.0
-        return (1.0 - math.exp(-b_now)) * p_service_s * (1.0 + math.log(max(b_now, 1.0)))
+    def drain_s(self) -> float:
+        """Expected drain time (s) of a replica chosen now: 0 when idle (prob. e^-b), else the mean service
+        time × the harmonic number of its ~b sequences (~ 1 + ln b)."""
+        ready = self._run.fleet.ready
+        b_now = self.l_avg / len(ready) if ready else 0.0
+        return (1.0 - math.exp(-b_now)) * self.service_s * (1.0 + math.log(max(b_now, 1.0)))
 
-    def empty() -> bool:
-        return p_active < 1e-6 and p_queue < 1e-6
+    def empty(self) -> bool:
+        """Whether the router queue and the admitted-unfinished requests are both below 1e-6 (the end test)."""
+        return self.active < 1e-6 and self.queue < 1e-6
 
-    def unserved() -> float:
-        return p_queue + p_active
+    def unserved(self) -> float:
+        """Requests queued or in flight (dropped, at the end of the run)."""
+        return self.queue + self.active
 
-    def snapshot() -> PoolState:
-        return (p_active, p_decoding, p_l_avg, p_queue, p_backlog, p_tau, p_service_s, p_acc_busy, p_acc_done,
-                p_acc_arr, float(p_sec), *p_sv)
+    def snapshot(self) -> PoolState:
+        """The pool's state now (every scalar, the next second to record and the serving sums)."""
+        return (self.active, self.decoding, self.l_avg, self.queue, self.backlog, self.tau, self.service_s,
+                self.acc_busy, self.acc_done, self.acc_arr, float(self.sec), *self.sv)
 
-    def restore(state: PoolState) -> None:
-        nonlocal p_active, p_decoding, p_l_avg, p_queue, p_backlog, p_tau, p_service_s, p_acc_busy, p_acc_done
-        nonlocal p_acc_arr, p_sec
-        (p_active, p_decoding, p_l_avg, p_queue, p_backlog, p_tau, p_service_s, p_acc_busy, p_acc_done,
-         p_acc_arr) = state[:10]
-        p_sec = int(state[10])
-        p_sv[:] = state[11:]
-
-    return Pool(serve, shed, drain_s, empty, unserved, snapshot, restore)
+    def restore(self, state: PoolState) -> None:
+        """Back to a snapshot: serving the same bins again gives the same bins (the engine is deterministic)."""
+        (self.active, self.decoding, self.l_avg, self.queue, self.backlog, self.tau, self.service_s, self.acc_busy,
+         self.acc_done, self.acc_arr) = state[:10]
+        self.sec = int(state[10])
+        self.sv[:] = state[11:]
 
 
-def _fine_sampler(run: FluidRun) -> Callable[[float, float, float, float, float, float, float], None]:
+def _fine_sampler(run: PoolRun) -> Callable[[float, float, float, float, float, float, float], None]:
     """``sample(t, done_pf, slot, queue, fin, base, tau)``: the bin's fine sample at its end ``t``, and
     its ``fin`` completions as two weighted samples — the typical (p50, weight 0.99) and the tail
     (p99, weight 0.01) request at router + backlog wait ``base``."""
@@ -217,7 +266,7 @@ def _fine_sampler(run: FluidRun) -> Callable[[float, float, float, float, float,
     return sample
 
 
-def _bin_scorer(run: FluidRun) -> Callable[[int, float, float, float], None]:
+def _bin_scorer(run: PoolRun) -> Callable[[int, float, float, float], None]:
     """``score(k, a, base, tau)``: bin ``k``'s outputs for its ``a`` arrivals at wait ``base`` and
     per-token time ``tau`` — violations = a × (1 − P(ok)) over the empirical token distributions."""
     viol, ttft_base, tau_arr = run.viol, run.ttft_base, run.tau_arr

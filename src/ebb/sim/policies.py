@@ -39,7 +39,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ebb.decide.policy import PROFILE_FLAGS, PROFILE_KNOBS, PROFILES, EbbPolicy, profile_with_knobs
+from ebb.decide.policy import EbbPolicy
+from ebb.decide.profiles import PROFILE_FLAGS, PROFILE_KNOBS, PROFILES, profile_with_knobs
 from ebb.errors import ConfigError
 from ebb.gates.guard import CanaryGuard, ttft_gate
 from ebb.model.decision import Decision

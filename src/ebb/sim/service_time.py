@@ -29,15 +29,12 @@ import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from ebb.model.trace import RequestTrace
-
-if TYPE_CHECKING:  # the engine imports this module; the run's type is only for the checker
-    from ebb.sim.request_engine import _RequestRun
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -100,7 +97,30 @@ def work_per_request(trace: RequestTrace, model: ServiceTimeModel, seed: int) ->
     return service_times(trace, model, seed) / float(model.concurrency)
 
 
-def service_admitter(run: _RequestRun) -> Callable[[int, int, float], None]:
+class AdmittingRun(Protocol):
+    """What :func:`service_admitter` reads and writes of a request-level run (the request engine's is
+    one): per-request token counts, service times and outcome slots, per-replica occupancy, and the
+    heaps of completions and first tokens still to report."""
+
+    active: list[int]
+    busy_since: list[float]
+    svc: list[float] | None
+    tin: list[int]
+    tout: list[int]
+    first_tok: list[float]
+    finish: list[float]
+    where: list[int]
+    fin_heap: list[tuple[float, int, int]]
+    fine_ms: int | None
+    kv_held: list[float]
+    admit_t: list[float]
+    pf_start: list[float]
+    ft_heap: list[tuple[float, int]]
+    active_total: int
+    slow: float
+
+
+def service_admitter(run: AdmittingRun) -> Callable[[int, int, float], None]:
     """``admit(req, r, t)`` for the service-time model: request ``req`` holds a slot of replica ``r``
     from ``t`` to ``t + S × slowdown``; its service start is its first token (the queue wait ends)."""
     active, busy_since, svc = run.active, run.busy_since, run.svc or []

@@ -72,6 +72,11 @@ class SmallWindow:
         if s and min(b for b, _ in s) < oldest:
             self._samples = [x for x in s if x[0] >= oldest]
 
+    def lone_quantiles(self, values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """:meth:`quantile` (any ``q``) of a window holding one sample, for each of ``values``: the
+        representative value of its bin (finite values only)."""
+        return np.asarray(self._bin_values[self.mapping.bin_index(values)[0]], dtype=np.float64)
+
     def quantile(self, q: float, now_ns: int | None = None) -> float:
         """The sketch's quantile ``q`` of the in-window samples (after advancing to ``now_ns``); NaN when empty."""
         if not (0.0 <= q <= 1.0):

@@ -1,4 +1,5 @@
-"""Records computed ahead and committed at once leave the comeback bound as one record at a time does."""
+"""Records computed ahead and committed at once (ComebackBound.records_ahead / commit) leave the comeback bound
+as one record at a time does."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ebb.decide.comeback import ComebackBound
-from ebb.decide.comeback_ahead import commit, records_ahead
 
 
 def _bound(level_peak: bool, memory_s: float = 120.0) -> ComebackBound:
@@ -46,7 +46,7 @@ def test_a_block_committed_at_once_leaves_the_bound_as_its_records_one_by_one(
     for v in before:
         one.record(v)
         many.record(v)
-    ahead = records_ahead(many, np.array(block, dtype=np.float64))
+    ahead = many.records_ahead(np.array(block, dtype=np.float64))
     count = min(keep, len(block))
     levels, means, rises = [], [], []
     for v in block[:count]:
@@ -57,8 +57,8 @@ def test_a_block_committed_at_once_leaves_the_bound_as_its_records_one_by_one(
         if one._n_rises > n0:
             rises.append(float(one._rises[n0 % len(one._rises)]))
     cut = count // 2
-    commit(many, ahead, 0, cut)
-    commit(many, ahead, cut, count)
+    many.commit(ahead, 0, cut)
+    many.commit(ahead, cut, count)
     assert _state(many) == _state(one)
     assert ahead.levels[:count].tolist() == levels
     assert ahead.mem_means[:count].tolist() == means
@@ -71,8 +71,8 @@ def test_a_committed_block_then_records_on_as_the_one_by_one_bound() -> None:
     one, many = _bound(False, memory_s=150.0), _bound(False, memory_s=150.0)
     for start in range(0, 3000, 97):
         block = rng.gamma(0.5, 4.0, size=97) * (rng.random(97) < 0.7)
-        ahead = records_ahead(many, block)
-        commit(many, ahead, 0, 97)
+        ahead = many.records_ahead(block)
+        many.commit(ahead, 0, 97)
         for v in block.tolist():
             one.record(v)
         assert _state(many) == _state(one), start
@@ -83,7 +83,7 @@ def test_what_a_record_pushes_out_of_a_full_ring_is_named_ahead() -> None:
     b = _bound(False, memory_s=30.0)
     for v in range(100):
         b.record(float(v % 13))
-    ahead = records_ahead(b, np.array([5.0, 9.0, 1.0]))
+    ahead = b.records_ahead(np.array([5.0, 9.0, 1.0]))
     cap = len(b._rises)
     expected = [float(b._rises[(b._n_rises + q) % cap]) for q in range(len(ahead.rises))]
     assert ahead.pushed_out.tolist() == expected
@@ -93,12 +93,12 @@ def test_what_a_record_pushes_out_of_a_full_ring_is_named_ahead() -> None:
 def test_more_records_than_the_ring_holds_are_refused() -> None:
     b = _bound(False, memory_s=30.0)
     with pytest.raises(ValueError, match="exceed the ring"):
-        records_ahead(b, np.zeros(len(b._rises) + 1))
+        b.records_ahead(np.zeros(len(b._rises) + 1))
 
 
 def test_a_commit_after_another_record_is_refused() -> None:
     b = _bound(False)
-    ahead = records_ahead(b, np.ones(4))
+    ahead = b.records_ahead(np.ones(4))
     b.record(1.0)
     with pytest.raises(ValueError, match="recorded other values"):
-        commit(b, ahead, 0, 2)
+        b.commit(ahead, 0, 2)

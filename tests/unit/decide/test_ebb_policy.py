@@ -19,13 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ebb.decide.policy import (
-    PROFILES,
-    EbbPolicy,
-    EbbProfile,
-    plan_victims,
-    served_demand,
-)
+from ebb.decide.policy import EbbPolicy, plan_victims
+from ebb.decide.profiles import PROFILES, EbbProfile
+from ebb.decide.served import served_demand
 from ebb.model.decision import Decision
 from ebb.model.ids import ReplicaId
 from ebb.model.observation import FineSignals, Observation, PodView
@@ -503,12 +499,12 @@ def test_the_horizon_grows_to_the_slowest_cold_start_seen_and_keeps_the_history(
     pol = policy(quick())
     pods = [pod(i) for i in range(4)]
     warm(pol, pods, 20)
-    before = pol._bound.needs()
+    before = pol.state.bound.needs()
     slow = PodView(ReplicaId(9), created_s=10.0, ready_s=19.0, util_ratio=None, inflight=0.0, qps=None,
                    zone="zone-a")
     pol.decide(observe(21.0, [*pods, slow], fine(21, 0.5)))
     assert pol.horizon_s == pytest.approx(9.0 + 1.1)
-    assert pol._bound.needs()[:len(before)] == before
+    assert pol.state.bound.needs()[:len(before)] == before
 
 
 # -- property ---------------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from ebb.decide.policy import PROFILES, EbbPolicy
+from ebb.decide.policy import EbbPolicy
+from ebb.decide.profiles import PROFILES
 from ebb.model.trace import RequestTrace
 from ebb.sim.fleet import FleetLog
 from ebb.sim.request_engine import RequestOutcome, simulate_requests

@@ -1,0 +1,297 @@
+"""What the Ebb policy remembers between decisions, and the rules that move that memory.
+
+:class:`EbbState` is one typed object per policy (:class:`~ebb.decide.policy.EbbPolicy` owns it):
+the L1 window and need tracker, the sizing window of recent needs, the queue history, the latency
+window, the comeback bound, the learned replica capacity and shortfalls, the burst timer, the
+weight, and the times of the last scale-up, scale-down, signal and busy sample. Everything here is
+public: the policy's steps (:mod:`ebb.decide.policy`) and the blocks of proven holds
+(:mod:`ebb.decide.hold_block`, :mod:`ebb.decide.hold_proof`) read and move it through this API.
+
+Each rule that a block of holds applies to many ticks at once sits beside the one-tick rule it
+mirrors, with the same float operations in the same order (property-tested equal,
+``tests/unit/decide/test_ebb_state.py``; end to end, ``tests/unit/sim/test_fluid_hold_blocks.py``):
+
+=================================  ==========================================
+one tick (``decide``)              many ticks (a block of proven holds)
+=================================  ==========================================
+:meth:`EbbState.ingest`            :meth:`EbbState.ingest_held`
+:meth:`EbbState.persistent_queue`  :meth:`EbbState.queue_quiet`
+:meth:`EbbState.need_now`          :meth:`EbbState.window_needs`
+:meth:`EbbState.replicas`          :meth:`EbbState.replicas_of`
+:meth:`EbbState.burst_step`        :meth:`EbbState.burst_runs`
+:meth:`EbbState.learned_floor_at`  :meth:`EbbState.learned_floor_below`
+=================================  ==========================================
+
+Pure: no I/O, no clocks (times arrive in the observations).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+import numpy.typing as npt
+
+from ebb.decide.comeback import ComebackBound
+from ebb.decide.latency import LatencyWindow
+from ebb.decide.need import NeedReading, NeedTracker
+from ebb.decide.served import completion_weights, served_demand
+from ebb.model.observation import FineSignals
+from ebb.window.small import SmallWindow
+
+__all__ = ["EbbState", "burst_after"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+_NS = 1_000_000_000
+
+
+class EbbState:
+    """The Ebb policy's memory (see the module docstring). Built by the policy; every field public."""
+
+    def __init__(self, *, bound: ComebackBound, slack_s: float, lookahead_s: float, latency_window_s: float,
+                 slo_ttft_ms: float, slo_e2e_ms: float, long_window_s: float, queue_surge_s: float,
+                 sizing_window_s: float, weight: float, cold_start_s: float) -> None:
+        self.queue_surge_s = queue_surge_s
+        """Requests queued at every sample of this long (s) make a persistent queue."""
+        self.sizing_window_s = sizing_window_s
+        """The need sizes the fleet by its largest value over this window (s)."""
+        self.l1 = SmallWindow(buckets=10, bucket_ms=100.0)
+        """The 1 s L1 window: ten 100 ms buckets of served demand (the sketch's answers, exactly)."""
+        self.need = NeedTracker(slack_s, lookahead_s=lookahead_s)
+        """The need bound over the last 32 s of samples (:mod:`ebb.decide.need`)."""
+        self.recent_need: deque[tuple[float, float]] = deque()
+        """(time, peak need) of each ingest over the last ``sizing_window_s``."""
+        self.reading = NeedReading(0.0, 0.0, 0.0, float("nan"))
+        """The newest ingest's need reading."""
+        self.served_now = 0.0
+        """Mean served demand of the newest ingest (replica units)."""
+        self.capacity = 1.0
+        """Demand (replica units) one ready replica serves when saturated: 1 until a persistent queue
+        shows less (a server whose KV cache or batch limit fills before its slots and prefill do)."""
+        self.cycle_peak = 0.0
+        """The largest need since the last record in the comeback bound (replica units)."""
+        self.latency = LatencyWindow(latency_window_s, slo_ms=slo_ttft_ms, slo_e2e_ms=slo_e2e_ms,
+                                     long_window_s=long_window_s)
+        """Completions of the last ``latency_window_s`` (and breach counts over the long window)."""
+        self.queue_hist: deque[tuple[float, bool]] = deque()
+        """(time, queued?) of each fine sample over the last ``queue_surge_s``."""
+        self.over_since: float | None = None
+        """When L1 demand last rose to the burst level and stayed there (None below it)."""
+        self.last_up = -math.inf
+        """The last scale-up (s); the cooldown runs from it."""
+        self.last_down = -math.inf
+        """The last scale-down (s); the down interval runs from it."""
+        self.last_signal_t = -math.inf
+        """The newest fine sample's time (s)."""
+        self.last_busy_t = -math.inf
+        """The newest fine sample with any demand or queue (an idle fleet has no latency to measure)."""
+        self.weight = weight
+        """The L2 weight, recalibrated every reconcile from the TTFT P99."""
+        self.cold_start_s = cold_start_s
+        """The slowest cold start seen (s); the comeback horizon follows it."""
+        self.shortfalls: deque[tuple[float, float]] = deque()
+        """(time, replicas per mean need) of each latency surge the need did not see coming."""
+        self.bound = bound
+        """The comeback bound (:mod:`ebb.decide.comeback`)."""
+        self.first_t: float | None = None
+        """The first reconcile's time (s); None before it."""
+        self.last_veto: tuple[str, ...] = ()
+        """The reasons of the last recorded veto (a repeated one is a hold)."""
+
+    # -- L1 ingest ---------------------------------------------------------------------------------
+    def ingest(self, fine: FineSignals | None, ready: int, t: float) -> None:
+        """Feed the fine samples: the L1 window, the need, the queue history and the completions;
+        then forget what aged out by ``t``."""
+        f = fine
+        if f is None or not len(f.t_s):
+            self.trim(t)
+            return
+        demand = served_demand(f.prefill_replicas, f.slot_replicas, ready)
+        # One sample (the fluid engine's 1 s bins): scalar reads of the same values, not array ops.
+        one = len(demand) == 1 and len(f.t_s) == 1 and len(f.queued) == 1
+        self.served_now = float(demand[0]) if one else float(demand.mean())  # x / 1 is x
+        self.l1.ingest(demand, (f.t_s * _NS).astype(np.int64))
+        self.queue_hist.extend(zip(f.t_s.tolist(), (f.queued > 0).tolist(), strict=True))
+        need, reading = self.need.ingest(f.t_s, demand, f.queued, completion_weights(f))
+        if len(need):
+            self.reading = reading
+            self.cycle_peak = max(self.cycle_peak, reading.peak_need_replicas)
+            self.recent_need.append((float(f.t_s[-1]), reading.peak_need_replicas))
+        self.last_signal_t = max(self.last_signal_t, float(f.t_s[-1]))
+        if one:
+            if demand[0] > 0 or f.queued[0] > 0:
+                self.last_busy_t = max(self.last_busy_t, float(f.t_s[0]))
+        else:
+            busy = (demand > 0) | (f.queued > 0)
+            if busy.any():
+                self.last_busy_t = max(self.last_busy_t, float(f.t_s[np.flatnonzero(busy)[-1]]))
+        self.latency.add(f.done_t_s, f.done_ttft_ms, f.done_e2e_ms, f.done_weight, f.done_wait_ms)
+        self.trim(t)
+
+    def ingest_held(self, ticks: FloatArray, demand: FloatArray, queued: FloatArray, needs: FloatArray,
+                    ends: IntArray, fine: FineSignals) -> None:
+        """:meth:`ingest` of one sample per tick at ``ticks`` (served ``demand``, ``queued``, the
+        completion rows ``ends[k-1]:ends[k]`` of ``fine`` timed at tick ``k``), all at once, for ticks
+        whose needs the tracker already took (``needs``, :meth:`NeedTracker.ingest_seconds`) and
+        whose cycle peaks the bound already recorded: the L1 window, queue history, recent needs,
+        served demand, newest signal and busy times and latency window as the last tick leaves them."""
+        last = len(ticks) - 1
+        t_last = float(ticks[last])
+        self.served_now = float(demand[last])
+        self.l1.ingest(demand[last:], (ticks[last:] * _NS).astype(np.int64))
+        self.l1.quantile(0.99, int(t_last * _NS))  # decide's query moves the window's head
+        t_list = ticks.tolist()
+        self.queue_hist.extend(zip(t_list, (queued > 0).tolist(), strict=True))
+        self.recent_need.extend(zip(t_list, needs.tolist(), strict=True))
+        self.last_signal_t = max(self.last_signal_t, t_last)
+        busy = (demand > 0) | (queued > 0)
+        if busy.any():
+            self.last_busy_t = max(self.last_busy_t, float(ticks[np.flatnonzero(busy)[-1]]))
+        rows = int(ends[last])
+        wait = fine.done_wait_ms[:rows] if len(fine.done_wait_ms) else np.full(rows, np.nan)
+        self.latency.add_ticks(t_list, ends.tolist(), fine.done_t_s[:rows], fine.done_ttft_ms[:rows],
+                               fine.done_e2e_ms[:rows], fine.done_weight[:rows], wait)
+        self.trim(t_last)
+
+    def trim(self, t: float) -> None:
+        """Forget the queue history, completions and recent needs that aged out by ``t``."""
+        while self.queue_hist and self.queue_hist[0][0] <= t - self.queue_surge_s:
+            self.queue_hist.popleft()
+        self.latency.trim(t)
+        while self.recent_need and self.recent_need[0][0] <= t - self.sizing_window_s:
+            self.recent_need.popleft()
+
+    def close_cycle(self) -> None:
+        """Record the cycle's peak need in the comeback bound and start the next cycle's."""
+        self.bound.record(self.cycle_peak)
+        self.cycle_peak = 0.0
+
+    # -- queue persistence -------------------------------------------------------------------------
+    def persistent_queue(self) -> bool:
+        """Whether requests queued at every sample of the last ``queue_surge_s``."""
+        q = self.queue_hist
+        if len(q) < 2:
+            return False
+        # Each sample stands for the interval before it (100 ms from an agent, 1 s from the fluid
+        # engine's bins): the history covers its span plus one interval.
+        covered = q[-1][0] - q[0][0] + (q[-1][0] - q[-2][0])
+        return covered >= self.queue_surge_s - 0.2 and all(v for _, v in q)
+
+    def queue_quiet(self, t_s: FloatArray, queued: BoolArray) -> BoolArray:
+        """Per new sample at ``t_s`` (``queued`` each), whether the queue history through it holds an
+        unqueued sample within ``queue_surge_s`` — so :meth:`persistent_queue` is False there."""
+        unqueued_before = next((t for t, q in reversed(self.queue_hist) if not q), -math.inf)
+        last = np.maximum(np.maximum.accumulate(np.where(queued, -math.inf, t_s)), unqueued_before)
+        return np.asarray(last > t_s - self.queue_surge_s, dtype=bool)
+
+    # -- the sizing window -------------------------------------------------------------------------
+    def need_now(self) -> float:
+        """The largest need over the sizing window (replica units; 0 without any)."""
+        return max((v for _, v in self.recent_need), default=0.0)
+
+    def window_needs(self, ticks: FloatArray, needs: FloatArray) -> FloatArray:
+        """:meth:`need_now` after each of ticks ``ticks`` adds its need ``needs[k]`` (and the window
+        forgets what ages out by it, as :meth:`trim` does)."""
+        r_t = np.array([t for t, _ in self.recent_need], dtype=np.float64)
+        r_v = np.array([v for _, v in self.recent_need], dtype=np.float64)
+        all_t = np.concatenate((r_t, ticks))
+        all_v = np.concatenate((r_v, needs, [0.0]))
+        lo = np.searchsorted(all_t, ticks - self.sizing_window_s, side="right")
+        bounds = np.empty(2 * len(ticks), dtype=np.int64)
+        bounds[0::2] = lo
+        bounds[1::2] = len(r_t) + np.arange(1, len(ticks) + 1)
+        return np.asarray(np.maximum.reduceat(all_v, bounds)[0::2], dtype=np.float64)
+
+    # -- replicas from demand ----------------------------------------------------------------------
+    def replicas(self, demand: float, util: float) -> int:
+        """Replicas that serve ``demand`` (replica units) at ``util`` of their learned capacity."""
+        return math.ceil(demand / (util * self.capacity) - 1e-9)
+
+    def replicas_of(self, demand: FloatArray, util: float) -> FloatArray:
+        """:meth:`replicas` element-wise (as floats: the same whole numbers)."""
+        return np.asarray(np.ceil(demand / (util * self.capacity) - 1e-9), dtype=np.float64)
+
+    def learn_capacity(self, ready: int) -> None:
+        """Requests queued throughout the last ``queue_surge_s`` with no capacity on its way: the
+        fleet is saturated, so what it serves per ready replica is what a replica can serve (kept
+        within [0.25, 1]; the latest saturation wins — a server's limits move with its traffic)."""
+        if ready > 0 and self.served_now > 0:
+            self.capacity = min(1.0, max(0.25, self.served_now / ready))
+
+    # -- the burst timer ---------------------------------------------------------------------------
+    def burst_step(self, t: float, d: float, burst_at: float, cap: float) -> bool:
+        """Move the burst timer to L1 demand ``d`` at ``t`` (:func:`burst_after`); whether it is a burst."""
+        self.over_since, burst = burst_after(self.over_since, t, d, burst_at, cap)
+        return burst
+
+    def burst_runs(self, ticks: FloatArray, l1: FloatArray, burst_at: float, cap: float
+                   ) -> tuple[FloatArray, BoolArray, BoolArray]:
+        """:meth:`burst_step` at each tick, without moving the timer: per tick when the current run
+        at or above ``burst_at`` began (the timer's value after it, NaN when none), whether it is in
+        one, and whether it is a burst. :meth:`set_burst_timer` then moves the timer to a tick's."""
+        m = len(ticks)
+        hit = l1 >= burst_at
+        before = np.concatenate(([self.over_since is not None], hit[:-1]))
+        started = np.maximum.accumulate(np.where(hit & ~before, np.arange(m), -1))
+        carried = self.over_since if self.over_since is not None else math.nan
+        over_t = np.where(started >= 0, ticks[np.maximum(started, 0)], carried)
+        burst = (hit & (ticks - over_t >= 0.2)) | (l1 >= cap)
+        return over_t, hit, burst
+
+    def set_burst_timer(self, over_t: FloatArray, hit: BoolArray, k: int) -> None:
+        """The burst timer as :meth:`burst_runs` found it after tick ``k``."""
+        self.over_since = float(over_t[k]) if hit[k] else None
+
+    # -- learned floor -----------------------------------------------------------------------------
+    def learn_shortfall(self, t: float, target: int) -> None:
+        """A latency surge to ``target`` replicas: the need model read too little at today's demand.
+        Kept, for the comeback memory, as the ratio of ``target`` to the need's mean over that memory
+        (slow and stable: the instantaneous level of bursty traffic swings by tens of percent), so
+        the floor it sets follows the demand's slow changes."""
+        self.shortfalls.append((t, target / max(self.bound.mean_need, 1e-3)))
+
+    def learned_floor(self, t: float) -> int:
+        """Replicas the latency surges of the memory say the current demand needs (0 without any);
+        surges older than the memory are forgotten."""
+        while self.shortfalls and self.shortfalls[0][0] < t - self.bound.memory_s:
+            self.shortfalls.popleft()
+        return self.learned_floor_at(t, self.bound.mean_need)
+
+    def learned_floor_at(self, t: float, mean_need: float) -> int:
+        """:meth:`learned_floor` at ``mean_need`` without forgetting anything: the shortfalls of the
+        memory before ``t`` only (a later call forgets the older ones, its cutoff being later)."""
+        cutoff = t - self.bound.memory_s
+        ratios = [r for ts, r in self.shortfalls if not ts < cutoff]
+        if not ratios:
+            return 0
+        return math.ceil(max(ratios) * mean_need - 1e-9)
+
+    def learned_floor_below(self, t_last: float, mem_means: FloatArray) -> FloatArray:
+        """A lower bound of :meth:`learned_floor_at` at each of ``mem_means`` for times up to
+        ``t_last``: the shortfalls still kept at ``t_last`` (the fewest) at each mean."""
+        cutoff = t_last - self.bound.memory_s
+        ratios = [r for ts, r in self.shortfalls if not ts < cutoff]
+        if not ratios:
+            return np.zeros(len(mem_means))
+        return np.asarray(np.ceil(max(ratios) * mem_means - 1e-9), dtype=np.float64)
+
+    # -- the comeback horizon ----------------------------------------------------------------------
+    def adopt_bound(self, longer: ComebackBound, cold_start_s: float, long_window_s: float) -> None:
+        """A longer comeback horizon: ``longer`` takes the memory's needs, the latency window's long
+        count spans the new horizons."""
+        self.cold_start_s = cold_start_s
+        longer.replay(self.bound.needs())
+        self.bound = longer
+        self.latency.long_window_s = long_window_s
+
+
+def burst_after(over_since: float | None, t: float, d: float, burst_at: float, cap: float
+                ) -> tuple[float | None, bool]:
+    """The burst timer after L1 demand ``d`` at ``t`` (when the run at or above ``burst_at`` began;
+    None below it) and whether it is a burst: demand at or above ``burst_at`` for at least 200 ms,
+    or at or above the ready capacity ``cap`` at once."""
+    over = (t if over_since is None else over_since) if d >= burst_at else None
+    return over, over is not None and (t - over) >= 0.2 or d >= cap
