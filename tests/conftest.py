@@ -17,7 +17,7 @@ from hypothesis import settings
 
 from ebb.testing.etcd import ETCD_INSTALL, etcd_binary, local_etcd
 from ebb.errors import MissingExtraError
-from ebb.live.local_prometheus import PROMETHEUS_INSTALL, prometheus_binary
+from ebb.demo.local_prometheus import PROMETHEUS_INSTALL, prometheus_binary
 
 # Hypothesis' 200 ms per-example deadline is a timed test: on a loaded 2-core CI machine it fails
 # examples that are merely slow. Speed is measured by bench/, never by a unit test (developers' guide).
@@ -64,7 +64,7 @@ def chromium_binary_path() -> str:
 @pytest.fixture(scope="session")
 def llama_server_binary() -> str:
     """Path of llama-server ($EBB_LLAMA_SERVER, PATH, the build cache); skipped (failed under CI=true) without it."""
-    from ebb.live.llamacpp import llama_server_binary as find
+    from ebb.demo.llamacpp import llama_server_binary as find
     try:
         return find()
     except MissingExtraError as exc:
@@ -75,7 +75,7 @@ def llama_server_binary() -> str:
 @pytest.fixture(scope="session")
 def llama_model() -> Path:
     """The cached tiny llama GGUF; skipped (failed under CI=true) without gguf or the vocab file."""
-    from ebb.live.llamacpp import tiny_model
+    from ebb.demo.llamacpp import tiny_model
     try:
         return tiny_model()
     except MissingExtraError as exc:

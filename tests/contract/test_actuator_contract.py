@@ -18,7 +18,7 @@ import pytest
 
 from ebb.actuate.base import Actuator, FleetState
 from ebb.actuate.local import LocalActuator
-from ebb.live.router import Router
+from ebb.demo.router import Router
 from ebb.model.ids import DecisionId, ReplicaId
 from ebb.model.observation import ScaleRequest
 from ebb.testing.fakes import FakeActuator

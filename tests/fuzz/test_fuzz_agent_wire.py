@@ -5,7 +5,7 @@ Inputs are valid documents with one to three mutations (a value swapped for a ho
 nesting, integers past int64 and past 4,300 digits, NaN/inf, wrong types, huge strings — a key
 dropped or added) and raw texts (deep brackets, huge literals, truncations, random bytes). The
 property: the reader returns a value or raises its documented error — :class:`~ebb.errors.InputError`
-(an :class:`~ebb.errors.EbbError`) for the agent's readers, :class:`~ebb.live.stats.BadRequest` for
+(an :class:`~ebb.errors.EbbError`) for the agent's readers, :class:`~ebb.demo.stats.BadRequest` for
 the router — never anything else; a ``/stats`` poll that parses also goes through the aggregator,
 which must then never raise. Budgets are fixed (``max_examples``), the inputs derandomized, and
 every input has a 2 s deadline, so a hang fails instead of stalling CI.
@@ -27,7 +27,7 @@ from ebb.agent.buckets import BucketAggregator, StatsPoll, decode_stats, parse_s
 from ebb.agent.discovery import WorkerList, parse_workers
 from ebb.sources.agent_wire import Bucket, BucketPage, RouterGauges, Sketch, WorkerGauges, decode_page, decode_page_json
 from ebb.errors import EbbError
-from ebb.live.stats import BadRequest, GenerateRequest, parse_generate
+from ebb.demo.stats import BadRequest, GenerateRequest, parse_generate
 from ebb.testing.wire import encode_page
 
 from mutations import mutate_tree, nested

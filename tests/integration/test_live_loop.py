@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from ebb.ledger import open_ledger
-from ebb.live.demo import DemoSettings, LiveDemo
+from ebb.demo.stack import DemoSettings, LiveDemo
 from ebb.model.ids import RunId
 from ebb.telemetry.tracing import CycleTracer
 from ebb.testing.tracing import in_memory_provider

@@ -1,6 +1,6 @@
 """Ebb scaling real llama.cpp servers for 3 minutes under a real trace (issues #14 and #16).
 
-What runs: ``ebb demo --live --engine llamacpp``'s settings (:func:`ebb.live.demo.llamacpp_settings`):
+What runs: ``ebb demo --live --engine llamacpp``'s settings (:func:`ebb.demo.stack.llamacpp_settings`):
 4 ``llama-server`` processes at start (2 slots each, ``--metrics``, one CPU thread, the tiny random
 model), the router's llama.cpp backend, the agent polling the router's ``/stats`` and every server's
 ``/metrics`` with the ``llamacpp`` profile, the controller in act mode, and the Azure code trace's
@@ -40,7 +40,7 @@ import numpy as np
 import pytest
 
 from ebb.ledger import open_ledger
-from ebb.live.demo import LiveDemo, llamacpp_settings
+from ebb.demo.stack import LiveDemo, llamacpp_settings
 from ebb.model.ids import RunId
 from ebb.sources.engines.profiles import engine_profile
 from ebb.sources.engines.reading import read_engine_text

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import pytest
 
 from ebb.errors import InputError, SourceUnavailable
-from ebb.live.local_prometheus import LocalPrometheus
+from ebb.demo.local_prometheus import LocalPrometheus
 from ebb.model.live import LiveSignals
 from ebb.sources.engines.profiles import PROFILES
 from ebb.sources.prometheus import PrometheusClient, PrometheusSource

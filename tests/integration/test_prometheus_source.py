@@ -39,7 +39,7 @@ from ebb.model.live import LiveSignals
 from ebb.sources.prometheus import PrometheusClient, PrometheusSource
 from ebb.testing.etcd import free_port
 from ebb.testing.fakes import FakeActuator
-from ebb.live.local_prometheus import LocalPrometheus
+from ebb.demo.local_prometheus import LocalPrometheus
 from ebb.testing.prometheus import local_prometheus, write_targets
 
 T = TypeVar("T")

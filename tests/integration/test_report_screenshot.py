@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ebb.live.report import FleetSample, LiveRun, live_policy_run
+from ebb.demo.report import FleetSample, LiveRun, live_policy_run
 from ebb.score.report import write_report
 
 WIDTHS = (1280, 1920)

@@ -10,7 +10,7 @@ recorded victims (by the actuator's names) are gone, the other replicas remain, 
 "applied after restart", and the actuator applied the decision once (a third controller does not
 apply it again).
 
-Actuators: ``local`` (real ``python -m ebb.live.worker`` processes behind a real router; the same
+Actuators: ``local`` (real ``python -m ebb.demo.worker`` processes behind a real router; the same
 actuator serves A and B, as its workers would outlive a controller that is not their parent) and
 ``kubernetes`` (the real actuator on the fake API server; B gets a NEW actuator instance, and before
 A decides one pod was replaced, so the two instances number the same pods differently: ids are never
@@ -107,7 +107,7 @@ class Fleet:
 
 def _local_fleet(stack: ExitStack, tmp_path: Path) -> Fleet:
     from ebb.actuate.local import LocalActuator
-    from ebb.live.router import Router
+    from ebb.demo.router import Router
 
     router = stack.enter_context(Router(queue_timeout_s=60.0))
     act = stack.enter_context(LocalActuator(router, initial=START, warmup_s=0.5, speed=10.0, max_batch=4,

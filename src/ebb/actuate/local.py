@@ -1,7 +1,7 @@
-"""The local actuator: scales worker processes on this machine behind a :class:`~ebb.live.router.Router`.
+"""The local actuator: scales worker processes on this machine behind a :class:`~ebb.demo.router.Router`.
 
 What a worker is comes from a :class:`WorkerLauncher`: by default :class:`EbbWorkerLauncher`
-(``python -m ebb.live.worker``, the calibrated emulated worker); ``ebb.live.llamacpp`` has one for
+(``python -m ebb.demo.worker``, the calibrated emulated worker); ``ebb.demo.llamacpp`` has one for
 real ``llama-server`` processes. A launcher builds the command, says how the worker's URL is known
 (printed on a ``LISTENING http://…`` stdout line, or fixed by the launcher before start, e.g. a port
 it picked), its health path, and which router API the worker speaks (``add_worker(..., api=)``).
@@ -71,7 +71,7 @@ _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class WorkerRegistry(Protocol):
-    """What the actuator needs from a router (``ebb.live.router.Router`` provides it). ``api`` is the
+    """What the actuator needs from a router (``ebb.demo.router.Router`` provides it). ``api`` is the
     worker's HTTP API: ``"ebb"`` (``POST /v1/generate``) or ``"llamacpp"`` (``POST /completion``)."""
 
     def add_worker(self, name: str, url: str, max_batch: int, api: str = "ebb") -> None: ...
@@ -109,7 +109,7 @@ class WorkerLauncher(Protocol):
 
 @dataclass(frozen=True)
 class EbbWorkerLauncher:
-    """``python -m ebb.live.worker`` (prints ``LISTENING``, health ``/healthz``, drains itself on SIGTERM,
+    """``python -m ebb.demo.worker`` (prints ``LISTENING``, health ``/healthz``, drains itself on SIGTERM,
     dies with ``--parent-pid``)."""
 
     warmup_s: float = 5.0
@@ -120,7 +120,7 @@ class EbbWorkerLauncher:
     health_path: str = "/healthz"
 
     def launch(self, name: str, max_batch: int) -> Launch:
-        return Launch((self.python, "-m", "ebb.live.worker", "--name", name, "--port", "0",
+        return Launch((self.python, "-m", "ebb.demo.worker", "--name", name, "--port", "0",
                        "--max-batch", str(max_batch), "--warmup-s", str(self.warmup_s), "--speed", str(self.speed),
                        "--drain-timeout-s", str(self.drain_timeout_s), "--parent-pid", str(os.getpid())))
 
@@ -157,8 +157,8 @@ class LocalActuator:
                               f"drain_timeout_s={drain_timeout_s}, zones={zones!r}")
         self.target = name
         self._router = router
-        self._max_batch, self._warmup_s, self._speed = max_batch, warmup_s, speed
-        self._python, self._zones, self._drain_timeout_s = python, zones, drain_timeout_s
+        self._max_batch, self._warmup_s = max_batch, warmup_s
+        self._zones, self._drain_timeout_s = zones, drain_timeout_s
         self._launcher: WorkerLauncher = launcher or EbbWorkerLauncher(warmup_s, speed, python, drain_timeout_s)
         self._targets_file, self._state_file = targets_file, state_file
         self._lock = threading.RLock()

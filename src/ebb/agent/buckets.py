@@ -60,7 +60,7 @@ _FIX = "run the worker/router from the same Ebb release as the agent"
 MAX_STATS_BYTES: Final = 4 * 1024 * 1024
 """Largest ``/stats`` answer read (4 MiB): a full 10,000-row completion ring is about 0.7 MiB."""
 MAX_COMPLETIONS_PER_ANSWER: Final = 10_000
-"""Completion rows taken from one answer: the size of a worker's ring (``ebb.live.stats.RING_SIZE``),
+"""Completion rows taken from one answer: the size of a worker's ring (``ebb.demo.stats.RING_SIZE``),
 so an honest answer is never cut; the rest of a longer one count as ``bad_rows``."""
 MAX_NAME_CHARS: Final = 253
 """Longest endpoint name accepted (a DNS name / pod name is at most 253 characters)."""

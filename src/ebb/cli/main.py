@@ -28,6 +28,7 @@ _COMMAND_MODULES = (
     "ebb.cli.agent",
     "ebb.cli.probe",
     "ebb.cli.run",
+    "ebb.cli.demo",
     "ebb.cli.sweep",
 )
 

@@ -10,7 +10,7 @@ The serving system on one machine (``ebb demo --live``, the integration tests) i
 
 Every component exposes the same two read endpoints so a poller needs no per-kind code:
 
-* ``GET /stats?since=<seq>`` → :data:`STATS_VERSION`-versioned JSON (see ``ebb.live.stats.stats_envelope`` for the fields), the
+* ``GET /stats?since=<seq>`` → :data:`STATS_VERSION`-versioned JSON (see ``ebb.demo.stats.stats_envelope`` for the fields), the
   completions newer than ``seq`` (a monotonically increasing per-process counter).
 * ``GET /metrics`` → Prometheus text exposition with the metric names below.
 

@@ -1,4 +1,4 @@
-"""Test support around the demo's Prometheus launcher (:mod:`ebb.live.local_prometheus`).
+"""Test support around the demo's Prometheus launcher (:mod:`ebb.demo.local_prometheus`).
 
 :func:`local_prometheus` runs one server for the length of a ``with`` block, configured from scrape
 configs or a file-SD job, and stops it cleanly at the end (the fixtures' way of using it).
@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ebb.live.local_prometheus import LocalPrometheus, write_config
+from ebb.demo.local_prometheus import LocalPrometheus, write_config
 
 __all__ = ["local_prometheus", "write_file_sd_config", "write_targets"]
 

@@ -16,8 +16,8 @@ import pytest
 from ebb.actuate.base import Actuator
 from ebb.actuate.local import LocalActuator
 from ebb.errors import ConfigError, InputError, TransientError
-from ebb.live.loadgen import LoadGenerator
-from ebb.live.router import Router
+from ebb.demo.loadgen import LoadGenerator
+from ebb.demo.router import Router
 from ebb.model.ids import DecisionId, ReplicaId, TraceName
 from ebb.model.observation import ScaleRequest
 from ebb.model.trace import RequestTrace

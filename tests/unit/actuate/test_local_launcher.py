@@ -12,7 +12,7 @@ import pytest
 
 from ebb.actuate.local import EbbWorkerLauncher, Launch, LocalActuator
 from ebb.errors import ConfigError
-from ebb.live.local_prometheus import free_port
+from ebb.demo.local_prometheus import free_port
 from ebb.model.ids import DecisionId
 from ebb.model.observation import ScaleRequest
 
@@ -43,7 +43,7 @@ class FixedPortLauncher:
 
     def launch(self, name: str, max_batch: int) -> Launch:
         port = free_port()
-        return Launch((sys.executable, "-m", "ebb.live.worker", "--name", name, "--port", str(port),
+        return Launch((sys.executable, "-m", "ebb.demo.worker", "--name", name, "--port", str(port),
                        "--max-batch", str(max_batch), "--warmup-s", "0.2"),
                       url=f"http://127.0.0.1:{port}", log_path=self.log_dir / f"{name}.log")
 
@@ -77,6 +77,6 @@ def test_a_launcher_whose_binary_cannot_start_is_a_config_error(tmp_path: Path) 
 
 def test_the_default_launcher_is_the_ebb_worker_with_the_actuator_s_settings() -> None:
     launch = EbbWorkerLauncher(warmup_s=2.0, speed=3.0, python="/py").launch("worker-4", 5)
-    assert launch.args[:3] == ("/py", "-m", "ebb.live.worker") and launch.url is None and launch.log_path is None
+    assert launch.args[:3] == ("/py", "-m", "ebb.demo.worker") and launch.url is None and launch.log_path is None
     args = list(launch.args)
     assert args[args.index("--max-batch") + 1] == "5" and args[args.index("--speed") + 1] == "3.0"

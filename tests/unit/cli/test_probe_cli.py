@@ -193,7 +193,7 @@ def test_a_url_is_read_twice_and_the_interval_histograms_give_p99_upper_bounds(p
     peers.append(peer)
     j = probe_json("--engine", "vllm", f"{peer.url}/metrics", "--interval-s", "0.2")
     assert n["calls"] == 2 and j["scrapes"] == 2 and j["pod"] == peer.url.removeprefix("http://")
-    assert 0.2 <= j["interval_s"] < 5.0
+    assert 0.2 <= j["interval_s"] < 3600.0  # the measured gap (at least the asked 0.2 s), not a clock reading
     ttft = j["latency"]["ttft"]
     assert ttft["count"] == 11 and ttft["window"] == "interval"
     assert ttft["p99_ms"] == 2500.0  # the upper bound of the bucket holding the 99th percentile
@@ -202,7 +202,7 @@ def test_a_url_is_read_twice_and_the_interval_histograms_give_p99_upper_bounds(p
 
 # -- a live llama-server ------------------------------------------------------------------------
 def _serve_llama(binary: str, model: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
-    from ebb.live.local_prometheus import free_port
+    from ebb.demo.local_prometheus import free_port
 
     port = free_port()
     with log.open("ab") as out:  # the child keeps its own copy of the descriptor

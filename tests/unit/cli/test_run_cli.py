@@ -1,4 +1,4 @@
-"""`ebb run` and `ebb demo`: argument checks, and a short real run against an agent that is down."""
+"""`ebb run`: argument checks, and a short real run against an agent that is down."""
 
 from __future__ import annotations
 
@@ -42,11 +42,6 @@ def test_engine_mode_builds_the_engine_source_with_the_pod_label() -> None:
                   max_concurrency=256)
     assert src.engine is not None and src.replica_label == "pod"
     assert _source("prometheus", [], "http://127.0.0.1:9").replica_label == "worker"
-
-
-def test_demo_without_live_points_at_the_simulator() -> None:
-    res = runner.invoke(app, ["demo"])
-    assert res.exit_code == 0 and "--live" in res.output
 
 
 def test_run_with_its_only_agent_down_holds_the_fleet_and_records_nothing(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ import numpy as np
 
 from ebb.actuate.local import Launch
 from ebb.errors import InputError, MissingExtraError
-from ebb.live.local_prometheus import free_port
+from ebb.demo.local_prometheus import free_port
 
 __all__ = ["BUILD_SCRIPT", "LlamaServerLauncher", "TinyModel", "cache_dir", "llama_server_binary", "tiny_model",
            "vocab_path", "write_tiny_model"]

@@ -31,7 +31,7 @@ Guarantees:
   timings, or with counts other than the ones asked, is a malformed answer.
 * **Hostile input is a 4xx, never a 500.** A ``/v1/generate`` body over 1 MiB gets 413 unread; a
   body that is not the documented JSON — nested past 64 levels, huge numbers, wrong types — gets
-  400 naming the problem (:func:`~ebb.live.stats.parse_generate`). A worker's answer is read up to
+  400 naming the problem (:func:`~ebb.demo.stats.parse_generate`). A worker's answer is read up to
   1 MiB and parsed with the same caps; a malformed one counts as a worker error (retried once).
 """
 
@@ -53,7 +53,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from ebb.agent.serving import quiet_client_errors
-from ebb.live.stats import MAX_BODY_BYTES, BadRequest, CompletionRing, parse_generate, parse_since, stats_envelope
+from ebb.demo.stats import MAX_BODY_BYTES, BadRequest, CompletionRing, parse_generate, parse_since, stats_envelope
 from ebb.model import live as names
 from ebb.untrusted import loads_json
 
@@ -216,7 +216,7 @@ class Router:
         app.add_routes([web.post("/v1/generate", self._generate), web.get("/stats", self._stats),
                         web.get("/metrics", self._metrics), web.get("/workers", self._workers_view)])
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0,
-                                     logger=quiet_client_errors("ebb.live.router.http"))
+                                     logger=quiet_client_errors("ebb.demo.router.http"))
         await self._runner.setup()
         await web.TCPSite(self._runner, self.host, self.port).start()
         port = self._runner.addresses[0][1]
@@ -256,7 +256,7 @@ class Router:
 
     def add_worker(self, name: str, url: str, max_batch: int, api: str = "ebb") -> None:
         """Make a ready worker routable (at once: queued requests may be dispatched to it). ``api``:
-        ``"ebb"`` (an :mod:`ebb.live.worker`) or ``"llamacpp"`` (a ``llama-server``)."""
+        ``"ebb"`` (an :mod:`ebb.demo.worker`) or ``"llamacpp"`` (a ``llama-server``)."""
         if max_batch < 1:
             raise ValueError(f"max_batch must be ≥ 1, got {max_batch!r} for worker {name!r}")
         if api not in APIS:

@@ -16,7 +16,7 @@ import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
-from ebb.live.router import Router
+from ebb.demo.router import Router
 from ebb.model import live as names
 from ebb.testing.etcd import free_port
 
@@ -282,7 +282,7 @@ def test_hostile_bodies_get_400_and_no_traceback_is_logged(router: Router, fakes
 
 
 def test_a_body_over_the_cap_gets_413_unread(router: Router) -> None:
-    from ebb.live.stats import MAX_BODY_BYTES
+    from ebb.demo.stats import MAX_BODY_BYTES
 
     assert post(router.url, b" " * (MAX_BODY_BYTES + 1))[0] == 413
 

@@ -1,4 +1,4 @@
-"""ebb.live.llamacpp: finding llama-server, the tiny model, and real llama-server workers under the
+"""ebb.demo.llamacpp: finding llama-server, the tiny model, and real llama-server workers under the
 local actuator behind the router (scale up, a request through /completion, a drain that fails nothing)."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 
 from ebb.actuate.local import LocalActuator
 from ebb.errors import InputError, MissingExtraError
-from ebb.live.llamacpp import LlamaServerLauncher, TinyModel, llama_server_binary, tiny_model, write_tiny_model
-from ebb.live.router import Router
+from ebb.demo.llamacpp import LlamaServerLauncher, TinyModel, llama_server_binary, tiny_model, write_tiny_model
+from ebb.demo.router import Router
 from ebb.model.ids import DecisionId
 from ebb.model.observation import ScaleRequest
 
@@ -70,7 +70,7 @@ def test_a_missing_vocab_names_the_build_script(tmp_path: Path, monkeypatch: pyt
 
 def test_the_tiny_model_is_a_llama_gguf_with_the_vocab_s_tokenizer_and_the_same_bytes_each_time(
         llama_model: Path, tmp_path: Path) -> None:
-    from ebb.live.llamacpp import vocab_path
+    from ebb.demo.llamacpp import vocab_path
     vocab = gguf.GGUFReader(str(vocab_path()))
     model = gguf.GGUFReader(str(llama_model))
     assert _field(model, "general.architecture") == "llama"
@@ -176,7 +176,7 @@ def test_demo_engine_must_be_known_and_a_missing_llama_server_says_how_to_build_
 
 def test_llamacpp_demo_settings_refuse_prometheus_and_requests_that_do_not_fit_a_slot() -> None:
     from ebb.errors import ConfigError
-    from ebb.live.demo import llamacpp_settings
+    from ebb.demo.stack import llamacpp_settings
     s = llamacpp_settings()
     assert s.engine == "llamacpp" and s.max_tokens_in is not None and s.max_tokens_out is not None
     assert s.max_tokens_in + s.max_tokens_out <= s.context_tokens
@@ -192,7 +192,7 @@ def test_the_load_generator_scales_token_counts_up_to_whole_tokens_then_caps_the
     import numpy as np
 
     from ebb.errors import ConfigError
-    from ebb.live.loadgen import LoadGenerator
+    from ebb.demo.loadgen import LoadGenerator
     from ebb.model.ids import TraceName
     from ebb.model.trace import RequestTrace
     tr = RequestTrace(TraceName("t"), np.array([0.0, 1.0, 2.0]), np.array([0, 17, 5000], dtype=np.int64),
@@ -211,7 +211,7 @@ def test_a_server_gets_sigterm_when_the_thread_that_started_it_exits() -> None:
     import signal
     import subprocess
 
-    from ebb.live.llamacpp import _DEATH_SIGNAL
+    from ebb.demo.llamacpp import _DEATH_SIGNAL
     assert _DEATH_SIGNAL is not None
     procs: list[subprocess.Popen[bytes]] = []
     t = threading.Thread(target=lambda: procs.append(subprocess.Popen(["sleep", "30"], preexec_fn=_DEATH_SIGNAL)))

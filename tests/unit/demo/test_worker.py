@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ebb.live.stats import CompletionRing
+from ebb.demo.stats import CompletionRing
 from ebb.model import live as names
 from ebb.model.latency import H200_DEFAULT
 
@@ -36,7 +36,7 @@ def model_ms(tokens_in: int, tokens_out: int, batch: int = 1) -> tuple[float, fl
 
 @contextmanager
 def worker(*extra: str, name: str = "w-test") -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    proc = subprocess.Popen([sys.executable, "-m", "ebb.live.worker", "--name", name, "--port", "0", *extra],
+    proc = subprocess.Popen([sys.executable, "-m", "ebb.demo.worker", "--name", name, "--port", "0", *extra],
                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
     assert proc.stdout is not None
     try:
@@ -88,21 +88,27 @@ def warm() -> Iterator[str]:
         yield url
 
 
-def test_a_lone_request_takes_the_latency_models_time(warm: str) -> None:
+def test_a_lone_request_takes_at_least_the_latency_models_time(warm: str) -> None:
+    # Never faster than the model; how close to it (under 3x + 50 ms) is bench/demo_worker.py's.
     ttft_model, e2e_model = model_ms(512, 100)
     out = generate(warm, 512, 100)
     assert out["worker"] == "w-test"
-    assert ttft_model <= out["ttft_ms"] < ttft_model * 3 + 50
-    assert e2e_model <= out["e2e_ms"] < e2e_model * 3 + 50
+    assert ttft_model <= out["ttft_ms"] <= out["e2e_ms"] and e2e_model <= out["e2e_ms"]
 
 
 def test_eight_concurrent_requests_share_decode_steps_instead_of_queueing(warm: str) -> None:
-    _, e2e_one = model_ms(512, 100)
+    # All eight hold a batch slot at once (none waits for another to finish); that the slowest then
+    # takes under 4x a lone request, not 8x, is bench/demo_worker.py's.
+    seen: list[dict[str, Any]] = []
     with ThreadPoolExecutor(8) as pool:
-        outs = list(pool.map(lambda _: generate(warm, 512, 100), range(8)))
-    slowest = max(o["e2e_ms"] for o in outs)
-    # Serving them one by one would take 8 × e2e_one for the last; batched it is ~1.2 ×.
-    assert slowest < 4 * e2e_one
+        futures = [pool.submit(generate, warm, 512, 100) for _ in range(8)]
+        deadline = time.monotonic() + 20  # guards a hang only
+        while not any(s["running"] == 8 for s in seen) and not all(f.done() for f in futures):
+            assert time.monotonic() < deadline
+            seen.append(json.loads(call(warm + "/stats")[1]))
+        outs = [f.result() for f in futures]
+    assert any(s["running"] == 8 and s["waiting"] == 0 for s in seen), seen[-3:]
+    assert len(outs) == 8 and all(o["worker"] == "w-test" for o in outs)
 
 
 def test_a_cold_worker_answers_503_until_warm() -> None:
@@ -132,7 +138,7 @@ def test_a_malformed_body_gets_400_naming_the_problem(warm: str, body: bytes, fi
 
 
 def test_a_body_over_the_cap_gets_413(warm: str) -> None:
-    from ebb.live.stats import MAX_BODY_BYTES
+    from ebb.demo.stats import MAX_BODY_BYTES
 
     assert call(warm + "/v1/generate", b" " * (MAX_BODY_BYTES + 1))[0] == 413
 

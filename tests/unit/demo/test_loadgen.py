@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from ebb.errors import ConfigError
-from ebb.live.loadgen import LoadGenerator
+from ebb.demo.loadgen import LoadGenerator
 from ebb.model.ids import TraceName
 from ebb.model.trace import RequestTrace
 from ebb.testing.etcd import free_port

@@ -1,6 +1,6 @@
 """An inference worker on loopback whose service time follows the calibrated latency model.
 
-``python -m ebb.live.worker --name W --port 0 --max-batch 8 --warmup-s 5 --speed 1.0`` binds
+``python -m ebb.demo.worker --name W --port 0 --max-batch 8 --warmup-s 5 --speed 1.0`` binds
 127.0.0.1, prints exactly one stdout line ``LISTENING http://127.0.0.1:PORT`` once bound, and serves
 ``POST /v1/generate``, ``GET /healthz``, ``GET /stats?since=SEQ`` and ``GET /metrics``.
 
@@ -41,7 +41,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from ebb.live.stats import (
+from ebb.demo.stats import (
     MAX_BODY_BYTES, BadRequest, CompletionRing, GenerateRequest, parse_generate, parse_since, stats_envelope,
 )
 from ebb.model import live as names
@@ -261,7 +261,7 @@ async def _watch_parent(parent_pid: int, stop: asyncio.Event) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m ebb.live.worker", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m ebb.demo.worker", description=__doc__.splitlines()[0])
     p.add_argument("--name", required=True, help="worker name (metrics label, /stats name)")
     p.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1; 0 picks a free one")
     p.add_argument("--max-batch", type=int, default=8, help="batch slots (concurrent sequences)")

@@ -2,7 +2,7 @@
 
 What runs (all on 127.0.0.1, free ports, a temporary work dir):
 
-* a router and ``initial`` worker processes (:mod:`ebb.live.worker`: continuous batching with the
+* a router and ``initial`` worker processes (:mod:`ebb.demo.worker`: continuous batching with the
   calibrated H200 service times, divided by ``speed``), scaled by :class:`~ebb.actuate.local.LocalActuator`;
 * an Ebb agent polling router and workers into 100 ms buckets;
 * the real Prometheus server (Debian's ``prometheus``), scraping router, agent and workers every
@@ -13,7 +13,7 @@ What runs (all on 127.0.0.1, free ports, a temporary work dir):
   times faster than recorded.
 
 With ``engine="llamacpp"`` (``ebb demo --live --engine llamacpp``, settings from
-:func:`llamacpp_settings`) the workers are real ``llama-server`` processes (:mod:`ebb.live.llamacpp`:
+:func:`llamacpp_settings`) the workers are real ``llama-server`` processes (:mod:`ebb.demo.llamacpp`:
 the binary built by ``scripts/build-llama-server.sh``, a tiny random-weight model with a real
 vocabulary, ``--metrics``, ``max_batch`` parallel slots, one CPU thread each), the router speaks
 llama.cpp's ``/completion``, the agent reads the router's ``/stats`` and every server's ``/metrics``
@@ -27,7 +27,7 @@ busiest stretch after its first quarter hour and calms down with smaller bursts,
 within the SLO. (Minutes 9–15 hold the trace's largest burst, 1.75× any before it, after a lull: a
 fleet sized on what it had seen meets it short by more than a cold start can repair — ``docs/live.md``
 shows that run.) The report is :mod:`ebb.score.report`'s, filled from what really happened
-(:mod:`ebb.live.report`).
+(:mod:`ebb.demo.report`).
 """
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ from ebb.agent.server import Agent
 from ebb.errors import ConfigError, InputError, MissingExtraError
 from ebb.ledger import open_ledger
 from ebb.live.controller import Controller, ControllerSettings, CycleOutcome
-from ebb.live.loadgen import LoadGenerator, LoadResults
+from ebb.demo.loadgen import LoadGenerator, LoadResults
 from ebb.live.policy_spec import build_live_policy, replica_bounds
-from ebb.live.report import FleetSample, LiveRun, live_policy_run
-from ebb.live.router import Router
+from ebb.demo.report import FleetSample, LiveRun, live_policy_run
+from ebb.demo.router import Router
 from ebb.model.trace import RequestTrace
 from ebb.model.trace_ops import window
 from ebb.score.report import write_report
@@ -64,7 +64,7 @@ from ebb.sources.prometheus import PrometheusClient, PrometheusSource
 from ebb.sources.traces import open_trace
 from ebb.telemetry.metrics import EbbMetrics
 from ebb.telemetry.tracing import CycleTracer
-from ebb.live.local_prometheus import PROMETHEUS_INSTALL, LocalPrometheus, prometheus_binary, write_config
+from ebb.demo.local_prometheus import PROMETHEUS_INSTALL, LocalPrometheus, prometheus_binary, write_config
 
 __all__ = ["DEMO_POLICY", "ENGINES", "DemoResult", "DemoSettings", "LiveDemo", "llamacpp_settings", "load_window"]
 
@@ -120,7 +120,7 @@ class DemoSettings:
     """HTML report path; None = no report."""
     run_id: str = "live-demo"
     engine: str = "ebb"
-    """``ebb`` (emulated workers, :mod:`ebb.live.worker`) or ``llamacpp`` (real ``llama-server``)."""
+    """``ebb`` (emulated workers, :mod:`ebb.demo.worker`) or ``llamacpp`` (real ``llama-server``)."""
     tokens_in_scale: float = 1.0
     """Prompt tokens sent = ceil(trace's × this), then capped by ``max_tokens_in``."""
     tokens_out_scale: float = 1.0
@@ -241,7 +241,7 @@ class LiveDemo:
             stack.callback(self.router.stop)
             launcher, engine = None, None
             if s.engine == "llamacpp":
-                from ebb.live.llamacpp import LlamaServerLauncher, llama_server_binary, tiny_model
+                from ebb.demo.llamacpp import LlamaServerLauncher, llama_server_binary, tiny_model
                 from ebb.sources.engines.profiles import engine_profile
                 (work / "llama-logs").mkdir(exist_ok=True)
                 launcher = LlamaServerLauncher(llama_server_binary(), tiny_model(), work / "llama-logs",

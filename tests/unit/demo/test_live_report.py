@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ebb.live.report import FleetSample, LiveRun, live_policy_run
+from ebb.demo.report import FleetSample, LiveRun, live_policy_run
 
 
 def run(ok: list[bool], ttft: list[float], fleet: list[FleetSample], duration_s: float = 20.0) -> LiveRun:

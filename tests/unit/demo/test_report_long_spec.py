@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from ebb.live.report import FleetSample, LiveRun, live_policy_run
+from ebb.demo.report import FleetSample, LiveRun, live_policy_run
 from ebb.score.report import render_report
 
 LONG = "ebb:profile=balanced,canary=on,min=1,max=4,budget=0.001,slack_fraction=0.5,target_util=0.9"

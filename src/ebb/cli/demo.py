@@ -1,0 +1,109 @@
+"""``ebb demo``: the live loop on this machine (``--live``) — workers, router, agent, Prometheus, the
+controller and a replayed trace (:mod:`ebb.demo.stack`) — with a live terminal view and the report."""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from ebb.cli.app import app
+from ebb.errors import ConfigError
+
+_console = Console()
+
+
+@app.command("demo")
+def demo_cmd(
+    live: Annotated[bool, typer.Option("--live", help="Run the live loop on this machine (else: the simulator demo).")]
+    = False,
+    minutes: Annotated[float, typer.Option(help="Wall minutes to run.")] = 3.0,
+    trace: Annotated[str, typer.Option(help="Bundled trace name or a request-log file.")] = "azure-code",
+    start_s: Annotated[float, typer.Option(help="Trace second where the replayed window starts.")] = 1320.0,
+    time_scale: Annotated[float, typer.Option(help="Replay this many times faster than recorded.")] = 2.0,
+    source: Annotated[str, typer.Option(help="auto, prometheus or agents.")] = "auto",
+    report: Annotated[Path, typer.Option(help="HTML report of what happened.")] = Path("ebb-live-report.html"),
+    workdir: Annotated[Path, typer.Option(help="Ledger, Prometheus data and logs go here.")] = Path("ebb-live"),
+    engine: Annotated[str, typer.Option(
+        help="ebb (emulated workers, the default) or llamacpp (real llama-server processes; build them once "
+             "with scripts/build-llama-server.sh).")] = "ebb",
+) -> None:
+    """Scale real worker processes under a real trace with the live controller, and report what happened."""
+    if not live:
+        _console.print("ebb demo replays on the simulator's virtual clock with `ebb simulate` (what `make demo` "
+                       "runs); add --live to run the live loop on this machine.")
+        raise typer.Exit(0)
+    import time
+
+    from ebb.live.controller import CycleOutcome
+    from ebb.demo.stack import ENGINES, DemoSettings, LiveDemo, llamacpp_settings, recent_load
+
+    from ebb.telemetry.logs import configure_logging
+    from ebb.telemetry.tracing import CycleTracer, local_provider
+
+    if engine not in ENGINES:
+        raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "llamacpp":
+        from ebb.demo.llamacpp import llama_server_binary, tiny_model
+        llama_server_binary()  # MissingExtraError with the fix before anything starts
+        tiny_model()
+        settings = llamacpp_settings(minutes=minutes, trace=trace, start_s=start_s, time_scale=time_scale,
+                                     source="agents" if source == "auto" else source, report=report,
+                                     workdir=workdir)
+    else:
+        settings = DemoSettings(minutes=minutes, trace=trace, start_s=start_s, time_scale=time_scale, source=source,
+                                report=report, workdir=workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    # The terminal shows the live view; structured logs (with trace ids) go to a file beside the ledger.
+    log_file = (workdir / "controller.log").open("a", encoding="utf-8")
+    handler = configure_logging(json=True, stream=log_file)
+    rows: list[tuple[str, ...]] = []
+    start = time.time()
+
+    def view(demo: LiveDemo) -> Table:
+        t = Table(title=f"ebb demo --live  ({time.time() - start:.0f} s of {minutes * 60:.0f} s)")
+        for col in ("t", "replicas", "ready", "load req/s", "TTFT p99 ms", "action", "note"):
+            t.add_column(col)
+        for r in rows[-14:]:
+            t.add_row(*r)
+        return t
+
+    live_view = Live(console=_console, refresh_per_second=2) if _console.is_terminal else None
+
+    def on_cycle(out: CycleOutcome, demo: LiveDemo) -> None:
+        rps, p99 = (recent_load(demo.loadgen.results(), time.time()) if demo.loadgen is not None
+                    else (0.0, math.nan))
+        row = (f"{out.t_s:.0f}s", f"{out.spec_replicas}→{out.to_replicas}", str(out.ready_replicas), f"{rps:.1f}",
+               "-" if math.isnan(p99) else f"{p99:.0f}", out.action, out.note[:60])
+        if out.action != "hold" or int(out.t_s) % 10 == 0:
+            rows.append(row)
+            if live_view is None and out.action != "hold":
+                _console.print("  ".join(row))
+        if live_view is not None:
+            live_view.update(view(demo))
+
+    if live_view is not None:
+        live_view.start()
+    try:
+        result = LiveDemo(settings, on_cycle=on_cycle, tracer=CycleTracer(local_provider())).run()
+    finally:
+        if live_view is not None:
+            live_view.stop()
+        logging.getLogger().removeHandler(handler)
+        log_file.close()
+    for note in result.notes:
+        _console.print(f"[yellow]note:[/] {note}")
+    c = result.policy_run.scorecard
+    _console.print(f"source {result.source}; {c.requests:,} requests, {result.load.failed} failed; "
+                   f"replicas mean {c.mean_replicas:.2f} peak {c.peak_replicas}; {c.scale_downs} scale-downs, "
+                   f"{c.scale_ups} scale-ups; SLO violations {c.slo_violation_pct:.2f} %; "
+                   f"ledger {result.ledger_path} (ebb explain --ledger {result.ledger_path} --list); "
+                   f"logs {workdir / 'controller.log'}")
+    if result.report is not None:
+        _console.print(f"report: {result.report}")
