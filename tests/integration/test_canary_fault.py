@@ -9,7 +9,13 @@ fault (the oracle's own scale-downs would arm it and leave no schedule meeting t
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from ebb.cli.main import app
 from ebb.config.policy_specs import parse_policies
+from ebb.ledger import open_ledger
 from ebb.model.trace import RequestTrace
 from ebb.score.report import render_report
 from ebb.sim.compare import compare, prepare, simulate_one
@@ -50,3 +56,26 @@ def test_without_a_fault_the_canary_guard_changes_cost_by_little() -> None:
     plain, guarded = (r.scorecard for r in cmp.runs)
     assert guarded.canary_passes >= 1
     assert guarded.gpu_hours <= plain.gpu_hours * 1.05
+
+
+def test_the_cli_with_a_fault_records_each_compensation_as_a_step_caused_by_its_canary(tmp_path: Path) -> None:
+    # `ebb simulate --fault-slowdown` (issue #30): the guard's compensation, planned by the rollback
+    # channel's own planner and applied by the engine, is in the ledger as the scale-up back to the
+    # canary's pre-state, caused by the canary step it undoes.
+    ledger = tmp_path / "sim.sqlite"
+    res = CliRunner().invoke(app, ["simulate", "--trace", "azure-conv", "--peak-replicas", "10",
+                                   "--policy", "ebb:canary=on", "--fault-slowdown", "4", "--fault-after-s", "400",
+                                   "--ledger", str(ledger)])
+    assert res.exit_code == 0, res.output
+    store = open_ledger(ledger, read_only=True)
+    try:
+        decisions = {d.decision_id: d for d in store.decisions()}
+    finally:
+        store.close()
+    undo = [d for d in decisions.values() if d.plan.get("step") == "compensate"]
+    assert undo, "the fault made the canary abort"
+    for d in undo:
+        [canary] = [decisions[c] for c in d.caused_by]
+        assert canary.plan.get("step") == "canary" and d.action == "scale_up"
+        assert (d.from_replicas, d.to_replicas) == (canary.to_replicas, canary.from_replicas)
+        assert "rollback channel" in d.reasons[-1]

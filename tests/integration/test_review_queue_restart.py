@@ -33,14 +33,14 @@ if phase == "first":
     t = [0.0]
     def clock():
         return t[0]
-    def act(target, n):
-        calls.append(target)
+    def act(step):
+        calls.append(step.target)
         t[0] += 0.5
     res = compensate(g, ["e0"], act, log, budget_s=0.8, clock=clock)
     out = {"applied": list(res.applied), "enqueued": list(res.enqueued)}
 elif phase == "second":
     items = [i.event_id for i in log.list("pending")]
-    res = compensate(g, items, lambda target, n: calls.append(target), log)
+    res = compensate(g, items, lambda step: calls.append(step.target), log)
     for i in items:
         log.resolve(i, "finished after restart")
     out = {"pending_before": items, "applied": list(res.applied), "skipped": list(res.skipped)}

@@ -1,8 +1,13 @@
-"""``ebb review``: the rollback channel's manual review queue (compensations that missed their budget).
+"""``ebb review``: the rollback channel's manual review queue — compensations the controller could not
+finish: over their 0.8 s budget, a step over its replica cap (the pod is gone and the budget forbids
+the scale-up), the actuator refusing. An item's id is its root event: the scale-down decision id.
 
 * ``ebb review list [--all]``      pending items (``--all``: resolved ones too), oldest first
 * ``ebb review show ID``           one item: event id, status, reason, enqueue time, retries, note
-* ``ebb review retry ID``          mark it pending again (the next compensation run picks it up)
+* ``ebb review retry ID``          mark it pending again, ``retries`` + 1: the running controller of the
+  item's run picks it up within its review poll (5 s) and compensates it as attempt ``retries``
+  (``<ID>-rollback-r<k>`` in the ledger); a completed one is resolved, a failed one re-queued with
+  the new reason
 * ``ebb review resolve ID [--note TEXT]``  close it, with what the operator did
 
 ``--ledger PATH|URL`` (default ``ebb-ledger.sqlite``) is the ledger the log lives next to; a missing
@@ -120,10 +125,11 @@ def show_cmd(item_id: Annotated[str, typer.Argument(metavar="ID")], ledger: Ledg
 def retry_cmd(item_id: Annotated[str, typer.Argument(metavar="ID")], ledger: LedgerOpt = DEFAULT_PATH,
               etcd_ca: EtcdCaOpt = None, etcd_cert: EtcdCertOpt = None, etcd_key: EtcdKeyOpt = None,
               etcd_user: EtcdUserOpt = None, etcd_password_file: EtcdPasswordFileOpt = None) -> None:
-    """Mark an item pending again."""
+    """Mark an item pending again: the running controller compensates it (attempt = retries)."""
     auth = _auth(etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file)
     item = _with_log(ledger, lambda log: log.retry(item_id), auth=auth)
-    typer.echo(f"{item.event_id}: pending again (retries={item.retries})")
+    typer.echo(f"{item.event_id}: pending again (retries={item.retries}); the running controller of its run "
+               "compensates it within its review poll")
 
 
 @review_app.command("resolve")

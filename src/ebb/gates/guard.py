@@ -1,23 +1,31 @@
-"""Canary scale-down guard: the Ebb policy's scale-downs go one replica first, then a gate.
+"""Gated scale-down: the Ebb policy's scale-downs go behind metrics gates, canaried or checked whole.
 
 Wraps an :class:`~ebb.decide.policy.EbbPolicy` (the same reconcile seam, so the simulator and
 the live loop run it unchanged). When the policy wants to remove replicas, the guard removes
-``canary_replicas`` (default 1) first and runs a metrics gate (:mod:`ebb.gates.metrics_gate`,
-Argo AnalysisRun semantics) on the TTFT P99 of the requests completed since the canary step,
-measured every ``gate.interval_s``. The note's decision table (:func:`ebb.gates.canary.decide`):
-canary healthy and gate passed → proceed to the policy's target; either failed → abort and
-compensate (restore the pre-state); inconclusive or running → wait, at most ``max_wait_s``,
-then abort (fail safe).
+``canary_replicas`` (default 1) first — or, with ``canary_replicas=None`` (the post-scale-down SLO
+check of a gates file's ``after_scale_down:``), the whole step at once — and runs its metrics gates
+(:mod:`ebb.gates.metrics_gate`, Argo AnalysisRun semantics): by default the TTFT P99 of the requests
+completed since the step, measured every ``gate.interval_s``. The note's decision table
+(:func:`ebb.gates.canary.decide`): step healthy and gates passed → proceed to the policy's target;
+either failed → abort and compensate; inconclusive or running → wait, at most ``max_wait_s``, then
+abort (fail safe).
 
 Every reconcile returns one :class:`~ebb.model.decision.Decision` (the
 :class:`~ebb.decide.base.Policy` seam); the gate steps carry a
 :class:`~ebb.model.decision.GateStep`:
 
 * ``canary`` — the inner policy's scale-down decision (its signals, weights, reasons and plan)
-  retargeted to ``pre − canary_replicas``, its victims cut to the first ones;
-* ``proceed`` — gate passed and canary healthy: ``scale_down`` (``hold`` when already there) to
-  the inner's target with the remaining victims;
-* ``compensate`` — gate failed, errored or timed out: ``scale_up`` (``hold``) back to ``pre``.
+  retargeted to ``pre − canary_replicas``, its victims cut to the first ones; ``watch`` — the inner
+  policy's whole scale-down, to be checked after the fact;
+* ``proceed`` — gates passed and step healthy: ``scale_down`` (``hold`` when already there, always
+  after a ``watch``) to the inner's target with the remaining victims;
+* ``compensate`` — a gate failed, errored or timed out: a **request to the rollback channel** to
+  undo the gated step (SPEC §3.5). The guard plans it with the channel's own planner
+  (:func:`ebb.gates.rollback.plan_compensation` over the gated step as a
+  :class:`~ebb.gates.rollback.ScaleEvent`), so the decision says where the undo ends: ``scale_up``
+  back to ``pre``. The simulator's engine applies it as it is; the live controller hands it to the
+  rollback channel (:mod:`ebb.live.compensation`), which re-plans from the ledger's recorded
+  scale-downs and executes, records, budgets and queues for review.
 
 Cycles waiting on the gate are holds — unless the inner policy, which keeps deciding, asks for a
 scale-up (a burst, a latency surge): that ends the step and goes through, since capacity comes back. :func:`canary_counts` counts passes and aborts over a
@@ -34,6 +42,7 @@ from dataclasses import dataclass, field, replace
 from ebb.decide.policy import EbbPolicy
 from ebb.gates.canary import decide as canary_decide
 from ebb.gates.metrics_gate import GateSpec, GateState, Measurement, Verdict, step, verdict
+from ebb.gates.rollback import EventGraph, ScaleEvent, plan_compensation
 from ebb.model.decision import Decision, GateStep, GateStepName, action_between
 from ebb.model.ids import ReplicaId
 from ebb.model.observation import Observation, Pipeline
@@ -98,7 +107,9 @@ class CanaryGuard:
     gate: GateSpec
     extra_gates: tuple[GateSpec, ...] = ()
     """More gates that must all pass (each measured at its own interval); any failure aborts."""
-    canary_replicas: int = 1
+    canary_replicas: int | None = 1
+    """Replicas the first step removes (default 1, the note's canary); None: the whole scale-down,
+    checked after the fact (a gates file's ``after_scale_down:``; its first step is a ``watch``)."""
     max_wait_s: float = 60.0
     _run: _Run | None = field(default=None, repr=False)
 
@@ -157,15 +168,18 @@ class CanaryGuard:
             if ans.action != "scale_down":
                 return ans
             pre = obs.spec_replicas
-            first = min(self.canary_replicas, pre - ans.to_replicas)
+            whole = pre - ans.to_replicas
+            first = whole if self.canary_replicas is None else min(self.canary_replicas, whole)
             gates = (self.gate, *self.extra_gates)
             self._run = _Run(pre, ans.to_replicas, ans.victims, obs.t_s, first, [GateState() for _ in gates],
                              [obs.t_s + g.interval_s for g in gates])
+            what: GateStepName = "canary" if self.canary_replicas is not None else "watch"
             with spans.layer("ebb.gate.canary") as s:
-                s.set(**{"ebb.gate.result": "canary"})
+                s.set(**{"ebb.gate.result": what})
+            why = ("canary: canary step before the plan" if what == "canary"
+                   else "watch: the whole step, checked by the gates after it")
             # The inner's explanation stays (signals, weights, plan); retarget keeps its first victims.
-            return replace(ans.retarget(pre - first, reason="canary: canary step before the plan"),
-                           gate=GateStep("canary", self.gate.query))
+            return replace(ans.retarget(pre - first, reason=why), gate=GateStep(what, self.gate.query))
         run = self._run
         # The inner policy keeps deciding while the step is gated: a scale-up it asks for (a burst,
         # a latency surge) ends the step and goes through — capacity comes back, the gate is moot.
@@ -197,8 +211,9 @@ class CanaryGuard:
             return self._step(obs.t_s, "proceed", spec, run.target, f"gate {v}, canary healthy", v, spans,
                               remaining[:spec - run.target])
         self.inner.note_scale_up(obs.t_s)
-        return self._step(obs.t_s, "compensate", spec, run.pre,
-                          f"gate {v} ({self.gate.query} = {run.last:.4g}): abort and restore the pre-state", v, spans)
+        return self._step(obs.t_s, "compensate", spec, max(spec, _undone(run, spec)),
+                          f"gate {v} ({self.gate.query} = {run.last:.4g}): abort and undo the gated step "
+                          "(rollback channel)", v, spans)
 
     def _hold(self, t: float, spec: int) -> Decision:
         return Decision(t, "hold", spec, spec, policy=self.spec)
@@ -210,3 +225,11 @@ class CanaryGuard:
             s.set(**{"ebb.gate.result": what, "ebb.gate.verdict": v})
         return Decision(t, action_between(frm, to), frm, to, policy=self.spec, victims=victims,
                         reasons=(f"{what}: {reason}",), gate=GateStep(what, self.gate.query, v))
+
+
+def _undone(run: _Run, spec: int) -> int:
+    """Where the rollback channel's plan takes the target: the gated step's pre-state (one event, the
+    step from ``pre`` to ``spec``; planned by the channel's own :func:`plan_compensation`)."""
+    gated = ScaleEvent("gated-step", "target", run.pre, spec, 0.0, "gated scale-down", "")
+    (undo,) = plan_compensation(EventGraph([gated]), ["gated-step"])
+    return undo.restore_replicas

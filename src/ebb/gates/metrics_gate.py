@@ -60,6 +60,7 @@ __all__ = [
     "Measurement",
     "MeasurementPhase",
     "MetricPhase",
+    "Stage",
     "Verdict",
     "classify",
     "evaluate",
@@ -74,6 +75,8 @@ __all__ = [
 MeasurementPhase = Literal["Successful", "Failed", "Inconclusive", "Error"]
 MetricPhase = Literal["Pending", "Running", "Successful", "Failed", "Inconclusive", "Error"]
 Verdict = Literal["running", "pass", "fail", "inconclusive", "error"]
+Stage = Literal["canary", "after_scale_down"]
+"""When a gate is measured: while a canary step is gated, or after a whole (non-canary) scale-down."""
 Op = Literal["<", "<=", ">", ">=", "==", "!="]
 
 #: Argo has no default interval; the design note measures every 60 s.
@@ -160,6 +163,11 @@ class GateSpec:
     consecutive_error_limit: int = DEFAULT_CONSECUTIVE_ERROR_LIMIT
     """[consecutiveErrorLimit] query errors in a row tolerated. Default 4, Argo's: a flaky source
     is retried, a dead one ends the gate in Error on the 5th error in a row."""
+    stage: Stage = "canary"
+    """When the gate is measured (not an Argo field; set by the gates file's section, never per
+    entry): ``canary`` (under ``gates:``) — after the canary step of every scale-down, before the
+    rest; ``after_scale_down`` (under ``after_scale_down:``) — after every scale-down, taken whole,
+    which is compensated through the rollback channel if the gate fails (``docs/gates.md``)."""
     success: Condition | None = field(init=False, repr=False, compare=False)
     """Parsed :attr:`success_condition`."""
     failure: Condition | None = field(init=False, repr=False, compare=False)
@@ -169,6 +177,8 @@ class GateSpec:
         if not isinstance(self.query, str) or not self.query.strip():
             raise ConfigError(f"query: expected a non-empty query, got {self.query!r} "
                               "(fix: e.g. query: 'histogram_quantile(0.99, ...)')")
+        if self.stage not in ("canary", "after_scale_down"):
+            raise ConfigError(f"stage: expected canary or after_scale_down, got {self.stage!r}")
         if self.success_condition is None and self.failure_condition is None:
             raise ConfigError("success_condition/failure_condition: neither given (fix: add at least "
                               "one, e.g. success_condition: 'result < 800')")
@@ -197,11 +207,14 @@ class GateSpec:
                                       f"(fix: raise count or lower {name})")
 
 
-_SPEC_KEYS = tuple(f.name for f in fields(GateSpec) if f.init)
+_SPEC_KEYS = tuple(f.name for f in fields(GateSpec) if f.init and f.name != "stage")
+_SECTIONS: dict[str, Stage] = {"gates": "canary", "after_scale_down": "after_scale_down"}
 
 
-def gate_spec_from_mapping(raw: Mapping[str, Any], source: str = "<gate>") -> GateSpec:
-    """Build a :class:`GateSpec` from an already-parsed YAML/JSON mapping (snake_case keys).
+def gate_spec_from_mapping(raw: Mapping[str, Any], source: str = "<gate>", *,
+                           stage: Stage = "canary") -> GateSpec:
+    """Build a :class:`GateSpec` from an already-parsed YAML/JSON mapping (snake_case keys), measured
+    at ``stage``.
 
     Unknown keys, missing ``query`` and bad values raise :class:`ConfigError` naming ``source``.
     """
@@ -214,20 +227,34 @@ def gate_spec_from_mapping(raw: Mapping[str, Any], source: str = "<gate>") -> Ga
     if "query" not in raw:
         raise ConfigError(f"{source}: query: missing (fix: add query: ...)")
     try:
-        return GateSpec(**dict(raw))
+        return GateSpec(**dict(raw), stage=stage)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from exc
 
 
 def load_gates(text: str, source: str = "<gates>") -> tuple[GateSpec, ...]:
-    """Gates from YAML text ``gates: [{query: ..., success_condition: ...}, ...]`` (the ConfigMap's
-    ``gates.yaml``). Broken YAML, a missing list or a bad gate raise :class:`ConfigError` naming
-    ``source`` and the entry."""
-    doc = load_mapping(text, source, "write gates: [{query: ..., success_condition: ...}]")
-    if not isinstance(doc.get("gates"), list) or not doc["gates"]:
-        raise ConfigError(f"{source}: expected a non-empty list under 'gates:' (fix: gates: [{{query: ..., "
+    """Gates from YAML text (the ConfigMap's ``gates.yaml``): ``gates: [{query: ...,
+    success_condition: ...}, ...]`` — canary gates — and/or ``after_scale_down: [...]`` —
+    post-scale-down SLO checks (their :attr:`GateSpec.stage`). Broken YAML, no
+    gate at all, both sections (a scale-down is either canaried or checked whole), an unknown
+    section or a bad gate raise :class:`ConfigError` naming ``source`` and the entry."""
+    fix = "write gates: [{query: ..., success_condition: ...}] or after_scale_down: [...]"
+    doc = load_mapping(text, source, fix)
+    unknown = sorted(str(k) for k in doc if k not in _SECTIONS)
+    if unknown:
+        raise ConfigError(f"{source}: {unknown[0][:60]}: unknown key (fix: use gates: (canary) or "
+                          "after_scale_down: (a check after every scale-down))")
+    present = [k for k in _SECTIONS if k in doc]
+    if len(present) > 1:
+        raise ConfigError(f"{source}: both gates: and after_scale_down: given (fix: one of them — a canaried "
+                          "scale-down is gated by gates:, after_scale_down: checks scale-downs taken whole)")
+    if not present or not isinstance(doc[present[0]], list) or not doc[present[0]]:
+        key = present[0] if present else "gates"
+        raise ConfigError(f"{source}: expected a non-empty list under '{key}:' (fix: {key}: [{{query: ..., "
                           "success_condition: ...}}])")
-    return tuple(gate_spec_from_mapping(g, f"{source}: gates[{i}]") for i, g in enumerate(doc["gates"]))
+    key = present[0]
+    return tuple(gate_spec_from_mapping(g, f"{source}: {key}[{i}]", stage=_SECTIONS[key])
+                 for i, g in enumerate(doc[key]))
 
 
 @dataclass(frozen=True)

@@ -7,18 +7,30 @@ everything caused by them, transitively — children before parents, ties broken
 order is deterministic. :func:`plan_compensation` turns that into :class:`CompensationStep` s
 ("set ``target`` back to ``restore_replicas``").
 
+:func:`scale_events` reads the events out of a run's ledger records — every acted scale-down, with its
+pre-state — so the live controller plans from what the ledger says happened, and :func:`restored`
+says where each target ends once a plan ran (a guard's compensating decision, the simulator's).
+
 Pure: no I/O, no clocks. Applying the steps idempotently, the time budget and the manual review queue
-live in :mod:`ebb.ledger.review`.
+live in :mod:`ebb.ledger.review`; the live controller executes them through its actuator
+(:mod:`ebb.live.compensation`).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["ScaleEvent", "EventGraph", "CompensationStep", "compensation_order", "plan_compensation"]
+from ebb.model.decisions import JSON, CycleRecord, DecisionRecord
+
+__all__ = ["ScaleEvent", "EventGraph", "CompensationStep", "COMPENSATES", "compensation_order",
+           "plan_compensation", "restored", "scale_events"]
+
+COMPENSATES = "compensates"
+"""The ``plan`` key of a compensation step's ledger decision: the event id it undoes. Such a decision
+is never itself an event (undoing an undo is the policy's business, not the rollback channel's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,3 +182,55 @@ def plan_compensation(graph: EventGraph, root_ids: Iterable[str]) -> list[Compen
     """:func:`compensation_order` as steps: each event's target back to its ``pre_replicas``."""
     return [CompensationStep(ev.event_id, ev.target, ev.pre_replicas)
             for ev in compensation_order(graph, root_ids)]
+
+
+def restored(steps: Sequence[CompensationStep]) -> dict[str, int]:
+    """Where each target ends once ``steps`` ran in order: its last step's ``restore_replicas`` (the
+    pre-state of the oldest event undone on it)."""
+    return {st.target: st.restore_replicas for st in steps}
+
+
+def scale_events(cycles: Iterable[CycleRecord]) -> list[ScaleEvent]:
+    """Every acted scale-down among ``cycles`` (a run's ledger cycles, outcome cycles included) as a
+    :class:`ScaleEvent`, in ledger order.
+
+    A scale-down is an event when its outcome cycle (``snapshot.outcome_of`` = its id) shows the fleet
+    below ``from``: the actuator applied it (``applied``, or ``replicas_after`` equal to its ``to``: found
+    applied by a successor), or a resume found it applied (note ``found applied ...``). A decision
+    without an outcome (recommend mode, a refused write, a crash before the outcome), one superseded by
+    another writer, a veto and a compensation step (``plan.compensates``) are not events. Fields:
+    ``event_id`` = decision id; ``pre_replicas`` = ``from``; ``post_replicas`` = the replicas after;
+    ``pre_util_ratio`` = ``need_replicas`` / ``from`` when recorded, else 0; ``reason`` = its reasons;
+    ``config_snapshot_ref`` = its cycle id (the cycle's snapshot holds the fleet it saw);
+    ``caused_by`` = its recorded causes that are events too (edges to anything else are dropped)."""
+    cycles = list(cycles)
+    outcomes = {str(c.snapshot["outcome_of"]): c.snapshot for c in cycles if "outcome_of" in c.snapshot}
+    found: list[tuple[DecisionRecord, int]] = []
+    for c in cycles:
+        for d in c.decisions:
+            out = outcomes.get(d.decision_id)
+            if d.action != "scale_down" or COMPENSATES in d.plan or out is None:
+                continue
+            post = _reached(d, out)
+            if post is not None and post < d.from_replicas:
+                found.append((d, post))
+    ids = {d.decision_id for d, _ in found}
+    return [ScaleEvent(d.decision_id, d.target, d.from_replicas, post, _util(d), "; ".join(d.reasons),
+                       d.cycle_id, tuple(dict.fromkeys(p for p in d.caused_by if p in ids and p != d.decision_id)))
+            for d, post in found]
+
+
+def _reached(d: DecisionRecord, out: Mapping[str, JSON]) -> int | None:
+    """The replicas a scale-down's outcome shows after it; None when it did not take effect."""
+    after = out.get("replicas_after")
+    if isinstance(after, int) and not isinstance(after, bool):
+        return after if out.get("applied") is True or after == d.to_replicas else None
+    note = out.get("note")
+    return d.to_replicas if isinstance(note, str) and note.startswith("found applied") else None
+
+
+def _util(d: DecisionRecord) -> float:
+    need = d.signals.get("need_replicas")
+    if need is None or d.from_replicas <= 0 or not math.isfinite(need) or need < 0:
+        return 0.0
+    return need / d.from_replicas

@@ -80,6 +80,8 @@ class EtcdLedger:
         self._gw = EtcdGateway(endpoint, timeout_s=timeout_s, owner="EtcdLedger", auth=auth)
         self.endpoint = self._gw.endpoint
         self.prefix = clean
+        self.auth = auth
+        """How it authenticates (a compensation log next to it opens with the same)."""
         self.max_txn_ops = max_txn_ops
         self._root = f"/{clean}/".encode()
         self._skipped: tuple[MalformedRow, ...] = ()

@@ -4,22 +4,23 @@ one L3 step across all of them, writes batched.
 Built from N single-workload :class:`~ebb.live.controller.Controller` objects — one per managed
 Deployment, each with its own signal source, actuator, policy instance, ledger run id
 (``<run_id>-<namespace>-<deployment>``) and cycle numbering — composed through the controller's
-two-halves cycle (:meth:`Controller.begin` / :meth:`CycleStep.proceed`). Per cycle:
+cycle in two plain calls (:meth:`Controller.propose` / :meth:`Controller.commit`). Per cycle:
 
-1. **Per workload** (``begin``): read the source and the fleet, settle a predecessor's unfinished
+1. **Per workload** (``propose``): read the source and the fleet, settle a predecessor's unfinished
    decision, decide with that workload's own policy (L1 → L2 → its own victims), then the
    controller's locks (replica bounds, stale data). Every single-workload guarantee holds
    unchanged: fail static, write-ahead, exactly once, resume, fencing, one trace per workload cycle.
-2. **L3 across the fleet** (pure, :mod:`ebb.decide`): the workloads proposing a scale-down are
-   ranked by L2 (:func:`~ebb.decide.semantics.rank_candidates`: lowest weight, then most headroom;
-   vetoed ones marked); :func:`~ebb.decide.coordinate.plan_cluster` shares the cluster's
-   ``disruption_budget`` (replicas per cycle) in that order, borrowed quota reclaimed first; then
-   :func:`~ebb.decide.coordinate.plan_scale_down` picks each granted workload's victims (borrowers
-   first, then not-ready, least loaded, zone skew ≤ ``max_skew`` within its namespace). A
-   scale-down granted less is narrowed (``L3: ...`` in its reasons, the fleet's victims); one
-   granted nothing becomes a veto naming why. **Scale-ups are never budgeted**; they are only
-   capped by their namespace's quota ``max`` (counted over the managed Deployments' replicas).
-3. **Per workload** (``proceed``): record, act, record the outcome — scale-ups first, then
+2. **The fleet step** (pure, :func:`~ebb.decide.fleet_step.fleet_step`: the code ``ebb simulate
+   --cluster`` runs, so a cluster what-if predicts this loop's decisions): every member's proposal
+   as arrays; scale-ups within their namespace's quota ``max`` (counted over the managed
+   Deployments' replicas; **never budgeted** otherwise); the workloads proposing a scale-down vetoed
+   and ranked by L2 (lowest weight, then most headroom, then name) and granted the cluster's
+   ``disruption_budget`` (replicas per cycle) in that order, borrowed quota reclaimed first, within
+   each one's replicas and zone skew. Then :func:`~ebb.decide.coordinate.plan_scale_down` names each
+   grant's victims (borrowers first, then not-ready, least loaded, zone skew ≤ ``max_skew`` within
+   its namespace; the same count, property-tested). A scale-down granted less is narrowed
+   (``L3: ...`` in its reasons, the fleet's victims); one granted nothing becomes a veto naming why.
+3. **Per workload** (``commit``): record, act, record the outcome — scale-ups first, then
    scale-downs in rank order, then vetoes. Every write goes through the shared
    :class:`~ebb.actuate.batching.WriteBatcher` (≤ ``writes_per_100ms`` started per 100 ms); the
    cycle's batches are recorded in the fleet's own ledger cycle.
@@ -32,7 +33,8 @@ Guarantees, beyond each workload's:
   ``PermanentError``, anything) ends that workload's cycle as ``error``; the others go on. If the
   L3 step itself fails, every scale-down of the cycle becomes a veto (scale-ups go on).
 * **L2 signals are the cycle's measurements.** A workload's rank inputs are its policy's
-  decision: its recalibrated weight (``weights["workload"]``, else its class's base weight), its
+  decision (:func:`~ebb.decide.fleet_step.proposal_row`): the weight its policy recalibrated
+  (``weights["workload"]``, else its class's base weight; the step never recalibrates), its
   TTFT P99 against its TTFT SLO (a proposed scale-down without a P99 is one its policy judged
   idle: no completions while fresh samples showed no demand — latency 0), the age of its data,
   replicas against its floor. The live loop measures no success ratio or CTR, so class floors on
@@ -61,22 +63,24 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from ebb.actuate.base import FleetState
 from ebb.actuate.batching import WriteBatch, WriteBatcher
 from ebb.config.fleet import GPU, FleetWorkload, NamespaceQuota
-from ebb.config.workloads import WorkloadClass
 from ebb.decide.coordinate import (
+    ClusterGrant,
     ClusterPlan,
     QuotaContext,
     ReplicaView,
-    plan_cluster,
     plan_scale_down,
 )
+from ebb.decide.fleet_rank import FleetClasses
+from ebb.decide.fleet_step import FleetProposals, FleetRules, FleetStep, decision_proposals, fleet_step
 from ebb.decide.quota import QoSClass, Quota, QuotaPod
-from ebb.decide.semantics import Candidate, WorkloadSignals, rank_candidates
 from ebb.errors import EbbError, NotLeader
 from ebb.ledger.base import Ledger
-from ebb.live.controller import Controller, CycleOutcome, CycleStep, Proposal
+from ebb.live.controller import Controller, CycleOutcome, Proposal
 from ebb.live.pacing import paced_loop
 from ebb.live.settings import Elector
 from ebb.model.decision import Decision
@@ -107,16 +111,6 @@ class FleetMember:
     @property
     def target(self) -> str:
         return self.workload.target
-
-    @property
-    def rank_class(self) -> WorkloadClass:
-        """Its L2 class as the live loop measures it: the class's weight, α and veto margin, the
-        workload's TTFT SLO as the P99 bound, its replica floor; named after the workload (two
-        workloads of one class may guard different SLOs)."""
-        c = self.workload.workload_class
-        return WorkloadClass(name=self.target, base_weight=c.base_weight, alpha=c.alpha,
-                             p99_latency_ms=self.slo_ttft_ms, veto_margin=c.veto_margin,
-                             min_replicas=self.workload.min_replicas)
 
 
 @dataclass(frozen=True)
@@ -162,7 +156,8 @@ class FleetOutcome:
         return sum(o.spec_replicas - o.to_replicas for o in self.outcomes if o.action == "scale_down" and o.acted)
 
 
-_Paused = tuple[FleetMember, contextvars.Context, CycleStep, Proposal]
+_Paused = tuple[FleetMember, contextvars.Context, Controller, Proposal]
+"""A member whose cycle proposed: its context (the open cycle's trace), the controller to commit with, the proposal."""
 
 
 class FleetController:
@@ -190,11 +185,11 @@ class FleetController:
     # -- the cycle --------------------------------------------------------------------------------
     def cycle(self) -> FleetOutcome:
         """One cycle of every member with one L3 step across them; never raises for a member's trouble."""
-        steps: list[tuple[FleetMember, contextvars.Context, CycleStep]] = []
+        steps: list[tuple[FleetMember, contextvars.Context, CycleOutcome | Proposal]] = []
         for m in self.members:
             ctx = contextvars.copy_context()  # each member's trace context stays its own between halves
-            steps.append((m, ctx, ctx.run(m.controller.begin)))
-        paused: list[_Paused] = [(m, ctx, s, s.proposal) for m, ctx, s in steps if s.proposal is not None]
+            steps.append((m, ctx, ctx.run(m.controller.propose)))
+        paused: list[_Paused] = [(m, ctx, m.controller, s) for m, ctx, s in steps if isinstance(s, Proposal)]
         for m, _, _, p in paused:
             self._spec[m.target] = p.seen.state.spec_replicas
         notes: list[str] = []
@@ -207,89 +202,121 @@ class FleetController:
                        if p.decision.action == "scale_down" else p.decision for m, _, _, p in paused}
             plan, rank = None, []
             notes.append(why)
-        by_target = {m.target: (ctx, s) for m, ctx, s, _ in paused}
+        by_target = {m.target: (ctx, c, p) for m, ctx, c, p in paused}
         order = [t for t, d in decided.items() if d.action == "scale_up"]
         order += [t for t in rank if t in decided and decided[t].action == "scale_down"]
         order += [t for t in decided if t not in order]
         done: dict[str, CycleOutcome] = {}
         for t in order:
-            ctx, s = by_target[t]
-            done[t] = ctx.run(s.proceed, decided[t])
-        outcomes = tuple(done[m.target] if m.target in done else s.proceed() for m, _, s in steps)
+            ctx, ctl, p = by_target[t]
+            done[t] = ctx.run(ctl.commit, p, decided[t])
+        outcomes = tuple(done[m.target] if m.target in done else m.controller.commit(s) for m, _, s in steps)
         batches = self.batcher.take() if self.batcher is not None else ()
         n = self._record(outcomes, plan, batches, notes)
         return FleetOutcome(n, outcomes, plan, batches, tuple(notes))
 
     def _plan(self, paused: list[_Paused], notes: list[str]) -> tuple[dict[str, Decision], ClusterPlan | None, list[str]]:
-        """Each paused member's decision after L3, the cluster plan and the rank order (targets)."""
+        """Each paused member's decision after the fleet step, the cluster plan of the scale-downs and
+        their rank order (targets). The step (:func:`~ebb.decide.fleet_step.fleet_step`) is the
+        simulator's: quota on scale-ups, L2 vetoes and rank, L3 counts; the victims of each grant are
+        named here (:func:`~ebb.decide.coordinate.plan_scale_down`, borrowers first)."""
         decided = {m.target: p.decision for m, _, _, p in paused}
-        self._cap_scale_ups(paused, decided, notes)
-        downs = {m.target: p.decision.from_replicas - p.decision.to_replicas
-                 for m, _, _, p in paused if p.decision.action == "scale_down"}
-        if not downs:
+        if not any(d.changes for d in decided.values()):
             return decided, None, []
-        views = {m.target: _views(m, p.seen.state, p.seen.sig.inflight_by_replica) for m, _, _, p in paused}
-        everyone = [v for vs in views.values() for v in vs]
+        by_target = {m.target: p for m, _, _, p in paused}
         quota = self._quota_context(paused) if self.quotas else None
-        candidates = self._ranked([(m, p) for m, _, _, p in paused if m.target in downs])
-        plan = plan_cluster(candidates, downs, self.settings.disruption_budget, quota=quota, replicas=everyone)
-        grants = {g.workload: g for g in plan.grants}
-        for m, _, _, p in paused:
-            if m.target not in downs:
-                continue
-            d, g = p.decision, grants[m.target]
-            if g.granted == 0:
-                decided[m.target] = d.retarget(d.from_replicas, veto=f"L3: {g.reason}")
-                notes.append(f"{m.target}: scale-down vetoed ({g.reason})")
-                continue
-            sp = plan_scale_down(views[m.target], m.target, g.granted, namespace=m.workload.namespace,
-                                 max_skew=self.settings.max_skew, budget=g.granted, quota=quota)
-            if sp.granted == 0:
-                why = "; ".join(sp.limits) or "no victim"
-                decided[m.target] = d.retarget(d.from_replicas, veto=f"L3: {why}")
-                notes.append(f"{m.target}: scale-down vetoed ({why})")
-                continue
-            ids = {f"{m.target}/{r.name}": r.replica for r in p.seen.state.replicas}
-            victims = tuple(ReplicaId(ids[v]) for v in sp.victim_ids)
-            reason = f"L3: {g.reason}" + (f"; reclaims borrowed quota: {', '.join(sp.reclaimed)}" if sp.reclaimed else "")
-            narrowed = d.retarget(d.from_replicas - sp.granted, reason=reason)
-            decided[m.target] = replace(narrowed, victims=victims, plan={
-                **narrowed.plan, "l3_budget": float(plan.budget), "l3_granted": float(sp.granted)})
-            if sp.granted < downs[m.target]:
-                notes.append(f"{m.target}: scale-down {downs[m.target]} → {sp.granted} ({g.reason})")
-        return decided, plan, [c.workload for c in candidates]
+        step = fleet_step(self._proposals(by_target, quota), self._rules(by_target))
+        for i, m in enumerate(self.members):
+            if (p := by_target.get(m.target)) is not None:
+                decided[m.target] = self._carried(i, m, p, step, quota, notes)
+        ranked = [i for i in step.rank.order.tolist() if step.request[i] > 0]
+        if not ranked:
+            return decided, None, []
+        names = [m.target for m in self.members]
+        plan = ClusterPlan(budget=step.plan.budget, grants=tuple(
+            ClusterGrant(names[i], int(step.request[i]), int(step.plan.cluster_granted[i]), step.words(i),
+                         int(step.plan.reclaim_first[i])) for i in ranked))
+        return decided, plan, [names[i] for i in ranked]
 
-    def _ranked(self, proposing: list[tuple[FleetMember, Proposal]]) -> list[Candidate]:
-        """L2 candidates of the workloads proposing a scale-down, in rank order (vetoed ones marked)."""
-        classes: list[WorkloadClass] = []
-        signals: list[WorkloadSignals] = []
-        weights: dict[str, float] = {}
-        for m, p in proposing:
-            d, state, seen = p.decision, p.seen.state, p.seen
-            p99 = float(d.signals.get("ttft_p99_ms", math.nan))
-            need = float(d.signals.get("need_replicas", math.nan))
-            cls = m.rank_class
-            classes.append(cls)
-            signals.append(WorkloadSignals(
-                workload=m.target, class_name=cls.name, replicas=state.spec_replicas,
-                ready_replicas=state.ready_replicas,
-                latency_p99_ms=0.0 if math.isnan(p99) else p99,  # proposed without a P99: judged idle
-                latency_p95_ms=math.nan, success_ratio=math.nan, burst_active=False,
-                utilisation_ratio=need / max(1, state.ready_replicas),
-                staleness_s=math.nan if seen.stale_s is None else max(0.0, seen.stale_s)))
-            weights[m.target] = float(d.weights.get("workload", cls.base_weight))
-        stale = max(p.seen.max_staleness_s for _, p in proposing)
-        ranked = rank_candidates(classes, signals, weights, max_staleness_s=stale)
-        members = {m.target: m for m, _ in proposing}
-        states = {m.target: p.seen.state for m, p in proposing}
-        out = []
-        for c in ranked:
-            m = members[c.workload]
-            c = replace(c, class_name=m.workload.workload_class.name)
-            if (why := _zone_veto(m, states[c.workload])) and not c.vetoed:
-                c = replace(c, vetoes=(why,), reason=f"vetoed: {why}")
-            out.append(c)
-        return out
+    def _carried(self, i: int, m: FleetMember, p: Proposal, step: FleetStep, quota: QuotaContext | None,
+                 notes: list[str]) -> Decision:
+        """Member ``i``'s decision after the step, with the victims of a granted scale-down named."""
+        d = p.decision
+        nd = step.decided(i, d)
+        if nd is d:
+            return d
+        words = step.words(i)
+        if d.action == "scale_up":
+            notes.append(f"{m.target}: scale-up {d.from_replicas}→{d.to_replicas} capped at {nd.to_replicas} "
+                         f"({words})")
+            return nd
+        if nd.action == "veto":
+            notes.append(f"{m.target}: scale-down vetoed ({words})")
+            return nd
+        got = d.from_replicas - nd.to_replicas
+        sp = plan_scale_down(_views(m, p.seen.state, p.seen.sig.inflight_by_replica), m.target, got,
+                             namespace=m.workload.namespace, max_skew=self.settings.max_skew, budget=got, quota=quota)
+        if sp.granted < got:  # the counts are equal (property-tested): a shortfall is a planner bug, fail safe
+            why = "; ".join(sp.limits) or "no victim"
+            log.error("%s: L3 granted %d removals but found %d victims (%s): vetoed", m.target, got, sp.granted, why)
+            notes.append(f"{m.target}: scale-down vetoed ({why})")
+            return d.retarget(d.from_replicas, veto=f"L3: {why}")
+        ids = {f"{m.target}/{r.name}": r.replica for r in p.seen.state.replicas}
+        if sp.reclaimed:
+            nd = replace(nd, reasons=(*nd.reasons, f"L3: reclaims borrowed quota: {', '.join(sp.reclaimed)}"))
+        if got < int(step.request[i]):
+            notes.append(f"{m.target}: scale-down {int(step.request[i])} → {got} ({words})")
+        return replace(nd, victims=tuple(ReplicaId(ids[v]) for v in sp.victim_ids))
+
+    def _proposals(self, by_target: Mapping[str, Proposal], quota: QuotaContext | None) -> FleetProposals:
+        """Every member's proposal as the step's arrays: a member that did not decide this cycle holds at
+        its last ``spec.replicas`` (it still counts against its namespace's quota) with no replicas."""
+        zones = sorted({r.zone for p in by_target.values() for r in p.seen.state.replicas})
+        col = {z: k for k, z in enumerate(zones)}
+        n = len(self.members)
+        ready = np.zeros((n, max(1, len(zones))), dtype=np.int64)
+        starting = np.zeros_like(ready)
+        borrowed = np.zeros(n, dtype=np.int64)
+        decisions: list[Decision] = []
+        stale: list[float] = []
+        zone_veto: list[str] = []
+        for i, m in enumerate(self.members):
+            p = by_target.get(m.target)
+            if p is None:
+                spec = self._spec.get(m.target, 0)
+                decisions.append(Decision(0.0, "hold", spec, spec))
+                stale.append(math.nan)
+                zone_veto.append("")
+                continue
+            decisions.append(p.decision)
+            stale.append(math.nan if p.seen.stale_s is None else max(0.0, p.seen.stale_s))
+            zone_veto.append(_zone_veto(m, p.seen.state))
+            for r in p.seen.state.replicas:
+                (ready if r.ready_s is not None else starting)[i, col[r.zone]] += 1
+                borrowed[i] += quota is not None and quota.is_borrower(f"{m.target}/{r.name}")
+        return decision_proposals(decisions, base_weight=[m.workload.workload_class.base_weight for m in self.members],
+                                  staleness_s=stale, ready=ready, starting=starting, borrowed=borrowed,
+                                  zone_veto=zone_veto)
+
+    def _rules(self, by_target: Mapping[str, Proposal]) -> FleetRules:
+        """The step's rules over every member: its class as the live loop measures it (the class's
+        weight, α and veto margin, its own TTFT SLO as the P99 bound, its replica floor), namespace
+        quotas in milli-GPUs, the cluster budget."""
+        ms = self.members
+        namespaces = tuple(sorted({m.workload.namespace for m in ms}))
+        caps = [q.max_of(GPU) if (q := self.quotas.get(ns)) is not None else None for ns in namespaces]
+        classes = FleetClasses.guarding(
+            base_weight=[m.workload.workload_class.base_weight for m in ms],
+            alpha=[m.workload.workload_class.alpha for m in ms],
+            veto_margin=[m.workload.workload_class.veto_margin for m in ms], slo_ms=[m.slo_ttft_ms for m in ms],
+            min_replicas=[m.workload.min_replicas for m in ms])
+        return FleetRules(classes=classes, namespace=np.array([namespaces.index(m.workload.namespace) for m in ms]),
+                          namespace_names=namespaces,
+                          gpu_milli=np.array([m.workload.gpu_milli_per_replica for m in ms]),
+                          quota_max_milli=np.array([-1 if c is None else c for c in caps], dtype=np.int64),
+                          cluster_budget=self.settings.disruption_budget, max_skew=self.settings.max_skew,
+                          max_staleness_s=max(p.seen.max_staleness_s for p in by_target.values()),
+                          names=tuple(m.target for m in ms))
 
     def _quota_context(self, paused: list[_Paused]) -> QuotaContext:
         pods = {}
@@ -300,31 +327,6 @@ class FleetController:
                     name=f"{w.deployment}/{r.name}", namespace=w.namespace, qos=QoSClass.GUARANTEED,
                     priority=w.priority, created_s=r.created_s, requests={GPU: w.gpu_milli_per_replica})
         return QuotaContext(self.quotas, pods)
-
-    def _cap_scale_ups(self, paused: list[_Paused], decided: dict[str, Decision], notes: list[str]) -> None:
-        """Scale-ups within their namespace's quota ``max`` (managed Deployments' replicas × GPUs each)."""
-        for ns, q in self.quotas.items():
-            cap = q.max_of(GPU)
-            if cap is None:
-                continue
-            used = sum(self._spec.get(m.target, 0) * m.workload.gpu_milli_per_replica
-                       for m in self.members if m.workload.namespace == ns)
-            for m, _, _, p in paused:
-                d = decided[m.target]
-                if m.workload.namespace != ns or d.action != "scale_up":
-                    continue
-                each = m.workload.gpu_milli_per_replica
-                room = (d.to_replicas - d.from_replicas) if each == 0 else max(0, (cap - used) // each)
-                to = min(d.to_replicas, d.from_replicas + room)
-                if to == d.to_replicas:
-                    used += (to - d.from_replicas) * each
-                    continue
-                why = (f"quota: namespace {ns} at max_gpus {cap / 1000:g} ({used / 1000:g} GPUs used by "
-                       "managed Deployments)")
-                decided[m.target] = d.retarget(d.from_replicas, veto=why) if to <= d.from_replicas else \
-                    d.retarget(to, reason=why)
-                used += max(0, to - d.from_replicas) * each
-                notes.append(f"{m.target}: scale-up {d.from_replicas}→{d.to_replicas} capped at {to} ({why})")
 
     # -- the fleet's ledger cycle ----------------------------------------------------------------
     def _leading(self) -> bool:

@@ -39,7 +39,8 @@ def build_live_policy(spec: str, *, slo_ttft_ms: float, slo_e2e_ms: float, initi
     ``workload`` (an L2 class from ``--workloads``) sets the class weight, elasticity α, veto margin
     and replica floor, and its P99 latency bound (when it has one) becomes the latency SLO the
     policy's veto guards. ``gates`` (from ``--gates``) wrap the policy in the canary guard with
-    those gates — all must pass (the live controller measures their PromQL). ``max_replicas`` is
+    those gates — all must pass (the live controller measures their PromQL); gates of stage
+    ``after_scale_down`` check every scale-down whole instead of canarying it. ``max_replicas`` is
     the ceiling when the spec has no ``max=``; ``cold_start_s`` the fleet's time from a replica's
     request to serving when the spec has no ``cold_start_s=``."""
     items = parse_policies(spec, ("ebb",))
@@ -65,8 +66,9 @@ def build_live_policy(spec: str, *, slo_ttft_ms: float, slo_e2e_ms: float, initi
                        cold_start_s=param_float(item, "cold_start_s", cold_start_s, lo=0.0, hi=86_400.0),
                        warmup_s=None if item.get("warmup_s") is None else param_float(item, "warmup_s", 0.0, lo=0.0),
                        **weights)
-    if gates:
-        return CanaryGuard(policy, gates[0], extra_gates=tuple(gates[1:]))
+    if gates:  # one stage per gates file: canaried (gates:) or checked whole (after_scale_down:)
+        return CanaryGuard(policy, gates[0], extra_gates=tuple(gates[1:]),
+                           canary_replicas=None if gates[0].stage == "after_scale_down" else 1)
     if param_choice(item, "canary", "off", ("on", "off")) == "on":
         return CanaryGuard(policy, ttft_gate(slo_ttft_ms, prof.veto_margin))
     return policy

@@ -1,25 +1,38 @@
-"""What a controller cycle read, and the small conversions around it (pure, no I/O).
+"""What a controller cycle read, how it reads it, and the small conversions around it.
 
 :class:`Sensed` is one cycle's (or fast-path tick's) read of the source and the fleet, with why the
-data cannot back a scale-down; :func:`rebase` maps an agent's Unix-stamped samples onto the policy's
-monotonic timeline; :func:`actuated` and :func:`victim_names` turn the actuator's answers into ledger
-fields.
+data cannot back a scale-down; :class:`Sensor` does the reading (source cursor, freshness of the
+newest sample seen, fleet completeness; the controller's "fail static on bad data" and "monotonic
+time" guarantees); :func:`observation` turns a read into the policy's
+:class:`~ebb.model.observation.Observation`; :func:`rebase` maps an agent's Unix-stamped samples
+onto the policy's monotonic timeline; :func:`actuated` and :func:`victim_names` turn the actuator's
+answers into ledger fields. Only :class:`Sensor` does I/O (through the source and actuator it is
+handed).
 """
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ebb.actuate.base import ActuationResult, FleetState
+import numpy as np
+
+from ebb.actuate.base import ActuationResult, Actuator, FleetState
+from ebb.errors import EbbError
 from ebb.live.settings import CycleOutcome
 from ebb.live.timeline import Tick
 from ebb.model.decisions import JSON
 from ebb.model.ids import DecisionId, ReplicaId
 from ebb.model.live import LiveSignals
-from ebb.model.observation import FineSignals
+from ebb.model.observation import FineSignals, Observation, PodView
+from ebb.model.spans import Spans
+from ebb.sources.live import SignalSource
 
-__all__ = ["Sensed", "actuated", "empty_fine", "rebase", "victim_names"]
+__all__ = ["Sensed", "Sensor", "actuated", "empty_fine", "observation", "rebase", "victim_names"]
+
+log = logging.getLogger("ebb.live.controller")
 
 
 @dataclass(frozen=True)
@@ -70,3 +83,85 @@ def victim_names(state: FleetState) -> Callable[[ReplicaId], str]:
     name one) gets a name no actuator gives, so a resume can never match it to a replica."""
     names = {r.replica: r.name for r in state.replicas}
     return lambda rid: names.get(rid, f"<unknown replica {int(rid)}>")
+
+
+class Sensor:
+    """Reads a cycle's data: the source from a cursor, then the fleet (module docstring).
+
+    Fresh means the freshest sample *seen* (``newest_s``) is at most ``max_staleness_s`` old, not
+    that this read returned one: a read with nothing newer than the cursor (a fast-path read just
+    took the newest bucket) is no sign of a stalled source. A wall-clock step resets the cursor and
+    the freshness reference (the policy's windows run on the monotonic clock and keep their history).
+    """
+
+    def __init__(self, t0_s: float, *, lookback_s: float, max_staleness_s: float) -> None:
+        self.lookback_s = lookback_s
+        self.max_staleness_s = max_staleness_s
+        self.cursor_s = t0_s - lookback_s
+        """Unix time the next read continues from."""
+        self.newest_s: float | None = None
+        """The freshest sample any read returned since the last clock step (Unix s)."""
+
+    def staleness(self, tick: Tick) -> float | None:
+        """Age of the freshest sample seen (s); None when the source has never answered."""
+        return None if self.newest_s is None else tick.wall_s - self.newest_s
+
+    def read(self, source: SignalSource, span: Spans, tick: Tick, *, quiet: bool = False) -> tuple[LiveSignals, str]:
+        """The source's samples since the cursor and why they cannot back a scale-down ("" when they
+        can). ``quiet``: a fast-path tick logs no source trouble (the next cycle does, in its trace)."""
+        now = tick.wall_s
+        if tick.step_s is not None:
+            log.warning("wall clock stepped by %+.1f s: source cursor and data freshness reset "
+                        "(the policy's windows run on the monotonic clock and keep their history)", tick.step_s)
+            self.cursor_s, self.newest_s = now - self.lookback_s, None
+        since = max(self.cursor_s, now - self.lookback_s)
+        try:
+            with span.layer("ebb.source") as s:
+                sig = source.read(since)
+                s.set(**{"ebb.source.samples": int(len(sig.fine.t_s))})
+        except EbbError as exc:  # unreachable or malformed: no data this cycle (fail static)
+            if not quiet:
+                log.warning("source: %s — no data this cycle, scale-down blocked", exc)
+            return LiveSignals(empty_fine()), f"source: {exc}"
+        newest = sig.newest_sample_s
+        if newest is not None and newest > now + self.max_staleness_s:
+            # From the future by more than the staleness bound: a clock we cannot trust.
+            if not quiet:
+                log.warning("source: newest sample is %.1f s in the future — ignored, scale-down blocked",
+                            newest - now)
+            return LiveSignals(empty_fine()), "samples from the future"
+        if newest is not None:
+            self.newest_s = max(self.newest_s or -math.inf, newest)
+        if len(sig.fine.t_s):
+            self.cursor_s = max(self.cursor_s, min(float(np.max(sig.fine.t_s)), now))
+        if self.newest_s is None or now - self.newest_s > self.max_staleness_s:
+            return LiveSignals(empty_fine(), newest_sample_s=newest), "stale data"
+        return sig, ""
+
+    def sense(self, source: SignalSource, actuator: Actuator, span: Spans, tick: Tick) -> Sensed:
+        """Read the source, then the fleet, then check the read covers the fleet: samples over fewer
+        replicas than are ready understate demand, so they back no scale-down."""
+        sig, note = self.read(source, span, tick)
+        with span.layer("ebb.actuate.state"):
+            state = actuator.state()
+        seen = sig.replicas_seen
+        if not note and seen is not None and seen < state.ready_replicas:
+            log.warning("source covers %d of %d ready replicas — scale-down blocked", seen, state.ready_replicas)
+            sig = LiveSignals(empty_fine(), newest_sample_s=sig.newest_sample_s)
+            note = f"incomplete fleet: {seen} of {state.ready_replicas} ready replicas reported"
+        return Sensed(sig, state, note, self.staleness(tick), self.max_staleness_s)
+
+
+def observation(seen: Sensed, tick: Tick) -> Observation:
+    """What the policy is shown of a cycle's read (times on its monotonic timeline)."""
+    sig, state = seen.sig, seen.state
+    pods = tuple(PodView(replica=r.replica, created_s=tick.policy_time(r.created_s),
+                         ready_s=None if r.ready_s is None else tick.policy_time(r.ready_s), util_ratio=None,
+                         inflight=sig.inflight_by_replica.get(r.name), qps=None, zone=r.zone)
+                 for r in state.replicas)
+    inflight = sum(sig.inflight_by_replica.values()) if sig.inflight_by_replica else None
+    if inflight is not None and sig.queued is not None:
+        inflight += sig.queued
+    return Observation(t_s=tick.t_s, spec_replicas=state.spec_replicas,
+                       ready_replicas=state.ready_replicas, pods=pods, total_qps=sig.total_qps,
+                       total_inflight=inflight, queued=sig.queued, fine=rebase(sig.fine, tick))

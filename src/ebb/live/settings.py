@@ -57,6 +57,10 @@ class ControllerSettings:
     (:class:`~ebb.decide.base.Reactive`): each tick reads the source's new samples and lets the policy
     request a scale-up at once. 0 turns it off (a source with coarse samples, such as Prometheus
     scraped every few seconds, gains nothing from reading it 10 times a second)."""
+    review_poll_s: float = 5.0
+    """How often (s) the leader looks in the review queue for items of its run an operator retried
+    (``ebb review retry``): one read of the queue; 5 s keeps a retry prompt without reading it every
+    cycle."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("recommend", "act"):
@@ -69,6 +73,8 @@ class ControllerSettings:
             raise ValueError(f"resume_max_age_s must be > 0: {self!r}")
         if not 0 <= self.react_interval_s < self.interval_s:
             raise ValueError(f"react_interval_s must be within [0, interval_s): {self!r}")
+        if not self.review_poll_s > 0:
+            raise ValueError(f"review_poll_s must be > 0: {self!r}")
 
     @property
     def resume_limits(self) -> ResumeLimits:

@@ -31,8 +31,10 @@ from ebb.model.ids import ReplicaId
 
 __all__ = ["Decision", "GATE_STEPS", "GateStep", "GateStepName", "action_between"]
 
-GateStepName = Literal["canary", "proceed", "compensate"]
-"""A canary guard's steps: remove the canary replicas, proceed to the plan, or restore the pre-state."""
+GateStepName = Literal["canary", "watch", "proceed", "compensate"]
+"""A gated scale-down's steps (:mod:`ebb.gates.guard`): remove the canary replicas (``canary``) or the
+whole step to be checked after the fact (``watch``), proceed (the gates passed), or compensate (undo
+the gated step through the rollback channel)."""
 GATE_STEPS: Final[tuple[str, ...]] = get_args(GateStepName)
 
 _EMPTY: Final[Mapping[str, float]] = MappingProxyType({})

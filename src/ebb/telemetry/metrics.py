@@ -7,7 +7,9 @@ metric                               type       labels / unit
 ``ebb_decisions_total``              counter    ``action`` = scale_up | scale_down | hold | veto
 ``ebb_vetoes_total``                 counter    ``reason`` = key before ':' of a veto string
 ``ebb_gate_results_total``           counter    ``gate``, ``result``
-``ebb_compensation_seconds``         histogram  breach detected → compensating scale-up applied
+``ebb_compensation_seconds``         histogram  rollback requested (a gate failed, an operator's retry picked
+                                               up) → its last compensating scale-up applied
+``ebb_compensations_total``          counter    ``result`` = compensated | review (enqueued for manual review)
 ``ebb_data_staleness_seconds``       gauge      age of the newest sample at the last cycle (NaN: none yet)
 ``ebb_cycle_duration_seconds``       histogram  wall time of one cycle
 ``ebb_leader``                       gauge      1 while this replica holds the leader lease
@@ -45,6 +47,7 @@ __all__ = ["EbbMetrics", "MAX_LABEL_VALUES", "veto_key"]
 MAX_LABEL_VALUES: Final = 20
 """Distinct values a free-form label keeps before mapping new ones to ``other``."""
 CYCLE_RESULTS: Final = ("ok", "error", "skipped")
+COMPENSATION_RESULTS: Final = ("compensated", "review")
 ACTIONS: Final = ("scale_up", "scale_down", "hold", "veto")
 COMPENSATION_BUCKETS_S: Final = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 CYCLE_BUCKETS_S: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
@@ -103,8 +106,11 @@ class EbbMetrics:
         self._vetoes = Counter("ebb_vetoes", "Scale-down vetoes by reason key.", ["reason"], registry=r)
         self._gates = Counter("ebb_gate_results", "Gate verdicts.", ["gate", "result"], registry=r)
         self._compensation = Histogram(
-            "ebb_compensation_seconds", "Seconds from an SLO breach detected to the compensating "
-            "scale-up applied.", buckets=COMPENSATION_BUCKETS_S, registry=r)
+            "ebb_compensation_seconds", "Seconds from a rollback requested (a gate failed after a "
+            "scale-down, an operator's retry picked up) to its last compensating scale-up applied.",
+            buckets=COMPENSATION_BUCKETS_S, registry=r)
+        self._compensations = Counter("ebb_compensations", "Rollback-channel compensations by result.",
+                                      ["result"], registry=r)
         self._staleness = Gauge("ebb_data_staleness_seconds",
                                 "Age of the newest sample at the last cycle (s).", registry=r)
         self._duration = Histogram("ebb_cycle_duration_seconds", "Wall time of one decision cycle.",
@@ -122,6 +128,8 @@ class EbbMetrics:
             self._cycles.labels(result=result)
         for action in ACTIONS:
             self._decisions.labels(action=action)
+        for result in COMPENSATION_RESULTS:
+            self._compensations.labels(result=result)
         # NaN = unknown: a 0 before the first cycle would read as "perfectly fresh".
         self._staleness.set(math.nan)
         self._server: WSGIServer | None = None
@@ -177,8 +185,18 @@ class EbbMetrics:
 
     @_swallow
     def compensation(self, seconds: float) -> None:
-        """Latency from breach detection to the compensating scale-up being applied."""
+        """Latency from a rollback requested to its last compensating scale-up applied (a completed
+        compensation; one that went to review is counted by :meth:`compensation_result` only)."""
         self._compensation.observe(seconds)
+
+    @_swallow
+    def compensation_result(self, result: str) -> None:
+        """A compensation ended: ``compensated`` or ``review``; anything else counts as ``other`` (and a
+        telemetry error)."""
+        if result not in COMPENSATION_RESULTS:
+            self.telemetry_error("compensation_result")
+            result = "other"
+        self._compensations.labels(result=result).inc()
 
     @_swallow
     def staleness(self, seconds: float) -> None:

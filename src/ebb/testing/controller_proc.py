@@ -7,11 +7,16 @@ process, for the crash-point matrix and fail-over tests (``python -m ebb.testing
   A scale-down names the *oldest* replicas as its victims (``--victims oldest``, the default: the
   opposite of every actuator's newest-first choice, so a resumed decision that lost its victims
   shows); ``--victims none`` names none. Each plan is a :class:`~ebb.model.decision.Decision`.
+* **A failing gate** (``--gate-fail-at K``): plan K (a scale-down) is a gated step taken whole (gate
+  step ``watch``, as a gates file's ``after_scale_down:`` check makes it) and plan K+1 is its gate
+  failing: a ``compensate`` gate step back to plan K's ``from``, which the controller hands to the
+  rollback channel (:mod:`ebb.live.compensation`).
 * **Fresh data** (ten 100 ms samples ending now: nothing vetoed as stale); the real Kubernetes actuator
   on the fake API server ``--kube-url`` of the *test* process (it outlives this one); ``open_ledger``.
 * **Crash points.** ``--crash-at POINT:N`` SIGKILLs, ``--stop-at POINT:N`` SIGSTOPs this process the
   N-th time (default 1st) the controller reaches ``POINT`` (``before_plan``, ``after_ledger``,
-  ``after_actuation``), first printing ``{"event": "crash"|"stop", "point", "nth", "t_s", "pid"}``.
+  ``after_actuation``; a rollback step's ``after_compensation_ledger``, ``after_compensation_actuation``),
+  first printing ``{"event": "crash"|"stop", "point", "nth", "t_s", "pid"}``.
 * **Progress**: one flushed JSON line per cycle on stdout (``event=cycle``, ``candidate``, ``pid``,
   ``t_s`` = Unix time after the cycle, ``n``, ``action``, ``from``, ``to``, ``decision_id``, ``acted``,
   ``note``); logs on stderr.
@@ -33,7 +38,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,16 +49,18 @@ from ebb.errors import ConfigError, EbbError, require_extra
 from ebb.ledger import open_ledger
 from ebb.ledger.election import LeaderElector
 from ebb.live.controller import Controller, ControllerSettings
-from ebb.model.decision import Decision
+from ebb.model.decision import Decision, GateStep
 from ebb.model.live import LiveSignals
 from ebb.model.observation import FineSignals, Observation, Pipeline
 from ebb.model.spans import NO_SPANS, Spans
 from ebb.testing.fakes import FakeSignalSource
 from ebb.testing.fake_kube import RequestRecord
 
-__all__ = ["FAULT_POINTS", "HarnessPolicy", "fault_at", "fresh_source", "main", "scale_writes"]
+__all__ = ["FAULT_POINTS", "HarnessPolicy", "ROLLBACK_FAULT_POINTS", "fault_at", "fresh_source", "main",
+           "scale_writes"]
 
 FAULT_POINTS = ("before_plan", "after_ledger", "after_actuation")
+ROLLBACK_FAULT_POINTS = ("after_compensation_ledger", "after_compensation_actuation")
 LOW, HIGH = 2, 5  # replicas the default plan alternates between
 
 
@@ -74,14 +81,25 @@ class HarnessPolicy:
     interval_s: float = 0.2
     pipeline: Pipeline = Pipeline(1, 1)
     plans: int = 0
+    gate_fail_at: int | None = None
+    """Plan K is a gated (``watch``) scale-down and plan K+1 its failed gate's ``compensate``."""
+    gated_from: int | None = None
 
     def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
         k, self.plans, have = self.plans, self.plans + 1, obs.spec_replicas
+        if self.gate_fail_at is not None and k == self.gate_fail_at + 1 and self.gated_from is not None:
+            return Decision(obs.t_s, "scale_up" if self.gated_from > have else "hold", have,
+                            max(have, self.gated_from), policy=self.spec, reasons=("compensate: harness gate fail",),
+                            gate=GateStep("compensate", "harness gate", "fail"))
         n = (self.script[min(k, len(self.script) - 1)] if self.script
              else have if k % self.every else HIGH if have < HIGH else LOW)
         victims = tuple(p.replica for p in obs.pods[:max(0, have - n)]) if self.oldest_victims else ()
-        return Decision.change(obs.t_s, have, n, policy=self.spec, reasons=(f"harness plan {k}",) if n != have else (),
-                               victims=victims if n < have else ())
+        d = Decision.change(obs.t_s, have, n, policy=self.spec, reasons=(f"harness plan {k}",) if n != have else (),
+                            victims=victims if n < have else ())
+        if k == self.gate_fail_at and d.action == "scale_down":
+            self.gated_from = have
+            return replace(d, gate=GateStep("watch", "harness gate"))
+        return d
 
     def observe(self, obs: Observation) -> None:  # followers keep windows warm; there are none here
         pass
@@ -121,8 +139,9 @@ def scale_writes(requests: Iterable[RequestRecord], namespace: str, deployment: 
 
 def _point(text: str) -> tuple[str, int]:
     point, _, nth = text.partition(":")
-    if point not in FAULT_POINTS or not (nth or "1").isdigit() or int(nth or 1) < 1:
-        raise argparse.ArgumentTypeError(f"expected POINT[:N], POINT in {', '.join(FAULT_POINTS)}, N >= 1: {text!r}")
+    if point not in FAULT_POINTS + ROLLBACK_FAULT_POINTS or not (nth or "1").isdigit() or int(nth or 1) < 1:
+        raise argparse.ArgumentTypeError(f"expected POINT[:N], POINT in {', '.join(FAULT_POINTS + ROLLBACK_FAULT_POINTS)}, "
+                                         f"N >= 1: {text!r}")
     return point, int(nth or 1)
 
 
@@ -155,6 +174,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--script", type=Path, help="JSON list: replicas wanted by the k-th plan")
     p.add_argument("--interval-s", type=float, default=0.2, help="cycle period (s)")
     p.add_argument("--every", type=int, default=2, help="decide on every N-th plan")
+    p.add_argument("--gate-fail-at", type=int, help="plan K is a gated scale-down whose gate fails at plan K+1")
     p.add_argument("--victims", choices=("oldest", "none"), default="oldest",
                    help="victims a scale-down names (oldest replicas, or none: the actuator chooses)")
     return p
@@ -169,7 +189,8 @@ def _policy(args: argparse.Namespace) -> HarnessPolicy:
         raise ConfigError(f"harness policy from --script {args.script} --every {args.every}: {exc} "
                           "(fix: a JSON list of replica counts, e.g. [5, 5, 2])") from exc
     return HarnessPolicy(every=args.every, script=script, spec=f"harness:every={args.every}",
-                         oldest_victims=args.victims == "oldest", interval_s=args.interval_s)
+                         oldest_victims=args.victims == "oldest", interval_s=args.interval_s,
+                         gate_fail_at=args.gate_fail_at)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -198,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          ControllerSettings(run_id=args.run_id, target=actuator.target, mode="act",
                                             interval_s=args.interval_s),
                          elector=elector, fault_point=fault_at(args.crash_at, args.stop_at))
+        closing.callback(ctl.close)  # the compensation log it opened next to the ledger
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())

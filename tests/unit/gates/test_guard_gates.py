@@ -109,7 +109,8 @@ def test_one_failing_gate_aborts_and_restores_the_pre_state() -> None:
     answers = run(g, {P99: 0.4, OK_RATIO: 0.95})
     assert counts(answers[-1]) == (3, 4, "scale_up") and answers[-1].gate == GateStep("compensate", P99, "fail")
     assert canary_counts(answers) == (0, 1) and inner.ups == [answers[-1].t_s]
-    assert answers[-1].reasons == (f"compensate: gate fail ({P99} = 0.4): abort and restore the pre-state",)
+    assert answers[-1].reasons == (
+        f"compensate: gate fail ({P99} = 0.4): abort and undo the gated step (rollback channel)",)
 
 
 def test_a_promql_gate_without_a_measured_value_never_passes() -> None:
@@ -238,3 +239,40 @@ def test_gates_load_from_yaml_and_bad_files_name_the_entry() -> None:
         load_gates("gates:\n  - success_condition: result < 1\n", "gates.yaml")
     with pytest.raises(ConfigError, match="non-empty list"):
         load_gates("gates: []\n", "gates.yaml")
+
+
+def test_a_post_scale_down_check_takes_the_whole_step_and_undoes_it_when_a_gate_fails() -> None:
+    inner = Inner()
+    g = CanaryGuard(inner, gate(P99, "result < 1.6", "result >= 2.0"), canary_replicas=None)  # type: ignore[arg-type]
+    first = g.decide(obs(0.0, 4))
+    assert counts(first) == (4, 2, "scale_down") and first.gate == GateStep("watch", P99)
+    assert first.victims == (ReplicaId(7), ReplicaId(5)), "the whole step, its victims kept"
+    t, last = 1.0, first
+    while (last := g.decide(obs(t, 2, {P99: 2.5}))).gate is None:
+        t += 1.0
+    assert counts(last) == (2, 4, "scale_up") and last.gate == GateStep("compensate", P99, "fail")
+    assert "rollback channel" in last.reasons[0] and inner.ups == [t]
+
+
+def test_a_post_scale_down_check_that_passes_lets_the_step_stand() -> None:
+    g = CanaryGuard(Inner(), gate(P99, "result < 1.6", "result >= 2.0"), canary_replicas=None)  # type: ignore[arg-type]
+    g.decide(obs(0.0, 4))
+    t, last = 1.0, None
+    while (last := g.decide(obs(t, 2, {P99: 0.4}))).gate is None:
+        t += 1.0
+    assert counts(last) == (2, 2, "hold") and last.gate == GateStep("proceed", P99, "pass")
+    assert g.gate_queries() == ()
+
+
+def test_a_gates_file_names_post_scale_down_checks_in_their_own_section() -> None:
+    text = f"after_scale_down:\n  - query: '{P99}'\n    failure_condition: result >= 2\n    count: 3\n"
+    [g] = load_gates(text, "gates.yaml")
+    assert g.stage == "after_scale_down" and g.count == 3
+    assert load_gates(f"gates:\n  - query: '{P99}'\n    success_condition: result < 1.6\n")[0].stage == "canary"
+    both = f"gates:\n  - {{query: q, success_condition: result < 1}}\n{text}"
+    with pytest.raises(ConfigError, match="both gates: and after_scale_down:"):
+        load_gates(both, "gates.yaml")
+    with pytest.raises(ConfigError, match="after_scale_dwn: unknown key"):
+        load_gates(text.replace("after_scale_down", "after_scale_dwn"), "gates.yaml")
+    with pytest.raises(ConfigError, match=r"after_scale_down\[0\]: stage: unknown key"):
+        load_gates(text + "    stage: canary\n", "gates.yaml")

@@ -10,12 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ebb.errors import PermanentError
 from ebb.gates.rollback import CompensationStep, EventGraph, ScaleEvent, compensation_order, plan_compensation
+from ebb.ledger import MemoryLedger, SqliteLedger
 from ebb.ledger.review import (
+    CompensationDeferred,
     MemoryCompensationLog,
     ReviewItemNotFound,
     SqliteCompensationLog,
     compensate,
+    compensation_log_for,
 )
 
 
@@ -35,11 +39,11 @@ class Recorder:
         self.calls: list[tuple[str, int]] = []
         self.on_call = on_call
 
-    def __call__(self, target: str, replicas: int) -> None:
+    def __call__(self, step: CompensationStep) -> None:
         if self.on_call is not None:
             self.on_call()
-        self.state[target] = replicas
-        self.calls.append((target, replicas))
+        self.state[step.target] = step.restore_replicas
+        self.calls.append((step.target, step.restore_replicas))
 
 
 class FakeClock:
@@ -212,7 +216,7 @@ def test_only_roots_with_unfinished_steps_are_enqueued() -> None:
 
 
 def test_a_failing_actuator_enqueues_the_root_with_the_error() -> None:
-    def boom(target: str, replicas: int) -> None:
+    def boom(step: CompensationStep) -> None:
         raise RuntimeError("api server said no")
 
     log = MemoryCompensationLog()
@@ -243,3 +247,35 @@ def test_review_items_can_be_resolved_and_retried(make: Callable[[Path], MemoryC
         log.resolve("zzz", "")
     assert log.show("zzz") is None
     log.close()
+
+
+def test_a_step_that_cannot_be_recorded_stops_the_run_without_queueing_it() -> None:
+    def unrecorded(step: CompensationStep) -> None:
+        raise CompensationDeferred("etcd at http://127.0.0.1:2379 did not answer")
+
+    log = MemoryCompensationLog()
+    with pytest.raises(CompensationDeferred):
+        compensate(EventGraph([ev("a")]), ["a"], unrecorded, log)
+    assert log.list() == [] and log.done_ids() == set()
+
+
+def test_an_ebb_error_goes_to_review_with_its_own_words() -> None:
+    def refused(step: CompensationStep) -> None:
+        raise PermanentError("restoring svc to 4 replicas is over its cap of 3 (max_replicas)")
+
+    log = MemoryCompensationLog()
+    res = compensate(EventGraph([ev("a")]), ["a"], refused, log)
+    assert res.error == "restoring svc to 4 replicas is over its cap of 3 (max_replicas)"
+    assert res.reason is not None and res.reason.startswith("compensation failed: restoring svc")
+    assert log.list()[0].reason == f"{res.reason}; 1 step(s) left"
+
+
+def test_the_log_next_to_a_ledger_shares_its_store(tmp_path: Path) -> None:
+    with SqliteLedger(tmp_path / "l.sqlite") as ledger:
+        log = compensation_log_for(ledger)
+        assert isinstance(log, SqliteCompensationLog) and log.path == str(tmp_path / "l.sqlite")
+        log.enqueue("a", "why", 1.0)
+        log.close()
+    with SqliteCompensationLog(tmp_path / "l.sqlite", create=False) as again:
+        assert [i.event_id for i in again.list()] == ["a"]
+    assert isinstance(compensation_log_for(MemoryLedger()), MemoryCompensationLog)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -102,10 +101,10 @@ def test_a_tls_failure_is_a_permanent_config_error_at_once_naming_the_flag(
     auth = _mtls(tls, **{k: named.get(v, v) if v else None for k, v in changes.items()})
     led = EtcdLedger(mtls_url, prefix="t/x", auth=auth, timeout_s=5.0)
     try:
-        start = time.monotonic()
+        # Permanent (a ConfigError naming the flag and the TLS failure), not a timeout retried later:
+        # how long it takes — one attempt, under 3 s with a 5 s timeout — is bench/deadlines.py's.
         with pytest.raises(ConfigError, match=why) as info:
             led.cycles()
-        assert time.monotonic() - start < 3.0  # one attempt: no retry, no timeout waited out
         assert flag in str(info.value) and info.value.__cause__ is not None
     finally:
         led.close()

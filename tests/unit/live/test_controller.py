@@ -11,7 +11,7 @@ import pytest
 
 from ebb.errors import NotLeader, SourceUnavailable
 from ebb.ledger.memory import MemoryLedger
-from ebb.live.controller import Controller, ControllerSettings
+from ebb.live.controller import Controller, ControllerSettings, Proposal
 from ebb.live.policy_spec import build_live_policy
 from ebb.model.decision import Decision, action_between
 from ebb.model.ids import CycleId, DecisionId, ReplicaId, RunId
@@ -722,3 +722,66 @@ def test_the_real_ebb_policy_asks_between_cycles_when_a_queue_outgrows_the_fleet
     assert out is not None and out.fast and out.to_replicas > 4 and act.state().spec_replicas == out.to_replicas
     (d,) = [d for d in c.ledger.decisions(RunId("r1")) if d.action == "scale_up"]
     assert d.reasons[0].startswith("fast path: need")
+
+
+def test_a_cycle_is_two_plain_calls_with_its_trace_open_in_between() -> None:
+    clock = Clock()
+    provider, exporter = in_memory_provider()
+    act = FakeActuator(4, clock=clock)
+    c = make(ScriptedPolicy(lambda o: 3), clock, actuator=act, tracer=CycleTracer(provider))
+    p = c.propose()
+    assert isinstance(p, Proposal) and p.decision.to_replicas == 3 and p.n == 1
+    assert not [s for s in exporter.get_finished_spans() if s.name == "ebb.cycle"], "the cycle's span is open"
+    assert c.ledger.cycles() == [] and act.applied_ids == [], "nothing recorded or acted before the commit"
+    out = c.commit(p)
+    assert out.acted and act.state().spec_replicas == 3
+    roots = [s for s in exporter.get_finished_spans() if s.name == "ebb.cycle"]
+    assert len(roots) == 1 and roots[0].attributes["ebb.decision.action"] == "scale_down"
+    children = {s.name for s in exporter.get_finished_spans() if s.context.trace_id == roots[0].context.trace_id}
+    assert {"ebb.source", "ebb.decide", "ebb.ledger", "ebb.actuate"} <= children, "both halves in one trace"
+    assert c.commit(p) is out and act.applied_ids == ["r1-1"], "committed once"
+
+
+def test_a_cycle_that_ends_before_deciding_proposes_its_outcome() -> None:
+    clock = Clock()
+
+    class Follower:
+        def is_leader(self) -> bool:
+            return False
+
+        def fence(self) -> None:
+            return None
+
+    c = make(ScriptedPolicy(lambda o: 1), clock, elector=Follower())
+    out = c.propose()
+    assert not isinstance(out, Proposal) and out.action == "follower"
+    assert c.commit(out) is out
+
+
+def test_an_unexpected_exception_in_the_second_half_is_an_error_cycle_with_its_span_closed() -> None:
+    clock = Clock()
+    provider, exporter = in_memory_provider()
+
+    class Broken(FakeActuator):
+        def apply(self, decision_id: DecisionId, request: ScaleRequest) -> Any:
+            raise KeyError("a bug in the actuator")
+
+    c = make(ScriptedPolicy(lambda o: 3), clock, actuator=Broken(4, clock=clock), tracer=CycleTracer(provider))
+    out = c.cycle()
+    assert out.action == "error" and "KeyError" in out.note
+    [root] = [s for s in exporter.get_finished_spans() if s.name == "ebb.cycle"]
+    assert not root.status.is_ok
+    c.actuator = FakeActuator(4, clock=clock)
+    clock.t += 1.0
+    assert c.cycle().acted, "the next cycle re-reads the ledger and runs normally"
+
+
+def test_a_proposal_is_committed_only_by_the_controller_that_proposed_it() -> None:
+    clock = Clock()
+    act = FakeActuator(4, clock=clock)
+    a = make(ScriptedPolicy(lambda o: 3), clock, actuator=act)
+    b = make(ScriptedPolicy(lambda o: 3), clock, actuator=act)
+    p = a.propose()
+    assert isinstance(p, Proposal)
+    assert b.commit(p).action == "error" and act.applied_ids == []
+    assert a.commit(p).acted

@@ -15,7 +15,7 @@ from ebb.config.fleet import FleetWorkload, NamespaceQuota
 from ebb.config.workloads import default_workload_classes
 from ebb.errors import TransientError
 from ebb.ledger.memory import MemoryLedger
-from ebb.live.controller import Controller, ControllerSettings
+from ebb.live.controller import Controller, ControllerSettings, Proposal
 from ebb.live.fleet_controller import (
     FleetController,
     FleetMember,
@@ -253,7 +253,7 @@ def test_an_l3_failure_vetoes_every_scale_down_and_lets_scale_ups_through(monkey
 
     def boom(*a: Any, **k: Any) -> Any:
         raise ValueError("planner bug")
-    monkeypatch.setattr(fc, "plan_cluster", boom)
+    monkeypatch.setattr(fc, "fleet_step", boom)
     f = Fleet([("a", "x", TRAIN, 3, 1), ("a", "y", ORDER, 1, 3)])
     f.cycle()
     assert f.replicas() == {"a/x": 3, "a/y": 3}
@@ -304,14 +304,14 @@ def test_a_cluster_step_may_only_narrow_a_proposal() -> None:
     act = FakeActuator(4, clock=clock)
     ctl = Controller(FixedPolicy(3), fresh(clock), act, MemoryLedger(), ControllerSettings(run_id="r", mode="act"),
                      clock=clock)
-    step = ctl.begin()
-    assert step.proposal is not None and step.proposal.decision.to_replicas == 3
-    wider = step.proposal.decision.retarget(1)
-    out = step.proceed(wider)
+    step = ctl.propose()
+    assert isinstance(step, Proposal) and step.decision.to_replicas == 3
+    wider = step.decision.retarget(1)
+    out = ctl.commit(step, wider)
     assert out.action == "veto" and act.state().spec_replicas == 4 and "beyond the proposal" in out.note
-    assert step.proceed() is out, "a step proceeds once"
+    assert ctl.commit(step) is out, "a proposal is committed once"
     clock.t += 1
-    step = ctl.begin()
-    assert step.proposal is not None
-    out = step.proceed(step.proposal.decision)
+    step = ctl.propose()
+    assert isinstance(step, Proposal)
+    out = ctl.commit(step, step.decision)
     assert out.acted and act.state().spec_replicas == 3

@@ -65,3 +65,11 @@ def test_gates_wrap_the_policy_in_the_canary_guard_with_every_gate() -> None:
     gates = (GateSpec(query="a", success_condition="result < 1"), GateSpec(query="b", success_condition="result > 0"))
     p = build("ebb", gates=gates)
     assert isinstance(p, CanaryGuard) and (p.gate, *p.extra_gates) == gates
+
+
+def test_post_scale_down_gates_check_every_scale_down_whole_instead_of_canarying_it() -> None:
+    after = GateSpec(query="p99", failure_condition="result >= 2", count=3, stage="after_scale_down")
+    p = build("ebb", gates=(after,))
+    assert isinstance(p, CanaryGuard) and p.canary_replicas is None and p.gate == after
+    canary = build("ebb", gates=(GateSpec(query="p99", success_condition="result < 2", count=3),))
+    assert isinstance(canary, CanaryGuard) and canary.canary_replicas == 1

@@ -55,6 +55,16 @@ def test_the_exposition_contains_every_metric(metrics: EbbMetrics) -> None:
     assert s[("ebb_ledger_write_errors_total", ())] == 1
 
 
+def test_compensations_are_counted_by_result_from_zero(metrics: EbbMetrics) -> None:
+    assert _samples(metrics)[("ebb_compensations_total", (("result", "review"),))] == 0
+    metrics.compensation_result("compensated")
+    metrics.compensation_result("vanished")
+    s = _samples(metrics)
+    assert s[("ebb_compensations_total", (("result", "compensated"),))] == 1
+    assert s[("ebb_compensations_total", (("result", "other"),))] == 1
+    assert s[("ebb_telemetry_errors_total", (("where", "compensation_result"),))] == 1
+
+
 def test_staleness_is_unknown_until_the_first_cycle_reports_it(metrics: EbbMetrics) -> None:
     assert math.isnan(metrics.registry.get_sample_value("ebb_data_staleness_seconds") or 0.0)
 
