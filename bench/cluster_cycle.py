@@ -1,28 +1,29 @@
-"""One full L1 → L2 → L3 decision cycle for N workloads, vectorised, and how its cost grows with N.
+"""One full L1 → fleet step decision cycle for N workloads, vectorised, and how its cost grows with N.
 
 Run: ``.venv/bin/python bench/cluster_cycle.py [--sizes 100,1000,10000] [--repeats 30]`` (about
-a minute on 2 cores). Exit 1 when the 10,000-workload median is ≥ 50 ms (issue #17 item 4).
+a minute on 2 cores). Exit 1 when the 10,000-workload median is ≥ 50 ms (issue #17 item 4), or when
+the scalar path grants differently.
 
-Fleet: N random workloads of the note's three classes, 3 zones, 1–20 replicas each spread at
-random over the zones (about 1 in 10 still starting), random PDBs, quota borrowers and signals
-(a few stale, unknown or breaching). One cycle, as a simulator runs it once per second:
+Fleet: N random workloads of the note's three classes (ranked as both loops rank them,
+:meth:`~ebb.decide.fleet_rank.FleetClasses.guarding`), 4 namespaces with a quota ``max``, 3 zones,
+1–20 replicas each spread at random over the zones (about 1 in 10 still starting), random PDBs,
+quota borrowers and signals (a few stale, unknown or breaching). One cycle, as the cluster simulator
+runs it once per second with ``ebb:l1=fleet``:
 
 * L1 :class:`~ebb.decide.fleet_policy.FleetEbb`: ``observe`` one second of Poisson arrivals, then
-  ``decide``;
-* L2 :func:`~ebb.decide.fleet_rank.rank_fleet`: recalibrate weights, veto (L1's burst included),
-  rank;
-* L3 :func:`~ebb.decide.fleet_plan.plan_fleet`: split a budget of N/10 removals, PDBs, zones.
-  Requests are L1's removals where it asks for some, else a synthetic 0–3 per workload (L1 asks
-  for none until its comeback bound has closed rises, minutes into a run), so L3 does real work.
+  ``decide`` (its weights recalibrated);
+* the fleet step :func:`~ebb.decide.fleet_step.fleet_step` — the code the live fleet controller
+  runs: quota on scale-ups, L2 vetoes and rank, L3 budget of N/10 removals, PDBs, zones. Proposals
+  are L1's where it asks for a change, else a synthetic removal of 0–3 per workload (L1 asks for
+  none until its comeback bound has closed rises, minutes into a run), so L3 does real work.
 
 After ``--warmup`` cycles, ``--repeats`` cycles are timed one by one (inputs drawn outside the
 timer); the table shows their median and P90 (P90 catches the 1-in-5 cycles where L1 closes a
-comeback block). The scalar path — ``recalibrate_weight`` per workload, ``rank_candidates``,
-``plan_cluster`` and ``plan_scale_down`` per workload over materialised
-:class:`~ebb.decide.coordinate.ReplicaView` lists (grouped by workload beforehand; passing the
-whole fleet to every call is O(N²)), with a :class:`~ebb.decide.coordinate.QuotaContext` — runs
-for N ≤ 1,000 on one snapshot, is checked to grant the same counts, and is compared with the
-vectorised L2 + L3 on that snapshot.
+comeback block). The scalar path — ``rank_candidates``, ``plan_cluster`` and ``plan_scale_down``
+per workload over materialised :class:`~ebb.decide.coordinate.ReplicaView` lists (grouped by
+workload beforehand; passing the whole fleet to every call is O(N²)), with a
+:class:`~ebb.decide.coordinate.QuotaContext` — runs for N ≤ 1,000 on one snapshot, is checked to
+grant the same counts, and is compared with the fleet step on that snapshot.
 """
 
 from __future__ import annotations
@@ -42,17 +43,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ebb.config.workloads import default_workload_classes  # noqa: E402
 from ebb.decide.coordinate import QuotaContext, ReplicaView, plan_cluster, plan_scale_down  # noqa: E402
-from ebb.decide.fleet_plan import FleetPlan, plan_fleet  # noqa: E402
-from ebb.decide.fleet_rank import FleetClasses, FleetRank, rank_fleet  # noqa: E402
+from ebb.decide.fleet_policy import FleetEbb  # noqa: E402
+from ebb.decide.fleet_rank import FleetClasses  # noqa: E402
+from ebb.decide.fleet_step import FleetProposals, FleetRules, FleetStep, fleet_step  # noqa: E402
 from ebb.decide.quota import QoSClass, Quota, QuotaPod  # noqa: E402
-from ebb.decide.semantics import WorkloadSignals, rank_candidates, recalibrate_weight  # noqa: E402
-
-try:
-    from ebb.decide.fleet_policy import FleetEbb
-except ImportError:  # L1 not written yet: time L2 + L3 only
-    FleetEbb = None  # type: ignore[assignment,misc]
+from ebb.decide.semantics import WorkloadSignals, rank_candidates  # noqa: E402
 
 ZONES = 3
+NAMESPACES = 4
 LIMIT_MS = 50.0
 SCALAR_MAX_N = 1_000
 CLASSES = default_workload_classes()
@@ -69,64 +67,61 @@ class Fleet:
     capacity_rps: np.ndarray
     slo_ms: np.ndarray
     p99: np.ndarray
-    p95: np.ndarray
-    success: np.ndarray
-    util: np.ndarray
+    weight: np.ndarray
     staleness: np.ndarray
     pdb: np.ndarray
     borrowed: np.ndarray
     synthetic_request: np.ndarray
-    budget: int
+    rules: FleetRules
 
 
 def build(n: int, rng: np.random.Generator) -> Fleet:
     idx = rng.integers(0, len(CLASSES), n)
-    cols = FleetClasses.of(CLASSES, idx)
+    of = FleetClasses.of(CLASSES, idx)
+    slo_ms = np.where(np.isnan(of.p99_slo_ms), np.where(np.isnan(of.p95_slo_ms), 2000.0, of.p95_slo_ms),
+                      of.p99_slo_ms)
+    cols = FleetClasses.guarding(base_weight=of.base_weight, alpha=of.alpha, veto_margin=of.veto_margin,
+                                 slo_ms=slo_ms, min_replicas=of.min_replicas)
     total = rng.integers(1, 21, n)
     per_zone = rng.multinomial(1, [1 / ZONES] * ZONES, size=(n, 20)).cumsum(axis=1)  # [n, 20, Z]
     held = per_zone[np.arange(n), total - 1]  # first `total` draws spread over zones
     starting = rng.binomial(held, 0.1)
-    slo_ms = np.where(np.isnan(cols.p99_slo_ms), np.where(np.isnan(cols.p95_slo_ms), 2000.0, cols.p95_slo_ms),
-                      cols.p99_slo_ms)
     lat = slo_ms * rng.lognormal(np.log(0.4), 0.5, n)
     lat[rng.random(n) < 0.02] = np.nan
-    success = np.where(rng.random(n) < 0.02, 0.99, 0.99995)
     staleness = np.where(rng.random(n) < 0.02, 30.0, rng.uniform(0.1, 1.0, n))
     borrowed = np.where(rng.random(n) < 0.3, rng.integers(0, 4, n), 0).clip(max=total)
+    ns = rng.integers(0, NAMESPACES, n)
+    rules = FleetRules(classes=cols, namespace=ns, namespace_names=tuple(f"ns{k}" for k in range(NAMESPACES)),
+                       gpu_milli=np.full(n, 1000), quota_max_milli=np.full(NAMESPACES, 1000 * 12 * n // NAMESPACES),
+                       cluster_budget=max(1, n // 10), max_staleness_s=2.0,
+                       names=tuple(f"w{i:05d}" for i in range(n)))
     return Fleet(n=n, cls_idx=idx, cols=cols, ready=held - starting, starting=starting,
-                 capacity_rps=rng.uniform(1.0, 10.0, n), slo_ms=slo_ms, p99=lat, p95=lat * 0.8,
-                 success=success, util=rng.uniform(0.2, 0.9, n), staleness=staleness,
+                 capacity_rps=rng.uniform(1.0, 10.0, n), slo_ms=slo_ms, p99=lat,
+                 weight=of.base_weight * rng.uniform(1.0, 1.3, n), staleness=staleness,
                  pdb=np.where(rng.random(n) < 0.5, -1, rng.integers(0, 4, n)), borrowed=borrowed,
-                 synthetic_request=rng.integers(0, 4, n), budget=max(1, n // 10))
+                 synthetic_request=rng.integers(0, 4, n), rules=rules)
 
 
-def l2(f: Fleet, prev: np.ndarray, burst: np.ndarray) -> FleetRank:
-    return rank_fleet(f.cols, prev_weight=prev, latency_ms=f.p99, latency_slo_ms=f.slo_ms,
-                      latency_p99_ms=f.p99, latency_p95_ms=f.p95, utilisation_ratio=f.util,
-                      staleness_s=f.staleness, success_ratio=f.success, burst_active=burst,
-                      replicas=f.ready.sum(axis=1) + f.starting.sum(axis=1))
-
-
-def l3(f: Fleet, rank: FleetRank, request: np.ndarray) -> FleetPlan:
-    return plan_fleet(ready=f.ready, starting=f.starting, request=request, order=rank.order,
-                      vetoed=rank.vetoed, cluster_budget=f.budget, pdb_allowance=f.pdb, borrowed=f.borrowed)
+def proposals(f: Fleet, target: np.ndarray, weight: np.ndarray, latency: np.ndarray,
+              burst: np.ndarray) -> FleetProposals:
+    return FleetProposals(spec=f.ready.sum(axis=1) + f.starting.sum(axis=1), target=target, weight=weight,
+                          latency_ms=latency, staleness_s=f.staleness, burst=burst, ready=f.ready,
+                          starting=f.starting, borrowed=f.borrowed, pdb_allowance=f.pdb)
 
 
 class Cycle:
-    """The vectorised cycle with its state (L1 engine, weights) carried between calls."""
+    """The vectorised cycle with its state (the L1 engine) carried between calls."""
 
     def __init__(self, f: Fleet, rng: np.random.Generator) -> None:
         self.f, self.rng, self.t = f, rng, 0.0
-        self.weight = f.cols.base_weight.copy()
-        ready_n, start_n = f.ready.sum(axis=1), f.starting.sum(axis=1)
-        self.ready_n, self.start_n = ready_n, start_n
-        self.rate = f.capacity_rps * np.maximum(ready_n, 1) * rng.uniform(0.2, 0.7, f.n)
-        self.l1 = None if FleetEbb is None else FleetEbb(
-            f.n, slo_ttft_s=f.slo_ms / 1000.0, cold_start_s=np.full(f.n, 60.0),
-            min_replicas=f.cols.min_replicas, max_replicas=np.full(f.n, 40, dtype=np.int64),
-            capacity_rps=f.capacity_rps, base_weight=f.cols.base_weight)
-        self.plan: FleetPlan | None = None
-        self.layer_ms: list[tuple[float, float, float]] = []
+        self.spec = f.ready.sum(axis=1) + f.starting.sum(axis=1)
+        self.ready_n, self.start_n = f.ready.sum(axis=1), f.starting.sum(axis=1)
+        self.rate = f.capacity_rps * np.maximum(self.ready_n, 1) * rng.uniform(0.2, 0.7, f.n)
+        self.l1 = FleetEbb(f.n, slo_ttft_s=f.slo_ms / 1000.0, cold_start_s=np.full(f.n, 60.0),
+                           min_replicas=f.cols.min_replicas, max_replicas=np.full(f.n, 40, dtype=np.int64),
+                           capacity_rps=f.capacity_rps, classes=f.cols)
+        self.step: FleetStep | None = None
+        self.layer_ms: list[tuple[float, float]] = []
 
     def inputs(self) -> np.ndarray:
         return self.rng.poisson(self.rate).astype(float)
@@ -135,23 +130,14 @@ class Cycle:
         f = self.f
         self.t += 1.0
         t0 = time.perf_counter()
-        if self.l1 is not None:
-            self.l1.observe(self.t, arrivals=arrivals, queue=np.zeros(f.n), ready=self.ready_n,
-                            starting=self.start_n, latency_ratio=f.p99 / f.slo_ms)
-            targets = self.l1.decide(self.t)
-            burst, request = targets.burst, np.where(targets.remove > 0, targets.remove, f.synthetic_request)
-        else:
-            burst, request = np.zeros(f.n, dtype=bool), f.synthetic_request
+        self.l1.observe(self.t, arrivals=arrivals, queue=np.zeros(f.n), ready=self.ready_n, starting=self.start_n,
+                        ttft_ms=f.p99)
+        wants = self.l1.decide(self.t)
+        target = np.where(wants.desired != self.spec, wants.desired, np.maximum(self.spec - f.synthetic_request, 0))
         t1 = time.perf_counter()
-        rank = l2(f, self.weight, burst)
-        self.weight = rank.weight
+        self.step = fleet_step(proposals(f, target, wants.weight, wants.latency_ms, wants.burst), f.rules)
         t2 = time.perf_counter()
-        self.plan = l3(f, rank, request)
-        t3 = time.perf_counter()
-        self.layer_ms.append((1e3 * (t1 - t0), 1e3 * (t2 - t1), 1e3 * (t3 - t2)))
-        if self.l1 is not None:
-            self.l1.weight = rank.weight
-            self.l1.granted(self.t, self.plan.granted)
+        self.layer_ms.append((1e3 * (t1 - t0), 1e3 * (t2 - t1)))
 
 
 def timed(fn: Callable[[], Any]) -> float:
@@ -160,16 +146,15 @@ def timed(fn: Callable[[], Any]) -> float:
     return (time.perf_counter() - t0) * 1000.0
 
 
-def scalar_cycle(f: Fleet) -> tuple[Callable[[], dict[str, int]], Callable[[], FleetPlan]]:
-    """The per-replica path and the vectorised L2 + L3 on one snapshot (same inputs)."""
+def scalar_cycle(f: Fleet) -> tuple[Callable[[], dict[str, int]], Callable[[], FleetStep]]:
+    """The per-replica path and the fleet step on one snapshot (same proposals: synthetic removals)."""
     names = [f"w{i:05d}" for i in range(f.n)]
-    sigs, groups, pods, quotas = [], [], {}, {}
+    classes, sigs, groups, pods, quotas = [], [], [], {}, {}
     for i, name in enumerate(names):
-        cls = CLASSES[f.cls_idx[i]]
+        classes.append(f.cols.workload_class(i, name))
         total = int(f.ready[i].sum() + f.starting[i].sum())
-        sigs.append(WorkloadSignals(name, cls.name, total, int(f.ready[i].sum()), float(f.p99[i]),
-                                    float(f.p95[i]), float(f.success[i]), False, float(f.util[i]),
-                                    float(f.staleness[i])))
+        sigs.append(WorkloadSignals(name, name, total, int(f.ready[i].sum()), float(f.p99[i]), float(f.p99[i]),
+                                    float("nan"), False, float("nan"), float(f.staleness[i])))
         ns, mine = f"ns{i}", []
         for z in range(ZONES):
             for k in range(int(f.starting[i, z] + f.ready[i, z])):
@@ -180,14 +165,13 @@ def scalar_cycle(f: Fleet) -> tuple[Callable[[], dict[str, int]], Callable[[], F
         groups.append(mine)
     quota = QuotaContext(quotas, pods)
     every = [r for g in groups for r in g]
-    prev = f.cols.base_weight
-    request = {names[i]: int(f.synthetic_request[i]) for i in range(f.n)}
+    request = {names[i]: int(min(f.synthetic_request[i], f.ready[i].sum() + f.starting[i].sum())) for i in range(f.n)}
+    weights = {names[i]: float(f.weight[i]) for i in range(f.n)}
+    spec = f.ready.sum(axis=1) + f.starting.sum(axis=1)
 
     def scalar() -> dict[str, int]:
-        weights = {names[i]: recalibrate_weight(CLASSES[f.cls_idx[i]], float(prev[i]), float(f.p99[i]),
-                                                float(f.slo_ms[i])) for i in range(f.n)}
-        cands = rank_candidates(CLASSES, sigs, weights)
-        cluster = plan_cluster(cands, request, f.budget, quota=quota, replicas=every)
+        cands = rank_candidates(classes, sigs, weights, max_staleness_s=2.0)
+        cluster = plan_cluster(cands, request, f.rules.cluster_budget, quota=quota, replicas=every)
         out = {}
         for i, name in enumerate(names):
             pdb = int(f.pdb[i])
@@ -195,8 +179,9 @@ def scalar_cycle(f: Fleet) -> tuple[Callable[[], dict[str, int]], Callable[[], F
                                         budget=cluster.granted(name), quota=quota).granted
         return out
 
-    def vector() -> FleetPlan:
-        return l3(f, l2(f, prev, np.zeros(f.n, dtype=bool)), f.synthetic_request)
+    def vector() -> FleetStep:
+        target = np.maximum(spec - f.synthetic_request, 0)
+        return fleet_step(proposals(f, target, f.weight, f.p99, np.zeros(f.n, dtype=bool)), f.rules)
 
     return scalar, vector
 
@@ -209,11 +194,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=17)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    if FleetEbb is None:
-        print("note: ebb.decide.fleet_policy.FleetEbb not found: timing L2 + L3 only")
-    print(f"one cycle = {'L1 observe+decide, ' if FleetEbb is not None else ''}L2 rank_fleet, L3 plan_fleet; "
-          f"{ZONES} zones, 1-20 replicas/workload, {args.repeats} timed cycles after {args.warmup} warm-up")
-    print(f"{'N':>7} {'median ms':>10} {'p90 ms':>8} {'us/workload':>12} {'growth':>7} {'granted':>8}   median L1 / L2 / L3 ms")
+    print(f"one cycle = L1 FleetEbb observe+decide, then fleet_step (quota, L2, L3); {ZONES} zones, "
+          f"1-20 replicas/workload, {args.repeats} timed cycles after {args.warmup} warm-up")
+    print(f"{'N':>7} {'median ms':>10} {'p90 ms':>8} {'us/workload':>12} {'growth':>7} {'granted':>8}   "
+          "median L1 / step ms")
     base: float | None = None
     medians: dict[int, float] = {}
     for n in sizes:
@@ -231,7 +215,7 @@ def main() -> int:
         p90 = float(np.percentile(times, 90))
         medians[n] = med
         base = med if base is None else base
-        granted = 0 if cyc.plan is None else cyc.plan.total_granted
+        granted = 0 if cyc.step is None else int(cyc.step.granted.sum())
         print(f"{n:>7,} {med:>10.2f} {p90:>8.2f} {1000 * med / n:>12.2f} {med / base:>6.1f}x {granted:>8,}   "
               + " / ".join(f"{statistics.median(x):.2f}" for x in zip(*cyc.layer_ms)))
     print()
@@ -243,7 +227,7 @@ def main() -> int:
         same = all(int(got.granted[i]) == want[f"w{i:05d}"] for i in range(n))
         ts = statistics.median(timed(scalar) for _ in range(max(3, args.repeats // 6)))
         tv = statistics.median(timed(vector) for _ in range(args.repeats))
-        print(f"scalar L2+L3 N={n:,}: {ts:.1f} ms vs vectorised {tv:.2f} ms: {ts / tv:.0f}x "
+        print(f"scalar L2+L3 N={n:,}: {ts:.1f} ms vs fleet step {tv:.2f} ms: {ts / tv:.0f}x "
               f"(same grants: {'yes' if same else 'NO'})")
         if not same:
             return 1

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ebb.cli.cluster_inputs import build_inputs
 from ebb.config.scenario import load_scenario
+from ebb.sim.cluster.inputs import build_inputs
 from ebb.sim.cluster.run import PEER_GRID, compare_cluster
+from ebb.sources.traces.scenario_series import TraceSeries
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "examples" / "cluster" / "three-classes.yaml"
@@ -28,7 +29,7 @@ def outcome() -> tuple[dict[str, object], dict[str, object], int, int]:
             pytest.fail(f"{DATA} is missing under CI=true")
         pytest.skip(f"needs the shared traces at {DATA}")
     sc = load_scenario(SCENARIO)
-    inp = build_inputs(sc)
+    inp = build_inputs(sc, TraceSeries())
     results, best = compare_cluster(sc, ["ebb", *PEER_GRID], inp=inp)
     assert best is not None
     return results[0].scorecard, best, len(inp.names) + len(inp.batch_names), len(inp.zones)

@@ -101,6 +101,7 @@ def run_fleet(plan: FleetPlan, *, mode: str, run_id: str, interval_s: float, max
                                       react_interval_s=react_s)
         ctl = Controller(m.policy, m.source, batcher.wrap(act, w.target), store, settings, tracer=tracer,
                          metrics=metrics, elector=elector)
+        closers.append(ctl.close)  # the compensation log it opened beside the ledger
         members.append(FleetMember(ctl, w, m.slo_ttft_ms))
     fleet = FleetController(members, store, FleetSettings(run_id=run_id,
                                                           disruption_budget=cfg.cluster.disruption_budget,

@@ -18,8 +18,8 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from ebb.cli.checks import STDOUT, human_console, write_scorecards
-from ebb.cli.cluster_inputs import build_inputs
 from ebb.config.scenario import load_scenario
+from ebb.sim.cluster.inputs import build_inputs
 from ebb.sim.cluster.ledger_rows import batch_cycles
 from ebb.sim.cluster.run import (
     PEER_GRID,
@@ -27,6 +27,7 @@ from ebb.sim.cluster.run import (
     compare_cluster,
     stacked_series,
 )
+from ebb.sources.traces.scenario_series import TraceSeries
 
 __all__ = ["DEFAULT_CLUSTER_POLICIES", "simulate_cluster"]
 
@@ -39,7 +40,7 @@ def simulate_cluster(scenario: Path, policy: str, *, json_out: Path | None, repo
     console = human_console(json_out)
     started = time.monotonic()
     sc = load_scenario(scenario)  # outputs and ledger were checked by ``ebb simulate`` before this call
-    inp = build_inputs(sc)
+    inp = build_inputs(sc, TraceSeries())
     if not quiet:
         console.print(f"{sc.name}: {len(inp.names)} online + {len(inp.batch_names)} batch services, "
                       f"{len(inp.zones)} zones ({int(inp.zone_gpus.sum())} GPUs), {inp.seconds / 3600:.2f} h, "
@@ -99,7 +100,8 @@ def _table(results: list[ClusterResult], best: dict[str, Any] | None, width: int
         return missing if v is None else f"{v['violation_pct']:.3f}"
 
     cols: dict[str, Callable[[dict[str, Any]], str]] = {
-        "policy": lambda c: escape(c["policy"]), "GPU-h": lambda c: f"{c['gpu_hours']:.1f}",
+        "policy": lambda c: escape(c["policy"] + (f" (l1={c['l1']})" if "l1" in c else "")),
+        "GPU-h": lambda c: f"{c['gpu_hours']:.1f}",
         "online": lambda c: f"{c['gpu_hours_online']:.1f}", "batch": lambda c: f"{c['gpu_hours_batch']:.1f}",
         **{k: _class_cell(cls_pct, k) for k in classes},
         "skew": lambda c: str(c["max_zone_skew"]), "writes/s": lambda c: f"{c['writes_per_s']:.2f}",

@@ -56,10 +56,12 @@ def _load_trace(path: str) -> RequestTrace | CountSeries:
 
 
 def _run_cluster(path: str, policy: str, knobs: Mapping[str, float], seed: int) -> dict[str, Any]:
-    """A cluster scenario job (``ebb.cli.cluster_inputs.cluster_job``), imported only when a sweep has one."""
-    from ebb.cli.cluster_inputs import cluster_job
+    """A cluster scenario job (:func:`ebb.sim.cluster.sweep_job.cluster_job` reading the traces through
+    :class:`~ebb.sources.traces.scenario_series.TraceSeries`), imported only when a sweep has one."""
+    from ebb.sim.cluster.sweep_job import cluster_job
+    from ebb.sources.traces.scenario_series import TraceSeries
 
-    return cluster_job(path, policy, knobs, seed)
+    return cluster_job(path, policy, knobs, seed, TraceSeries())
 
 
 def run_job(job: SweepJob) -> dict[str, Any]:

@@ -28,7 +28,7 @@ Guarantees (property-tested against ``plan_cluster`` + ``plan_scale_down`` on ma
 :class:`~ebb.decide.coordinate.ReplicaView` lists with equal loads and a
 :class:`~ebb.decide.coordinate.QuotaContext` holding ``borrowed[i]`` borrowers per workload):
 
-* per workload, ``cluster_granted`` == ``plan_cluster``'s grant and ``granted`` ==
+* per workload, ``cluster_granted`` == ``plan_cluster``'s grant (``reclaim_first`` its reclaim) and ``granted`` ==
   ``plan_scale_down``'s with that budget; ``skew_before`` equal;
 * ``skew_after ≤ max(max_skew, skew_before)``; ``sum(granted) ≤ cluster_budget``; vetoed
   workloads get 0; ``remove_starting ≤ starting``, ``remove_ready ≤ ready`` element-wise;
@@ -63,6 +63,9 @@ class FleetPlan:
     """The cluster budget this cycle."""
     cluster_granted: IntArray
     """[N] removals the budget split allows (``plan_cluster``'s grant)."""
+    reclaim_first: IntArray
+    """[N] of ``cluster_granted``, what the reclaim pass granted ahead of rank order
+    (``plan_cluster``'s :attr:`~ebb.decide.coordinate.ClusterGrant.reclaim`)."""
     granted: IntArray
     """[N] removals planned: ``min(cluster_granted, ready + starting, PDB allowance)``."""
     remove_starting: IntArray
@@ -165,6 +168,8 @@ def plan_fleet(*, ready: npt.ArrayLike, starting: npt.ArrayLike, request: npt.Ar
     more = _greedy(np.where(ok, asks - first, 0), budget - int(first.sum()))
     cluster = np.empty(n, dtype=np.int64)
     cluster[rank] = first + more
+    reclaim_first = np.empty(n, dtype=np.int64)
+    reclaim_first[rank] = first
 
     # -- count: eligible replicas and PDB (plan_scale_down) ---------------------------------------
     granted = np.minimum(cluster, total)
@@ -201,7 +206,7 @@ def plan_fleet(*, ready: npt.ArrayLike, starting: npt.ArrayLike, request: npt.Ar
     remove_ready = held - count - remove_starting
     if np.any(remove_ready > rdy):  # unreachable (a most-populated zone holds only ready ones then)
         raise AssertionError("plan_fleet removed more ready replicas than a zone holds")
-    return FleetPlan(budget=budget, cluster_granted=cluster, granted=granted,
+    return FleetPlan(budget=budget, cluster_granted=cluster, reclaim_first=reclaim_first, granted=granted,
                      remove_starting=remove_starting, remove_ready=remove_ready,
                      reclaimed=np.minimum(granted, bor), skew_before=skew_before,
                      skew_after=_skew(count, counted))

@@ -3,17 +3,20 @@
 The scalar rules live in :mod:`ebb.decide.semantics` (:func:`~ebb.decide.semantics.recalibrate_weight`,
 :func:`~ebb.decide.semantics.veto`, :func:`~ebb.decide.semantics.headroom`,
 :func:`~ebb.decide.semantics.rank_candidates`); :func:`rank_fleet` applies the same formulas to
-arrays of length N, with no Python loop per workload (issue #17 item 4).
+arrays of length N, with no Python loop per workload (issue #17 item 4). As in the scalar module,
+recalibrating a weight (:func:`recalibrate_fleet`, each workload's L1 does it once per decision) and
+ranking at the current weights (:func:`rank_fleet`, the fleet step does it,
+:mod:`ebb.decide.fleet_step`) are separate: the weight is recalibrated in exactly one place.
 
 Guarantees (property-tested against the scalar functions, element by element):
 
-* ``weight[i] == recalibrate_weight(cls_i, prev_weight[i], latency_ms[i], latency_slo_ms[i])``
-  bit for bit: the same float64 operations in the same order, the latency capped at
-  :data:`~ebb.decide.semantics.BREACH_CAP_RATIO` × SLO, NaN latency keeping ``prev_weight``.
-* ``veto_code[i]`` has exactly the bits (:data:`VETO_BITS`) of the reasons ``veto`` returns, in
+* ``recalibrate_fleet(...)[i] == recalibrate_weight(cls_i, prev_weight[i], latency_ms[i],
+  latency_slo_ms[i])`` bit for bit: the same float64 operations in the same order, the latency
+  capped at :data:`~ebb.decide.semantics.BREACH_CAP_RATIO` × SLO, NaN latency keeping ``prev_weight``.
+* ``veto_code[i]`` (:func:`veto_fleet`) has exactly the bits (:data:`VETO_BITS`) of the reasons ``veto`` returns, in
   the same checks; ``vetoed = veto_code != 0``. :func:`veto_reasons` turns a code back into words.
 * ``headroom[i] == headroom(cls_i, signals_i)`` (NaN where unknown).
-* ``order`` is :func:`rank_candidates`' order by the *new* weights: lowest weight, then most
+* ``order`` is :func:`rank_candidates`' order at the given weights: lowest weight, then most
   headroom (NaN last, as is ``-inf``), then name — or index when no names are given (give names
   ``w00000, w00001, …`` and the two agree).
 
@@ -38,7 +41,8 @@ from ebb.decide.semantics import BREACH_CAP_RATIO, BREACH_SLOPE, DEFAULT_MAX_STA
 
 __all__ = ["FleetClasses", "FleetRank", "VETO_BITS", "VETO_BURST", "VETO_MIN_REPLICAS",
            "VETO_P95_HIGH", "VETO_P95_UNKNOWN", "VETO_P99_HIGH", "VETO_P99_UNKNOWN", "VETO_STALE",
-           "VETO_SUCCESS_LOW", "VETO_SUCCESS_UNKNOWN", "rank_fleet", "veto_reasons"]
+           "VETO_SUCCESS_LOW", "VETO_SUCCESS_UNKNOWN", "rank_fleet", "recalibrate_fleet", "veto_fleet",
+           "veto_reasons"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -152,6 +156,31 @@ class FleetClasses:
                    veto_margin=table([c.veto_margin for c in classes]),
                    min_replicas=np.array([c.min_replicas for c in classes], dtype=np.int64)[idx])
 
+    @classmethod
+    def guarding(cls, *, base_weight: npt.ArrayLike, alpha: npt.ArrayLike, veto_margin: npt.ArrayLike,
+                 slo_ms: npt.ArrayLike, min_replicas: npt.ArrayLike) -> FleetClasses:
+        """Columns of serving workloads as a fleet step ranks them, live and simulated alike: each
+        one's class weight, α and veto margin, its own latency SLO (``slo_ms``: the TTFT SLO its
+        policy guards) as the P99 bound, no P95 bound and no success floor (neither loop measures a
+        success ratio per cycle), its replica floor. Scalars broadcast to the longest column."""
+        cols = np.broadcast_arrays(np.asarray(base_weight, dtype=np.float64), np.asarray(alpha, dtype=np.float64),
+                                   np.asarray(veto_margin, dtype=np.float64), np.asarray(slo_ms, dtype=np.float64),
+                                   np.asarray(min_replicas, dtype=np.int64))
+        b, a, m, slo, mn = (np.array(c) for c in cols)
+        none = np.full(b.shape, np.nan)
+        return cls(base_weight=b, alpha=a, p99_slo_ms=slo, p95_slo_ms=none, success_rate_min=none.copy(),
+                   veto_margin=m, min_replicas=mn.astype(np.int64))
+
+    def workload_class(self, i: int, name: str = "c") -> WorkloadClass:
+        """Workload ``i``'s columns as a scalar :class:`~ebb.config.workloads.WorkloadClass` (for the
+        words of :func:`~ebb.decide.semantics.veto`)."""
+        def opt(v: float) -> float | None:
+            return None if np.isnan(v) else float(v)
+        return WorkloadClass(name=name, base_weight=float(self.base_weight[i]), alpha=float(self.alpha[i]),
+                             p99_latency_ms=opt(self.p99_slo_ms[i]), p95_latency_ms=opt(self.p95_slo_ms[i]),
+                             success_rate_min=opt(self.success_rate_min[i]), veto_margin=float(self.veto_margin[i]),
+                             min_replicas=int(self.min_replicas[i]))
+
 
 @dataclass(frozen=True)
 class FleetRank:
@@ -173,42 +202,16 @@ class FleetRank:
         return veto_reasons(int(self.veto_code[i]))
 
 
-def rank_fleet(classes: FleetClasses, *, prev_weight: npt.ArrayLike, latency_ms: npt.ArrayLike,
-               latency_slo_ms: npt.ArrayLike, staleness_s: npt.ArrayLike,
-               success_ratio: npt.ArrayLike, burst_active: npt.ArrayLike, replicas: npt.ArrayLike,
-               latency_p99_ms: npt.ArrayLike | None = None,
-               latency_p95_ms: npt.ArrayLike | None = None,
-               utilisation_ratio: npt.ArrayLike | None = None,
-               names: Sequence[str] | None = None,
-               max_staleness_s: float = DEFAULT_MAX_STALENESS_S) -> FleetRank:
-    """Recalibrate, veto and rank N workloads at once (module docstring for the guarantees).
-
-    ``latency_ms``/``latency_slo_ms`` drive the weight (what the scalar policy passes to
-    ``recalibrate_weight``: NaN latency keeps the weight). ``latency_p99_ms``/``latency_p95_ms``
-    drive vetoes and headroom against the class SLOs; each defaults to ``latency_ms`` (the
-    workload's latency at its class's percentile). ``utilisation_ratio`` (default unknown, NaN)
-    gives the headroom of classes without a latency SLO. Scalars broadcast to N.
-    """
+def recalibrate_fleet(classes: FleetClasses, *, prev_weight: npt.ArrayLike, latency_ms: npt.ArrayLike,
+                      latency_slo_ms: npt.ArrayLike) -> FloatArray:
+    """One damped weight step for N workloads: :func:`~ebb.decide.semantics.recalibrate_weight`
+    element by element, bit for bit (module docstring). Scalars broadcast to N."""
     n = len(classes)
     prev = _floats(prev_weight, n, "prev_weight")
     lat = _floats(latency_ms, n, "latency_ms")
     slo = _floats(latency_slo_ms, n, "latency_slo_ms")
-    stale = _floats(staleness_s, n, "staleness_s")
-    success = _floats(success_ratio, n, "success_ratio")
-    burst = _bools(burst_active, n, "burst_active")
-    reps = _ints(replicas, n, "replicas")
-    p99 = lat if latency_p99_ms is None else _floats(latency_p99_ms, n, "latency_p99_ms")
-    p95 = lat if latency_p95_ms is None else _floats(latency_p95_ms, n, "latency_p95_ms")
-    util = np.full(n, np.nan) if utilisation_ratio is None else _floats(utilisation_ratio, n,
-                                                                          "utilisation_ratio")
     c = classes
-    for name, arr in (("base_weight", c.base_weight), ("alpha", c.alpha), ("p99_slo_ms", c.p99_slo_ms),
-                      ("p95_slo_ms", c.p95_slo_ms), ("success_rate_min", c.success_rate_min),
-                      ("veto_margin", c.veto_margin), ("min_replicas", c.min_replicas)):
-        if arr.shape != (n,):
-            raise ValueError(f"classes.{name} must have shape ({n},), got {arr.shape}")
-
-    # -- weight: recalibrate_weight, element by element -------------------------------------------
+    _check_columns(c, n)
     _fail("prev_weight", ~(np.isfinite(prev) & (prev >= 0)), prev, "finite and >= 0")
     _fail("alpha", ~(c.alpha >= 0), c.alpha, ">= 0")
     known = ~np.isnan(lat)
@@ -219,9 +222,33 @@ def rank_fleet(classes: FleetClasses, *, prev_weight: npt.ArrayLike, latency_ms:
     with np.errstate(invalid="ignore", divide="ignore"):
         target = np.where(breach, c.base_weight * (1.0 + BREACH_SLOPE * capped / slo), c.base_weight)
         stepped = prev + (target - prev) / (1.0 + c.alpha)
-    weight = np.where(known, stepped, prev)
+    out: FloatArray = np.where(known, stepped, prev)
+    return out
 
-    # -- vetoes: veto(), check by check -----------------------------------------------------------
+
+def _check_columns(c: FleetClasses, n: int) -> None:
+    for name, arr in (("base_weight", c.base_weight), ("alpha", c.alpha), ("p99_slo_ms", c.p99_slo_ms),
+                      ("p95_slo_ms", c.p95_slo_ms), ("success_rate_min", c.success_rate_min),
+                      ("veto_margin", c.veto_margin), ("min_replicas", c.min_replicas)):
+        if arr.shape != (n,):
+            raise ValueError(f"classes.{name} must have shape ({n},), got {arr.shape}")
+
+
+def veto_fleet(classes: FleetClasses, *, staleness_s: npt.ArrayLike, success_ratio: npt.ArrayLike,
+               burst_active: npt.ArrayLike, replicas: npt.ArrayLike, latency_p99_ms: npt.ArrayLike,
+               latency_p95_ms: npt.ArrayLike | None = None,
+               max_staleness_s: float = DEFAULT_MAX_STALENESS_S) -> IntArray:
+    """The :data:`VETO_BITS` of every workload: :func:`~ebb.decide.semantics.veto`, check by check
+    (0 = a scale-down is allowed). Scalars broadcast to N; P95 defaults to the P99 column."""
+    n = len(classes)
+    stale = _floats(staleness_s, n, "staleness_s")
+    success = _floats(success_ratio, n, "success_ratio")
+    burst = _bools(burst_active, n, "burst_active")
+    reps = _ints(replicas, n, "replicas")
+    p99 = _floats(latency_p99_ms, n, "latency_p99_ms")
+    p95 = p99 if latency_p95_ms is None else _floats(latency_p95_ms, n, "latency_p95_ms")
+    c = classes
+    _check_columns(c, n)
     code = np.where(~(stale <= max_staleness_s), VETO_STALE, 0)
     has99, has95 = ~np.isnan(c.p99_slo_ms), ~np.isnan(c.p95_slo_ms)
     nan99, nan95 = np.isnan(p99), np.isnan(p95)
@@ -234,7 +261,42 @@ def rank_fleet(classes: FleetClasses, *, prev_weight: npt.ArrayLike, latency_ms:
     code |= np.where(has_floor & ~nan_success & (success < c.success_rate_min), VETO_SUCCESS_LOW, 0)
     code |= np.where(burst, VETO_BURST, 0)
     code |= np.where(reps <= c.min_replicas, VETO_MIN_REPLICAS, 0)
-    code = code.astype(np.int64)
+    out: IntArray = code.astype(np.int64)
+    return out
+
+
+def rank_fleet(classes: FleetClasses, *, weight: npt.ArrayLike, staleness_s: npt.ArrayLike,
+               success_ratio: npt.ArrayLike, burst_active: npt.ArrayLike, replicas: npt.ArrayLike,
+               latency_p99_ms: npt.ArrayLike, latency_p95_ms: npt.ArrayLike | None = None,
+               utilisation_ratio: npt.ArrayLike | None = None,
+               names: Sequence[str] | None = None,
+               max_staleness_s: float = DEFAULT_MAX_STALENESS_S) -> FleetRank:
+    """Veto and rank N workloads at their current weights (module docstring for the guarantees).
+
+    ``weight`` is taken as given, as :func:`~ebb.decide.semantics.rank_candidates` takes its
+    ``weights``: each workload's policy recalibrates its own (:func:`recalibrate_fleet` is the
+    vectorised step). ``latency_p99_ms``/``latency_p95_ms`` drive vetoes and headroom against the
+    class SLOs (P95 defaults to the P99 column: the workload's latency at its class's percentile).
+    ``utilisation_ratio`` (default unknown, NaN) gives the headroom of classes without a latency
+    SLO. Scalars broadcast to N.
+    """
+    n = len(classes)
+    w = _floats(weight, n, "weight")
+    stale = _floats(staleness_s, n, "staleness_s")
+    success = _floats(success_ratio, n, "success_ratio")
+    burst = _bools(burst_active, n, "burst_active")
+    reps = _ints(replicas, n, "replicas")
+    p99 = _floats(latency_p99_ms, n, "latency_p99_ms")
+    p95 = p99 if latency_p95_ms is None else _floats(latency_p95_ms, n, "latency_p95_ms")
+    util = np.full(n, np.nan) if utilisation_ratio is None else _floats(utilisation_ratio, n,
+                                                                          "utilisation_ratio")
+    c = classes
+    _check_columns(c, n)
+    _fail("weight", ~np.isfinite(w), w, "finite")
+
+    code = veto_fleet(c, staleness_s=stale, success_ratio=success, burst_active=burst, replicas=reps,
+                      latency_p99_ms=p99, latency_p95_ms=p95, max_staleness_s=max_staleness_s)
+    has99, has95 = ~np.isnan(c.p99_slo_ms), ~np.isnan(c.p95_slo_ms)
 
     # -- headroom: governing SLO (P99, else P95), else utilisation ---------------------------------
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -254,5 +316,5 @@ def rank_fleet(classes: FleetClasses, *, prev_weight: npt.ArrayLike, latency_ms:
         tie = np.empty(n, dtype=np.int64)
         tie[by_name] = np.arange(n, dtype=np.int64)
     key = np.where(np.isnan(head), np.inf, -head)
-    order = np.lexsort((tie, key, weight)).astype(np.int64)
-    return FleetRank(weight=weight, headroom=head, veto_code=code, vetoed=code != 0, order=order)
+    order = np.lexsort((tie, key, w)).astype(np.int64)
+    return FleetRank(weight=w, headroom=head, veto_code=code, vetoed=code != 0, order=order)

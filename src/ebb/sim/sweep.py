@@ -52,8 +52,8 @@ Guarantees:
   ``seconds`` (progress), never in a scorecard.
 
 Trace loading lives in :mod:`ebb.sources`, which the simulator may not import (import contract
-"sim-offline"), and the cluster job in the CLI layer (``ebb.cli.cluster_inputs.cluster_job``, for
-the same reason), so :func:`run_job` takes the trace loader and the cluster runner as arguments and
+"sim-offline"), and the cluster job (:func:`ebb.sim.cluster.sweep_job.cluster_job`) reads its traces
+through a seam the CLI fills, so :func:`run_job` takes the trace loader and the cluster runner as arguments and
 the backends take the job function: the CLI passes ``ebb.cli.sweep.run_job`` (a module-level
 function: picklable by reference for the process pool and Ray).
 """
@@ -116,7 +116,7 @@ KnobValue = int | float
 TraceLoader = Callable[[str], RequestTrace | CountSeries]
 """Opens a trace scenario (a bundled name or an absolute path) as ``ebb simulate --trace`` does."""
 ClusterFn = Callable[[str, str, Mapping[str, float], int], dict[str, Any]]
-"""Runs one cluster job: ``(scenario path, policy, knobs, seed) -> scorecard`` (``cluster_job`` of the CLI layer)."""
+"""Runs one cluster job: ``(scenario path, policy, knobs, seed) -> scorecard`` (``cluster_job`` with the CLI's trace reader)."""
 JobFn = Callable[["SweepJob"], dict[str, Any]]
 """A job runner: module-level (picklable by reference), deterministic, returns a plain JSON-able dict."""
 

@@ -172,6 +172,8 @@ def test_counts_equal_plan_cluster_and_plan_scale_down_on_materialised_replicas(
     for i in range(n):
         w = f"w{i}"
         assert got.cluster_granted[i] == cluster.granted(w)
+        (grant,) = [g for g in cluster.grants if g.workload == w]
+        assert got.reclaim_first[i] == grant.reclaim
         for q in (None, quota):
             sp = plan_scale_down(replicas, w, requests[w], max_skew=f.max_skew,
                                  pdb_max_unavailable=None if f.pdb[i] < 0 else f.pdb[i],

@@ -13,7 +13,10 @@ Python loop per service):
    violations (all of them when ``r = 0``). Requests waiting past ``MAX_WAIT_S`` are dropped
    (counted as violations) so an unserved queue stays bounded.
 4. **Policy.** The policy (:mod:`ebb.sim.cluster.policies`) sees this second's arrivals, served,
-   queue, ready and starting replicas per service, and returns the replicas it wants.
+   queue, waits, ready and starting replicas per service and borrowed quota, and returns the
+   replicas it wants. :class:`ClusterEngine` runs the engine a second at a time for a caller that
+   is the policy (the live fleet controller on the virtual clock, in tests); :func:`simulate` runs
+   it with a policy callable.
 5. **Writes.** Each service whose wanted count differs from its spec is one state write (a
    ``/scale`` patch). With a write limit (Ebb's: ``writes_per_100ms``) at most ``10 × limit``
    writes go out per second, in batches of ``limit`` 100 ms apart, scale-ups first (largest
@@ -43,7 +46,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["DRAIN_S", "MAX_WAIT_S", "ClusterInputs", "ClusterRun", "PolicyStep", "WriteBatch", "simulate"]
+from ebb.decide.fleet_quota import borrowed_replicas
+
+__all__ = ["DRAIN_S", "MAX_WAIT_S", "ClusterEngine", "ClusterInputs", "ClusterRun", "PolicyStep", "WriteBatch",
+           "simulate"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -120,8 +126,14 @@ class PolicyStep:
     starting_by_zone: IntArray
     latency_ratio: FloatArray
     """Worst latency of the second / SLO per service (NaN when nothing arrived)."""
+    wait_s: FloatArray
+    """Per service, the wait (s) of a request arriving at the end of the second — its arrivals' longest
+    (FIFO): the queue then over the service rate; inf with no ready replica."""
+    wait_first_s: FloatArray
+    """Per service, the wait (s) of a request arriving at its start (the queue it found); inf as above."""
     borrowed: IntArray
-    """Replicas per service that sit above their namespace's quota min (reclaimed first)."""
+    """Replicas per service above their namespace's quota min, of the ones a controller reads (ready
+    and starting; draining ones are leaving): :func:`ebb.decide.fleet_quota.borrowed_replicas`."""
     pending: IntArray
     """Replicas asked for but not placed yet (no free GPU in a zone the spread allows, or the quota)."""
 
@@ -182,20 +194,49 @@ def simulate(inp: ClusterInputs, policy: Policy, *, write_limit_per_100ms: int |
              sample_s: int = 60, record_batches: bool = True, explain: Explain | None = None) -> ClusterRun:
     """Run the whole span; see the module docstring for the model. ``explain`` (the policy's
     :meth:`explain`, when it has one) is asked about every recorded write as it is issued."""
-    st = _State(inp)
-    run = ClusterRun(gpu_s=np.zeros(st.s), batch_gpu_s=np.zeros(st.b), batch_unserved_gpu_s=np.zeros(st.b),
-                     batch_demand_gpu_s=np.zeros(st.b), requests=np.zeros(st.s), violations=np.zeros(st.s),
-                     max_skew=np.zeros(st.s, dtype=np.int64), skew_breach_s=0, writes=0, max_writes_per_100ms=0,
-                     preemptions=0, quota_breach_s=0, pending_replica_s=0.0)
+    engine = ClusterEngine(inp, write_limit_per_100ms=write_limit_per_100ms, sample_s=sample_s,
+                           record_batches=record_batches, explain=explain)
     for t in range(inp.seconds):
-        st.lifecycle(t)
-        st.place_batch(t, run)
-        step = st.serve(t, run)
-        wanted, order = policy(step)
-        st.write(t, np.asarray(wanted, dtype=np.int64), order, write_limit_per_100ms, run, record_batches, explain)
-        st.retry_pending(t, run)
-        st.account(t, run, sample_s)
-    return run
+        wanted, order = policy(engine.sense(t))
+        engine.act(t, wanted, order)
+    return engine.run
+
+
+class ClusterEngine:
+    """The engine one second at a time, for a caller that is the policy itself (a live controller on
+    the virtual clock, in tests): :meth:`sense` runs steps 1–3 of second ``t`` and returns what the
+    policy sees; :meth:`act` takes its answer and runs steps 5–7 and the accounting. :func:`simulate`
+    is ``sense`` then ``act`` for every second."""
+
+    def __init__(self, inp: ClusterInputs, *, write_limit_per_100ms: int | None, sample_s: int = 60,
+                 record_batches: bool = True, explain: Explain | None = None) -> None:
+        self.inp = inp
+        self.write_limit = write_limit_per_100ms
+        self.sample_s = sample_s
+        self.record_batches = record_batches
+        self.explain = explain
+        self._st = _State(inp)
+        s = self._st
+        self.run = ClusterRun(gpu_s=np.zeros(s.s), batch_gpu_s=np.zeros(s.b), batch_unserved_gpu_s=np.zeros(s.b),
+                              batch_demand_gpu_s=np.zeros(s.b), requests=np.zeros(s.s), violations=np.zeros(s.s),
+                              max_skew=np.zeros(s.s, dtype=np.int64), skew_breach_s=0, writes=0,
+                              max_writes_per_100ms=0, preemptions=0, quota_breach_s=0, pending_replica_s=0.0)
+        """The accounting so far (complete once every second has been acted on)."""
+
+    def sense(self, t: int) -> PolicyStep:
+        """Second ``t``'s lifecycle, batch placement and serving; what the policy sees."""
+        self._st.lifecycle(t)
+        self._st.place_batch(t, self.run)
+        return self._st.serve(t, self.run)
+
+    def act(self, t: int, wanted: npt.ArrayLike, order: npt.ArrayLike | None) -> None:
+        """Second ``t``'s writes (``wanted`` replicas per service, scale-downs in ``order``), placement
+        of what waits, and the accounting."""
+        st = self._st
+        st.write(t, np.asarray(wanted, dtype=np.int64), None if order is None else np.asarray(order, dtype=np.int64),
+                 self.write_limit, self.run, self.record_batches, self.explain)
+        st.retry_pending(t, self.run)
+        st.account(t, self.run, self.sample_s)
 
 
 class _State:
@@ -300,36 +341,24 @@ class _State:
                             np.where(w0 >= theta, 1.0, (w1 - theta) / np.where(w1 > w0, w1 - w0, 1.0)))
             late = np.clip(np.nan_to_num(late, nan=1.0), 0.0, 1.0)
             lat = np.where(a > 0, (np.minimum(w1, 10 * inp.slo_s) + inp.service_s) / inp.slo_s, np.nan)
+
         run.requests += a
         run.violations += a * late
         self.queue = q1
         starting = self.starting()
         return PolicyStep(t_s=float(t), arrivals=a, served=served, queue=q1, ready=ready,
                           starting=starting.sum(axis=1), ready_by_zone=self.ready.copy(),
-                          starting_by_zone=starting, latency_ratio=lat, borrowed=self._borrowed(),
+                          starting_by_zone=starting, latency_ratio=lat, wait_s=w1, wait_first_s=w0,
+                          borrowed=self._borrowed(),
                           pending=self.pending.copy())
 
     def _borrowed(self) -> IntArray:
-        """Replicas above their namespace's min, attributed lowest priority first (then in index order)."""
+        """Replicas above their namespace's min, of the ready and starting ones (the rule of
+        :func:`~ebb.decide.fleet_quota.borrowed_replicas`: highest priority first, then service order)."""
         inp = self.inp
-        gpus = self.online_gpus().sum(axis=1)
-        out = np.zeros(self.s, dtype=np.int64)
-        if not (inp.quota_min > 0).any() and not (inp.quota_max >= 0).any():
-            return out
-        # protection order: highest priority first; cumulative GPUs past min are borrowed
-        order = np.lexsort((np.arange(self.s), -inp.priority, inp.namespaces))
-        ns = inp.namespaces[order]
-        g = gpus[order]
-        cum = np.cumsum(g)
-        start = np.zeros(self.n_ns)
-        first = np.flatnonzero(np.r_[True, ns[1:] != ns[:-1]])
-        start[ns[first]] = cum[first] - g[first]
-        within = cum - start[ns]
-        over = np.clip(within - inp.quota_min[ns], 0, g)
-        has_quota = (inp.quota_min[ns] > 0) | (inp.quota_max[ns] >= 0)
-        rep = np.where(has_quota, np.ceil(over / np.maximum(inp.gpus[order], 1)), 0).astype(np.int64)
-        out[order] = rep
-        return out
+        return borrowed_replicas(replicas=(self.ready + self.starting()).sum(axis=1), namespace=inp.namespaces,
+                                 priority=inp.priority, gpu_milli=inp.gpus * 1000,
+                                 quota_min_milli=inp.quota_min * 1000, governed=self._governed)
 
     def write(self, t: int, wanted: IntArray, order: IntArray | None, limit: int | None, run: ClusterRun,
               record: bool, explain: Explain | None = None) -> None:

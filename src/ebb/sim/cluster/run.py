@@ -7,7 +7,7 @@ requests; the one with the fewest violations where none did), summed over servic
 platform team tuning each Deployment's autoscaler by hand, in hindsight, would pay.
 
 Scorecards are plain dicts (JSON), deterministic for a scenario, policy and seed: no wall-clock
-fields. ``ebb sweep`` reaches it through :func:`ebb.cli.cluster_inputs.cluster_job`.
+fields. ``ebb sweep`` reaches it through :func:`ebb.sim.cluster.sweep_job.cluster_job`.
 """
 
 from __future__ import annotations
@@ -48,7 +48,10 @@ def run_policy(sc: Scenario, inp: ClusterInputs, policy: str, *, record_batches:
                                write_limit=sc.cluster.writes_per_100ms)
     run = simulate(inp, pol, write_limit_per_100ms=pol.write_limit, record_batches=record_batches,
                    explain=pol.explain)
-    return ClusterResult(pol.spec, run, _scorecard(sc, inp, pol.spec, run))
+    card = _scorecard(sc, inp, pol.spec, run)
+    if pol.l1 is not None:
+        card["l1"] = pol.l1  # which Ebb L1 ran (ebb:l1=auto picks by size)
+    return ClusterResult(pol.spec, run, card)
 
 
 def _scorecard(sc: Scenario, inp: ClusterInputs, policy: str, run: ClusterRun) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from ebb.config.workloads import default_workload_classes
 from ebb.sim.cluster.engine import ClusterInputs, PolicyStep, simulate
@@ -82,23 +83,6 @@ def test_preemption_takes_only_borrowed_batch_gpus_and_never_a_guaranteed_minimu
     assert run.pending_replica_s > 0  # the rest of the surge waited for capacity
 
 
-def test_ebb_shrinks_an_idle_cluster_within_the_disruption_budget() -> None:
-    a = np.zeros((6, 900), dtype=np.int32)
-    a[:, :60] = 40
-    inp = inputs(a, initial=8, capacity=10.0)
-    pol = build_cluster_policy("ebb", inp, default_workload_classes(), budget=2, write_limit=3)
-    removed = []
-
-    def watch(step: PolicyStep) -> tuple[np.ndarray, np.ndarray | None]:
-        wanted, order = pol(step)
-        removed.append(int(np.maximum(step.spec - wanted, 0).sum()))
-        return wanted, order
-    run = simulate(inp, watch, write_limit_per_100ms=3)
-    assert max(removed) <= 2  # never more than the cluster budget per cycle
-    assert run.gpu_s.sum() < 6 * 8 * 900 * 0.8  # it did shrink
-    assert run.violations.sum() == 0
-
-
 def test_a_policy_that_holds_keeps_its_pending_replicas_asked_for() -> None:
     t = 60
     asked = []
@@ -111,15 +95,43 @@ def test_a_policy_that_holds_keeps_its_pending_replicas_asked_for() -> None:
     assert asked[-1] == 5 and run.pending_replica_s >= 5 * 50
 
 
-def test_a_profile_knob_the_fleet_policy_does_not_read_is_refused_not_ignored() -> None:
-    import pytest
-
+def test_a_profile_knob_the_chosen_l1_does_not_read_is_refused_not_ignored() -> None:
     from ebb.errors import ConfigError
     inp = inputs(np.full((2, 10), 5))
     with pytest.raises(ConfigError, match="unknown parameter 'forecast'"):
-        build_cluster_policy("ebb:forecast=off", inp, default_workload_classes(), budget=2, write_limit=3)
-    pol = build_cluster_policy("ebb:budget=0.01", inp, default_workload_classes(), budget=2, write_limit=3)
-    assert pol.spec == "ebb:budget=0.01"
+        build_cluster_policy("ebb:l1=fleet,forecast=off", inp, default_workload_classes(), budget=2, write_limit=3)
+    with pytest.raises(ConfigError, match="unknown parameter 'fast_path'"):
+        build_cluster_policy("ebb:l1=exact,fast_path=off", inp, default_workload_classes(), budget=2, write_limit=3)
+    pol = build_cluster_policy("ebb:l1=exact,forecast=off", inp, default_workload_classes(), budget=2, write_limit=3)
+    assert pol.spec == "ebb:l1=exact,forecast=off" and pol.l1 == "exact"
+
+
+def test_auto_runs_the_exact_l1_on_small_scenarios_and_fleetebb_past_the_documented_size() -> None:
+    from ebb.sim.cluster.policies import EXACT_MAX_SERVICE_SECONDS
+    small = inputs(np.full((2, 10), 5))
+    assert build_cluster_policy("ebb", small, default_workload_classes(), budget=2, write_limit=3).l1 == "exact"
+    seconds = EXACT_MAX_SERVICE_SECONDS // 100 + 1
+    big = inputs(np.zeros((100, seconds), dtype=np.int32))
+    assert build_cluster_policy("ebb", big, default_workload_classes(), budget=2, write_limit=3).l1 == "fleet"
+    assert build_cluster_policy("hpa", small, default_workload_classes(), budget=2, write_limit=3).l1 is None
+
+
+@pytest.mark.parametrize("l1", ["exact", "fleet"])
+def test_both_l1s_shrink_an_idle_cluster_within_the_disruption_budget(l1: str) -> None:
+    a = np.zeros((6, 900), dtype=np.int32)
+    a[:, :60] = 40
+    inp = inputs(a, initial=8, capacity=10.0)
+    pol = build_cluster_policy(f"ebb:l1={l1}", inp, default_workload_classes(), budget=2, write_limit=3)
+    removed = []
+
+    def watch(step: PolicyStep) -> tuple[np.ndarray, np.ndarray | None]:
+        wanted, order = pol(step)
+        removed.append(int(np.maximum(step.spec - wanted, 0).sum()))
+        return wanted, order
+    run = simulate(inp, watch, write_limit_per_100ms=3)
+    assert max(removed) <= 2
+    assert run.gpu_s.sum() < 6 * 8 * 900 * 0.8
+    assert run.violations.sum() == 0
 
 
 def test_a_service_whose_qos_class_may_not_borrow_grows_only_within_its_namespace_min() -> None:
