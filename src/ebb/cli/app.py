@@ -7,9 +7,12 @@ non-empty (https://no-color.org). Shell completion: ``ebb --install-completion``
 PowerShell) or ``ebb --show-completion SHELL`` to print the script.
 
 Environment variables: every option of every command can be set as ``EBB_<COMMAND>_<OPTION>`` (upper
-case, dashes as underscores: ``EBB_SIMULATE_LEDGER=ebb-ledger.sqlite``, ``EBB_EXPLAIN_LEDGER``,
-``EBB_RUN_PROMETHEUS_URL``), as click's ``auto_envvar_prefix`` reads them; a flag on the command line
-wins over the environment. ``EBB_DEBUG=1`` shows tracebacks (``ebb.cli.main``).
+case, dashes as underscores: ``EBB_SIMULATE_LEDGER=ebb-ledger.sqlite``, ``EBB_EXPLAIN_LEDGER``), as
+click's ``auto_envvar_prefix`` reads them; ``<OPTION>`` is the option's parameter name, which for a
+few flags is not its long name (``--prometheus-url`` reads ``EBB_RUN_PROMETHEUS``, ``--format``
+``EBB_SIMULATE_FMT``, ``--json`` ``EBB_SIMULATE_JSON_OUT``; docs/config.md lists each). A flag on the
+command line wins over the environment. ``ebb run`` and ``ebb simulate`` also read ``--config FILE``,
+below both (:mod:`ebb.cli.config_option`). ``EBB_DEBUG=1`` shows tracebacks (``ebb.cli.main``).
 """
 
 from __future__ import annotations

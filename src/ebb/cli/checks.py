@@ -4,6 +4,7 @@ Each helper raises :class:`~ebb.errors.ConfigError` (a bad flag value) or
 :class:`~ebb.errors.InputError` (a path that cannot be used) whose one line names the flag, the value
 received and the fix; ``ebb``'s ``main()`` prints it as ``error: ...`` and exits 2. A helper returns
 the value it checked, so a command can write ``x = positive("--x", x)``.
+The number checks are :mod:`ebb.config.settings_checks`' (the settings dataclasses run them too).
 
 Why before any work: a bad value found after a 10-minute simulation (an unwritable ``--report``)
 wastes the run, and some values never fail at all (a 0 s sync period steps time by zero: a hang).
@@ -12,7 +13,6 @@ wastes the run, and some values never fail at all (a 0 s sync period steps time 
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -20,7 +20,8 @@ from typing import Final
 
 from rich.console import Console
 
-from ebb.errors import ConfigError, InputError
+from ebb.config.settings_checks import at_least, finite, in_range, int_in_range, non_negative, positive
+from ebb.errors import InputError
 
 __all__ = [
     "at_least",
@@ -32,53 +33,6 @@ __all__ = [
     "sqlite_ledger_path",
     "writable_file",
 ]
-
-
-def _fail(flag: str, value: object, must: str, fix: str | None) -> ConfigError:
-    text = f"{flag} {value!r}: must be {must}"
-    return ConfigError(text + (f" (fix: {fix})" if fix else ""))
-
-
-def finite(flag: str, value: float, *, fix: str | None = None) -> float:
-    """``value`` unless it is NaN or infinite."""
-    if not math.isfinite(value):
-        raise _fail(flag, value, "a finite number", fix)
-    return value
-
-
-def positive(flag: str, value: float, *, fix: str | None = None) -> float:
-    """A finite number > 0."""
-    if not (math.isfinite(value) and value > 0):
-        raise _fail(flag, value, "a finite number > 0", fix)
-    return value
-
-
-def non_negative(flag: str, value: float, *, fix: str | None = None) -> float:
-    """A finite number >= 0."""
-    if not (math.isfinite(value) and value >= 0):
-        raise _fail(flag, value, "a finite number >= 0", fix)
-    return value
-
-
-def at_least(flag: str, value: float, low: float, *, fix: str | None = None) -> float:
-    """A finite number >= ``low``."""
-    if not (math.isfinite(value) and value >= low):
-        raise _fail(flag, value, f"a finite number >= {low:g}", fix)
-    return value
-
-
-def in_range(flag: str, value: float, low: float, high: float, *, fix: str | None = None) -> float:
-    """A finite number in ``[low, high]``."""
-    if not (math.isfinite(value) and low <= value <= high):
-        raise _fail(flag, value, f"a number from {low:g} to {high:g}", fix)
-    return value
-
-
-def int_in_range(flag: str, value: int, low: int, high: int, *, fix: str | None = None) -> int:
-    """An integer in ``[low, high]``."""
-    if not low <= value <= high:
-        raise _fail(flag, value, f"an integer from {low:,} to {high:,}", fix)
-    return value
 
 
 def writable_file(flag: str, path: str | os.PathLike[str]) -> Path:

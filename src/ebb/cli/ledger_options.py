@@ -2,7 +2,9 @@
 
 ``--etcd-ca FILE``, ``--etcd-cert FILE``, ``--etcd-key FILE``, ``--etcd-user NAME`` and
 ``--etcd-password-file FILE`` (else the password is read from ``EBB_ETCD_PASSWORD``; there is no flag
-that takes the password itself, so it never shows in ``ps``). :func:`etcd_auth` turns them into an
+that takes the password itself, so it never shows in ``ps``); their help is the docstrings of
+:class:`~ebb.config.ledger_settings.EtcdAuthSettings` (the ``ledger:`` section of ``ebb run`` and
+``ebb simulate``'s ``--config``). :func:`etcd_auth` turns them into an
 :class:`~ebb.ledger.location.EtcdAuth` (``None`` when none is given); giving one with a non-etcd
 ledger is a :class:`~ebb.errors.ConfigError` (raised by ``open_ledger``).
 """
@@ -12,27 +14,34 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from ebb.config.ledger_settings import EtcdAuthSettings
+from ebb.config.settings_file import field_help
 from ebb.ledger.base import MalformedRow
-from ebb.ledger.location import PASSWORD_ENV, EtcdAuth
+from ebb.ledger.location import EtcdAuth
 
-__all__ = ["EtcdCaOpt", "EtcdCertOpt", "EtcdKeyOpt", "EtcdUserOpt", "EtcdPasswordFileOpt", "etcd_auth",
+__all__ = ["EtcdCaOpt", "EtcdCertOpt", "EtcdKeyOpt", "EtcdUserOpt", "EtcdPasswordFileOpt", "etcd_auth", "etcd_option",
            "quiet_row_warnings", "skipped_warning"]
 
-EtcdCaOpt = Annotated[str | None, typer.Option(
-    "--etcd-ca", metavar="FILE", help="etcd: PEM CA bundle that signed etcd's server certificate (etcd+https://).")]
-EtcdCertOpt = Annotated[str | None, typer.Option(
-    "--etcd-cert", metavar="FILE", help="etcd: client certificate for etcd's --client-cert-auth (with --etcd-key).")]
-EtcdKeyOpt = Annotated[str | None, typer.Option(
-    "--etcd-key", metavar="FILE", help="etcd: private key of --etcd-cert.")]
-EtcdUserOpt = Annotated[str | None, typer.Option(
-    "--etcd-user", metavar="NAME", help="etcd: user for etcd's authentication (password: --etcd-password-file).")]
-EtcdPasswordFileOpt = Annotated[str | None, typer.Option(
-    "--etcd-password-file", metavar="FILE",
-    help=f"etcd: file whose first line is the --etcd-user password (default: ${PASSWORD_ENV}).")]
+_ETCD_FLAGS = {"etcd_ca": "FILE", "etcd_cert": "FILE", "etcd_key": "FILE", "etcd_user": "NAME",
+               "etcd_password_file": "FILE"}
+
+
+def etcd_option(key: str, rich_help_panel: str | None = None) -> Any:
+    """The ``typer.Option`` of etcd setting ``key`` (``etcd_ca`` → ``--etcd-ca``), its help from
+    :class:`~ebb.config.ledger_settings.EtcdAuthSettings`' docstring, in ``rich_help_panel`` if given."""
+    return typer.Option("--" + key.replace("_", "-"), metavar=_ETCD_FLAGS[key],
+                        help=field_help(EtcdAuthSettings, key), rich_help_panel=rich_help_panel)
+
+
+EtcdCaOpt = Annotated[str | None, etcd_option("etcd_ca")]
+EtcdCertOpt = Annotated[str | None, etcd_option("etcd_cert")]
+EtcdKeyOpt = Annotated[str | None, etcd_option("etcd_key")]
+EtcdUserOpt = Annotated[str | None, etcd_option("etcd_user")]
+EtcdPasswordFileOpt = Annotated[str | None, etcd_option("etcd_password_file")]
 
 
 def etcd_auth(ca: str | None, cert: str | None, key: str | None, user: str | None,

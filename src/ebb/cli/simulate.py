@@ -1,4 +1,9 @@
-"""``ebb simulate``: replay a real trace through several policies and compare cost and SLO."""
+"""``ebb simulate``: replay a real trace through several policies and compare cost and SLO.
+
+The flags are read into :class:`~ebb.config.simulate_settings.SimulateSettings` (one group per
+``-h`` panel, merged with ``--config FILE``: :mod:`ebb.cli.config_option`); then the trace flags,
+output paths and ledger are checked, all before the trace is read.
+"""
 
 from __future__ import annotations
 
@@ -19,21 +24,27 @@ from rich.table import Table
 from ebb.cli import checks
 from ebb.cli.app import app
 from ebb.cli.checks import write_scorecards
-from ebb.cli.ledger_options import (
-    EtcdCaOpt,
-    EtcdCertOpt,
-    EtcdKeyOpt,
-    EtcdPasswordFileOpt,
-    EtcdUserOpt,
-    etcd_auth,
-)
+from ebb.cli.config_option import ConfigOpt, PrintConfigOpt, panel, print_settings, read_settings, settings_option
+from ebb.cli.ledger_options import etcd_auth, etcd_option
 from ebb.cli.output_option import wants_json
 from ebb.cli.progress import StepProgress, estimate_run
-from ebb.cli.trace_options import check_trace_flags
+from ebb.cli.trace_options import TraceFlags, check_trace_flags
 from ebb.config.policy_specs import parse_policies
+from ebb.config.simulate_settings import (
+    DEFAULT_POLICIES,
+    SIMULATE_GROUPS,
+    FaultInjectionSettings,
+    OutputSettings,
+    PolicyListSettings,
+    SimLedgerSettings,
+    SimModelSettings,
+    SimulateSettings,
+    TraceInputSettings,
+    simulate_settings,
+)
 from ebb.errors import ConfigError, InputError, MissingExtraError, TransientError
 from ebb.ledger.location import EtcdAuth, check_auth_fits, parse_location
-from ebb.model.trace import CountSeries
+from ebb.model.trace import CountSeries, RequestTrace
 from ebb.score.frontier import frontier_ratios
 from ebb.score.names import abbreviate, legend
 from ebb.score.report import write_report
@@ -42,6 +53,7 @@ from ebb.score.units import human_count, human_span
 from ebb.score.verdict import meets_slo, verdict
 from ebb.sim.compare import FIDELITIES, Comparison, compare
 from ebb.sim.policies import KNOWN_POLICIES, POLICY_HELP
+from ebb.sim.service_time import ServiceTimeModel
 from ebb.sim.settings import (
     ClusterSettings,
     FaultSettings,
@@ -50,9 +62,6 @@ from ebb.sim.settings import (
     SloSettings,
 )
 from ebb.sources.traces import BUNDLED_TRACES, FORMATS, open_trace
-
-DEFAULT_POLICIES = "hpa,keda,static,ebb,oracle"
-
 
 _NARROWEST = ("canary ok/abort", "dropped", "misjudged", "cost $", "TTFT p50/p99 ms", "E2E p50/p99 ms", "peak",
              "ups/downs")
@@ -154,63 +163,6 @@ def _record(where: str, cmp: Comparison, console: Console, etcd: EtcdAuth | None
                   + (f" --ledger {where}" if where != DEFAULT_PATH else ""))
 
 
-MAX_PIPELINE_PERIOD_S = 86_400
-"""Longest metric-pipeline period accepted (s): one day; a longer scrape, resolution or sync period
-is not a Kubernetes setting, and the simulator steps through a run in these periods."""
-
-
-def _check_numbers(*, slo_ttft_ms: float, slo_e2e_ms: float, cold_start_s: float, gpu_hour_usd: float,
-                   load_scale: float, peak_replicas: int | None, fluid_bin_ms: float | None,
-                   metric_resolution_s: int, scrape_interval_s: int, hpa_sync_s: int, kubelet_resolution_s: int,
-                   seed: int, fault_slowdown: float | None, fault_after_s: float) -> None:
-    """Every numeric flag of ``ebb simulate`` (ConfigError naming the flag, the value and the fix)."""
-    checks.positive("--slo-ttft-ms", slo_ttft_ms, fix="e.g. --slo-ttft-ms 2000")
-    checks.positive("--slo-e2e-ms", slo_e2e_ms, fix="e.g. --slo-e2e-ms 60000")
-    checks.non_negative("--cold-start-s", cold_start_s, fix="e.g. --cold-start-s 60")
-    checks.non_negative("--gpu-hour-usd", gpu_hour_usd, fix="e.g. --gpu-hour-usd 4")
-    # An implausible scale (1e9) is refused by the request cap (ebb.model.trace_ops.MAX_REQUESTS)
-    # once the trace's size is known, before anything is allocated.
-    checks.positive("--load-scale", load_scale, fix="e.g. --load-scale 2")
-    if peak_replicas is not None:
-        checks.int_in_range("--peak-replicas", peak_replicas, 1, 100_000, fix="e.g. --peak-replicas 20")
-    if fluid_bin_ms is not None:
-        checks.in_range("--fluid-bin-ms", fluid_bin_ms, 100.0, 1000.0, fix="e.g. --fluid-bin-ms 100")
-    for flag, period in (("--metric-resolution-s", metric_resolution_s), ("--scrape-interval-s", scrape_interval_s),
-                         ("--hpa-sync-s", hpa_sync_s), ("--kubelet-resolution-s", kubelet_resolution_s)):
-        checks.int_in_range(flag, period, 1, MAX_PIPELINE_PERIOD_S, fix=f"e.g. {flag} 15 (whole seconds)")
-    checks.int_in_range("--seed", seed, 0, 2**63 - 1, fix="e.g. --seed 0")
-    if fault_slowdown is not None:
-        checks.at_least("--fault-slowdown", fault_slowdown, 1.0, fix="a service-time multiplier, e.g. --fault-slowdown 4")
-    checks.non_negative("--fault-after-s", fault_after_s, fix="e.g. --fault-after-s 400")
-
-
-DEFAULT_PEAK_REPLICAS = 20
-"""The peak calibration when neither ``--load-scale`` nor ``--peak-replicas`` is given."""
-
-
-def _scaling(load_scale: float | None, peak_replicas: str | None) -> tuple[float, int | None]:
-    """(load multiple, peak calibration or None): the two flags are exclusive, and each is honoured.
-
-    Neither → calibrate to a peak of :data:`DEFAULT_PEAK_REPLICAS`; ``--load-scale K`` → K, no
-    calibration; ``--peak-replicas N`` → calibrate to N; ``--peak-replicas off`` → the trace as it is
-    (or times ``--load-scale``). Both with a number → ConfigError naming both.
-    """
-    if peak_replicas is None:
-        return (1.0, DEFAULT_PEAK_REPLICAS) if load_scale is None else (load_scale, None)
-    if peak_replicas.strip().lower() == "off":
-        return (1.0 if load_scale is None else load_scale), None
-    try:
-        n = int(peak_replicas)
-    except ValueError:
-        raise ConfigError(f"--peak-replicas {peak_replicas!r}: expected a whole number of replicas or 'off' "
-                          "(fix: e.g. --peak-replicas 20)") from None
-    if load_scale is not None:
-        raise ConfigError(f"--load-scale {load_scale:g} and --peak-replicas {n} both set the load: the "
-                          "calibration would overrule the scale (fix: give one of them, or --peak-replicas off "
-                          "with --load-scale)")
-    return 1.0, n
-
-
 def _check_ledger(where: str, auth: EtcdAuth | None) -> None:
     """The ledger is usable before the simulation runs: a writable SQLite path, or an etcd that
     answers (its client installed: the error names ``pip install 'ebb[etcd]'``)."""
@@ -242,127 +194,137 @@ POLICIES_EPILOG = "Policies (--policy NAME:key=value,...):\n\n\b\n" + "\n".join(
 
 @app.command("simulate", epilog=POLICIES_EPILOG)
 def simulate(
-    trace: Annotated[str, typer.Option(help="Trace file, or a bundled trace: " + ", ".join(BUNDLED_TRACES))] = "azure-conv",
-    policy: Annotated[str, typer.Option(help="Comma-separated policies with inline parameters, e.g. "
-                                        "'hpa:target=0.5,kpa:target=8,ray,oracle'. "
-                                        "Known: " + ", ".join(KNOWN_POLICIES) + " (each listed below)")] = DEFAULT_POLICIES,
-    fmt: Annotated[str, typer.Option("--format", help="Trace format: " + "|".join(FORMATS))] = "auto",
-    time_col: Annotated[str | None, typer.Option("--time-col", "--time-column",
-                                                 help="Generic CSV: time column (name or 0-based index)")] = None,
-    count_col: Annotated[str | None, typer.Option("--count-col", "--count-column",
-                                                  help="Generic CSV: count column (name or index)")] = None,
-    tokens_in_col: Annotated[str | None, typer.Option(help="Generic CSV: prompt tokens column")] = None,
-    tokens_out_col: Annotated[str | None, typer.Option(help="Generic CSV: output tokens column")] = None,
-    no_header: Annotated[bool, typer.Option(help="Generic CSV: the first row is data; name columns by "
-                                            "0-based index")] = False,
-    service_time_column: Annotated[str | None, typer.Option(help="Service-time model: per-request service "
-                                                            "seconds, a column (name or index) or END-START, "
-                                                            "e.g. finished-admitted")] = None,
-    service_median_s: Annotated[float | None, typer.Option(help="Service-time model without a column: "
-                                                           "median service time (s) of a fitted lognormal")] = None,
-    service_p99_s: Annotated[float | None, typer.Option(help="... and its p99 (s); default = the median "
-                                                        "(constant)")] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Service-time model: requests one replica serves at "
-                                                    "once (slots; default 1)")] = None,
-    servegen_client: Annotated[str | None, typer.Option(help="ServeGen folder: replay only these client ids "
-                                                        "(comma-separated; default: all, summed)")] = None,
-    window_s: Annotated[str | None, typer.Option(help="Replay only START:END seconds of the trace")] = None,
-    fidelity: Annotated[str | None, typer.Option(help="request | fluid (default: request for request logs, "
-                                                 "fluid for count series)")] = None,
-    fluid_bin_ms: Annotated[float | None, typer.Option(help="Fluid bin width (ms), 100–1000; default 100 for "
-                                                       "request logs, the series' own bin for count series")] = None,
-    load_scale: Annotated[float | None, typer.Option(help="Multiply load by K (turns the peak calibration "
-                                                     "off; not with --peak-replicas)")] = None,
-    peak_replicas: Annotated[str | None, typer.Option(help="Scale load so the oracle's peak is N replicas, or "
-                                                      "'off' (default: 20 unless --load-scale is given)")] = None,
-    slo_ttft_ms: Annotated[float, typer.Option(help="TTFT SLO (ms)")] = SloSettings.ttft_ms,
-    slo_e2e_ms: Annotated[float, typer.Option(help="End-to-end SLO (ms)")] = SloSettings.e2e_ms,
-    cold_start_s: Annotated[float, typer.Option(help="Replica cold start (s)")] = ClusterSettings.cold_start_s,
-    gpu_hour_usd: Annotated[float, typer.Option(help="Price per replica (GPU) hour, USD")] = ClusterSettings.gpu_hour_usd,
-    metric_resolution_s: Annotated[int, typer.Option(help="metrics-server --metric-resolution (s)")] = 60,
-    scrape_interval_s: Annotated[int, typer.Option(help="Prometheus scrape_interval (s)")] = 30,
-    hpa_sync_s: Annotated[int, typer.Option(help="HPA sync period (s)")] = 15,
-    kubelet_resolution_s: Annotated[int, typer.Option(help="kubelet/cAdvisor resolution (s)")] = 10,
-    seed: Annotated[int, typer.Option(help="Seed for every random choice")] = 0,
-    fault_slowdown: Annotated[float | None, typer.Option(help="Inject a fault: after the first scale-down, "
-                                                         "requests are served this many times slower until "
-                                                         "the fleet is restored (tests canary gates)")] = None,
-    fault_after_s: Annotated[float, typer.Option(help="The injected fault arms at this time (s)")] = 0.0,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the scorecards as JSON here ('-': stdout)")] = None,
-    output: Annotated[str, typer.Option("--output", "-o", help="table, or json: the scorecards on stdout "
-                                        "(as --json -), the human output on stderr.")] = "table",
-    ledger: Annotated[str, typer.Option(help="Record every decision here (SQLite path or etcd://HOST:PORT), "
-                                        "e.g. ebb-ledger.sqlite; off by default. Explain one with: "
-                                        "ebb explain ID --ledger PATH")] = "",
-    etcd_ca: EtcdCaOpt = None,
-    etcd_cert: EtcdCertOpt = None,
-    etcd_key: EtcdKeyOpt = None,
-    etcd_user: EtcdUserOpt = None,
-    etcd_password_file: EtcdPasswordFileOpt = None,
-    report: Annotated[Path | None, typer.Option(help="Write the self-contained HTML report here")] = None,
-    quiet: Annotated[bool, typer.Option(help="No progress output")] = False,
-    cluster: Annotated[Path | None, typer.Option(help="A cluster scenario (YAML: services, zones, quotas; see "
-                                                 "docs/cluster.md): every service on one GPU pool, Ebb's "
-                                                 "L1-L3 against per-Deployment peers")] = None,
+    ctx: typer.Context,
+    config: ConfigOpt = None,
+    print_config: PrintConfigOpt = False,
+    trace: Annotated[str, settings_option(TraceInputSettings, "trace", help_suffix=": " + ", ".join(BUNDLED_TRACES))]
+    = TraceInputSettings.trace,
+    fmt: Annotated[str, settings_option(TraceInputSettings, "format", "--format", help_suffix=": " + "|".join(FORMATS))]
+    = TraceInputSettings.format,
+    time_col: Annotated[str | None, settings_option(TraceInputSettings, "time_col", "--time-col", "--time-column")]
+    = None,
+    count_col: Annotated[str | None, settings_option(TraceInputSettings, "count_col", "--count-col",
+                                                     "--count-column")] = None,
+    tokens_in_col: Annotated[str | None, settings_option(TraceInputSettings, "tokens_in_col")] = None,
+    tokens_out_col: Annotated[str | None, settings_option(TraceInputSettings, "tokens_out_col")] = None,
+    no_header: Annotated[bool, settings_option(TraceInputSettings, "no_header")] = TraceInputSettings.no_header,
+    service_time_column: Annotated[str | None, settings_option(TraceInputSettings, "service_time_column")] = None,
+    service_median_s: Annotated[float | None, settings_option(TraceInputSettings, "service_median_s")] = None,
+    service_p99_s: Annotated[float | None, settings_option(TraceInputSettings, "service_p99_s")] = None,
+    concurrency: Annotated[int | None, settings_option(TraceInputSettings, "concurrency")] = None,
+    servegen_client: Annotated[str | None, settings_option(TraceInputSettings, "servegen_client")] = None,
+    window_s: Annotated[str | None, settings_option(TraceInputSettings, "window_s")] = None,
+    load_scale: Annotated[float | None, settings_option(TraceInputSettings, "load_scale")] = None,
+    peak_replicas: Annotated[str | None, settings_option(TraceInputSettings, "peak_replicas")] = None,
+    cluster: Annotated[Path | None, settings_option(TraceInputSettings, "cluster")] = None,
+    policy: Annotated[str, settings_option(PolicyListSettings, "policy", help_suffix=" Known: " + ", ".join(
+        KNOWN_POLICIES) + " (each listed below)")] = PolicyListSettings.policy,
+    fidelity: Annotated[str | None, settings_option(SimModelSettings, "fidelity")] = None,
+    fluid_bin_ms: Annotated[float | None, settings_option(SimModelSettings, "fluid_bin_ms")] = None,
+    slo_ttft_ms: Annotated[float, settings_option(SimModelSettings, "slo_ttft_ms")] = SimModelSettings.slo_ttft_ms,
+    slo_e2e_ms: Annotated[float, settings_option(SimModelSettings, "slo_e2e_ms")] = SimModelSettings.slo_e2e_ms,
+    cold_start_s: Annotated[float, settings_option(SimModelSettings, "cold_start_s")] = SimModelSettings.cold_start_s,
+    gpu_hour_usd: Annotated[float, settings_option(SimModelSettings, "gpu_hour_usd")] = SimModelSettings.gpu_hour_usd,
+    metric_resolution_s: Annotated[int, settings_option(SimModelSettings, "metric_resolution_s")]
+    = SimModelSettings.metric_resolution_s,
+    scrape_interval_s: Annotated[int, settings_option(SimModelSettings, "scrape_interval_s")]
+    = SimModelSettings.scrape_interval_s,
+    hpa_sync_s: Annotated[int, settings_option(SimModelSettings, "hpa_sync_s")] = SimModelSettings.hpa_sync_s,
+    kubelet_resolution_s: Annotated[int, settings_option(SimModelSettings, "kubelet_resolution_s")]
+    = SimModelSettings.kubelet_resolution_s,
+    seed: Annotated[int, settings_option(SimModelSettings, "seed")] = SimModelSettings.seed,
+    fault_slowdown: Annotated[float | None, settings_option(FaultInjectionSettings, "fault_slowdown")] = None,
+    fault_after_s: Annotated[float, settings_option(FaultInjectionSettings, "fault_after_s")]
+    = FaultInjectionSettings.fault_after_s,
+    json_out: Annotated[Path | None, settings_option(OutputSettings, "json", "--json")] = None,
+    output: Annotated[str, settings_option(OutputSettings, "output", "--output", "-o")] = OutputSettings.output,
+    report: Annotated[Path | None, settings_option(OutputSettings, "report")] = None,
+    quiet: Annotated[bool, settings_option(OutputSettings, "quiet")] = OutputSettings.quiet,
+    ledger: Annotated[str, settings_option(SimLedgerSettings, "ledger")] = SimLedgerSettings.ledger,
+    etcd_ca: Annotated[str | None, etcd_option("etcd_ca", panel(SimLedgerSettings))] = None,
+    etcd_cert: Annotated[str | None, etcd_option("etcd_cert", panel(SimLedgerSettings))] = None,
+    etcd_key: Annotated[str | None, etcd_option("etcd_key", panel(SimLedgerSettings))] = None,
+    etcd_user: Annotated[str | None, etcd_option("etcd_user", panel(SimLedgerSettings))] = None,
+    etcd_password_file: Annotated[str | None, etcd_option("etcd_password_file", panel(SimLedgerSettings))] = None,
 ) -> None:
     """Replay a trace through the autoscalers (HPA, KEDA, KPA, Ray Serve, production-stack KEDA, llm-d WVA,
     Dynamo planner, AIBrix), Ebb, static and the oracle; print cost and SLO side by side."""
-    # Validate first: every number and every output path, before the trace is even read.
-    if wants_json(output, False):
-        if json_out is not None and json_out != checks.STDOUT:
-            raise ConfigError(f"-o json prints the scorecards on stdout; --json {json_out} writes them to a file "
+    # The flags are read through ctx, which also knows which ones were given (they win over --config).
+    settings = read_settings(ctx, SIMULATE_GROUPS, simulate_settings)
+    if print_config:
+        print_settings(settings.groups)
+        return
+    _simulate(settings)
+
+
+def _json_target(out: OutputSettings) -> Path | None:
+    """Where the JSON scorecards go: ``--json FILE``, standard output (``-o json`` or ``--json -``) or nowhere."""
+    if wants_json(out.output, False):
+        if out.json is not None and out.json != checks.STDOUT:
+            raise ConfigError(f"-o json prints the scorecards on stdout; --json {out.json} writes them to a file "
                               "(fix: give one of the two)")
-        json_out = checks.STDOUT
-    load_scale, peak = _scaling(load_scale, peak_replicas)
-    _check_numbers(slo_ttft_ms=slo_ttft_ms, slo_e2e_ms=slo_e2e_ms, cold_start_s=cold_start_s,
-                   gpu_hour_usd=gpu_hour_usd, load_scale=load_scale, peak_replicas=peak,
-                   fluid_bin_ms=fluid_bin_ms, metric_resolution_s=metric_resolution_s,
-                   scrape_interval_s=scrape_interval_s, hpa_sync_s=hpa_sync_s,
-                   kubelet_resolution_s=kubelet_resolution_s, seed=seed, fault_slowdown=fault_slowdown,
-                   fault_after_s=fault_after_s)
+        return checks.STDOUT
+    return out.json
+
+
+def _checked_trace_flags(s: SimulateSettings) -> TraceFlags:
+    """The trace flags checked against the simulator (fidelity, service model) and the trace's header."""
+    fidelity = s.model.fidelity
     if fidelity is not None and fidelity not in FIDELITIES:
         raise typer.BadParameter(f"--fidelity {fidelity!r}: choose one of {', '.join(FIDELITIES)}")
-    tflags = check_trace_flags(
-        trace=trace, fmt=fmt, columns={"--time-col": time_col, "--count-col": count_col,
-                                       "--tokens-in-col": tokens_in_col, "--tokens-out-col": tokens_out_col},
-        no_header=no_header, service_col=service_time_column, median_s=service_median_s, p99_s=service_p99_s,
-        concurrency=concurrency, servegen_client=servegen_client, window_s=window_s)
+    tflags = check_trace_flags(s.input)
     if tflags.model is not None and fidelity == "fluid":
         raise ConfigError("--fidelity fluid: the service-time model runs at request fidelity only (fix: drop "
                           "--fidelity fluid, or the service-time flags for the LLM model)")
-    for flag, out in (("--json", json_out), ("--report", report)):
+    return tflags
+
+
+def _sim_settings(s: SimulateSettings, service: ServiceTimeModel | None) -> SimSettings:
+    """The simulator's own settings from the ``model`` and ``fault`` sections."""
+    m, f = s.model, s.fault
+    return SimSettings(
+        slo=SloSettings(m.slo_ttft_ms, m.slo_e2e_ms),
+        cluster=ClusterSettings(cold_start_s=m.cold_start_s, gpu_hour_usd=m.gpu_hour_usd, service=service),
+        pipeline=MetricPipelineSettings(kubelet_resolution_s=m.kubelet_resolution_s,
+                                        metrics_server_resolution_s=m.metric_resolution_s,
+                                        scrape_interval_s=m.scrape_interval_s, hpa_sync_s=m.hpa_sync_s),
+        seed=m.seed,
+        fault=None if f.fault_slowdown is None else FaultSettings(f.fault_slowdown, f.fault_after_s),
+    )
+
+
+def _simulate(s: SimulateSettings) -> None:
+    """Check the outputs, the trace flags and the ledger, then replay, print and write what was asked."""
+    # Validate first: every number (the settings did), every output path, before the trace is even read.
+    json_out = _json_target(s.output)
+    load_scale, peak = s.input.scaling
+    tflags = _checked_trace_flags(s)
+    for flag, out in (("--json", json_out), ("--report", s.output.report)):
         if out is not None:
             checks.writable_file(flag, out)
-    if cluster is not None:
-        if ledger:
-            _check_ledger(ledger, None)
+    led, inp, quiet = s.ledger, s.input, s.output.quiet
+    if inp.cluster is not None:
+        if led.ledger:
+            _check_ledger(led.ledger, None)
         from ebb.cli.simulate_cluster import DEFAULT_CLUSTER_POLICIES, simulate_cluster
 
-        simulate_cluster(cluster, DEFAULT_CLUSTER_POLICIES if policy == DEFAULT_POLICIES else policy,
-                         json_out=json_out, report=report, ledger=ledger, quiet=quiet)
+        simulate_cluster(inp.cluster, DEFAULT_CLUSTER_POLICIES if s.policy.policy == DEFAULT_POLICIES else s.policy.policy,
+                         json_out=json_out, report=s.output.report, ledger=led.ledger, quiet=quiet)
         return
     # Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
     console = checks.human_console(json_out)
-    ledger_auth = etcd_auth(etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file)
-    if ledger:
-        _check_ledger(ledger, ledger_auth)
-    items = parse_policies(policy, KNOWN_POLICIES)
+    ledger_auth = etcd_auth(led.etcd_ca, led.etcd_cert, led.etcd_key, led.etcd_user, led.etcd_password_file)
+    if led.ledger:
+        _check_ledger(led.ledger, ledger_auth)
+    items = parse_policies(s.policy.policy, KNOWN_POLICIES)
     tr = tflags.after_load(open_trace(
-        trace, fmt, time_col=time_col, count_col=count_col, tokens_in_col=tokens_in_col,
-        tokens_out_col=tokens_out_col, service_col=service_time_column, no_header=no_header,
-        clients=tflags.clients, seed=seed))
+        inp.trace, inp.format, time_col=inp.time_col, count_col=inp.count_col, tokens_in_col=inp.tokens_in_col,
+        tokens_out_col=inp.tokens_out_col, service_col=inp.service_time_column, no_header=inp.no_header,
+        clients=tflags.clients, seed=s.model.seed))
     for note in tr.notes:
         console.print(f"[yellow]note:[/] {note}")
-    fid = fidelity or ("fluid" if isinstance(tr, CountSeries) and tflags.model is None else "request")
-    settings = SimSettings(
-        slo=SloSettings(slo_ttft_ms, slo_e2e_ms),
-        cluster=ClusterSettings(cold_start_s=cold_start_s, gpu_hour_usd=gpu_hour_usd, service=tflags.model),
-        pipeline=MetricPipelineSettings(kubelet_resolution_s=kubelet_resolution_s,
-                                        metrics_server_resolution_s=metric_resolution_s,
-                                        scrape_interval_s=scrape_interval_s, hpa_sync_s=hpa_sync_s),
-        seed=seed,
-        fault=None if fault_slowdown is None else FaultSettings(fault_slowdown, fault_after_s),
-    )
+    fid = s.model.fidelity or ("fluid" if isinstance(tr, CountSeries) and tflags.model is None else "request")
+    fluid_bin_ms = s.model.fluid_bin_ms
     names, bin_s = [i.text for i in items], (fluid_bin_ms / 1000.0) if fluid_bin_ms is not None else 1.0
     est = estimate_run(tr.requests, tr.duration_s, fid, names, load_scale=load_scale,
                        calibrated_later=peak is not None, bin_s=bin_s)
@@ -373,28 +335,20 @@ def simulate(
             if peak is not None:  # the first estimate could not know the load multiple
                 progress.revise(estimate_run(requests, span_s, fid, names, bin_s=bin_s))
         try:
-            cmp = compare(tr, items, settings, fidelity=fid, load_scale=load_scale, peak_replicas=peak,
-                          fluid_bin_s=None if fluid_bin_ms is None else fluid_bin_ms / 1000.0,
+            cmp = compare(tr, items, _sim_settings(s, tflags.model), fidelity=fid, load_scale=load_scale,
+                          peak_replicas=peak, fluid_bin_s=None if fluid_bin_ms is None else fluid_bin_ms / 1000.0,
                           on_step=progress, on_workload=calibrated)
         except MemoryError as exc:
             # The request cap (ebb.model.trace_ops.MAX_REQUESTS) refuses oversized expansions before
             # allocating; this is the backstop for what it cannot foresee (a trace spanning years,
             # a machine with little memory). numpy raises it before the allocation, so we can report.
             raise InputError(f"not enough memory to simulate this trace ({human_count(tr.requests)} requests over "
-                             f"{human_span(tr.duration_s)}): {' '.join(str(exc).split())}", path=str(tr.source or trace),
+                             f"{human_span(tr.duration_s)}): {' '.join(str(exc).split())}",
+                             path=str(tr.source or inp.trace),
                              fix="use --fidelity fluid, a smaller --load-scale, or a shorter trace") from exc
-    # The verdict leads: what to deploy and how Ebb did against the best peer, before any table.
-    for line in verdict([r.scorecard for r in cmp.runs]).lines():
-        console.print(escape(line))
-    table, legend_lines = _table(cmp, console.width, service_model=tflags.model is not None)
-    console.print(table)
-    for line in legend_lines:
-        console.print(escape(line))
-    o = cmp.oracle
-    console.print(f"oracle: headroom x{o.headroom:.3f}, smoothing {o.smoothing_s} s, "
-                  f"{o.tried} candidate schedules simulated in the final search")
-    if ledger:
-        _record(ledger, cmp, console, ledger_auth)
+    _print_results(cmp, console, service_model=tflags.model is not None)
+    if led.ledger:
+        _record(led.ledger, cmp, console, ledger_auth)
     elif not quiet:
         console.print("decisions not recorded (add --ledger ebb-ledger.sqlite to explain them with ebb explain)")
     if json_out is not None:
@@ -404,16 +358,37 @@ def simulate(
                                      "load_scale": cmp.load_scale, "fidelity": cmp.fidelity} for r in cmp.runs])
         if json_out != checks.STDOUT:
             console.print(f"scorecards written to {json_out}")
-    if report is not None:
-        settings_txt = {
-            "trace": str(tr.source or tr.name), "fidelity": fid, "load scale": f"{cmp.load_scale:.4g}",
-            "SLO": f"TTFT ≤ {slo_ttft_ms:g} ms, end-to-end ≤ {slo_e2e_ms:g} ms",
-            "cold start": f"{cold_start_s:g} s", "GPU-hour": f"${gpu_hour_usd:g}",
-            "pipeline": f"scrape {scrape_interval_s} s, metrics-server {metric_resolution_s} s, HPA sync {hpa_sync_s} s",
-            "oracle": f"headroom x{o.headroom:.3f}, smoothing {o.smoothing_s} s",
-            "seed": str(seed),
-        }
-        write_report(report, cmp.runs, title=f"ebb simulate — {cmp.workload_name}",
-                     trace_desc=f"{human_count(cmp.requests)} requests over {human_span(cmp.duration_s)}",
-                     settings=settings_txt)
-        console.print(f"report written to {report}")
+    if s.output.report is not None:
+        _write_report(s.output.report, s, cmp, tr, fid, console)
+
+
+def _print_results(cmp: Comparison, console: Console, *, service_model: bool) -> None:
+    """The verdict first (what to deploy, how Ebb did against the best peer), then the table and the oracle."""
+    for line in verdict([r.scorecard for r in cmp.runs]).lines():
+        console.print(escape(line))
+    table, legend_lines = _table(cmp, console.width, service_model=service_model)
+    console.print(table)
+    for line in legend_lines:
+        console.print(escape(line))
+    o = cmp.oracle
+    console.print(f"oracle: headroom x{o.headroom:.3f}, smoothing {o.smoothing_s} s, "
+                  f"{o.tried} candidate schedules simulated in the final search")
+
+
+def _write_report(report: Path, s: SimulateSettings, cmp: Comparison, tr: RequestTrace | CountSeries, fid: str,
+                  console: Console) -> None:
+    """The HTML report at ``report``, with the settings it was run with."""
+    m, o = s.model, cmp.oracle
+    settings_txt = {
+        "trace": str(tr.source or tr.name), "fidelity": fid, "load scale": f"{cmp.load_scale:.4g}",
+        "SLO": f"TTFT ≤ {m.slo_ttft_ms:g} ms, end-to-end ≤ {m.slo_e2e_ms:g} ms",
+        "cold start": f"{m.cold_start_s:g} s", "GPU-hour": f"${m.gpu_hour_usd:g}",
+        "pipeline": f"scrape {m.scrape_interval_s} s, metrics-server {m.metric_resolution_s} s, "
+                    f"HPA sync {m.hpa_sync_s} s",
+        "oracle": f"headroom x{o.headroom:.3f}, smoothing {o.smoothing_s} s",
+        "seed": str(m.seed),
+    }
+    write_report(report, cmp.runs, title=f"ebb simulate — {cmp.workload_name}",
+                 trace_desc=f"{human_count(cmp.requests)} requests over {human_span(cmp.duration_s)}",
+                 settings=settings_txt)
+    console.print(f"report written to {report}")

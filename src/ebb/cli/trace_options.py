@@ -2,8 +2,10 @@
 
 Flags: ``--no-header``, ``--service-time-column NAME|INDEX|END-START``, ``--service-median-s``,
 ``--service-p99-s``, ``--concurrency``, ``--servegen-client ID[,ID...]``, ``--window-s START:END``.
-Every bad value is a :class:`~ebb.errors.ConfigError` naming the flag, the value and the fix (one
-line, exit 2), raised by :func:`check_trace_flags` before the trace is read, or by
+They are the ``input:`` section's (:class:`~ebb.config.simulate_settings.TraceInputSettings`); these
+checks need the simulator's service model and the trace's header, so they run here, not in the
+settings. Every bad value is a :class:`~ebb.errors.ConfigError` naming the flag, the value and the fix
+(one line, exit 2), raised by :func:`check_trace_flags` before the trace is read, or by
 :meth:`TraceFlags.after_load` right after it (when only the trace can tell, e.g. a service model
 without service times).
 """
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ebb.cli import checks
+from ebb.config.simulate_settings import TraceInputSettings
 from ebb.errors import ConfigError
 from ebb.model.trace import CountSeries, RequestTrace
 from ebb.model.trace_ops import window
@@ -71,10 +74,9 @@ def _clients(text: str) -> tuple[int, ...]:
     return ids
 
 
-def check_trace_flags(*, trace: str, fmt: str, columns: dict[str, str | None], no_header: bool,
-                      service_col: str | None, median_s: float | None, p99_s: float | None,
-                      concurrency: int | None, servegen_client: str | None, window_s: str | None) -> TraceFlags:
+def check_trace_flags(s: TraceInputSettings) -> TraceFlags:
     """Validate the flags (and, for a CSV file, that every column flag names a column of its first row)."""
+    median_s, p99_s, concurrency = s.service_median_s, s.service_p99_s, s.concurrency
     if median_s is not None:
         checks.positive("--service-median-s", median_s, fix="e.g. --service-median-s 2")
     if p99_s is not None:
@@ -85,17 +87,19 @@ def check_trace_flags(*, trace: str, fmt: str, columns: dict[str, str | None], n
                         f"--service-p99-s {4 * median_s:g}")
     if concurrency is not None:
         checks.int_in_range("--concurrency", concurrency, 1, MAX_CONCURRENCY, fix="slots per replica, e.g. --concurrency 4")
-    if service_col is not None and median_s is not None:
+    if s.service_time_column is not None and median_s is not None:
         raise ConfigError("--service-time-column and --service-median-s both give service times (fix: give one: "
                           "the column when the log has one, the distribution when it has not)")
-    named = {flag: ref for flag, ref in {**columns, "--service-time-column": service_col}.items() if ref is not None}
-    if no_header and not named:
+    columns = {"--time-col": s.time_col, "--count-col": s.count_col, "--tokens-in-col": s.tokens_in_col,
+               "--tokens-out-col": s.tokens_out_col, "--service-time-column": s.service_time_column}
+    named = {flag: ref for flag, ref in columns.items() if ref is not None}
+    if s.no_header and not named:
         raise ConfigError("--no-header needs columns named by 0-based index (fix: e.g. --no-header "
                           "--time-col 0 --service-time-column 1)")
-    path = Path(trace)
-    if named and fmt in ("auto", "csv") and path.is_file():
-        check_columns(path, named, no_header=no_header)
-    service = service_col is not None or median_s is not None or concurrency is not None
+    path = Path(s.trace)
+    if named and s.format in ("auto", "csv") and path.is_file():
+        check_columns(path, named, no_header=s.no_header)
+    service = s.service_time_column is not None or median_s is not None or concurrency is not None
     model = ServiceTimeModel(concurrency or 1, median_s, p99_s) if service else None
-    return TraceFlags(model, None if servegen_client is None else _clients(servegen_client),
-                      None if window_s is None else _window(window_s))
+    return TraceFlags(model, None if s.servegen_client is None else _clients(s.servegen_client),
+                      None if s.window_s is None else _window(s.window_s))

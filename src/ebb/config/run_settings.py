@@ -1,0 +1,355 @@
+"""``ebb run``'s settings, one frozen dataclass per concern, each a section of ``--config FILE``.
+
+``loop`` (mode, cycle, telemetry), ``source`` (where the signals come from), ``actuator`` (what is
+scaled), ``policy`` (how it decides), ``ledger`` (where decisions are recorded, election, etcd
+access) and ``security`` (tokens and TLS files for the agents and Prometheus, the /metrics bind).
+A key is its flag's long name with underscores (``--prometheus-url`` is ``source.prometheus_url``);
+:func:`run_settings` merges flags, environment, file and defaults (:mod:`ebb.config.settings_file`).
+
+Each group checks its own values when built, and :class:`RunSettings` the ones that span groups
+(``--react-ms`` within the cycle): one-line ConfigError naming the flag and the fix. What needs a
+file, the network or the ledger layer (a fleet file, TLS files, a token, a ledger URL, an engine
+profile) is checked by ``ebb run`` next, still before anything starts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ebb.config.ledger_settings import EtcdAuthSettings
+from ebb.config.settings_file import SettingsFile, merge_settings
+from ebb.errors import ConfigError
+
+__all__ = ["RUN_GROUPS", "ActuatorSettings", "LedgerSettings", "LoopSettings", "PolicySettings", "RunSettings",
+           "SecuritySettings", "SourceSettings", "run_settings"]
+
+MODES = ("recommend", "act")
+SOURCES = ("agents", "prometheus")
+ACTUATORS = ("local", "kubernetes")
+MAX_COLD_START_S = 86_400
+"""Longest replica cold start accepted (s): a day; longer is a typo (ms for s), and the policy's
+memories are counted in comeback horizons of this length."""
+AGENTS_REACT_MS = 100
+"""The fast path's default period with ``--source agents`` (ms): the agents' 100 ms buckets."""
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """How the loop runs: act or only recommend, its cycle, and what it reports about itself."""
+
+    SECTION: ClassVar[str] = "loop"
+
+    mode: str = "recommend"
+    """recommend (record only, the default) or act.
+
+    ``recommend`` decides every cycle and records each decision in the ledger, but changes
+    nothing (and starts no local worker); ``act`` also applies them. Default recommend: a new
+    deployment is watched, and its decisions reviewed (``ebb review``), before it may act."""
+    interval_s: float = 1.0
+    """Cycle period (s).
+
+    Seconds between decisions (the policy's reconcile interval); the policy sizes on the 100 ms
+    samples in between, and a fast path (``policy.react_ms``) can add capacity within a cycle.
+    Default 1 s."""
+    max_staleness_s: float = 5.0
+    """Older data counts as missing (s).
+
+    Seconds. When the freshest sample is older, the cycle holds (fail static: no scale-down on data
+    it cannot trust). Default 5 s: five cycles of the default interval."""
+    run_id: str | None = None
+    """Ledger run id (default live-<target>).
+
+    Decisions are recorded as ``<run_id>-<n>``; keep it stable across restarts and replicas of one
+    controller so a successor continues the sequence. Unset: ``live-<namespace>-<deployment>``
+    (``fleet-<file stem>`` with a fleet file)."""
+    cycles: int | None = None
+    """Stop after this many cycles (default: run until SIGTERM).
+
+    A count of cycles, for tests and one-off checks; unset, the loop runs until SIGINT or SIGTERM
+    and stops at the end of the cycle it is in."""
+    metrics_port: int | None = None
+    """Serve Ebb's own /metrics on this port.
+
+    A TCP port, 0-65535. Unset: no /metrics server (a pod sets it for its
+    probes and Prometheus scrapes; ``security.metrics_bind`` says on which address)."""
+    otlp: str | None = None
+    """Send traces to this OTLP/HTTP endpoint (extra otel).
+
+    A URL such as ``http://otel-collector:4318``; needs ``pip install 'ebb[otel]'``. Unset: one trace
+    per cycle is still made (log lines carry its ids) but exported nowhere."""
+    log_json: bool | None = None
+    """JSON log lines (with trace ids); default: human lines on a terminal, JSON otherwise.
+
+    Unset: a person at a terminal reads human lines, and a pod, whose stderr is a pipe to the log
+    collector, writes JSON. ``true`` or ``false`` forces one."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"--mode must be recommend or act, got {self.mode!r} (fix: --mode recommend to "
+                              "record only, --mode act to scale)")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise ConfigError(f"--metrics-port must be in 0-65535, got {self.metrics_port} (fix: e.g. "
+                              "--metrics-port 9400)")
+
+
+@dataclass(frozen=True)
+class SourceSettings:
+    """Where the controller reads its signals: Ebb's agents, or Prometheus (Ebb's series or an engine's)."""
+
+    SECTION: ClassVar[str] = "source"
+
+    source: str = "agents"
+    """agents or prometheus.
+
+    ``agents``: each ``ebb agent``'s 100 ms buckets over HTTP (the finest signal, and the fast
+    path). ``prometheus``: the same series as Prometheus scrapes them (one place to query, coarser
+    samples), or an engine's own series with ``engine``. Default agents."""
+    agent: tuple[str, ...] = ()
+    """Agent URL (repeatable).
+
+    Each ``ebb agent`` endpoint (``http://10.0.0.7:9401``), a list in the file; needed with
+    ``source: agents`` unless a fleet file gives each workload its agents."""
+    prometheus_url: str | None = None
+    """Prometheus base URL (source and PromQL gates).
+
+    A URL such as ``http://prometheus.monitoring:9090``, read by ``source: prometheus`` and by the
+    PromQL metrics gates; unset by default."""
+    prometheus_selector: str | None = None
+    """Label matchers added to every source query, e.g. job="ebb",namespace="serving" (default job=~"ebb|ebb-.+"; "" = unscoped, logged as a warning).
+
+    One Prometheus often scrapes several fleets: the selector keeps the controller's queries to
+    its own. Required with ``engine`` (an engine's series carry no Ebb job)."""
+    prometheus_replica_label: str | None = None
+    """Label naming a replica in Prometheus (default worker; with --engine, pod).
+
+    The label whose values are the replicas (series with the same value are one replica)."""
+    engine: str | None = None
+    """Read an engine fleet's own series through Prometheus: vllm, sglang, tgi, llamacpp, triton or a name in --engines-file (needs --source prometheus and --prometheus-selector).
+
+    For fleets without Ebb's agents: the signals come from the serving engine's own metrics
+    (docs/engines.md). Unset: Ebb's own series."""
+    engines_file: Path | None = None
+    """YAML file of custom engine profiles.
+
+    Profiles for engines Ebb does not know (their metric names and meanings; docs/engines.md);
+    unset by default. Needs ``engine``."""
+    max_concurrency: int | None = None
+    """With --engine: concurrent requests per pod (vLLM --max-num-seqs, llama-server -np).
+
+    Requests one pod serves at once (slots); turns the engine's running-request count into a
+    slot share. Unset: the profile's own default. Needs ``engine``."""
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ConfigError(f"--source must be agents or prometheus, got {self.source!r} (fix: --source agents "
+                              "with --agent URL, or --source prometheus with --prometheus-url URL)")
+
+
+@dataclass(frozen=True)
+class ActuatorSettings:
+    """What the controller scales: worker processes on this machine, or a Kubernetes Deployment."""
+
+    SECTION: ClassVar[str] = "actuator"
+
+    actuator: str | None = None
+    """local (the default: in act mode, worker processes started on this machine; in recommend mode, --workers workers observed, nothing started) or kubernetes (always, with a fleet file).
+
+    Unset means local, or kubernetes with a fleet file (the only actuator a fleet has)."""
+    namespace: str = "default"
+    """Kubernetes namespace of the scaled Deployment.
+
+    Default ``default``, Kubernetes' own default namespace."""
+    deployment: str | None = None
+    """Kubernetes Deployment to scale.
+
+    Its name; required with ``actuator: kubernetes`` (a fleet file names its own Deployments)."""
+    kubeconfig: str | None = None
+    """kubeconfig path (default: in-cluster or ~/.kube).
+
+    A file path; unset: the pod's service account inside a cluster, else ``~/.kube/config``."""
+    in_cluster: bool = False
+    """Use the pod's service account.
+
+    Default false (the kubeconfig is read); a controller deployed as a pod sets it."""
+    workers: int = 2
+    """local: workers at start (recommend mode: the workers observed).
+
+    A count of worker processes; default 2, the smallest fleet that can scale down."""
+    max_batch: int = 8
+    """local: batch slots per worker.
+
+    Requests one local worker serves at once; default 8, a small continuous batch."""
+    speed: float = 1.0
+    """local: worker speed-up over the H200 model.
+
+    A ratio: the emulated workers serve ``speed`` times faster than the calibrated H200 latency
+    model (tests run at 20 to finish quickly). Default 1: real time."""
+
+    def __post_init__(self) -> None:
+        if self.actuator is not None and self.actuator not in ACTUATORS:
+            raise ConfigError(f"--actuator must be local or kubernetes, got {self.actuator!r} (fix: --actuator "
+                              "kubernetes --deployment NAME, or leave it out for local)")
+
+
+@dataclass(frozen=True)
+class PolicySettings:
+    """How the controller decides: the policy, the workload classes and gates, the SLO and timing."""
+
+    SECTION: ClassVar[str] = "policy"
+
+    policy: str = "ebb"
+    """Policy spec, e.g. ebb:profile=cautious.
+
+    The simulator's spec, knobs inline (``ebb simulate -h`` lists them): the live loop runs the
+    same decision code. Default ``ebb`` with its default profile."""
+    workloads: Path | None = None
+    """L2 workload classes YAML (weights, α, SLO, floor), or a fleet file (workloads: [...]): one controller for every Deployment it lists, across namespaces, with quotas (docs/live.md).
+
+    Unset: the built-in classes, and one scaled workload."""
+    workload_class: str | None = None
+    """Class of the scaled workload (default: the first).
+
+    A class name of the ``workloads`` file; not with a fleet file (each workload names its own)."""
+    gates: Path | None = None
+    """Metrics gates YAML: canary scale-down behind these gates.
+
+    Each scale-down first removes one replica and keeps it off only while the gates' PromQL
+    stays within bounds (docs/gates.md). Unset: no canary."""
+    slo_ttft_ms: float = 2000.0
+    """TTFT SLO (ms).
+
+    Time to first token limit, in milliseconds; default 2 s, MLPerf Inference's server-scenario
+    TTFT bound for Llama-2-70B (the simulator's default too)."""
+    slo_e2e_ms: float = 60000.0
+    """End-to-end SLO (ms).
+
+    Milliseconds; default 60 s, the common gateway timeout past which a client sees a failure."""
+    cold_start_s: float = 60.0
+    """Seconds from a replica's request to serving (scheduling, image pull, weights): with the cycle, the comeback horizon the policy's memories are counted in; raised to the slowest it sees.
+
+    Seconds, within 0-86400; default 60 s, the simulator's default too (``ebb simulate
+    --cold-start-s``), so a live run and its replay count the same horizon."""
+    react_ms: int | None = None
+    """Fast-path period (ms) between cycles: a scale-up within it when the need outgrows the fleet (default 100 with --source agents, 0 = off with --source prometheus, whose samples are scrape-spaced).
+
+    Milliseconds, at least 0 and below the cycle (``loop.interval_s``)."""
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.cold_start_s) and 0 <= self.cold_start_s <= MAX_COLD_START_S):
+            raise ConfigError(f"--cold-start-s must be within 0–86400 s, got {self.cold_start_s!r} (fix: the "
+                              "seconds a new replica takes to serve, e.g. --cold-start-s 60)")
+
+
+@dataclass(frozen=True)
+class LedgerSettings(EtcdAuthSettings):
+    """Where decisions are recorded, and leader election among controllers (on an etcd ledger)."""
+
+    SECTION: ClassVar[str] = "ledger"
+
+    ledger: str = "ebb-ledger.sqlite"
+    """Ledger: a SQLite path, sqlite:///PATH or etcd://HOST:PORT/PREFIX.
+
+    Every decision is written here before it is applied (write-ahead), and a restarted controller
+    resumes from it. Default ``ebb-ledger.sqlite`` in the working directory (one controller per
+    file); etcd for replicated controllers."""
+    elect: bool = False
+    """Leader election on the etcd ledger's server (HA controllers).
+
+    Default false (one controller). With it, only the leader acts; its fencing token is checked
+    by the ledger's own transactions. Needs an etcd ledger."""
+    candidate_id: str | None = None
+    """This controller's id in the election.
+
+    Unset: ``$EBB_INSTANCE``, else ``<hostname>-<pid>`` (a pod's name is its hostname)."""
+
+
+@dataclass(frozen=True)
+class SecuritySettings:
+    """Credentials and TLS files for the agents and Prometheus, and where /metrics listens."""
+
+    SECTION: ClassVar[str] = "security"
+
+    agent_token_file: Path | None = None
+    """File holding the agents' bearer token (a mounted Secret; default: $EBB_AGENT_TOKEN).
+
+    One token, no spaces; unset: ``$EBB_AGENT_TOKEN``, else no token (agents without auth). A file
+    rather than a value: neither ``ps`` nor this file ever shows the token."""
+    agent_ca: Path | None = None
+    """CA bundle that signs the agents' TLS certificates.
+
+    A PEM file; unset: the system's trust store (for ``https://`` agents)."""
+    agent_cert: Path | None = None
+    """Client certificate for agents that require mTLS.
+
+    A PEM file, with ``agent_key``; unset by default."""
+    agent_key: Path | None = None
+    """Key of --agent-cert.
+
+    A PEM file, with ``agent_cert``; unset by default."""
+    prometheus_token_file: Path | None = None
+    """File holding Prometheus' bearer token, re-read when it changes (default: $EBB_PROMETHEUS_TOKEN).
+
+    Re-read when it changes, so a rotated Kubernetes service-account token keeps working. Unset:
+    ``$EBB_PROMETHEUS_TOKEN``, else no token. Needs ``source.prometheus_url``."""
+    prometheus_ca: Path | None = None
+    """CA bundle that signs Prometheus' TLS certificate.
+
+    A PEM file; unset: the system's trust store. Needs ``source.prometheus_url``."""
+    prometheus_cert: Path | None = None
+    """Client certificate for a Prometheus with mTLS.
+
+    A PEM file, with ``prometheus_key``; unset by default."""
+    prometheus_key: Path | None = None
+    """Key of --prometheus-cert.
+
+    A PEM file, with ``prometheus_cert``; unset by default."""
+    metrics_bind: str = "127.0.0.1"
+    """Address /metrics listens on: 127.0.0.1 here, 0.0.0.0 in a pod (probes and scrapes use the pod IP).
+
+    Default loopback: on a workstation nothing outside it reads Ebb's metrics."""
+
+
+RUN_GROUPS = (LoopSettings, SourceSettings, ActuatorSettings, PolicySettings, LedgerSettings, SecuritySettings)
+"""``ebb run``'s sections, in the order they are built and checked (and listed in ``-h``)."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Everything ``ebb run`` is told, one group per section; built once, by :func:`run_settings`."""
+
+    loop: LoopSettings
+    source: SourceSettings
+    actuator: ActuatorSettings
+    policy: PolicySettings
+    ledger: LedgerSettings
+    security: SecuritySettings
+
+    def __post_init__(self) -> None:
+        react_s = self.react_s
+        if not 0 <= react_s < self.loop.interval_s:
+            ms = self.policy.react_ms
+            got = f"{ms!r}" if ms is not None else f"the agents' default {react_s * 1000:g} ms"
+            raise ConfigError(f"--react-ms must be within 0 and the cycle ({self.loop.interval_s * 1000:g} ms), "
+                              f"got {got} (fix: a longer --interval-s, or --react-ms 0 to turn the fast path off)")
+
+    @property
+    def react_s(self) -> float:
+        """The fast path's period (s): ``--react-ms``, else 0.1 with agents and 0 (off) with Prometheus."""
+        ms = self.policy.react_ms
+        if ms is None:
+            ms = AGENTS_REACT_MS if self.source.source == "agents" else 0
+        return ms / 1000.0
+
+    @property
+    def groups(self) -> tuple[Any, ...]:
+        """The groups in :data:`RUN_GROUPS` order (what ``--print-config`` prints)."""
+        return (self.loop, self.source, self.actuator, self.policy, self.ledger, self.security)
+
+
+def run_settings(given: Mapping[str, Any], file: SettingsFile | None = None) -> RunSettings:
+    """``ebb run``'s settings: the ``given`` flags over ``file``'s values over the defaults, checked."""
+    return RunSettings(**merge_settings(RUN_GROUPS, given, file))
