@@ -1,4 +1,4 @@
-"""Offline analysis of collected samples (design note §2.1; ``ebb analyze``). Pure numpy, no I/O.
+"""Offline analysis of collected samples (design note §2.1; ``ebb analyze``). Pure numpy.
 
 :func:`analyze` turns a :class:`~ebb.model.samples.SampleBatch` into an :class:`AnalysisReport`:
 
@@ -9,6 +9,12 @@
   stacked, with ``|r| > 0.7`` flagged as coupled load (:mod:`ebb.analysis.correlation`).
 
 Rendering lives in :mod:`ebb.analysis.report_html` (a string) and in the CLI (terminal).
+
+Also offline, over files the commands are given (the only modules here that read a file): the
+Pareto frontier of measured configurations (:mod:`ebb.analysis.measurements` reads the CSV,
+:mod:`ebb.analysis.pareto` computes; ``ebb pareto``), bursts and triggers in a recorded CSV
+(:mod:`ebb.analysis.csv_series` reads it, :mod:`ebb.analysis.bursts` replays it through the L1
+window; ``ebb bursts``) and the samples ``ebb analyze`` reads (:mod:`ebb.analysis.inputs`).
 """
 
 from __future__ import annotations

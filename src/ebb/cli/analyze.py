@@ -5,7 +5,8 @@ function as ``ebb simulate --format csv``; wide without time given ``--step-s``;
 ``ts_ns,series,value`` files ``python -m ebb.sources.nvml`` writes) and DeepSpeed comms logs
 (``*.log``). With several files each one becomes a node: its series are named ``<file stem>/...``
 so the heat map compares files. Malformed inputs stop the command with the file, line and fix.
-The computations are in :mod:`ebb.analysis`; this module only reads, prints and writes.
+Reading is :mod:`ebb.analysis.inputs`'s and the computations :mod:`ebb.analysis`'s; this module
+reads the flags, calls them, prints and writes.
 """
 
 from __future__ import annotations
@@ -20,46 +21,12 @@ from rich.console import Console
 from rich.table import Table
 
 from ebb.analysis import AnalysisReport, analyze
+from ebb.analysis.inputs import load_samples
 from ebb.analysis.report_html import render_html
 from ebb.cli.app import app
 from ebb.errors import ConfigError
-from ebb.model.samples import SampleBatch
-from ebb.sources.deepspeed_comm import parse_comm_log
-from ebb.sources.replay import CsvReplaySource
 
 _BLOCKS = " ▁▂▃▄▅▆▇█"
-
-
-def _merge(batches: list[SampleBatch]) -> SampleBatch:
-    names: list[str] = []
-    idx, val, ts = [], [], []
-    for b in batches:
-        offset = len(names)
-        names += b.series
-        idx.append(b.series_idx + offset)
-        val.append(b.value)
-        ts.append(b.ts_ns)
-    if len(set(names)) != len(names):
-        raise ConfigError("two inputs produce the same series name; give files distinct names")
-    return SampleBatch(series=tuple(names), series_idx=np.concatenate(idx), value=np.concatenate(val),
-                       ts_ns=np.concatenate(ts))
-
-
-def _load(files: list[Path], time_col: str | None, step_s: float | None,
-          columns: list[str] | None) -> SampleBatch:
-    many = len(files) > 1
-    batches = []
-    for f in files:
-        prefix = f.stem if many else None
-        if f.suffix == ".log":
-            b = parse_comm_log(f)
-            if prefix:
-                b = SampleBatch(series=tuple(f"{prefix}/{s}" for s in b.series), series_idx=b.series_idx,
-                                value=b.value, ts_ns=b.ts_ns)
-        else:
-            b = CsvReplaySource(f, time_col=time_col, step_s=step_s, columns=columns, prefix=prefix).read()
-        batches.append(b)
-    return _merge(batches)
 
 
 def _fmt(x: float) -> str:
@@ -138,7 +105,7 @@ def analyze_cmd(
     if step_s is not None and not (math.isfinite(step_s) and step_s > 0):
         raise ConfigError(f"--step-s must be a positive number of seconds, got {step_s}")
     cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
-    batch = _load(files, time_col, step_s, cols)
+    batch = load_samples(files, time_col, step_s, cols)
     if len(batch) == 0:
         raise ConfigError("the inputs hold no samples")
     report = analyze(batch, bins=bins, coupled_abs_r=coupled_abs_r)

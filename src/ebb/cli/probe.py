@@ -10,7 +10,8 @@ end-to-end, queue) the observations and the P99 — over the interval with two s
 engine started with one — as the **upper bound** of the bucket holding it (never understated;
 "> X ms" when it lies in the +Inf bucket); then which metric each value came from, what is
 missing (with the profile's hint) and what the parser dropped. ``--json`` prints the same as one
-JSON object (numbers or null; no NaN or Infinity).
+JSON object (numbers or null; no NaN or Infinity). What is derived from the scrapes is
+:func:`ebb.agent.probe.probe_report`'s; this module fetches or reads them, calls it and prints.
 
 Errors are one line and exit 2 (no traceback): a URL answering 404 or 501 (llama-server without
 ``--metrics`` answers 501 "This server does not support metrics endpoint") names the fix — for
@@ -27,21 +28,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import typer
 
-from ebb.agent.engine_poll import engine_name, slot_share
+from ebb.agent.engine_poll import engine_name
+from ebb.agent.probe import PROBE_SIGNALS, probe_report
 from ebb.cli.app import app
 from ebb.cli.output_option import OutputOpt, wants_json
 from ebb.errors import ConfigError, InputError
 from ebb.sources.engines.profiles import EngineProfile, engine_profile
-from ebb.sources.engines.reading import (CumulativeHistogram, EngineReading, LatencyDelta, interval,
-                                         read_engine_text)
+from ebb.sources.engines.reading import EngineReading, read_engine_text
 from ebb.sources.http_get import HttpLimits, get
 
-__all__ = ["probe_command", "probe_report"]
+__all__ = ["probe_command"]
 
-_SIGNALS = ("ttft", "itl", "e2e", "queue")
 _TITLES = {"ttft": "time to first token", "itl": "inter-token latency", "e2e": "end-to-end latency",
            "queue": "queue time"}
 _LIMITS = HttpLimits(deadline_s=5.0)
@@ -69,56 +68,6 @@ def _read_file(path: str) -> bytes:
     except OSError as exc:
         raise InputError(f"cannot read the scrape file: {exc.strerror or exc}", path=path,
                          fix="give a saved /metrics page or an http(s) URL") from exc
-
-
-def _since_start(h: CumulativeHistogram) -> LatencyDelta:
-    cum = np.asarray(h.cumulative, dtype=np.float64)
-    counts = np.diff(cum, prepend=0.0)
-    return LatencyDelta(upper_ms=np.asarray(h.upper_s, dtype=np.float64) * 1000.0, counts=counts,
-                        count=float(cum[-1]) if cum.size else 0.0)
-
-
-def _num(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else x
-
-
-def _latency(delta: LatencyDelta, metric: str | None, window: str) -> dict[str, Any]:
-    p99 = delta.quantile_ms(0.99) if delta.count > 0 else math.nan
-    finite = [float(u) for u in delta.upper_ms.tolist() if math.isfinite(float(u))]
-    return {"count": float(delta.count), "p99_ms": _num(p99),
-            "p99_above_ms": max(finite) if math.isinf(p99) and finite else None,
-            "window": window, "metric": metric}
-
-
-def probe_report(profile: EngineProfile, cur: EngineReading, prev: EngineReading | None, interval_s: float,
-                 *, source: str, pod: str, max_concurrency: int | None = None) -> dict[str, Any]:
-    """The probe's findings as a JSON-ready dict (see the module docstring for the fields)."""
-    mc_metric = cur.max_concurrency
-    mc = mc_metric or max_concurrency
-    out: dict[str, Any] = {
-        "pod": pod, "engine": profile.name, "title": profile.title, "source": source,
-        "scrapes": 1 if prev is None else 2, "interval_s": None if prev is None else interval_s,
-        "running": cur.running, "waiting": cur.waiting, "max_concurrency": mc,
-        "max_concurrency_from": "metric" if mc_metric else ("--max-concurrency" if mc else None),
-        "kv_usage_ratio": _num(cur.kv_usage_ratio),
-        "slot_ratio": slot_share(cur.running, mc, cur.kv_usage_ratio), "busy_ratio": None,
-        "latency": {}, "read_from": dict(cur.read_from), "missing": list(cur.missing),
-        "hint": profile.enable_hint, "notes": profile.notes, "dropped": list(cur.dropped), "resets": [],
-        "no_histogram": [s for s in _SIGNALS if getattr(profile, s) is None],
-    }
-    if prev is not None:
-        iv = interval(prev, cur, interval_s)
-        out["busy_ratio"] = _num(iv.busy_ratio)
-        out["resets"] = list(iv.resets)
-        out["dropped"] = list(dict.fromkeys(list(prev.dropped) + list(cur.dropped)))
-        for s in _SIGNALS:
-            if s in iv.latency:
-                out["latency"][s] = _latency(iv.latency[s], cur.read_from.get(s), "interval")
-    else:
-        for s in _SIGNALS:
-            if s in cur.histograms:
-                out["latency"][s] = _latency(_since_start(cur.histograms[s]), cur.read_from.get(s), "since start")
-    return out
 
 
 def _fmt(x: float | None, pct: bool = False) -> str:
@@ -150,7 +99,7 @@ def _text(r: dict[str, Any]) -> str:
     busy = r["busy_ratio"]
     row("busy share", ("needs two scrapes" if r["scrapes"] == 1 else "unknown (no busy counter, or reset)")
         if busy is None else _fmt(busy, pct=True), "busy_seconds")
-    for s in _SIGNALS:
+    for s in PROBE_SIGNALS:
         lat = r["latency"].get(s)
         if lat is None:
             row(s, "missing" if s in r["missing"] else "-", s, "" if s in r["missing"] or s not in r["no_histogram"]

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ebb.cli.bursts import read_columns
 from ebb.cli.main import app
 from ebb.errors import ConfigError, InputError
 
@@ -38,21 +37,6 @@ def test_the_default_output_is_a_table(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["bursts", "--input", str(_spiky(tmp_path)), "--threshold", "95",
                                    "--min-duration-ms", "200"])
     assert res.exit_code == 0 and "1 burst(s)" in res.output and "detect_delay_ms" in res.output
-
-
-@pytest.mark.parametrize(
-    ("rows", "header", "match"),
-    [
-        (["0,1"], "t,util", r"u\.csv:1: no column 'util_gpu'"),
-        (["0,1", "0.1,abc"], "t,util_gpu", r"u\.csv:3: column 'util_gpu' is not numeric"),
-        (["0,1", "0.1,nan"], "t,util_gpu", r"u\.csv:3: column 'util_gpu' is not finite"),
-    ],
-)
-def test_bad_input_is_an_input_error_naming_file_and_line(
-    tmp_path: Path, rows: list[str], header: str, match: str
-) -> None:
-    with pytest.raises(InputError, match=match):
-        read_columns(_csv(tmp_path, rows, header), "t", "util_gpu")
 
 
 def test_bad_input_exits_with_the_error_not_a_traceback(tmp_path: Path) -> None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import io
 import re
 import time
+from types import SimpleNamespace
 
+import pytest
 from rich.console import Console
 
+import ebb.cli.progress as progress_module
 from ebb.cli.progress import ORACLE_RUNS, StepProgress, estimate_run
 
 
@@ -45,10 +48,15 @@ def test_off_a_terminal_each_step_and_a_heartbeat_are_plain_lines_with_percent_a
     assert lines[-1].startswith("ebb simulate: step 3/3 (67 % done)")
 
 
-def test_time_left_comes_from_the_steps_done_once_one_is_done_else_from_the_estimate() -> None:
+def test_time_left_comes_from_the_steps_done_once_one_is_done_else_from_the_estimate(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [1000.0]  # a fake monotonic clock: the test says how long each step took
+    monkeypatch.setattr(progress_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
     console = Console(file=io.StringIO(), force_terminal=False)
     progress = StepProgress(console, 4, 100.0, enabled=False)
-    assert 99.0 < progress.left_s() <= 100.0
+    now[0] += 0.5
+    assert progress.left_s() == 99.5  # nothing done yet: the estimate less the time spent
     progress("oracle: searching")
-    progress("simulating hpa")  # one step done
-    assert progress.left_s() < 10.0  # three more steps as quick as the first, not the 100 s estimate
+    now[0] += 2.0
+    progress("simulating hpa")  # one step done, 2.5 s after the start
+    assert progress.left_s() == 7.5  # three more steps as quick as the first, not the 100 s estimate

@@ -1,10 +1,10 @@
-"""Real-world sets: every file lints without a crash, fast, and precision and recall against the reviewers'
-labels are each at least 95 % (printed with ``pytest -s`` and in every assertion message)."""
+"""Real-world sets: every file lints without a crash, and precision and recall against the reviewers'
+labels are each at least 95 % (printed with ``pytest -s`` and in every assertion message). How long a
+set takes is ``bench/limits.py``'s (``lint-corpus``, ``lint-heldout``: under 10 s each)."""
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -23,13 +23,10 @@ needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"lint corpus not 
 
 
 def _precision_and_recall_hold(root: Path, labels: Path) -> None:
-    start = time.perf_counter()
     result = lint_paths([root], ALL_RULES)
-    elapsed = time.perf_counter() - start
     score = score_against(result, load_labels(labels), [root])
     table = format_score(score)
-    print(f"\n{root.name}: {result.files} files, {elapsed:.2f} s\n{table}")
-    assert elapsed < 10.0
+    print(f"\n{root.name}: {result.files} files\n{table}")
     assert score.total.precision is not None and score.total.precision >= FLOOR, table
     assert score.total.recall is not None and score.total.recall >= FLOOR, table
 

@@ -3,7 +3,8 @@ NUL bytes and a bad ``.ebb-lint.yaml`` each end in one parse-error (or config-er
 never a hang, a ``RecursionError``/``MemoryError`` traceback, or a warning printed about the file.
 
 The hostile files are built here; the red-team reproductions in ``../shared/redteam`` are replayed
-too when that folder is present.
+too when that folder is present. How long each one takes is ``bench/limits.py``'s (``lint-*``); here
+the bound is on the work done (nodes composed) and on the outcome.
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from ebb.cli.main import app
+from ebb.config.yamlio import BoundedSafeLoader
 from ebb.errors import ConfigError
 from ebb.lint import ALL_RULES, LintResult, lint_paths, load_disabled
 from ebb.lint.core import Workspace, read_file
@@ -38,10 +39,7 @@ def _lint(tmp_path: Path, name: str, content: str | bytes) -> LintResult:
         path.write_bytes(content)
     else:
         path.write_text(content, encoding="utf-8")
-    start = time.perf_counter()
-    result = lint_paths([path], ALL_RULES)
-    assert time.perf_counter() - start < 5.0, f"{name} took {time.perf_counter() - start:.1f} s"
-    return result
+    return lint_paths([path], ALL_RULES)
 
 
 def _one_parse_error(result: LintResult, *needles: str) -> str:
@@ -53,11 +51,19 @@ def _one_parse_error(result: LintResult, *needles: str) -> str:
     return message
 
 
-def test_a_billion_laughs_manifest_is_one_parse_error_in_well_under_a_second(tmp_path: Path) -> None:
+def test_a_billion_laughs_manifest_is_one_parse_error_after_composing_fewer_than_100_nodes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """laughs9.yaml: before, ebb lint ran > 60 s and > 1.3 GB expanding 10**9 aliases."""
-    start = time.perf_counter()
+    composed = [0]
+    original = BoundedSafeLoader.compose_node
+
+    def counted(self: BoundedSafeLoader, *args: object) -> object:
+        composed[0] += 1
+        return original(self, *args)
+
+    monkeypatch.setattr(BoundedSafeLoader, "compose_node", counted)
     result = _lint(tmp_path, "laughs.yaml", laughs(9))
-    assert time.perf_counter() - start < 1.0
+    assert 0 < composed[0] < 100
     _one_parse_error(result, "YAML refused", "1,000,000 nodes", "fix:")
     assert result.errors[0].line == 8
 
@@ -151,10 +157,8 @@ def test_the_cli_on_hostile_files_exits_two_with_one_line_per_file_and_no_traceb
     files = {"laughs.yaml": laughs(9), "deep.json": "[" * 100_000, "deep.py": "x = " + "-" * 100_000 + "1\n"}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    start = time.perf_counter()
     res = subprocess.run([sys.executable, "-c", RUN, "lint", *(str(tmp_path / n) for n in files)],
                          capture_output=True, text=True, timeout=60, env=os.environ | {"COLUMNS": "80"})
-    assert time.perf_counter() - start < 30.0
     assert res.returncode == 2 and res.stderr == "", res.stderr
     lines = res.stdout.strip().splitlines()
     assert len(lines) == 4 and lines[-1] == "3 file(s), 0 finding(s), 3 parse error(s)"
@@ -173,9 +177,7 @@ def test_the_red_team_lint_reproductions_give_a_result_or_one_parse_error(name: 
     path = REDTEAM / name
     if not path.is_file():
         pytest.skip(f"{path} is absent (the shared red-team folder is not beside the repository)")
-    start = time.perf_counter()
     result = lint_paths([path], ALL_RULES)
-    assert time.perf_counter() - start < 5.0
     assert result.files == 1 and len(result.errors) <= 1
     assert all("\n" not in e.message for e in result.errors)
 

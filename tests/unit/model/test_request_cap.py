@@ -1,14 +1,13 @@
 """The request-fidelity size cap (issue 12, L4): expanding counts or scaling the load past
 MAX_REQUESTS is refused with one InputError naming the file, the request count and the fix —
 computed from the counts before anything is allocated (``counts_1e9.txt`` used to ask numpy for
-447 GiB)."""
+447 GiB). How long a refusal takes is ``bench/limits.py``'s (``cap-*``); here the bound is on memory."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -65,10 +64,15 @@ def test_the_cap_is_inclusive(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_scaling_a_request_log_past_the_cap_is_refused_before_allocating() -> None:
-    start = time.perf_counter()
-    with pytest.raises(InputError) as exc:
-        scale_requests(small_trace(100), 1e9, seed=0)
-    assert time.perf_counter() - start < 1.0
+    trace = small_trace(100)
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError) as exc:
+            scale_requests(trace, 1e9, seed=0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20  # nothing the size of the result (10**11 requests) was allocated
     assert str(exc.value).startswith("log.csv: scaling the load x1e+09 gives 100,000,000,000 requests")
 
 
@@ -82,13 +86,11 @@ def test_scaling_counts_past_the_bin_bound_is_refused_instead_of_overflowing() -
 def test_simulate_refuses_a_huge_counts_file_at_request_fidelity_with_one_line(tmp_path: Path) -> None:
     path = tmp_path / "counts_1e9.txt"
     path.write_text("# bin_s=1\n" + "1000000000\n" * 60)
-    start = time.perf_counter()
     # At load x1 (--peak-replicas off): the calibration would first scale 1e9 requests/s down to a
     # 20-replica load, which then runs; the cap is about expanding the file as it is.
     res = subprocess.run([sys.executable, "-c", RUN, "simulate", "--trace", str(path), "--format", "counts",
                           "--fidelity", "request", "--quiet", "--ledger", "", "--peak-replicas", "off"],
                          capture_output=True, text=True, timeout=120, env=os.environ | {"COLUMNS": "1000"})
-    assert time.perf_counter() - start < 60.0
     assert res.returncode == 2 and res.stdout == "", res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}: ") and "60,000,000,000 requests" in lines[0]

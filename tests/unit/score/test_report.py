@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
@@ -153,7 +152,8 @@ def test_report_with_no_runs_is_still_a_document() -> None:
     assert "No policy runs" in doc
 
 
-def test_long_timeline_is_downsampled_small_fast_and_keeps_the_peak_p99() -> None:
+def test_long_timeline_is_downsampled_small_and_keeps_the_peak_p99() -> None:
+    """How long the render takes is ``bench/limits.py``'s (``report-2m-bins``: under 5 s)."""
     n = 2_000_000
     big = _timeline(n, 7, nan_every=1000)
     spike = 987_654.5
@@ -161,11 +161,8 @@ def test_long_timeline_is_downsampled_small_fast_and_keeps_the_peak_p99() -> Non
     other = _timeline(n, 8, nan_every=999)
     runs = [PolicyRun(_card("hpa:target=0.5", gpu_hours=3.0, pct=0.0), big),
             PolicyRun(_card("ebb:safe", gpu_hours=2.0, pct=0.0), other)]
-    start = time.perf_counter()
     doc = _render(runs)
-    elapsed = time.perf_counter() - start
     assert len(doc.encode("utf-8")) < 3_000_000
-    assert elapsed < 5.0  # generous bound for slow CI; typically well under a second
     assert f"max {spike:,.1f} ms" in doc
     assert "downsampled" in doc
 

@@ -210,7 +210,7 @@ def test_violation_pct_reads_both_scorecards() -> None:
 
 _NO_CLUSTER = (importlib.util.find_spec("ebb.sim.cluster") is None
                or importlib.util.find_spec("ebb.sim.cluster.run") is None
-               or importlib.util.find_spec("ebb.cli.cluster_inputs") is None)
+               or importlib.util.find_spec("ebb.sim.cluster.sweep_job") is None)
 
 
 @pytest.mark.skipif(_NO_CLUSTER, reason="ebb.sim.cluster.run is not importable (the cluster simulator is not "

@@ -2,13 +2,16 @@
 
 Written from the red-team reproductions H1 (truncated body, deep JSON) and M4 (150 MB answer,
 trickled answer); the peers here are tiny socket servers on loopback that misbehave on purpose
-(:mod:`ebb.testing.hostile_http`, started by the ``peer`` fixture).
+(:mod:`ebb.testing.hostile_http`, started by the ``peer`` fixture). How long a refusal or a deadline
+takes is ``bench/deadlines.py``'s; here a deadline shows in the error it raises and in the peer's
+trickle left unsent.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +22,7 @@ import pytest
 from ebb.errors import InputError, SourceUnavailable
 from ebb.sources.agents import AgentSource
 from ebb.sources.http_get import HttpLimits, TlsOptions, check_url, get
-from ebb.testing.hostile_http import HostilePeer, answer, self_signed, server_context, stream
+from ebb.testing.hostile_http import Handler, HostilePeer, answer, self_signed, server_context, stream
 
 def test_a_truncated_answer_is_a_transient_outage_not_an_incomplete_read(peer: Callable[..., HostilePeer]) -> None:
     p = peer(answer(b'{"version": 1', length=1000))
@@ -44,20 +47,42 @@ def test_an_answer_larger_than_the_cap_is_refused_without_reading_it(peer: Calla
         get(streamed.url, HttpLimits(max_bytes=1024 * 1024))
 
 
+def counted_trickle(head: bytes, chunk: bytes, times: int, sent: list[int], done: threading.Event) -> Handler:
+    """:func:`stream` with ``pause_s=0.1`` that counts the chunks sent, and sets ``done`` when it stops:
+    at the end, or when the client has hung up (the next send fails)."""
+    def handle(conn: socket.socket, req: bytes) -> None:
+        try:
+            conn.sendall(head)
+            for _ in range(times):
+                conn.sendall(chunk)
+                sent.append(1)
+                time.sleep(0.1)
+        finally:
+            done.set()
+    return handle
+
+
+def _hung_up_early(sent: list[int], done: threading.Event, times: int) -> bool:
+    assert done.wait(30), "the peer never stopped sending"  # guards a hang only
+    return len(sent) < times
+
+
 def test_a_trickled_answer_ends_at_the_total_deadline(peer: Callable[..., HostilePeer]) -> None:
-    p = peer(stream(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n", b" ", times=30, pause_s=0.1))
-    t0 = time.monotonic()
+    sent: list[int] = []
+    done = threading.Event()
+    p = peer(counted_trickle(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n", b" ", 30, sent, done))
     with pytest.raises(SourceUnavailable, match="within 0.5 s"):
         get(p.url, HttpLimits(deadline_s=0.5))
-    assert time.monotonic() - t0 < 1.5
+    assert _hung_up_early(sent, done, 30)  # 3 s of trickle: the client stopped reading at its deadline
 
 
 def test_trickled_headers_also_end_at_the_deadline(peer: Callable[..., HostilePeer]) -> None:
-    p = peer(stream(b"HTTP/1.1 200 OK\r\n", b"X-A: b\r\n", times=30, pause_s=0.1))
-    t0 = time.monotonic()
-    with pytest.raises(SourceUnavailable):
+    sent: list[int] = []
+    done = threading.Event()
+    p = peer(counted_trickle(b"HTTP/1.1 200 OK\r\n", b"X-A: b\r\n", 30, sent, done))
+    with pytest.raises(SourceUnavailable, match="within 0.5 s"):
         get(p.url, HttpLimits(deadline_s=0.5))
-    assert time.monotonic() - t0 < 1.5
+    assert _hung_up_early(sent, done, 30)
 
 
 def test_the_bearer_token_is_sent_and_a_refusal_names_the_flag(peer: Callable[..., HostilePeer]) -> None:

@@ -4,7 +4,7 @@ TraceFormatError naming the file and the line — never a RecursionError or Over
 ``ebb simulate`` then exits 2 with one line.
 
 The hostile files are built here; the red-team reproductions in ``../shared/redteam`` are replayed
-too when that folder is present.
+too when that folder is present. How long each refusal takes is ``bench/limits.py``'s (``trace-*``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -35,10 +34,8 @@ def mooncake_line(timestamp: object = 0, tokens_in: object = 10, tokens_out: obj
 
 
 def _load_error(path: Path, fmt: str) -> TraceFormatError:
-    start = time.perf_counter()
     with pytest.raises(TraceFormatError) as exc:
         load_trace(path, fmt)
-    assert time.perf_counter() - start < 2.0
     text = str(exc.value)
     assert "\n" not in text and text.startswith(f"{path}:") and "(fix: " in text and len(text) < 400
     return exc.value

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import logging
-import time
 from pathlib import Path
 
 import numpy as np
@@ -366,12 +365,10 @@ def test_bundled_slices_match_the_start_of_the_real_files(kind: str) -> None:
 
 
 @pytest.mark.slow
-def test_a_five_million_line_counts_file_loads_in_under_five_seconds(tmp_path: Path) -> None:
+def test_a_five_million_line_counts_file_loads_every_value(tmp_path: Path) -> None:
+    """How long it takes is ``bench/limits.py``'s (``trace-5m-line-counts``: under 5 s)."""
     values = np.random.default_rng(0).poisson(40, 5_000_000)
     path = tmp_path / "big.txt"
     path.write_text("# bin_s=1\n" + "\n".join(map(str, values.tolist())) + "\n")
-    began = time.perf_counter()
     series = count_series(load_trace(path))
-    elapsed = time.perf_counter() - began
-    assert np.array_equal(series.counts, values)
-    assert elapsed < 5.0, f"took {elapsed:.2f} s"
+    assert np.array_equal(series.counts, values) and series.bin_s == 1.0
