@@ -142,8 +142,6 @@ class EnginePoller:
         self._prev: dict[str, tuple[EngineReading, float]] = {}
         self.dropped = 0
         """Samples the parser or the validation dropped, all endpoints together (each with a reason)."""
-        self.last_dropped: tuple[str, ...] = ()
-        """The reasons of the latest scrape that dropped anything."""
         self.resets = 0
         """Intervals with a counter going backwards (a restarted engine)."""
         self._log = LogLimiter()
@@ -170,7 +168,6 @@ class EnginePoller:
         reading = read_engine_text(raw, self.profile, source=url)
         if reading.dropped:
             self.dropped += len(reading.dropped)
-            self.last_dropped = reading.dropped
             if (held := self._log.allow("dropped")) is not None:
                 log.warning("%s: %d sample(s) dropped, e.g. %s%s", url, len(reading.dropped),
                             reading.dropped[0][:200], held_note(held))

@@ -138,7 +138,6 @@ class Agent:
                               "(fix: write the token alone, on one line, into the --token-file)")
         self.name = name or f"agent-{socket.gethostname()}"
         self.bucket_ms = bucket_ms
-        self._static = static
         self._from = source
         self._src = f"{source}/workers" if source else None
         self._fixed = fixed

@@ -152,12 +152,6 @@ class Scenario:
     """Generator entries (expanded into services by the simulator, which knows the data)."""
     classes: tuple[WorkloadClass, ...] = field(default_factory=lambda: tuple(default_workload_classes()))
 
-    def class_of(self, service: ServiceSpec) -> WorkloadClass:
-        """The workload class a service names."""
-        for c in self.classes:
-            if c.name == service.class_name:
-                return c
-        raise ConfigError(f"{self.source}: service {service.name!r} names unknown class {service.class_name!r}")
 
 
 _TOP = {"name", "duration_s", "seed", "data_root", "zones", "cluster", "quotas", "services", "generate",

@@ -1,4 +1,5 @@
-"""Decisions over windowed signals: burst detection (L1) and multi-signal trigger evaluation.
+"""Pure decisions: L1 signals (bursts, triggers, the need, the latency window), L2 workload semantics, the
+comeback bound, L3 plans, the Ebb policy on its explicit state, and the fleet step both loops share.
 
 Everything here is pure: arrays and frozen dataclasses in, records out; no I/O, no clocks.
 """

@@ -108,11 +108,6 @@ class NeedTracker:
         self._cost = float("nan")
 
     @property
-    def slack_ms(self) -> float:
-        """The slack in milliseconds."""
-        return self.slack_s * 1000.0
-
-    @property
     def last_t(self) -> float:
         """The newest sample's time (s); -inf before the first. Samples not newer are dropped."""
         return self._last_t

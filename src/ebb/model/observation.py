@@ -184,11 +184,6 @@ class ServingCounters:
         """Mean output length (tokens); NaN without requests."""
         return self.generation_tokens_total / self.requests_total if self.requests_total > 0 else float("nan")
 
-    @property
-    def mean_queue_time_s(self) -> float:
-        """Mean queue time (s); NaN without requests."""
-        return self.queue_time_sum_s / self.requests_total if self.requests_total > 0 else float("nan")
-
 
 @dataclass(frozen=True)
 class ScaleRequest:

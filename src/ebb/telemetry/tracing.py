@@ -118,11 +118,6 @@ class LayerSpan:
         self._error_recorded = False
 
     @property
-    def high_cardinality_sampled(self) -> bool:
-        """Whether this cycle attaches high-cardinality attributes (skip computing them if not)."""
-        return self._sampled
-
-    @property
     def trace_id(self) -> str | None:
         ids = _ids(self.span)
         return None if ids is None else ids[0]

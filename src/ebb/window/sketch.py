@@ -109,7 +109,8 @@ class ColumnarSketch:
             np.subtract.at(self.blocks.reshape(-1), flat >> _BLOCK_SHIFT, 1)
 
     # -- combine -------------------------------------------------------------------------------
-    def _check_compatible(self, other: ColumnarSketch) -> None:
+    def check_compatible(self, other: ColumnarSketch) -> None:
+        """ValueError unless ``other`` has the same mapping and series count (what a merge needs)."""
         if other.mapping != self.mapping or other.n_series != self.n_series:
             raise ValueError(
                 "can only merge sketches with the same mapping and series count: "
@@ -118,7 +119,7 @@ class ColumnarSketch:
 
     def merge(self, other: ColumnarSketch) -> None:
         """In place: self becomes the sketch of self ∪ other (exact counts)."""
-        self._check_compatible(other)
+        self.check_compatible(other)
         self.counts += other.counts
         self.blocks += other.blocks
         self.clamped += other.clamped

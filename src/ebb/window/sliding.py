@@ -208,7 +208,7 @@ class SlidingWindow:
                 f"window shapes differ: {self.buckets}×{self.bucket_ns} ns vs "
                 f"{other.buckets}×{other.bucket_ns} ns"
             )
-        self.total._check_compatible(other.total)
+        self.total.check_compatible(other.total)
         self.dropped_late += other.dropped_late
         self.total.clamped += other.total.clamped
         if other.head is None:

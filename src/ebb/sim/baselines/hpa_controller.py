@@ -94,10 +94,6 @@ class MetricSpec:
         """External metric divided by ``status.replicas``, e.g. QPS per replica."""
         return cls("External", "AverageValue", target_milli)
 
-    @classmethod
-    def object_value(cls, target_milli: int) -> MetricSpec:
-        return cls("Object", "Value", target_milli)
-
 
 @dataclass(frozen=True)
 class HpaConfig:

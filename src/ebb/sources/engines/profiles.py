@@ -168,13 +168,6 @@ class EngineProfile:
         assert isinstance(value, tuple)
         return value
 
-    def metric_names(self) -> tuple[str, ...]:
-        """Every bare metric name the profile reads (histograms as their families), for citation checks."""
-        out: list[str] = []
-        for s in SIGNALS:
-            out += [parse_selector(n).name for n in self.names_of(s)]
-        return tuple(dict.fromkeys(out))
-
 
 _DATA = "../shared/data/engine-metrics"
 
