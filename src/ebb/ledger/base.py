@@ -73,7 +73,7 @@ from ebb.errors import InputError, LedgerConflict, NotLeader
 from ebb.model.decisions import CycleRecord, DecisionRecord
 from ebb.model.ids import CycleId, DecisionId, RunId
 
-__all__ = ["Fence", "Ledger", "MalformedRow", "RowSkips", "check_fence_token", "check_same_cycle", "cycle_order",
+__all__ = ["Fence", "Ledger", "fence_token", "MalformedRow", "RowSkips", "check_fence_token", "check_same_cycle", "cycle_order",
            "decision_order", "decision_taken", "keep_last", "not_leader"]
 
 log = logging.getLogger("ebb.ledger")
@@ -108,6 +108,11 @@ class RowSkips:
 
     def result(self) -> tuple[MalformedRow, ...]:
         return tuple(self.rows)
+
+
+def fence_token(fence: object) -> int:
+    """The fencing token a record written under ``fence`` carries: its ``token``; 0 unfenced (None)."""
+    return int(getattr(fence, "token", 0) or 0)
 
 
 @dataclass(frozen=True)

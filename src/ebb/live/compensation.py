@@ -51,7 +51,7 @@ from typing import Any, Final
 from ebb.actuate.base import ActuationResult, Actuator
 from ebb.errors import EbbError, NotLeader, PermanentError, TransientError
 from ebb.gates.rollback import COMPENSATES, CompensationStep, EventGraph, plan_compensation, restored, scale_events
-from ebb.ledger.base import Ledger
+from ebb.ledger.base import Ledger, fence_token
 from ebb.ledger.review import (DEFAULT_BUDGET_S, CompensationDeferred, CompensationLog, CompensationResult,
                                compensate)
 from ebb.model.decisions import JSON, CycleRecord, DecisionRecord
@@ -310,9 +310,9 @@ class Compensator:
                spans: Spans) -> None:
         decs = tuple(replace(d, cycle_id=cid) for d in decisions)
         cycle = CycleRecord(cycle_id=cid, run_id=RunId(self.run_id), ts_ns=int(self.clock() * 1e9), policy="rollback",
-                            decisions=decs, snapshot=snap, fencing_token=_token(fence))
+                            decisions=decs, snapshot=snap, fencing_token=fence_token(fence))
         with spans.layer("ebb.ledger", **{"ebb.rollback.cycle": cid}):
-            _append(self.ledger, cycle, fence)
+            self.ledger.append_cycle(cycle, fence)
 
     def _close(self, req: CompensationRequest, result: CompensationResult | None,
                applied: tuple[tuple[str, ActuationResult], ...], note: str) -> CompensationReport:
@@ -326,9 +326,9 @@ class Compensator:
                                 "replicas_after": r.replicas_after} for t, r in applied])
         try:
             fence = self.fence()
-            _append(self.ledger, CycleRecord(cycle_id=CycleId(f"{req.cycle_id}-done"), run_id=RunId(self.run_id),
+            self.ledger.append_cycle(CycleRecord(cycle_id=CycleId(f"{req.cycle_id}-done"), run_id=RunId(self.run_id),
                                              ts_ns=int(self.clock() * 1e9), policy="rollback", snapshot=snap,
-                                             fencing_token=_token(fence)), fence)
+                                             fencing_token=fence_token(fence)), fence)
         except (TransientError, NotLeader) as exc:  # the steps are done and logged; a resume finds them so
             log.error("rollback of %s: done record not written (%s); a restart re-checks it", req.root, exc)
         if result is None or result.completed:
@@ -381,13 +381,3 @@ class _Steps:
         self.applied.append((step.target, res))
         c.fault("after_compensation_actuation")
 
-
-def _token(fence: Any) -> int:
-    return int(getattr(fence, "token", 0) or 0)
-
-
-def _append(ledger: Ledger, cycle: CycleRecord, fence: Any) -> None:
-    if fence is None:
-        ledger.append_cycle(cycle)
-    else:
-        ledger.append_cycle(cycle, fence=fence)

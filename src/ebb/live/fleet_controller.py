@@ -79,7 +79,7 @@ from ebb.decide.fleet_rank import FleetClasses
 from ebb.decide.fleet_step import FleetProposals, FleetRules, FleetStep, decision_proposals, fleet_step
 from ebb.decide.quota import QoSClass, Quota, QuotaPod
 from ebb.errors import EbbError, NotLeader
-from ebb.ledger.base import Ledger
+from ebb.ledger.base import Ledger, fence_token
 from ebb.live.controller import Controller, CycleOutcome, Proposal
 from ebb.live.pacing import paced_loop
 from ebb.live.settings import Elector
@@ -360,11 +360,8 @@ class FleetController:
                                    "reclaim": g.reclaim, "reason": g.reason} for g in plan.grants]
             cycle = CycleRecord(cycle_id=CycleId(f"{self.settings.run_id}-c{n}"), run_id=RunId(self.settings.run_id),
                                 ts_ns=int(self._clock() * 1e9), policy="fleet-l3", snapshot=snap,
-                                fencing_token=int(getattr(fence, "token", 0) or 0))
-            if fence is None:
-                self.ledger.append_cycle(cycle)
-            else:
-                self.ledger.append_cycle(cycle, fence=fence)
+                                fencing_token=fence_token(fence))
+            self.ledger.append_cycle(cycle, fence)
         except (EbbError, ValueError) as exc:
             log.error("fleet record not written (%s); the member decisions are recorded", exc)
             self._n = None

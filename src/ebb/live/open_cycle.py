@@ -1,11 +1,12 @@
-"""A leading cycle between its two halves: its ids, its clock tick and its trace span, held open.
+"""A leading cycle between its two halves: its ids, clock tick and trace span held open, and its proposal.
 
 :meth:`Controller.propose <ebb.live.controller.Controller.propose>` opens a cycle and returns while
 it is still open (a fleet's L3 step runs in between); :meth:`Controller.commit
 <ebb.live.controller.Controller.commit>` finishes it. :class:`OpenCycle` is what keeps it open across
 the two calls without a generator: the entered context manager of the cycle's root span
 (:meth:`CycleTracer.cycle <ebb.telemetry.tracing.CycleTracer.cycle>`) on an :class:`~contextlib.ExitStack`,
-and the outcome once the cycle ended.
+and the outcome once the cycle ended. :class:`Proposal` is what ``propose`` hands the caller: the
+cycle's decision through the controller's locks, what it read, and the open cycle.
 
 Guarantees:
 
@@ -23,12 +24,15 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
+from ebb.live.compensation import CompensationRequest
+from ebb.live.sensed import Sensed
 from ebb.live.settings import CycleOutcome
 from ebb.live.timeline import Tick
+from ebb.model.decision import Decision
 from ebb.model.ids import CycleId
 from ebb.telemetry.tracing import CycleSpan, CycleTracer
 
-__all__ = ["OpenCycle"]
+__all__ = ["OpenCycle", "Proposal"]
 
 
 @dataclass(eq=False)
@@ -72,3 +76,25 @@ class OpenCycle:
             self.outcome = outcome
         self.close()
         return self.outcome
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A leading cycle's decision after the controller's own locks, before it is recorded or acted on.
+
+    Hand it back to :meth:`Controller.commit <ebb.live.controller.Controller.commit>` of the controller
+    that proposed it."""
+
+    decision: Decision
+    """The policy's decision, clamped to the replica bounds and stale-data locked (for a rollback:
+    the scale-up back to the root event's pre-state)."""
+    seen: Sensed
+    """What the cycle read: the source's signals (``seen.sig``) and the fleet (``seen.state``)."""
+    n: int
+    """The cycle's number."""
+    cycle: OpenCycle
+    """The cycle, still open (its trace span), until the commit ends it."""
+    blocked: str = ""
+    """The controller lock's veto ("" when none blocked the decision)."""
+    compensation: CompensationRequest | None = None
+    """Set when the cycle proposes a rollback (the rollback channel carries it out on commit)."""

@@ -1,8 +1,8 @@
 """The rollbacks a live controller has yet to carry out, and the root a failed gate rolls back.
 
-The controller (:mod:`ebb.live.controller`) keeps one :class:`RollbackQueue`. Its requests
-(:class:`~ebb.live.compensation.CompensationRequest`) come from three places, and each is carried
-out before the policy decides again:
+A controller's rollback channel (:mod:`ebb.live.rollback_channel`) keeps one :class:`RollbackQueue`.
+Its requests (:class:`~ebb.live.compensation.CompensationRequest`) come from three places, and each
+is carried out before the policy decides again:
 
 * **a failed gate** — :meth:`RollbackQueue.for_gate`: the root is the gated step, the last acted
   ``canary`` or ``watch`` scale-down the controller noted (:meth:`RollbackQueue.gated`); after a
