@@ -12,10 +12,7 @@ failed under CI=true).
 
 from __future__ import annotations
 
-import json
 import signal
-import subprocess
-import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -29,7 +26,7 @@ from ebb.actuate.kubernetes import DECISION_ANNOTATION  # noqa: E402
 from ebb.ledger import open_ledger  # noqa: E402
 from ebb.model.decisions import DecisionRecord  # noqa: E402
 from ebb.model.ids import DecisionId, RunId  # noqa: E402
-from ebb.testing.controller_proc import FAULT_POINTS, scale_writes  # noqa: E402
+from ebb.testing.controller_proc import FAULT_POINTS, run_harness, scale_writes  # noqa: E402
 from ebb.testing.fake_kube import FakeKubeApiServer  # noqa: E402
 
 NS, NAME, START = "serving", "llm", 3
@@ -55,11 +52,7 @@ def fake() -> Iterator[FakeKubeApiServer]:
 
 def harness(fake: FakeKubeApiServer, ledger: str, run_id: str, *extra: str) -> tuple[int, list[dict[str, Any]], str]:
     """Run the harness to its end: (exit status, its JSON lines, its stderr)."""
-    args = [sys.executable, "-m", "ebb.testing.controller_proc", "--ledger", ledger, "--kube-url", fake.url,
-            "--namespace", NS, "--deployment", NAME, "--run-id", run_id, *extra]
-    done = subprocess.run(args, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=RUN_TIMEOUT_S)
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return done.returncode, lines, done.stderr[-4000:]
+    return run_harness(fake.url, NS, NAME, ledger, run_id, *extra, timeout_s=RUN_TIMEOUT_S)
 
 
 def spec_replicas(fake: FakeKubeApiServer) -> int:

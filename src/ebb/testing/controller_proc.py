@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -56,12 +57,23 @@ from ebb.model.spans import NO_SPANS, Spans
 from ebb.testing.fakes import FakeSignalSource
 from ebb.testing.fake_kube import RequestRecord
 
-__all__ = ["FAULT_POINTS", "HarnessPolicy", "ROLLBACK_FAULT_POINTS", "fault_at", "fresh_source", "main",
+__all__ = ["FAULT_POINTS", "HarnessPolicy", "ROLLBACK_FAULT_POINTS", "fault_at", "fresh_source", "main", "run_harness",
            "scale_writes"]
 
 FAULT_POINTS = ("before_plan", "after_ledger", "after_actuation")
 ROLLBACK_FAULT_POINTS = ("after_compensation_ledger", "after_compensation_actuation")
 LOW, HIGH = 2, 5  # replicas the default plan alternates between
+
+
+def run_harness(kube_url: str, namespace: str, deployment: str, ledger: str, run_id: str, *extra: str,
+                timeout_s: float = 60.0) -> tuple[int, list[dict[str, Any]], str]:
+    """Run this harness in its own process to its end (or its crash point): (exit status, its JSON
+    lines, the last 4,000 characters of its stderr). ``extra``: more of its flags."""
+    args = [sys.executable, "-m", "ebb.testing.controller_proc", "--ledger", ledger, "--kube-url", kube_url,
+            "--namespace", namespace, "--deployment", deployment, "--run-id", run_id, *extra]
+    done = subprocess.run(args, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout_s)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return done.returncode, lines, done.stderr[-4000:]
 
 
 def emit(record: dict[str, Any]) -> None:

@@ -14,36 +14,7 @@ from typer.testing import CliRunner
 from ebb.cli.main import app
 from ebb.errors import ConfigError
 
-FLEET = """\
-budget: 3
-workloads:
-  - name: chat
-    class: order-fulfilment
-    namespace: serving
-    remove: 2
-    pdb: {max_unavailable: 1}
-    signals: {latency_p99_ms: 310, success_ratio: 0.9999, staleness_s: 0.5}
-    replicas:
-      - {id: chat-0, zone: a, load: 0.2}
-      - {id: chat-1, zone: b, load: 0.1}
-      - {id: chat-2, zone: a, load: 0.7}
-  - name: trainer
-    class: offline-training
-    namespace: batch
-    remove: 2
-    signals: {utilisation_ratio: 0.2, staleness_s: 0.5}
-    replicas:
-      - {id: tr-0, zone: a, load: 0.3}
-      - {id: tr-1, zone: b, load: 0.1, ready: false}
-      - {id: tr-2, zone: a, load: 0.5}
-      - {id: tr-3, zone: b, load: 0.2}
-  - name: recs
-    class: realtime-recommendation
-    remove: 1
-    replicas:
-      - {id: recs-0, zone: a, load: 0.1}
-      - {id: recs-1, zone: b, load: 0.1}
-"""
+FLEET = (Path(__file__).resolve().parents[2] / "data" / "plan" / "three-workloads.yaml").read_text()
 
 
 def _plan(tmp_path: Path, text: str, *extra: str) -> dict[str, object]:
