@@ -15,30 +15,7 @@ CLASSES = default_workload_classes()
 
 FLEET = (Path(__file__).resolve().parents[2] / "data" / "plan" / "three-workloads.yaml").read_text()
 
-PENDING = """\
-budget: 1
-workloads:
-  - name: chat
-    class: order-fulfilment
-    namespace: serving
-    remove: 1
-    signals: {latency_p99_ms: 100, success_ratio: 1.0, staleness_s: 0.1}
-    replicas:
-      - {id: chat-0, zone: a, load: 0.1}
-      - {id: chat-1, zone: a, load: 0.9}
-quotas:
-  - {namespace: serving, min: {nvidia.com/gpu: 1000}, max: {nvidia.com/gpu: 2000}}
-pods:
-  - {name: chat-0, namespace: serving, requests: {nvidia.com/gpu: 1000}}
-  - {name: chat-1, namespace: serving, requests: {nvidia.com/gpu: 1000}}
-pending:
-  - {name: new-b, namespace: serving, requests: {nvidia.com/gpu: 1000, cpu: 500}}
-  - {name: new-g, namespace: serving, requests: {nvidia.com/gpu: 1000, cpu: 1000, memory: 1000},
-     limits: {nvidia.com/gpu: 1000, cpu: 1000, memory: 1000}}
-  - {name: new-g2, namespace: serving, requests: {nvidia.com/gpu: 1000, cpu: 1000, memory: 1000},
-     limits: {nvidia.com/gpu: 1000, cpu: 1000, memory: 1000}}
-  - {name: other, namespace: elsewhere, requests: {nvidia.com/gpu: 8000}}
-"""
+PENDING = (Path(__file__).resolve().parents[2] / "data" / "plan" / "pending-quota.yaml").read_text()
 
 
 def _snapshot(tmp_path: Path, text: str) -> ClusterSnapshot:
