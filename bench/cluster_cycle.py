@@ -117,7 +117,7 @@ class Cycle:
         self.spec = f.ready.sum(axis=1) + f.starting.sum(axis=1)
         self.ready_n, self.start_n = f.ready.sum(axis=1), f.starting.sum(axis=1)
         self.rate = f.capacity_rps * np.maximum(self.ready_n, 1) * rng.uniform(0.2, 0.7, f.n)
-        self.l1 = FleetEbb(f.n, slo_ttft_s=f.slo_ms / 1000.0, cold_start_s=np.full(f.n, 60.0),
+        self.l1 = FleetEbb(f.n, slo_ttft_ms=f.slo_ms, cold_start_s=np.full(f.n, 60.0),
                            min_replicas=f.cols.min_replicas, max_replicas=np.full(f.n, 40, dtype=np.int64),
                            capacity_rps=f.capacity_rps, classes=f.cols)
         self.step: FleetStep | None = None

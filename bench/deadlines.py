@@ -31,7 +31,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from limits import Case, _refused, run
+from limits import Case, refused, run
 
 from ebb.errors import ConfigError, InputError, SourceUnavailable
 from ebb.sources.http_get import HttpLimits, get
@@ -51,7 +51,7 @@ def http_cases(stack: ExitStack) -> list[Case]:
     body = _peer(stack, stream(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n", b" ", times=30, pause_s=0.1))
     heads = _peer(stack, stream(b"HTTP/1.1 200 OK\r\n", b"X-A: b\r\n", times=30, pause_s=0.1))
     return [Case(f"http-trickled-{what}", 1.5,
-                 lambda p=p: _refused(lambda: get(p.url, HttpLimits(deadline_s=0.5)), SourceUnavailable, "within 0.5 s"))
+                 lambda p=p: refused(lambda: get(p.url, HttpLimits(deadline_s=0.5)), SourceUnavailable, "within 0.5 s"))
             for what, p in (("body", body), ("headers", heads))]
 
 
@@ -68,15 +68,15 @@ def prometheus_cases(stack: ExitStack) -> list[Case]:
     slow_peer = _peer(stack, slow)
 
     def huge() -> None:
-        _refused(lambda: PrometheusClient(announced.url).instant("up"), InputError, "over the")
-        _refused(lambda: PrometheusClient(streamed.url, max_bytes=1024 * 1024).instant("up"), InputError,
+        refused(lambda: PrometheusClient(announced.url).instant("up"), InputError, "over the")
+        refused(lambda: PrometheusClient(streamed.url, max_bytes=1024 * 1024).instant("up"), InputError,
                  "more than 1,048,576 bytes")
     return [
         Case("prom-huge-answers-refused", 2.0, huge),
-        Case("prom-trickled-answer", 1.0, lambda: _refused(
+        Case("prom-trickled-answer", 1.0, lambda: refused(
             lambda: PrometheusClient(trickle.url, timeout_s=0.5).range("up", 0, 10, 1), SourceUnavailable,
             "within 0.5 s")),
-        Case("prom-slow-queries-read-timeout", 1.5, lambda: _refused(
+        Case("prom-slow-queries-read-timeout", 1.5, lambda: refused(
             lambda: PrometheusSource(PrometheusClient(slow_peer.url), read_timeout_s=1.0).read(time.time() - 30),
             SourceUnavailable, "read_timeout_s")),
     ]
@@ -109,7 +109,7 @@ def etcd_cases(tmp: Path, stack: ExitStack) -> list[Case]:
         files.update({k: named.get(v, v) if v else None for k, v in changes.items()})
         led = EtcdLedger(url, prefix="bench/x", auth=EtcdAuth(**files), timeout_s=5.0)
         try:
-            _refused(led.cycles, ConfigError, why)
+            refused(led.cycles, ConfigError, why)
         finally:
             led.close()
     return [Case(f"etcd-tls-{name}", 3.0, lambda c=changes, w=why: attempt(c, w)) for name, changes, why in flags]

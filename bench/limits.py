@@ -56,6 +56,7 @@ from ebb.score.report import render_report
 from ebb.score.results import PolicyRun, Scorecard, Timeline
 from ebb.sources.traces import load_trace
 from ebb.sources.traces._common import MAX_TOKENS
+from ebb.testing.hostile_inputs import laughs, mooncake_line
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -84,7 +85,8 @@ class Case:
     """Why it is skipped (its data is not here), or None."""
 
 
-def _refused(fn: Callable[[], object], kind: type[BaseException], needle: str) -> None:
+def refused(fn: Callable[[], object], kind: type[BaseException], needle: str) -> None:
+    """Run ``fn``; AssertionError unless it raises ``kind`` whose text holds ``needle`` (a case's result check)."""
     try:
         fn()
     except kind as exc:
@@ -94,19 +96,7 @@ def _refused(fn: Callable[[], object], kind: type[BaseException], needle: str) -
     raise AssertionError(f"not refused (expected {kind.__name__} naming {needle!r})")
 
 
-# -- inputs (as the unit tests build them) -------------------------------------------------------
-
-def _laughs(levels: int, head: str = "") -> str:
-    """The billion-laughs document: ``levels`` anchors, each a list of 10 aliases to the one before."""
-    lines = ["a0: &a0 [" + ", ".join(['"lol"'] * 10) + "]"]
-    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, levels)]
-    return head + "\n".join(lines) + "\n"
-
-
-def _mooncake(timestamp: object = 0, tokens_in: object = 10, tokens_out: object = 5) -> str:
-    return (f'{{"timestamp": {timestamp}, "input_length": {tokens_in}, "output_length": {tokens_out}, '
-            '"hash_ids": [1]}\n')
-
+# -- inputs (the hostile texts are ebb.testing.hostile_inputs', shared with the unit tests) --------
 
 def _write(tmp: Path, name: str, content: str | bytes) -> Path:
     path = tmp / name
@@ -120,10 +110,10 @@ def _write(tmp: Path, name: str, content: str | bytes) -> Path:
 # -- cases ----------------------------------------------------------------------------------------
 
 def yaml_cases() -> list[Case]:
-    laughs, deep = _laughs(9), "x: " + "[" * 100_000 + "]" * 100_000 + "\n"
-    out = [Case("yaml-laughs9", 1.0, lambda: _refused(lambda: load_yaml(laughs, "l.yaml"), ConfigError, "nodes")),
+    laughs9, deep = laughs(9), "x: " + "[" * 100_000 + "]" * 100_000 + "\n"
+    out = [Case("yaml-laughs9", 1.0, lambda: refused(lambda: load_yaml(laughs9, "l.yaml"), ConfigError, "nodes")),
            Case("yaml-100k-brackets", 2.0,
-                lambda: _refused(lambda: load_yaml(deep, "d.yaml"), ConfigError, "nested deeper"))]
+                lambda: refused(lambda: load_yaml(deep, "d.yaml"), ConfigError, "nested deeper"))]
     gates = ["repro/gates_deep.yaml", "crashers/gates/01_RecursionError.txt", "crashers/gates/02_HANG>3s.txt"]
     for name in ["repro/wl_deep.yaml", "repro/wl_null_alpha.yaml", "crashers/workloads/01_AssertionError.txt",
                  "crashers/workloads/02_RecursionError.txt", "crashers/workloads/03_HANG>3s.txt", *gates]:
@@ -131,9 +121,9 @@ def yaml_cases() -> list[Case]:
 
         def run(path: Path = path, gate: bool = name in gates) -> None:
             if gate:
-                _refused(lambda: load_gates(path.read_bytes().decode("utf-8", "replace"), str(path)), ConfigError, "")
+                refused(lambda: load_gates(path.read_bytes().decode("utf-8", "replace"), str(path)), ConfigError, "")
             else:
-                _refused(lambda: load_workload_classes(path), ConfigError, "")
+                refused(lambda: load_workload_classes(path), ConfigError, "")
         out.append(Case(f"yaml-redteam {name}", 3.0, run, absent=None if path.is_file() else f"{path} absent"))
     return out
 
@@ -152,8 +142,8 @@ def lint_cases(tmp: Path) -> list[Case]:
         return run
 
     head = "apiVersion: v1\nkind: ConfigMap\n"
-    out = [Case("lint-laughs9", 1.0, one_error(_write(tmp, "laughs.yaml", _laughs(9, head)), "1,000,000 nodes")),
-           Case("lint-laughs5", 5.0, clean(_write(tmp, "laughs5.yaml", _laughs(5, head))))]
+    out = [Case("lint-laughs9", 1.0, one_error(_write(tmp, "laughs.yaml", laughs(9, head=head)), "1,000,000 nodes")),
+           Case("lint-laughs5", 5.0, clean(_write(tmp, "laughs5.yaml", laughs(5, head=head))))]
     hostile = [
         ("deep.yaml", "apiVersion: v1\nkind: X\nx: " + "[" * 10_000 + "]" * 10_000 + "\n", "nested deeper than 64"),
         ("deep.json", "[" * 100_000 + "]" * 100_000, "JSON nested deeper than 64"),
@@ -174,7 +164,7 @@ def lint_cases(tmp: Path) -> list[Case]:
 
     cli_dir = tmp / "cli"
     cli_dir.mkdir()
-    files = [_write(cli_dir, "laughs.yaml", _laughs(9, head)), _write(cli_dir, "deep.json", "[" * 100_000),
+    files = [_write(cli_dir, "laughs.yaml", laughs(9, head=head)), _write(cli_dir, "deep.json", "[" * 100_000),
              _write(cli_dir, "deep.py", "x = " + "-" * 100_000 + "1\n")]
 
     def cli() -> None:
@@ -215,7 +205,7 @@ def cap_cases(tmp: Path) -> list[Case]:
                              check=False)
         assert res.returncode == 2 and "60,000,000,000 requests" in res.stderr, (res.returncode, res.stderr)
     return [Case("cap-scale-requests-x1e9", 1.0,
-                 lambda: _refused(lambda: scale_requests(log, 1e9, seed=0), InputError, "100,000,000,000 requests")),
+                 lambda: refused(lambda: scale_requests(log, 1e9, seed=0), InputError, "100,000,000,000 requests")),
             Case("cap-simulate-counts-1e9", 60.0, simulate, slow=True)]
 
 
@@ -223,9 +213,9 @@ def trace_cases(tmp: Path) -> list[Case]:
     azure = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
     row = "2023-11-16 18:17:03.9799600,{},{}\n"
     hostile: list[tuple[str, str, str, str]] = [  # (name, text, format, needle)
-        ("mooncake-deep", _mooncake() + '{"timestamp": 1, "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
+        ("mooncake-deep", mooncake_line() + '{"timestamp": 1, "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
          "mooncake", "nested deeper than 64"),
-        ("auto-deep", _mooncake() + '{"timestamp": 1, "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
+        ("auto-deep", mooncake_line() + '{"timestamp": 1, "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
          "auto", "nested deeper than 64"),
         ("auto-deep-first-line", '{"timestamp": ' + "[" * 5000 + "]" * 5000 + "}\n", "auto", "nested deeper than 64"),
     ]
@@ -234,10 +224,10 @@ def trace_cases(tmp: Path) -> list[Case]:
                                (str(MAX_TOKENS + 1), "larger than 10,000,000"),
                                ("1000000000", "larger than 10,000,000"), ("9" * 5000, "bad JSON"), ("-1", "negative")):
             label = tokens if len(tokens) <= 12 else f"{len(tokens)}-digits"
-            hostile.append((f"{fmt}-tokens-{label}", _mooncake() + _mooncake(1, tokens), fmt, needle))
+            hostile.append((f"{fmt}-tokens-{label}", mooncake_line() + mooncake_line(1, tokens), fmt, needle))
     for ts, needle in (("1" + "0" * 400, "larger than"), (str(2**53 + 1), "larger than"), ("1e400", "not finite"),
                        ("NaN", "not finite"), ("-5", "negative")):
-        hostile.append((f"mooncake-timestamp-{ts if len(ts) <= 12 else f'{len(ts)}-digits'}", _mooncake(ts),
+        hostile.append((f"mooncake-timestamp-{ts if len(ts) <= 12 else f'{len(ts)}-digits'}", mooncake_line(ts),
                         "mooncake", needle))
     for value, needle in (("99999999999999999999", "larger than"), ("12345678901234567890123", "larger than"),
                           ("1000000000", "larger than"), (str(MAX_TOKENS + 1), "larger than"),
@@ -248,7 +238,7 @@ def trace_cases(tmp: Path) -> list[Case]:
     for i, (name, text, fmt, needle) in enumerate(hostile):
         path = _write(tmp, f"t{i}.{'csv' if fmt == 'azure' else 'jsonl'}", text)
         out.append(Case(f"trace-{name}", 2.0,
-                        lambda path=path, fmt=fmt, needle=needle: _refused(lambda: load_trace(path, fmt),
+                        lambda path=path, fmt=fmt, needle=needle: refused(lambda: load_trace(path, fmt),
                                                                            TraceFormatError, needle)))
     values = np.random.default_rng(0).poisson(40, 5_000_000)
     big = tmp / "big.txt"

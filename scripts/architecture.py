@@ -83,9 +83,13 @@ def imports_of(unit: str) -> set[str]:
     return found
 
 
-def contracts() -> tuple[list[list[str]], dict[str, set[str]], list[tuple[set[str], set[tuple[str, str]]]]]:
-    """(layers top first, each a list of units; forbidden imports per unit; independent groups with
-    the imports their contract ignores)."""
+Contracts = tuple[list[list[str]], dict[str, set[str]], list[tuple[set[str], set[tuple[str, str]]]]]
+"""(layers top first, each a list of units; forbidden imports per unit; independent groups with the
+imports their contract ignores)."""
+
+
+def contracts() -> Contracts:
+    """The import contracts of ``.importlinter``, parsed (read once per run, by :func:`generated`)."""
     cp = configparser.ConfigParser()
     cp.read(ROOT / ".importlinter")
     layers: list[list[str]] = []
@@ -112,8 +116,9 @@ def contracts() -> tuple[list[list[str]], dict[str, set[str]], list[tuple[set[st
     return layers, forbidden, independent
 
 
-def may_import(unit: str, all_units: list[str]) -> list[str]:
-    layers, forbidden, independent = contracts()
+def may_import(unit: str, all_units: list[str], rules: Contracts) -> list[str]:
+    """The units ``unit`` may import under the parsed contracts ``rules``."""
+    layers, forbidden, independent = rules
     flat = [u for row in layers for u in row]
     lower: set[str]
     if unit in flat:
@@ -132,7 +137,8 @@ def may_import(unit: str, all_units: list[str]) -> list[str]:
 
 def generated() -> str:
     all_units = units()
-    layers, _, _ = contracts()
+    rules = contracts()
+    layers = rules[0]
     order = [u for row in layers for u in row] + [u for u in all_units if u not in {x for r in layers for x in r}]
     lines = [BEGIN, "", "## The packages, top layer first", "",
              "Layer order (`.importlinter`): " + " > ".join(" | ".join(f"`{u}`" for u in row) for row in layers)
@@ -145,7 +151,7 @@ def generated() -> str:
         init = path / "__init__.py" if path.is_dir() else SRC / f"{unit}.py"
         owns = first_sentence(ast.get_docstring(ast.parse(init.read_text())))
         lines += [f"### `ebb.{unit}`", "", owns or "(no docstring)", ""]
-        may, does = may_import(unit, all_units), sorted(imports_of(unit))
+        may, does = may_import(unit, all_units, rules), sorted(imports_of(unit))
         lines.append("May import: " + (", ".join(f"`{u}`" for u in may) or "no other ebb package") + ".  ")
         lines.append("Imports: " + (", ".join(f"`{u}`" for u in does) or "no other ebb package") + ".")
         mods = modules_of(unit)

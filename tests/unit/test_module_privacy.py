@@ -54,3 +54,25 @@ def test_the_check_catches_a_private_read_across_modules(tmp_path: Path) -> None
         assert reaches(tmp_path / "m.py") == [f"{tmp_path.name}/m.py:2: pol._bound"]
     finally:
         SRC = saved
+
+
+def private_imports(path: Path) -> list[str]:
+    """``from module import _name`` statements: a private name taken from another module."""
+    tree = ast.parse(path.read_text())
+    return [f"{path.name}:{node.lineno}: from {node.module} import {alias.name}" for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) for alias in node.names
+            if alias.name.startswith("_") and not alias.name.startswith("__")]
+
+
+def test_no_module_imports_another_module_s_private_names() -> None:
+    """The product, the benchmarks and the scripts: a name another module needs is public (bench/deadlines.py
+    took ``_refused`` from bench/limits.py, ebb.sources.replay ``_time_column`` from generic_csv)."""
+    root = SRC.parents[1]
+    files = [*sorted(SRC.rglob("*.py")), *sorted((root / "bench").glob("*.py")), *sorted((root / "scripts").glob("*.py"))]
+    found = [hit for p in files for hit in private_imports(p)]
+    assert not found, "\n".join(found)
+
+
+def test_the_import_check_catches_a_private_name(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("from limits import Case, _refused\n")
+    assert private_imports(tmp_path / "m.py") == ["m.py:1: from limits import _refused"]

@@ -11,21 +11,23 @@ Guarantees of :class:`MeasurementCsv`, all checked before a row is handed on: at
 many fields as the header; times never go backwards (equal times allowed) — a live feed cannot be
 re-sorted either, and a backwards clock usually means concatenated files. Anything else is one
 :class:`~ebb.errors.InputError` naming the file, the line, the column and the fix (a bad column
-choice, e.g. one both configuration and objective, is a :class:`~ebb.errors.ConfigError`). Reading
-is streaming: memory holds the current row, not the file.
+choice, e.g. one both configuration and objective, is a :class:`~ebb.errors.ConfigError`). Opening,
+the header, column lookup and undecodable or malformed rows are
+:class:`~ebb.analysis.csv_reader.CsvReader`'s, shared with ``ebb bursts``' reader (a byte-order
+mark is no column name). Reading is streaming: memory holds the current row, not the file.
 """
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Final, TextIO
+from typing import Final
 
+from ebb.analysis.csv_reader import CsvReader
 from ebb.errors import ConfigError, InputError
 
 __all__ = ["MAX_BYTES", "MAX_ROWS", "Measurement", "MeasurementCsv", "Objective", "parse_objectives"]
@@ -94,41 +96,23 @@ class MeasurementCsv:
         self.time_column = time_column
         try:
             size = os.stat(path).st_size
-            self._fh: TextIO = path.open(newline="", encoding="utf-8-sig")  # a BOM is not a column name
         except OSError as exc:
             raise InputError(f"cannot open: {exc.strerror or exc}", path=self.path,
                              fix="check the path and permissions") from exc
+        if size > MAX_BYTES:
+            raise InputError(f"file is {size:,} bytes, over the {MAX_BYTES:,}-byte limit", path=self.path,
+                             fix="split it, or keep only the window you need")
+        self._csv = CsvReader(path, open_fix="check the path and permissions")
         try:
-            if size > MAX_BYTES:
-                raise InputError(f"file is {size:,} bytes, over the {MAX_BYTES:,}-byte limit", path=self.path,
-                                 fix="split it, or keep only the window you need")
-            self._reader = csv.reader(self._fh)
-            header = self._next()
-            if header is None:
-                raise InputError("file is empty", path=self.path, line=1,
-                                 fix="give a CSV with a header row and one row per measurement")
-            self.header = [h.strip() for h in header]
+            self.header = self._csv.header
             self._resolve(config)
         except BaseException:
-            self._fh.close()
+            self._csv.close()
             raise
         self.n_rows = 0
 
-    def _next(self) -> list[str] | None:
-        try:
-            return next(self._reader, None)
-        except UnicodeDecodeError as exc:
-            raise InputError("not UTF-8 text", path=self.path, line=self._reader.line_num + 1,
-                             fix="give a UTF-8 CSV file") from exc
-        except csv.Error as exc:  # an over-long field, a NUL byte, a bad quote
-            raise InputError(f"malformed CSV: {exc}", path=self.path, line=self._reader.line_num,
-                             fix="repair the row") from exc
-
     def _index(self, name: str, flag: str) -> int:
-        if name not in self.header:
-            raise InputError(f"no column {name!r}; columns are: {', '.join(self.header)}", path=self.path,
-                             line=1, fix=f"pass {flag} with columns of the header")
-        return self.header.index(name)
+        return self._csv.column(name, f"pass {flag} with columns of the header")
 
     def _resolve(self, config: Sequence[str] | None) -> None:
         seen: set[str] = set()
@@ -173,10 +157,7 @@ class MeasurementCsv:
     def __iter__(self) -> Iterator[Measurement]:
         width = len(self.header)
         last_t = -math.inf
-        while (row := self._next()) is not None:
-            if not row:
-                continue  # a blank line is not a measurement
-            line = self._reader.line_num
+        for line, row in self._csv.rows():  # a blank line is not a measurement
             if len(row) != width:
                 raise InputError(f"row has {len(row)} fields, header has {width}", path=self.path, line=line,
                                  fix="make every row match the header")
@@ -200,4 +181,4 @@ class MeasurementCsv:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self._fh.close()
+        self._csv.close()

@@ -21,7 +21,6 @@ gives exactly the batch result.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import cast
 import numpy as np
 
 from ebb.analysis.measurements import Measurement, MeasurementCsv, Objective
+from ebb.config import settings_checks as checks
 from ebb.errors import ConfigError, InputError
 from ebb.gates.pareto import FrontierMonitor, dominated_by, pareto_mask
 
@@ -99,8 +99,8 @@ def pareto_report(path: Path, objectives: Sequence[Objective], *, config: Sequen
     if (time_column is None) != (window_s is None):
         raise ConfigError("--time-column and --window-s go together (fix: give both for the windowed "
                           "monitor, or neither for the whole file)")
-    if window_s is not None and not (math.isfinite(window_s) and window_s > 0):
-        raise ConfigError(f"--window-s must be a positive number of seconds, got {window_s:g}")
+    if window_s is not None:
+        checks.positive("--window-s", window_s, fix="the seconds of measurements the frontier keeps, e.g. --window-s 600")
     with MeasurementCsv(path, objectives, config=config, time_column=time_column) as src:
         now: float | None = None
         expired = 0

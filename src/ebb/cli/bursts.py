@@ -10,10 +10,11 @@ Settings validated on real H200 telemetry (docs/l1.md): ``--threshold 55 --quant
 --window-ms 1000 --bucket-ms 100 --min-duration-ms 200`` on ``nvml_fast.csv``'s ``util_gpu``
 finds 10 of 10 ground-truth bursts, no trickle or idle false positives, median delay 447.5 ms.
 
-Reading the CSV is :mod:`ebb.analysis.csv_series`'s, the replay :mod:`ebb.analysis.bursts`'s (with its
-limits: :data:`~ebb.analysis.bursts.MAX_WINDOW_BUCKETS` buckets per window,
-:data:`~ebb.analysis.bursts.MAX_STEPS` steps per replay); this module checks the flags first, calls
-them and prints.
+Reading the CSV is :mod:`ebb.analysis.csv_series`'s (once: the burst column and every trigger
+column in one pass), the replay :mod:`ebb.analysis.bursts`'s (with its limits:
+:data:`~ebb.analysis.bursts.MAX_WINDOW_BUCKETS` buckets per window,
+:data:`~ebb.analysis.bursts.MAX_STEPS` steps per replay); this module checks the flags first
+(:func:`~ebb.analysis.bursts.check_burst_settings`, and the triggers file), calls them and prints.
 
 ``--triggers FILE`` (:mod:`ebb.config.triggers`) also evaluates a multi-signal trigger on the same
 CSV: each rule's signal is a column, replayed through the same window as its own ``quantile``;
@@ -32,9 +33,8 @@ from pathlib import Path
 
 import typer
 
-from ebb.analysis.bursts import burst_window, evaluate_trigger_csv, find_bursts
-from ebb.analysis.csv_series import read_columns
-from ebb.cli import checks
+from ebb.analysis.bursts import check_burst_settings, evaluate_trigger_series, find_bursts, trigger_columns
+from ebb.analysis.csv_series import read_series
 from ebb.cli.app import app
 from ebb.cli.output_option import OutputOpt, wants_json
 from ebb.config.triggers import default_triggers, load_triggers
@@ -64,31 +64,29 @@ def bursts_command(
     if (threshold is None) != (min_duration_ms is None) or (threshold is None and triggers is None):
         raise ConfigError("ebb bursts needs --threshold and --min-duration-ms (bursts), --triggers FILE, "
                           "or both (fix: e.g. --threshold 55 --min-duration-ms 200)")
-    # Validate first: every number before the CSV is read.
-    burst_window(window_ms, bucket_ms)
-    checks.in_range("--quantile", quantile, 0.0, 1.0, fix="e.g. --quantile 0.99")
-    if threshold is not None:
-        checks.finite("--threshold", threshold, fix="e.g. --threshold 55")
-    if min_duration_ms is not None:
-        checks.non_negative("--min-duration-ms", min_duration_ms, fix="e.g. --min-duration-ms 200")
+    # Validate first: every number and the triggers file before the CSV is read.
+    check_burst_settings(window_ms=window_ms, bucket_ms=bucket_ms, quantile=quantile, threshold=threshold,
+                         min_duration_ms=min_duration_ms)
+    # "default": SM >= 75 % for 60 s, PCIe > 90 % for 30 s, AllReduce P99 > 12 ms (columns
+    # gpm_sm_util_pct, pcie_bw_util_pct, nccl_allreduce_latency_ms).
+    trigger = None if triggers is None else default_triggers() if str(triggers) == "default" else \
+        load_triggers(triggers)
+    columns = {} if threshold is None else {value_col: "pass --value-col with one of those names"}
+    if trigger is not None:
+        columns = {**trigger_columns(trigger), **columns}
+    t_s, values = read_series(input, time_col, columns)  # one pass for the bursts and the trigger
     rows: list[dict[str, float]] | None = None
     if threshold is not None and min_duration_ms is not None:
-        t_s, value = read_columns(input, time_col, value_col)
         found = find_bursts(
-            t_s, value, threshold=threshold, min_duration_ms=min_duration_ms,
+            t_s, values[value_col], threshold=threshold, min_duration_ms=min_duration_ms,
             quantile=quantile, window_ms=window_ms, bucket_ms=bucket_ms,
         )
         rows = [
             {"start_s": b.start_s, "end_s": b.end_s, "peak": b.peak, "detect_delay_ms": b.detect_delay_ms}
             for b in found
         ]
-    result = None
-    if triggers is not None:
-        # "default": SM >= 75 % for 60 s, PCIe > 90 % for 30 s, AllReduce P99 > 12 ms (columns
-        # gpm_sm_util_pct, pcie_bw_util_pct, nccl_allreduce_latency_ms).
-        trigger = default_triggers() if str(triggers) == "default" else load_triggers(triggers)
-        result = evaluate_trigger_csv(input, trigger, time_col=time_col,
-                                      window_ms=window_ms, bucket_ms=bucket_ms)
+    result = None if trigger is None else evaluate_trigger_series(t_s, values, trigger, window_ms=window_ms,
+                                                                   bucket_ms=bucket_ms)
     if as_json:
         if result is None:
             typer.echo(json.dumps(rows))

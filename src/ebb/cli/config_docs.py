@@ -17,7 +17,7 @@ import typer
 
 import ebb.cli.main  # noqa: F401 - registers every command on app
 from ebb.cli.app import ENV_PREFIX, app
-from ebb.cli.config_option import option_key
+from ebb.cli.config_option import NOT_SETTINGS, option_key
 from ebb.config.run_settings import RUN_GROUPS
 from ebb.config.settings_file import Groups, field_docs, group_fields
 from ebb.config.simulate_settings import SIMULATE_GROUPS
@@ -115,7 +115,7 @@ def config_markdown() -> str:
     environment variables, default and documentation."""
     out = [_HEADER]
     for name, groups in COMMANDS:
-        params = {option_key(p): p for p in _command(name).params if p.name not in ("config", "print_config")}
+        params = {option_key(p): p for p in _command(name).params if p.name not in NOT_SETTINGS}
         out.append(f"## `ebb {name}`\n")
         for g in groups:
             out.append(f"### `{g.SECTION}:`\n")

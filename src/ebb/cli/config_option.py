@@ -25,8 +25,8 @@ import typer
 
 from ebb.config.settings_file import Groups, SettingsFile, SettingsGroup, field_help, read_settings_file, settings_yaml
 
-__all__ = ["ConfigOpt", "PrintConfigOpt", "given_flags", "option_key", "panel", "print_settings", "read_settings",
-           "settings_option"]
+__all__ = ["NOT_SETTINGS", "ConfigOpt", "PrintConfigOpt", "given_flags", "option_key", "panel", "print_settings",
+           "read_settings", "settings_option"]
 
 ConfigOpt = Annotated[Path | None, typer.Option(
     "--config", metavar="FILE",
@@ -38,8 +38,8 @@ PrintConfigOpt = Annotated[bool, typer.Option(
     "--print-config", allow_from_autoenv=False,
     help="Print the merged settings (flags, EBB_* variables, --config, defaults) as a --config file and exit.")]
 
-_NOT_SETTINGS = frozenset({"config", "print_config"})
-"""Parameters that say how to read the settings, not settings themselves."""
+NOT_SETTINGS = frozenset({"config", "print_config"})
+"""Parameters that say how to read the settings, not settings themselves (``--config``, ``--print-config``)."""
 _GIVEN = frozenset({"COMMANDLINE", "ENVIRONMENT", "PROMPT"})
 """Parameter sources (click's ``ParameterSource`` names) of a flag that was given, not defaulted."""
 
@@ -80,7 +80,7 @@ def given_flags(ctx: typer.Context) -> dict[str, Any]:
     """``{key: value}`` of the options given on the command line or in the environment (not defaulted)."""
     given: dict[str, Any] = {}
     for param in ctx.command.params:
-        if param.name is None or param.name in _NOT_SETTINGS:
+        if param.name is None or param.name in NOT_SETTINGS:
             continue
         source = ctx.get_parameter_source(param.name)
         if source is not None and source.name in _GIVEN:

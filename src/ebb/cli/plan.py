@@ -1,7 +1,7 @@
 """``ebb plan FLEET.yaml``: what one L2 → L3 cycle would remove from a cluster snapshot.
 
-The snapshot format and its checks are :mod:`ebb.config.snapshot`'s; the cycle (L2 rank, L3 budget
-split, victims under PDB and zone skew, pending pods' quota verdicts) is
+The snapshot format and every check of it are :mod:`ebb.sim.snapshot`'s; the cycle (L2 rank, L3
+budget split, victims under PDB and zone skew, pending pods' quota verdicts) is
 :mod:`ebb.sim.snapshot_plan`'s, the code a cluster cycle runs. This module reads the flags, calls
 them and prints a table or ``--json``. Nothing is written anywhere; a bad snapshot stops the command
 with the file, the key path (``workloads[0].replicas[2].zone``) and the fix, exit 2.
@@ -17,9 +17,8 @@ import typer
 
 from ebb.cli.app import app
 from ebb.cli.output_option import OutputOpt, wants_json
-from ebb.config.snapshot import load_snapshot
 from ebb.config.workloads import default_workload_classes, load_workload_classes
-from ebb.errors import ConfigError
+from ebb.sim.snapshot import load_snapshot
 from ebb.sim.snapshot_plan import plan_snapshot
 
 __all__ = ["plan_cmd"]
@@ -37,11 +36,7 @@ def plan_cmd(
     """Plan one scale-down cycle over a cluster snapshot: rank, split the budget, pick victims."""
     as_json = wants_json(output, as_json)
     classes = load_workload_classes(workloads) if workloads is not None else default_workload_classes()
-    snap = load_snapshot(snapshot, classes)
-    try:
-        cycle = plan_snapshot(snap, classes)
-    except ValueError as exc:  # the planners' own argument checks, on values the reader let through
-        raise ConfigError(f"{snapshot}: {exc} (fix: correct the snapshot)") from exc
+    cycle = plan_snapshot(load_snapshot(snapshot, classes), classes)
     plan, ranks = cycle.cluster, cycle.ranks
     rows: list[dict[str, Any]] = []
     for g in plan.grants:

@@ -1,8 +1,9 @@
-"""``ebb run`` (the live controller) and ``ebb demo`` (``--live``: the whole loop on this machine).
+"""``ebb run``: the live controller, the simulator's decision code on the wall clock.
 
-``ebb run`` reads its flags into :class:`~ebb.config.run_settings.RunSettings` (one group per
-``-h`` panel, merged with ``--config FILE``: :mod:`ebb.cli.config_option`), then checks what needs
-files (fleet file, TLS, tokens, the ledger URL) and runs one workload or a fleet.
+It reads its flags into :class:`~ebb.config.run_settings.RunSettings` (one group per ``-h`` panel,
+merged with ``--config FILE``: :mod:`ebb.cli.config_option`; the settings check their own values
+and the flags that do not go together), then checks what needs files (the ``--workloads`` file,
+read once, TLS, tokens, the ledger URL) and runs one workload or a fleet (:mod:`ebb.cli.run_fleet`).
 """
 
 from __future__ import annotations
@@ -86,28 +87,22 @@ def _source(kind: str, agents: list[str], prometheus: str | None, *, agent_token
             agent_tls: Any = None, prometheus_client: Any = None, prometheus_selector: str | None = None,
             replica_label: str | None = None, engine: str | None = None, engines_file: Path | None = None,
             max_concurrency: int | None = None) -> Any:
-    if engine is None and (engines_file is not None or max_concurrency is not None):
-        raise ConfigError("--engines-file and --max-concurrency need --engine NAME")
-    if engine is not None and kind != "prometheus":
-        raise ConfigError("--engine is for --source prometheus (the engines' own series); with --source agents "
-                          "give --engine to each `ebb agent` instead")
+    """The signal source of checked settings (:class:`SourceSettings` refuses the flags that do not go
+    together); a workload's agents come from ``--agent`` or, with a fleet file, from its entry."""
     if kind == "agents":
         if not agents:
-            raise ConfigError("--source agents needs at least one --agent URL (an `ebb agent` endpoint)")
+            raise ConfigError("--source agents needs at least one --agent URL (an `ebb agent` endpoint) (fix: "
+                              "e.g. --agent http://10.0.0.7:9401, or agents: [...] per workload in a fleet file)")
         from ebb.sources.agents import AgentSource
         return AgentSource(agents, token=agent_token, tls=agent_tls)
-    if kind == "prometheus":
-        if not prometheus:
-            raise ConfigError("--source prometheus needs --prometheus URL (e.g. http://127.0.0.1:9090)")
-        from ebb.sources.engines import engine_profile
-        from ebb.sources.prometheus import PrometheusClient, PrometheusSource
-        # No selector: Ebb's own jobs in Ebb mode; engine mode refuses to guess (one Prometheus often
-        # scrapes several fleets). No replica label: worker in Ebb mode, pod in engine mode.
-        return PrometheusSource(prometheus_client or PrometheusClient(prometheus), replica_label=replica_label,
-                                selector=prometheus_selector,
-                                engine=None if engine is None else engine_profile(engine, engines_file),
-                                max_concurrency=max_concurrency)
-    raise ConfigError(f"--source must be agents or prometheus, got {kind!r}")
+    from ebb.sources.engines import engine_profile
+    from ebb.sources.prometheus import PrometheusClient, PrometheusSource
+    # No selector: Ebb's own jobs in Ebb mode; engine mode refuses to guess (one Prometheus often
+    # scrapes several fleets). No replica label: worker in Ebb mode, pod in engine mode.
+    return PrometheusSource(prometheus_client or PrometheusClient(str(prometheus)), replica_label=replica_label,
+                            selector=prometheus_selector,
+                            engine=None if engine is None else engine_profile(engine, engines_file),
+                            max_concurrency=max_concurrency)
 
 
 def _json_logs(asked: bool | None) -> bool:
@@ -189,7 +184,8 @@ def _run(s: RunSettings) -> None:
     Everything that can be wrong with the arguments is refused before anything starts: no worker,
     no ledger file, no listening port.
     """
-    fleet_cfg = _fleet_file(s.policy.workloads)
+    fleet_cfg, classes = _workloads_file(s.policy.workloads)
+    workload = _workload(classes, s.policy.workloads, s.policy.workload_class)
     actuator, target = _target(s, fleet_cfg)
     loc, ledger_auth = _ledger_access(s.ledger)
     src, sec = s.source, s.security
@@ -213,8 +209,8 @@ def _run(s: RunSettings) -> None:
                            make_source=lambda w: make_source(list(w.agents), w.prometheus_selector))
         _run_fleet_cmd(fleet, s, run_id=loop.run_id or target, loc=loc, ledger_auth=ledger_auth)
         return
-    _run_single(s, make_source(list(src.agent), src.prometheus_selector), actuator=actuator, target=target,
-                loc=loc, ledger_auth=ledger_auth, prom_client=prom_client)
+    _run_single(s, make_source(list(src.agent), src.prometheus_selector), workload=workload, actuator=actuator,
+                target=target, loc=loc, ledger_auth=ledger_auth, prom_client=prom_client)
 
 
 def _target(s: RunSettings, fleet_cfg: Any) -> tuple[str, str]:
@@ -246,8 +242,8 @@ def _ledger_access(led: LedgerSettings) -> tuple[Any, Any]:
     return loc, auth
 
 
-def _run_single(s: RunSettings, src: Any, *, actuator: str, target: str, loc: Any, ledger_auth: Any,
-                prom_client: Any) -> None:
+def _run_single(s: RunSettings, src: Any, *, workload: Any, actuator: str, target: str, loc: Any,
+                ledger_auth: Any, prom_client: Any) -> None:
     """Build the policy (and its gates), then start the actuator, the ledger and telemetry, and loop."""
     from ebb.live.controller import Controller, ControllerSettings
     from ebb.live.policy_spec import build_live_policy, replica_bounds
@@ -257,7 +253,7 @@ def _run_single(s: RunSettings, src: Any, *, actuator: str, target: str, loc: An
     gate_specs = _gates(p.gates)
     pol = build_live_policy(p.policy, slo_ttft_ms=p.slo_ttft_ms, slo_e2e_ms=p.slo_e2e_ms, initial=s.actuator.workers,
                             interval_s=loop.interval_s, max_staleness_s=loop.max_staleness_s,
-                            workload=_workload(p.workloads, p.workload_class), gates=gate_specs,
+                            workload=workload, gates=gate_specs,
                             cold_start_s=p.cold_start_s)
     pol_min, pol_max = replica_bounds(pol)
     probe = None
@@ -308,15 +304,19 @@ def _actuator(kind: str, s: RunSettings, closers: list[Any]) -> Any:
     return act
 
 
-def _fleet_file(path: Path | None) -> Any:
-    """The fleet of a ``--workloads`` file that lists ``workloads:``; None for a classes file (or none)."""
+def _workloads_file(path: Path | None) -> tuple[Any, Any]:
+    """(fleet, classes) of the ``--workloads`` file, read and parsed once: a fleet file (``workloads:``)
+    gives (its fleet, None), a classes file (``classes:``) (None, its classes); no file: (None, None)."""
     if path is None:
-        return None
+        return None, None
     from ebb.config.fleet import is_fleet_document, parse_fleet_document
+    from ebb.config.workloads import parse_classes_document
     from ebb.config.yamlio import load_mapping, read_config_text
     doc = load_mapping(read_config_text(path, "workloads file"), str(path),
                        "write classes: [...] (L2 classes) or workloads: [...] (a fleet)")
-    return parse_fleet_document(doc, str(path)) if is_fleet_document(doc) else None
+    if is_fleet_document(doc):
+        return parse_fleet_document(doc, str(path)), None
+    return None, parse_classes_document(doc, str(path))
 
 
 def _check_fleet_flags(actuator: str | None, deployment: str | None, workload_class: str | None,
@@ -388,12 +388,11 @@ def _stop_on_signals() -> threading.Event:
     return stop
 
 
-def _workload(path: Path | None, name: str | None) -> Any:
-    """The named class (default: the first) from a workload classes file; None without a file."""
-    if path is None:
+def _workload(classes: Any, path: Path | None, name: str | None) -> Any:
+    """The named class (default: the first) of a classes file's ``classes``; None without one (no file, or
+    a fleet file, whose workloads name their own)."""
+    if classes is None:
         return None
-    from ebb.config.workloads import load_workload_classes
-    classes = load_workload_classes(path)
     named = [c for c in classes if name in (None, c.name)]
     if not named:
         raise ConfigError(f"{path}: no workload class named {name!r} (fix: one of {', '.join(c.name for c in classes)})")

@@ -83,12 +83,17 @@ def run_fleet(plan: FleetPlan, *, mode: str, run_id: str, interval_s: float, max
     """Build the actuators and controllers of ``plan`` and run the fleet controller until ``stop``."""
     from ebb.actuate.batching import WriteBatcher
     from ebb.actuate.kubernetes import KubernetesActuator, load_api_client
+    from ebb.ledger.review import compensation_log_for
     from ebb.live.controller import Controller, ControllerSettings
     from ebb.live.fleet_controller import FleetController, FleetMember, FleetSettings
 
     cfg = plan.config
     api = load_api_client(kubeconfig, in_cluster)
     closers.append(api.close)
+    # One compensation log beside the ledger, shared by every member (in act mode: only a rollback uses it).
+    review = compensation_log_for(store) if mode == "act" else None
+    if review is not None:
+        closers.append(review.close)
     batcher = WriteBatcher(cfg.cluster.writes_per_100ms, 0.1)
     members = []
     for m in plan.members:
@@ -100,8 +105,8 @@ def run_fleet(plan: FleetPlan, *, mode: str, run_id: str, interval_s: float, max
                                       min_replicas=m.min_replicas, max_replicas=m.max_replicas,
                                       react_interval_s=react_s)
         ctl = Controller(m.policy, m.source, batcher.wrap(act, w.target), store, settings, tracer=tracer,
-                         metrics=metrics, elector=elector)
-        closers.append(ctl.close)  # the compensation log it opened beside the ledger
+                         metrics=metrics, elector=elector, compensation_log=review)
+        closers.append(ctl.close)  # what it opened itself (the shared log is closed after it)
         members.append(FleetMember(ctl, w, m.slo_ttft_ms))
     fleet = FleetController(members, store, FleetSettings(run_id=run_id,
                                                           disruption_budget=cfg.cluster.disruption_budget,

@@ -60,8 +60,10 @@ from ebb.config.yamlio import (
     config_error,
     describe,
     finite_number,
+    known_keys,
     load_mapping,
     read_config_text,
+    whole_number,
 )
 
 __all__ = [
@@ -178,16 +180,6 @@ class FleetConfig:
 _fail = config_error
 
 
-def _keys(source: str, where: str, raw: Any, allowed: tuple[str, ...], hint: str) -> dict[str, Any]:
-    if not isinstance(raw, dict):
-        raise _fail(source, where, f"expected a mapping, got {describe(raw)}", hint)
-    unknown = sorted(str(k) for k in raw if k not in allowed)
-    if unknown:
-        key = unknown[0][:60] if where == "<top>" else f"{where}.{unknown[0][:60]}"
-        raise _fail(source, key, "unknown key", f"use only {', '.join(allowed)}")
-    return raw
-
-
 def _name(source: str, key: str, v: Any, pattern: re.Pattern[str], what: str, example: str) -> str:
     if not isinstance(v, str) or not pattern.match(v):
         raise _fail(source, key, f"expected a Kubernetes {what}, got {describe(v)}",
@@ -200,12 +192,6 @@ def _positive(source: str, key: str, v: Any, example: str) -> float:
     if x is None or x <= 0:
         raise _fail(source, key, f"expected milliseconds > 0, got {describe(v)}", f"e.g. {key.rsplit('.', 1)[-1]}: {example}")
     return x
-
-
-def _int(source: str, key: str, v: Any, lo: int, hi: int, example: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-        raise _fail(source, key, f"expected an integer in [{lo:,}, {hi:,}], got {describe(v)}", f"e.g. {example}")
-    return v
 
 
 def _milli(source: str, key: str, v: Any, example: str) -> int:
@@ -225,7 +211,7 @@ def _strings(source: str, key: str, v: Any, example: str) -> tuple[str, ...]:
 
 
 def _workload(source: str, where: str, raw: Any, classes: dict[str, WorkloadClass]) -> FleetWorkload:
-    doc = _keys(source, where, raw, _WORKLOAD, "write {namespace: ..., deployment: ..., class: ...}")
+    doc = known_keys(source, where, raw, _WORKLOAD, "write {namespace: ..., deployment: ..., class: ...}")
     for req in ("namespace", "deployment", "class"):
         if doc.get(req) is None:
             raise _fail(source, f"{where}.{req}", "missing", f"add {req}: ...")
@@ -239,15 +225,17 @@ def _workload(source: str, where: str, raw: Any, classes: dict[str, WorkloadClas
                                                                   doc["slo_ttft_ms"], "2000")
     e2e = None if doc.get("slo_e2e_ms") is None else _positive(source, f"{where}.slo_e2e_ms",
                                                                 doc["slo_e2e_ms"], "60000")
-    lo = _int(source, f"{where}.min_replicas", doc.get("min_replicas", 1), 1, MAX_MIN_REPLICAS, "min_replicas: 1")
+    lo = whole_number(source, f"{where}.min_replicas", doc.get("min_replicas", 1), 1, MAX_MIN_REPLICAS,
+                      fix="e.g. min_replicas: 1")
     if lo < cls.min_replicas:
         raise _fail(source, f"{where}.min_replicas", f"{lo} is below class {cls.name!r}'s min_replicas "
                     f"{cls.min_replicas}", f"use min_replicas >= {cls.min_replicas}")
-    hi = _int(source, f"{where}.max_replicas", doc.get("max_replicas", max(64, lo)), lo, MAX_MIN_REPLICAS,
-              f"max_replicas: {max(lo, 8)} (>= min_replicas)")
+    hi = whole_number(source, f"{where}.max_replicas", doc.get("max_replicas", max(64, lo)), lo, MAX_MIN_REPLICAS,
+                      fix=f"e.g. max_replicas: {max(lo, 8)} (>= min_replicas)")
     zones = () if doc.get("zones") is None else _strings(source, f"{where}.zones", doc["zones"], "[zone-a, zone-b]")
     gpus = _milli(source, f"{where}.gpus_per_replica", doc.get("gpus_per_replica", 1), "gpus_per_replica: 1")
-    prio = _int(source, f"{where}.priority", doc.get("priority", 0), -(2**31), 1_000_000_000, "priority: 1000")
+    prio = whole_number(source, f"{where}.priority", doc.get("priority", 0), -(2**31), 1_000_000_000,
+                        fix="e.g. priority: 1000")
     policy = doc.get("policy")
     if policy is not None and (not isinstance(policy, str) or not policy.strip()):
         raise _fail(source, f"{where}.policy", f"expected a policy spec, got {describe(policy)}",
@@ -264,7 +252,7 @@ def _workload(source: str, where: str, raw: Any, classes: dict[str, WorkloadClas
 
 
 def _quota(source: str, where: str, raw: Any) -> NamespaceQuota:
-    doc = _keys(source, where, raw, _QUOTA, "write {namespace: ..., min_gpus: ..., max_gpus: ...}")
+    doc = known_keys(source, where, raw, _QUOTA, "write {namespace: ..., min_gpus: ..., max_gpus: ...}")
     if doc.get("namespace") is None:
         raise _fail(source, f"{where}.namespace", "missing", "add namespace: ...")
     ns = _name(source, f"{where}.namespace", doc["namespace"], _LABEL, "namespace (DNS-1123 label)", "serving")
@@ -277,12 +265,12 @@ def _quota(source: str, where: str, raw: Any) -> NamespaceQuota:
 
 
 def _cluster(source: str, raw: Any) -> ClusterLimits:
-    doc = _keys(source, "cluster", raw, _CLUSTER, "write {disruption_budget: 1, writes_per_100ms: 3}")
+    doc = known_keys(source, "cluster", raw, _CLUSTER, "write {disruption_budget: 1, writes_per_100ms: 3}")
     return ClusterLimits(
-        disruption_budget=_int(source, "cluster.disruption_budget", doc.get("disruption_budget", 1), 0,
-                               MAX_MIN_REPLICAS, "disruption_budget: 1"),
-        writes_per_100ms=_int(source, "cluster.writes_per_100ms", doc.get("writes_per_100ms", 3), 1, 1000,
-                              "writes_per_100ms: 3"))
+        disruption_budget=whole_number(source, "cluster.disruption_budget", doc.get("disruption_budget", 1), 0,
+                                       MAX_MIN_REPLICAS, fix="e.g. disruption_budget: 1"),
+        writes_per_100ms=whole_number(source, "cluster.writes_per_100ms", doc.get("writes_per_100ms", 3), 1, 1000,
+                                      fix="e.g. writes_per_100ms: 3"))
 
 
 def is_fleet_document(doc: Any) -> bool:
@@ -292,7 +280,7 @@ def is_fleet_document(doc: Any) -> bool:
 
 def parse_fleet_document(doc: dict[Any, Any], source: str = "<string>") -> FleetConfig:
     """A fleet from an already-loaded YAML mapping; ``source`` names the file in errors."""
-    _keys(source, "<top>", doc, _TOP, "write workloads: [...] (and quotas:, cluster:, classes:)")
+    known_keys(source, "<top>", doc, _TOP, "write workloads: [...] (and quotas:, cluster:, classes:)")
     classes = (default_workload_classes() if doc.get("classes") is None
                else workload_classes_from(doc["classes"], source))
     by_name = {c.name: c for c in classes}

@@ -6,8 +6,10 @@ access) and ``security`` (tokens and TLS files for the agents and Prometheus, th
 A key is its flag's long name with underscores (``--prometheus-url`` is ``source.prometheus_url``);
 :func:`run_settings` merges flags, environment, file and defaults (:mod:`ebb.config.settings_file`).
 
-Each group checks its own values when built, and :class:`RunSettings` the ones that span groups
-(``--react-ms`` within the cycle): one-line ConfigError naming the flag and the fix. What needs a
+Each group checks its own values when built (its numbers with :mod:`ebb.config.settings_checks`; the
+flags of a group that do not go together, such as ``--engine`` without ``--source prometheus``),
+and :class:`RunSettings` the ones that span groups (``--react-ms`` within the cycle): one-line
+ConfigError naming the flag and the fix, so ``--print-config`` refuses what ``ebb run`` would. What needs a
 file, the network or the ledger layer (a fleet file, TLS files, a token, a ledger URL, an engine
 profile) is checked by ``ebb run`` next, still before anything starts.
 """
@@ -20,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ebb.config import settings_checks as checks
 from ebb.config.ledger_settings import EtcdAuthSettings
-from ebb.config.settings_file import SettingsFile, merge_settings
+from ebb.config.settings_file import SettingsFile, group_values, merge_settings, settings_groups
 from ebb.errors import ConfigError
 
 __all__ = ["RUN_GROUPS", "ActuatorSettings", "LedgerSettings", "LoopSettings", "PolicySettings", "RunSettings",
@@ -35,6 +38,14 @@ MAX_COLD_START_S = 86_400
 memories are counted in comeback horizons of this length."""
 AGENTS_REACT_MS = 100
 """The fast path's default period with ``--source agents`` (ms): the agents' 100 ms buckets."""
+MAX_CYCLES = 1_000_000_000
+"""Most ``--cycles`` accepted: 31 years of 1 s cycles; more is a typo (leave it out to run until stopped)."""
+MAX_WORKERS = 1_000
+"""Most local ``--workers``: each is a process on this machine; more is a typo (a fleet that size is a
+Kubernetes Deployment)."""
+MAX_BATCH = 4_096
+"""Most batch slots per local worker: vLLM's ``--max-num-seqs`` defaults to 256 and the largest
+deployments run about 1,024; 4,096 leaves room and refuses a typo."""
 
 
 @dataclass(frozen=True)
@@ -52,14 +63,14 @@ class LoopSettings:
     interval_s: float = 1.0
     """Cycle period (s).
 
-    Seconds between decisions (the policy's reconcile interval); the policy sizes on the 100 ms
+    Seconds between decisions (the policy's reconcile interval), > 0; the policy sizes on the 100 ms
     samples in between, and a fast path (``policy.react_ms``) can add capacity within a cycle.
     Default 1 s."""
     max_staleness_s: float = 5.0
     """Older data counts as missing (s).
 
-    Seconds. When the freshest sample is older, the cycle holds (fail static: no scale-down on data
-    it cannot trust). Default 5 s: five cycles of the default interval."""
+    Seconds, > 0. When the freshest sample is older, the cycle holds (fail static: no scale-down on
+    data it cannot trust). Default 5 s: five cycles of the default interval."""
     run_id: str | None = None
     """Ledger run id (default live-<target>).
 
@@ -69,8 +80,8 @@ class LoopSettings:
     cycles: int | None = None
     """Stop after this many cycles (default: run until SIGTERM).
 
-    A count of cycles, for tests and one-off checks; unset, the loop runs until SIGINT or SIGTERM
-    and stops at the end of the cycle it is in."""
+    A count of cycles, 1 to 1,000,000,000, for tests and one-off checks; unset, the loop runs until
+    SIGINT or SIGTERM and stops at the end of the cycle it is in."""
     metrics_port: int | None = None
     """Serve Ebb's own /metrics on this port.
 
@@ -94,6 +105,12 @@ class LoopSettings:
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"--metrics-port must be in 0-65535, got {self.metrics_port} (fix: e.g. "
                               "--metrics-port 9400)")
+        checks.positive("--interval-s", self.interval_s, fix="the seconds between decisions, e.g. --interval-s 1")
+        checks.positive("--max-staleness-s", self.max_staleness_s,
+                        fix="the age past which data counts as missing, e.g. --max-staleness-s 5")
+        if self.cycles is not None:
+            checks.int_in_range("--cycles", self.cycles, 1, MAX_CYCLES,
+                                fix="e.g. --cycles 10, or leave it out to run until SIGTERM")
 
 
 @dataclass(frozen=True)
@@ -147,6 +164,15 @@ class SourceSettings:
         if self.source not in SOURCES:
             raise ConfigError(f"--source must be agents or prometheus, got {self.source!r} (fix: --source agents "
                               "with --agent URL, or --source prometheus with --prometheus-url URL)")
+        if self.engine is None and (self.engines_file is not None or self.max_concurrency is not None):
+            raise ConfigError("--engines-file and --max-concurrency need --engine NAME (fix: add --engine, e.g. "
+                              "--engine vllm, or drop them)")
+        if self.engine is not None and self.source != "prometheus":
+            raise ConfigError("--engine is for --source prometheus (the engines' own series) (fix: add --source "
+                              "prometheus, or with --source agents give --engine to each `ebb agent` instead)")
+        if self.source == "prometheus" and not self.prometheus_url:
+            raise ConfigError("--source prometheus needs --prometheus-url URL (fix: e.g. --prometheus-url "
+                              "http://127.0.0.1:9090)")
 
 
 @dataclass(frozen=True)
@@ -178,21 +204,24 @@ class ActuatorSettings:
     workers: int = 2
     """local: workers at start (recommend mode: the workers observed).
 
-    A count of worker processes; default 2, the smallest fleet that can scale down."""
+    A count of worker processes, 0 to 1,000; default 2, the smallest fleet that can scale down."""
     max_batch: int = 8
     """local: batch slots per worker.
 
-    Requests one local worker serves at once; default 8, a small continuous batch."""
+    Requests one local worker serves at once, 1 to 4,096; default 8, a small continuous batch."""
     speed: float = 1.0
     """local: worker speed-up over the H200 model.
 
-    A ratio: the emulated workers serve ``speed`` times faster than the calibrated H200 latency
+    A ratio > 0: the emulated workers serve ``speed`` times faster than the calibrated H200 latency
     model (tests run at 20 to finish quickly). Default 1: real time."""
 
     def __post_init__(self) -> None:
         if self.actuator is not None and self.actuator not in ACTUATORS:
             raise ConfigError(f"--actuator must be local or kubernetes, got {self.actuator!r} (fix: --actuator "
                               "kubernetes --deployment NAME, or leave it out for local)")
+        checks.int_in_range("--workers", self.workers, 0, MAX_WORKERS, fix="e.g. --workers 2")
+        checks.int_in_range("--max-batch", self.max_batch, 1, MAX_BATCH, fix="e.g. --max-batch 8")
+        checks.positive("--speed", self.speed, fix="a speed-up over the H200 model, e.g. --speed 1 (real time)")
 
 
 @dataclass(frozen=True)
@@ -222,12 +251,12 @@ class PolicySettings:
     slo_ttft_ms: float = 2000.0
     """TTFT SLO (ms).
 
-    Time to first token limit, in milliseconds; default 2 s, MLPerf Inference's server-scenario
+    Time to first token limit, in milliseconds, > 0; default 2 s, MLPerf Inference's server-scenario
     TTFT bound for Llama-2-70B (the simulator's default too)."""
     slo_e2e_ms: float = 60000.0
     """End-to-end SLO (ms).
 
-    Milliseconds; default 60 s, the common gateway timeout past which a client sees a failure."""
+    Milliseconds, > 0; default 60 s, the common gateway timeout past which a client sees a failure."""
     cold_start_s: float = 60.0
     """Seconds from a replica's request to serving (scheduling, image pull, weights): with the cycle, the comeback horizon the policy's memories are counted in; raised to the slowest it sees.
 
@@ -239,6 +268,8 @@ class PolicySettings:
     Milliseconds, at least 0 and below the cycle (``loop.interval_s``)."""
 
     def __post_init__(self) -> None:
+        checks.positive("--slo-ttft-ms", self.slo_ttft_ms, fix="e.g. --slo-ttft-ms 2000")
+        checks.positive("--slo-e2e-ms", self.slo_e2e_ms, fix="e.g. --slo-e2e-ms 60000")
         if not (math.isfinite(self.cold_start_s) and 0 <= self.cold_start_s <= MAX_COLD_START_S):
             raise ConfigError(f"--cold-start-s must be within 0–86400 s, got {self.cold_start_s!r} (fix: the "
                               "seconds a new replica takes to serve, e.g. --cold-start-s 60)")
@@ -313,10 +344,6 @@ class SecuritySettings:
     Default loopback: on a workstation nothing outside it reads Ebb's metrics."""
 
 
-RUN_GROUPS = (LoopSettings, SourceSettings, ActuatorSettings, PolicySettings, LedgerSettings, SecuritySettings)
-"""``ebb run``'s sections, in the order they are built and checked (and listed in ``-h``)."""
-
-
 @dataclass(frozen=True)
 class RunSettings:
     """Everything ``ebb run`` is told, one group per section; built once, by :func:`run_settings`."""
@@ -347,7 +374,11 @@ class RunSettings:
     @property
     def groups(self) -> tuple[Any, ...]:
         """The groups in :data:`RUN_GROUPS` order (what ``--print-config`` prints)."""
-        return (self.loop, self.source, self.actuator, self.policy, self.ledger, self.security)
+        return group_values(self)
+
+
+RUN_GROUPS = settings_groups(RunSettings)
+"""``ebb run``'s sections, in the order they are built and checked (and listed in ``-h``): :class:`RunSettings`' fields."""
 
 
 def run_settings(given: Mapping[str, Any], file: SettingsFile | None = None) -> RunSettings:

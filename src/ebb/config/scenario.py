@@ -67,10 +67,11 @@ from ebb.config.yamlio import (
     config_error,
     describe,
     finite_number,
+    known_keys,
     load_mapping,
     read_config_text,
+    whole_number,
 )
-from ebb.errors import ConfigError
 
 __all__ = ["ClusterSettings", "QuotaSpec", "Scenario", "ServiceSpec", "load_scenario", "parse_scenario"]
 
@@ -171,7 +172,7 @@ def load_scenario(path: str | Path) -> Scenario:
 def parse_scenario(text: str, *, source: str = "<scenario>", base: Path | None = None) -> Scenario:
     """Parse scenario YAML ``text``; relative paths resolve against ``base`` (default: cwd)."""
     doc = load_mapping(text, source, "a mapping with zones:, services: (and quotas:, cluster:)")
-    _unknown(doc, _TOP, "", source)
+    known_keys(source, "<top>", doc, _TOP, "a mapping with zones:, services: (and quotas:, cluster:)")
     base = base if base is not None else Path.cwd()
     root = base / str(doc.get("data_root", "."))
     zones = _zones(doc.get("zones"), source)
@@ -189,10 +190,8 @@ def parse_scenario(text: str, *, source: str = "<scenario>", base: Path | None =
         if s.name in seen:
             raise config_error(source, "services", f"duplicate service name {s.name!r}", "give each service a unique name")
         seen.add(s.name)
-    cluster = doc.get("cluster", {}) or {}
-    if not isinstance(cluster, dict):
-        raise config_error(source, "cluster", f"expected a mapping, got {describe(cluster)}", "see the scenario format")
-    _unknown(cluster, {"disruption_budget", "writes_per_100ms"}, "cluster.", source)
+    cluster = known_keys(source, "cluster", doc.get("cluster", {}) or {}, ("disruption_budget", "writes_per_100ms"),
+                         "see the scenario format")
     settings = ClusterSettings(disruption_budget=_int(cluster, "disruption_budget", 4, "cluster.", source, lo=0),
                                writes_per_100ms=_int(cluster, "writes_per_100ms", 3, "cluster.", source, lo=1))
     quotas = tuple(_quota(q, f"quotas[{i}]", source) for i, q in enumerate(_list(doc.get("quotas", []), "quotas", source)))
@@ -212,9 +211,7 @@ def service_from(entry: Mapping[str, Any], where: str, source: str, zones: Mappi
 
 def _service(s: Any, where: str, source: str, zones: Mapping[str, int], class_names: set[str],
              root: Path) -> ServiceSpec:
-    if not isinstance(s, dict):
-        raise config_error(source, where, f"expected a mapping, got {describe(s)}", "see the scenario format")
-    _unknown(s, _SERVICE, where + ".", source)
+    s = known_keys(source, where, s, _SERVICE, "see the scenario format")
     for key in ("name", "namespace", "class"):
         if not isinstance(s.get(key), str) or not s[key]:
             raise config_error(source, f"{where}.{key}", f"missing or not a string: {describe(s.get(key))}",
@@ -261,9 +258,7 @@ def _source(v: Any, where: str, source: str, kinds: tuple[str, ...], root: Path)
 
 
 def _generate(g: Any, where: str, source: str, root: Path) -> Mapping[str, Any]:
-    if not isinstance(g, dict):
-        raise config_error(source, where, f"expected a mapping, got {describe(g)}", "see the scenario format")
-    _unknown(g, _GENERATE, where + ".", source)
+    g = known_keys(source, where, g, _GENERATE, "see the scenario format")
     if "servegen" not in g:
         raise config_error(source, f"{where}.servegen", "missing", "name a ServeGen model folder, e.g. language/m-mid")
     clients = g.get("clients", 10)
@@ -291,9 +286,7 @@ def _zones(v: Any, source: str) -> dict[str, int]:
 
 
 def _quota(q: Any, where: str, source: str) -> QuotaSpec:
-    if not isinstance(q, dict):
-        raise config_error(source, where, f"expected a mapping, got {describe(q)}", "e.g. {namespace: shop, min_gpus: 8}")
-    _unknown(q, {"namespace", "min_gpus", "max_gpus"}, where + ".", source)
+    q = known_keys(source, where, q, ("namespace", "min_gpus", "max_gpus"), "e.g. {namespace: shop, min_gpus: 8}")
     if not isinstance(q.get("namespace"), str) or not q["namespace"]:
         raise config_error(source, f"{where}.namespace", "missing", "name the namespace")
     lo = _int(q, "min_gpus", 0, where + ".", source, lo=0)
@@ -313,19 +306,10 @@ def _list(v: Any, key: str, source: str) -> list[Any]:
     return v
 
 
-def _unknown(d: Mapping[Any, Any], known: set[str], prefix: str, source: str) -> None:
-    extra = sorted(str(k) for k in d if k not in known)
-    if extra:
-        raise config_error(source, prefix + extra[0], "unknown key", f"known keys: {', '.join(sorted(known))}")
-
-
 def _int(d: Mapping[str, Any], key: str, default: int, prefix: str, source: str, *, lo: int,
          hi: int = 2**62) -> int:
-    v = d.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-        raise config_error(source, prefix + key, f"expected an integer in {lo}..{hi:,}, got {describe(v)}",
-                           f"set {key} to a whole number in range")
-    return v
+    """``d[key]`` (``default`` when absent), a whole number in ``[lo, hi]``; errors name ``prefix + key``."""
+    return whole_number(source, prefix + key, d.get(key, default), lo, hi, fix=f"set {key} to a whole number in range")
 
 
 def _num(d: Mapping[str, Any], key: str, default: float, where: str, source: str) -> float:

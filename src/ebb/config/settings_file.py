@@ -23,9 +23,12 @@ Guarantees:
   with dashes (``prometheus-url``) is refused with its underscore spelling as the fix.
 * Every value is checked against its field's type before any dataclass is built: a boolean is
   ``true``/``false``; an integer is a whole number (not a boolean); a number may be written as an
-  integer; a string also takes an integer (``time_col: 0``, ``peak_replicas: 20``); a path is a
-  string; a list is a list of strings; ``null`` only where the default is unset. The error reads
-  ``FILE: section.key: expected ..., got ... (fix: ...)``.
+  integer; a path is a string; a list is a list of strings; ``null`` only where the default is
+  unset. A string is a string: only the keys a group lists in ``INTEGER_TEXT`` (a column index, a
+  replica count, client ids: ``time_col: 0``, ``peak_replicas: 20``) also take an unquoted integer.
+  Elsewhere a number is refused with "quote it": YAML 1.1 reads some unquoted text as a number
+  (``window_s: 10:50`` is the base-60 integer 650), which must not become the string ``'650'``.
+  The error reads ``FILE: section.key: expected ..., got ... (fix: ...)``.
 * Then each group validates itself when built (its ``__post_init__``), naming the flag.
 
 Field docstrings: a dataclass field's docstring (the string literal right under it) documents it;
@@ -53,16 +56,19 @@ import yaml
 from ebb.config.yamlio import config_error, describe, load_yaml, read_config_text
 
 __all__ = [
+    "INTEGER_TEXT",
     "Groups",
     "SettingsFile",
     "SettingsGroup",
     "field_docs",
     "field_help",
     "group_fields",
+    "group_values",
     "key_sections",
     "merge_settings",
     "parse_settings",
     "read_settings_file",
+    "settings_groups",
     "settings_yaml",
 ]
 
@@ -74,6 +80,11 @@ class SettingsGroup(Protocol):
     SECTION: ClassVar[str]
     """The section's name in the file (and, capitalised, the help panel its flags are listed in)."""
     __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+INTEGER_TEXT = "INTEGER_TEXT"
+"""The optional class attribute (a frozenset of key names) of a group whose string keys also take an
+unquoted integer, written as its decimal text: an index, a count, ids."""
 
 
 Groups = Sequence[type[SettingsGroup]]
@@ -141,6 +152,29 @@ def group_fields(cls: type) -> tuple[str, ...]:
     return tuple([n for n in names if n in own] + [n for n in names if n not in own])
 
 
+def settings_groups(cls: type) -> tuple[type[SettingsGroup], ...]:
+    """The groups of a command's settings dataclass (one field per group, named for its ``SECTION``),
+    in field order: the order they are built and checked, and listed in ``-h``.
+
+    Raises TypeError when a field's name is not its group's section (``merge_settings`` keys the
+    built groups by section).
+    """
+    hints = typing.get_type_hints(cls)
+    out: list[type[SettingsGroup]] = []
+    for f in dataclasses.fields(cls):
+        group = hints[f.name]
+        if getattr(group, "SECTION", None) != f.name:
+            raise TypeError(f"{cls.__name__}.{f.name}: a settings field is named for its group's SECTION, "
+                            f"got {getattr(group, 'SECTION', None)!r}")
+        out.append(group)
+    return tuple(out)
+
+
+def group_values(settings: Any) -> tuple[Any, ...]:
+    """The built groups of a settings dataclass instance, in field order (what ``--print-config`` prints)."""
+    return tuple(getattr(settings, f.name) for f in dataclasses.fields(settings))
+
+
 def key_sections(groups: Groups) -> dict[str, str]:
     """``{key: section}`` over the groups; a key in two groups is a ValueError (keys are the flags' names)."""
     owner: dict[str, str] = {}
@@ -174,8 +208,9 @@ def _type_name(hint: Any) -> tuple[str, str]:
     return "a string", "text"
 
 
-def _coerce(value: Any, hint: Any, *, source: str, where: str, key: str, default: Any) -> Any:
-    """``value`` as ``hint`` (the field's type), or the one-line ConfigError of the module docstring."""
+def _coerce(value: Any, hint: Any, *, source: str, where: str, key: str, default: Any, integer_text: bool) -> Any:
+    """``value`` as ``hint`` (the field's type), or the one-line ConfigError of the module docstring;
+    ``integer_text``: a string field that also takes an integer (its decimal text)."""
     optional = False
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
@@ -202,8 +237,15 @@ def _coerce(value: Any, hint: Any, *, source: str, where: str, key: str, default
             ok = tuple(value)
     elif isinstance(value, str):
         ok = value
-    elif isinstance(value, int) and not isinstance(value, bool):
-        ok = str(value)  # a column index or a replica count written without quotes
+    elif integer_text and isinstance(value, int) and not isinstance(value, bool):
+        ok = str(value)  # a column index, a replica count or client ids written without quotes
+    elif isinstance(value, (bool, int, float)):
+        # YAML 1.1 read unquoted text as a number or a boolean (10:50 → 650, yes → true): the text
+        # written is gone, so refuse it rather than keep a different string.
+        raise config_error(source, where, f"expected {what}, got {describe(value)} (unquoted, YAML reads some "
+                           "text as a number or a boolean: 10:50 as 650, yes as true)",
+                           f'quote it: {key}: "..." keeps the text as written'
+                           + (", or leave the key out" if optional else ""))
     if ok is None:
         raise config_error(source, where, f"expected {what}, got {describe(value)}", fix)
     return ok
@@ -250,12 +292,13 @@ def parse_settings(text: str, source: str, groups: Groups) -> SettingsFile:
         names = group_fields(cls)
         hints = typing.get_type_hints(cls)
         defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        integer_text: frozenset[str] = getattr(cls, INTEGER_TEXT, frozenset())
         typed: dict[str, Any] = {}
         for key, value in body.items():
             if key not in names:
                 raise config_error(source, f"{name}.{key}", "unknown key", _unknown_key_fix(key, name, names, owner))
             typed[key] = _coerce(value, hints[key], source=source, where=f"{name}.{key}", key=key,
-                                 default=defaults[key])
+                                 default=defaults[key], integer_text=key in integer_text)
         out[name] = typed
     return SettingsFile(source, out)
 

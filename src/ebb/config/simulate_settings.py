@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 from ebb.config import settings_checks as checks
 from ebb.config.ledger_settings import EtcdAuthSettings
-from ebb.config.settings_file import SettingsFile, merge_settings
+from ebb.config.settings_file import SettingsFile, group_values, merge_settings, settings_groups
 from ebb.errors import ConfigError
 
 __all__ = ["DEFAULT_PEAK_REPLICAS", "DEFAULT_POLICIES", "MAX_PIPELINE_PERIOD_S", "SIMULATE_GROUPS",
@@ -73,6 +73,11 @@ class TraceInputSettings:
     """What is replayed: a trace (file or bundled), how to read it, which part, and how much load."""
 
     SECTION: ClassVar[str] = "input"
+    INTEGER_TEXT: ClassVar[frozenset[str]] = frozenset({
+        "time_col", "count_col", "tokens_in_col", "tokens_out_col", "service_time_column", "peak_replicas",
+        "servegen_client"})
+    """The string keys that also take an unquoted integer in a ``--config`` file: a column's 0-based
+    index, the peak replica count, one ServeGen client id (:mod:`ebb.config.settings_file`)."""
 
     trace: str = "azure-conv"
     """Trace file, or a bundled trace
@@ -303,11 +308,6 @@ class SimLedgerSettings(EtcdAuthSettings):
     every cycle of every policy is large."""
 
 
-SIMULATE_GROUPS = (TraceInputSettings, PolicyListSettings, SimModelSettings, FaultInjectionSettings,
-                   OutputSettings, SimLedgerSettings)
-"""``ebb simulate``'s sections, in the order they are built and checked (and listed in ``-h``)."""
-
-
 @dataclass(frozen=True)
 class SimulateSettings:
     """Everything ``ebb simulate`` is told, one group per section; built once, by :func:`simulate_settings`."""
@@ -322,7 +322,12 @@ class SimulateSettings:
     @property
     def groups(self) -> tuple[Any, ...]:
         """The groups in :data:`SIMULATE_GROUPS` order (what ``--print-config`` prints)."""
-        return (self.input, self.policy, self.model, self.fault, self.output, self.ledger)
+        return group_values(self)
+
+
+SIMULATE_GROUPS = settings_groups(SimulateSettings)
+"""``ebb simulate``'s sections, in the order they are built and checked (and listed in ``-h``):
+:class:`SimulateSettings`' fields."""
 
 
 def simulate_settings(given: Mapping[str, Any], file: SettingsFile | None = None) -> SimulateSettings:

@@ -29,7 +29,7 @@ from typing import Any
 from ebb.config.yamlio import config_error, describe, finite_number, load_mapping, read_config_text
 
 __all__ = ["DEFAULT_WORKLOADS_YAML", "WorkloadClass", "default_workload_classes",
-           "load_workload_classes", "parse_workload_classes", "workload_classes_from"]
+           "load_workload_classes", "parse_classes_document", "parse_workload_classes", "workload_classes_from"]
 
 #: The design note's §3.2 table. Weights sum to 1.0; success/utilisation floors are fractions.
 DEFAULT_WORKLOADS_YAML = """\
@@ -175,7 +175,12 @@ def _class(source: str, where: str, raw: Any) -> WorkloadClass:
 
 def parse_workload_classes(text: str, source: str = "<string>") -> tuple[WorkloadClass, ...]:
     """Parse workload classes from YAML text; ``source`` names the file in errors."""
-    doc = load_mapping(text, source, "write classes: [...]")
+    return parse_classes_document(load_mapping(text, source, "write classes: [...]"), source)
+
+
+def parse_classes_document(doc: dict[Any, Any], source: str = "<string>") -> tuple[WorkloadClass, ...]:
+    """Classes from an already-loaded classes file (a mapping with only ``classes:``); ``source``
+    names the file in errors. What ``ebb run --workloads`` uses once it has read the file as YAML."""
     unknown = sorted(set(doc) - {"classes"}, key=str)
     if unknown:
         raise _fail(source, str(unknown[0])[:60], "unknown key", "use only classes")

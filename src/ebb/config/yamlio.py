@@ -27,13 +27,17 @@ Every refusal is a :class:`yaml.MarkedYAMLError` (so it carries the line), and :
 :func:`load_mapping` turn any YAML failure into one single-line :class:`~ebb.errors.ConfigError`
 ``SOURCE: line N: what (fix: ...)``. :func:`describe` renders a value for an error message in at
 most about 80 characters, whatever its size.
+
+The readers of the loaded documents (fleet files, cluster scenarios, ``ebb plan``'s snapshots)
+share the key-path checks :func:`known_keys` (a mapping of known keys), :func:`whole_number` and
+:func:`finite_value`: each error is one line, ``SOURCE: a.b[2].c: what (fix: ...)``.
 """
 
 from __future__ import annotations
 
 import math
 import reprlib
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -47,7 +51,8 @@ from ebb.errors import ConfigError
 
 __all__ = [
     "MAX_YAML_DEPTH", "MAX_YAML_NODES", "BoundedSafeLoader", "YamlLimitError", "compose_all",
-    "config_error", "describe", "finite_number", "load_mapping", "load_yaml", "read_config_text", "yaml_problem",
+    "config_error", "describe", "finite_number", "finite_value", "known_keys", "load_mapping", "load_yaml",
+    "read_config_text", "whole_number", "yaml_problem",
 ]
 
 MAX_YAML_DEPTH: Final = 64
@@ -205,6 +210,44 @@ def compose_all(text: str) -> Iterator[Node]:
 def config_error(source: str, key: str, msg: str, fix: str) -> ConfigError:
     """``source: key: msg (fix: fix)`` — every config error reads the same way."""
     return ConfigError(f"{source}: {key}: {msg} (fix: {fix})")
+
+
+def known_keys(source: str, where: str, raw: Any, allowed: Collection[str], hint: str) -> dict[Any, Any]:
+    """``raw`` when it is a mapping whose keys are all in ``allowed``; else the ConfigError
+    ``where: expected a mapping`` (fix: ``hint``) or ``where.KEY: unknown key`` (fix: the allowed keys).
+    ``where`` ``<top>`` names an unknown key alone (a top-level key)."""
+    if not isinstance(raw, dict):
+        raise config_error(source, where, f"expected a mapping, got {describe(raw)}", hint)
+    unknown = sorted(str(k) for k in raw if k not in allowed)
+    if unknown:
+        key = unknown[0][:60] if where == "<top>" else f"{where}.{unknown[0][:60]}"
+        names = allowed if isinstance(allowed, (list, tuple)) else sorted(allowed)
+        raise config_error(source, key, "unknown key", f"use only {', '.join(names)}")
+    return raw
+
+
+def whole_number(source: str, key: str, raw: Any, lo: int, hi: int | None = None, *, fix: str | None = None) -> int:
+    """``raw`` when it is an integer (not a boolean) in ``[lo, hi]`` (no upper bound when ``hi`` is None);
+    else the ConfigError ``key: expected an integer >= lo and <= hi, got ...`` (fix: ``fix``, or the range)."""
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < lo or (hi is not None and raw > hi):
+        bound = f">= {lo:,}" + ("" if hi is None else f" and <= {hi:,}")
+        raise config_error(source, key, f"expected an integer {bound}, got {describe(raw)}",
+                           fix or f"write a whole number {bound}")
+    return raw
+
+
+def finite_value(source: str, key: str, raw: Any, lo: float = -math.inf, hi: float = math.inf, *,
+                 fix: str = "write a plain number") -> float:
+    """``raw`` as a finite float in ``[lo, hi]``; else the ConfigError ``key: expected a finite number``
+    (NaN, infinities, booleans and text included) or ``key: expected a number >= lo ...`` (fix: ``fix``)."""
+    x = finite_number(raw)
+    if x is None:
+        raise config_error(source, key, f"expected a finite number, got {describe(raw)}", fix)
+    if not lo <= x <= hi:
+        bound = " and ".join(b for b in (f">= {lo:g}" if lo > -math.inf else "",
+                                         f"<= {hi:g}" if hi < math.inf else "") if b)
+        raise config_error(source, key, f"expected a number {bound}, got {x:g}", fix)
+    return x
 
 
 def read_config_text(path: Path, what: str) -> str:

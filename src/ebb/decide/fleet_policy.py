@@ -65,6 +65,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ebb.decide.comeback.streams import GUMBEL_SCALE, gumbel_z
 from ebb.decide.fleet_rank import FleetClasses, recalibrate_fleet, veto_fleet
 from ebb.decide.profiles import EbbProfile
 
@@ -81,8 +82,6 @@ _WINDOWS = (1, 2, 4, 8, 16, 32)
 _LATENCY_WINDOW_S = 30
 """Seconds of TTFT L2 reads (:class:`~ebb.decide.policy.EbbPolicy`'s latency window)."""
 _HIST = 32
-_EULER = 0.5772156649015329
-_GUMBEL_SCALE = math.sqrt(6.0) / math.pi
 
 
 @dataclass(frozen=True)
@@ -114,13 +113,13 @@ class FleetEbb:
     REASONS = ("hold", "need above target", "surge: queue", "surge: burst", "scale-down wanted",
                "warming up", "cooldown", "down interval", "no comeback evidence", "vetoed (L2)")
 
-    def __init__(self, n: int, *, slo_ttft_s: FloatArray, cold_start_s: FloatArray, min_replicas: IntArray,
+    def __init__(self, n: int, *, slo_ttft_ms: FloatArray, cold_start_s: FloatArray, min_replicas: IntArray,
                  max_replicas: IntArray, capacity_rps: FloatArray, classes: FleetClasses | None = None,
                  profile: EbbProfile | None = None) -> None:
         p = profile if profile is not None else EbbProfile()
         self.n = n
         self.profile = p
-        self.slo_ms = _arr(np.asarray(slo_ttft_s, dtype=float) * 1000.0, n, "slo_ttft_s")
+        self.slo_ms = _arr(slo_ttft_ms, n, "slo_ttft_ms")
         self.slack_s = p.slack_fraction * self.slo_ms / 1000.0
         self.cost_s = 1.0 / _arr(capacity_rps, n, "capacity_rps")
         self.min_r = np.asarray(min_replicas, dtype=np.int64).reshape(n)
@@ -238,8 +237,7 @@ class FleetEbb:
         b = self.profile.budget
         rise = np.where(some, top, 0.0)
         if self.profile.tail and 0.0 < b < 1.0:
-            z = -math.log(-math.log1p(-b)) - _EULER
-            rise = np.maximum(rise, mean + _GUMBEL_SCALE * z * std)
+            rise = np.maximum(rise, mean + GUMBEL_SCALE * gumbel_z(b) * std)
         return np.where(some, self.level + np.maximum(rise, 0.0), np.nan)
 
     # -- decision ---------------------------------------------------------------------------------
@@ -291,10 +289,8 @@ class FleetEbb:
 
     def _latency_ms(self) -> FloatArray:
         """The worst TTFT of the window; 0 where nothing arrived in it, NaN where nothing was measured."""
-        lat = self._lat
-        measured = ~np.isnan(lat).all(axis=1)
-        worst = np.max(np.where(np.isnan(lat), -np.inf, lat), axis=1)
-        return np.where(measured, np.where(np.isfinite(worst), worst, 0.0), np.nan)
+        worst = np.fmax.reduce(self._lat, axis=1)  # NaN (nothing measured) is skipped unless all are
+        return np.asarray(np.where(np.isneginf(worst), 0.0, worst), dtype=np.float64)
 
 
 def _replicas(demand: FloatArray, util: float) -> IntArray:

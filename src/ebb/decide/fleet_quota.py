@@ -39,6 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ebb.decide.columns import column
+
 __all__ = ["QuotaCap", "borrowed_replicas", "cap_scale_ups"]
 
 IntArray = npt.NDArray[np.int64]
@@ -128,10 +130,7 @@ def cap_scale_ups(*, spec: npt.ArrayLike, target: npt.ArrayLike, namespace: npt.
 
 
 def _col(v: npt.ArrayLike, n: int, name: str) -> IntArray:
-    a = np.asarray(v)
-    if a.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},), got {a.shape}")
-    return a.astype(np.int64)
+    return column(v, n, name, np.int64)
 
 
 def borrowed_replicas(*, replicas: npt.ArrayLike, namespace: npt.ArrayLike, priority: npt.ArrayLike,

@@ -31,12 +31,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ebb.config.workloads import WorkloadClass
+from ebb.decide.columns import column
 from ebb.decide.semantics import BREACH_CAP_RATIO, BREACH_SLOPE, DEFAULT_MAX_STALENESS_S
 
 __all__ = ["FleetClasses", "FleetRank", "VETO_BITS", "VETO_BURST", "VETO_MIN_REPLICAS",
@@ -86,25 +86,16 @@ def veto_reasons(code: int) -> tuple[str, ...]:
     return tuple(words for bit, words in VETO_BITS if int(code) & bit)
 
 
-def _shaped(v: npt.ArrayLike, n: int, name: str, dtype: type[np.generic]) -> npt.NDArray[Any]:
-    a = np.asarray(v, dtype=dtype)
-    if a.ndim == 0:
-        return np.full(n, a, dtype=dtype)
-    if a.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},), got {a.shape}")
-    return a
-
-
 def _floats(v: npt.ArrayLike, n: int, name: str) -> FloatArray:
-    return _shaped(v, n, name, np.float64)
+    return column(v, n, name, np.float64)
 
 
 def _ints(v: npt.ArrayLike, n: int, name: str) -> IntArray:
-    return _shaped(v, n, name, np.int64)
+    return column(v, n, name, np.int64)
 
 
 def _bools(v: npt.ArrayLike, n: int, name: str) -> BoolArray:
-    return _shaped(v, n, name, np.bool_)
+    return column(v, n, name, np.bool_)
 
 
 def _fail(name: str, bad: BoolArray, values: npt.NDArray[np.generic], need: str) -> None:

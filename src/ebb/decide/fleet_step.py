@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
+from ebb.decide.columns import column
 from ebb.decide.fleet_plan import FleetPlan, plan_fleet
 from ebb.decide.fleet_quota import QuotaCap, cap_scale_ups
 from ebb.decide.fleet_rank import FleetClasses, FleetRank, rank_fleet
@@ -114,9 +115,12 @@ class FleetRules:
 
 def proposal_row(d: Decision, base_weight: float) -> tuple[float, float]:
     """``(weight, latency_ms)`` of one policy decision as the step reads them: the weight the policy
-    recalibrated (``weights["workload"]``, else ``base_weight``) and its TTFT P99 — 0 when a
-    scale-down comes without one (the policy judged the fleet idle: no completions while fresh
-    samples showed no demand), NaN for any other decision without one."""
+    recalibrated (``weights["workload"]``, else ``base_weight``) and the latency its own L2 judged
+    by (``signals["l2_latency_ms"]``: its TTFT P99, 0 for a fleet it judged idle). A decision of a
+    policy that records no such signal gives its TTFT P99 — 0 for a scale-down without one (a
+    policy only proposes that for an idle fleet), NaN otherwise."""
+    if "l2_latency_ms" in d.signals:
+        return float(d.weights.get("workload", base_weight)), float(d.signals["l2_latency_ms"])
     p99 = float(d.signals.get("ttft_p99_ms", math.nan))
     if math.isnan(p99) and d.action == "scale_down":
         p99 = 0.0
@@ -217,10 +221,8 @@ class FleetStep:
 def fleet_step(p: FleetProposals, r: FleetRules) -> FleetStep:
     """Quota on scale-ups, L2 vetoes and rank, L3 budget/PDB/zones (module docstring)."""
     n = len(p)
-    spec = _ints(p.spec, (n,), "spec")
-    target = _ints(p.target, (n,), "target")
-    for name, col in (("namespace", r.namespace), ("gpu_milli", r.gpu_milli)):
-        _ints(col, (n,), name)
+    spec = column(p.spec, n, "spec", np.int64)
+    target = column(p.target, n, "target", np.int64)
     if r.names is not None and len(r.names) != n:
         raise ValueError(f"names must have {n} entries, got {len(r.names)}")
     quota = cap_scale_ups(spec=spec, target=target, namespace=r.namespace, gpu_milli=r.gpu_milli,
@@ -241,9 +243,3 @@ def fleet_step(p: FleetProposals, r: FleetRules) -> FleetStep:
     return FleetStep(target=out, request=request, granted=plan.granted, quota=quota, rank=rank, plan=plan,
                      vetoed=vetoed, proposals=p, rules=r)
 
-
-def _ints(v: npt.ArrayLike, shape: tuple[int, ...], name: str) -> IntArray:
-    a = np.asarray(v)
-    if a.shape != shape:
-        raise ValueError(f"{name} must have shape {shape}, got {a.shape}")
-    return a.astype(np.int64)

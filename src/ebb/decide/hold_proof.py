@@ -55,22 +55,22 @@ def held_prefix(pol: EbbConfig, ticks: FloatArray, needs: FloatArray, l1: FloatA
     recorded in the comeback bound, the burst timer and the weight stepped, as ``decide`` does.
     All at once while a lower bound of the floor proves the holds, then one by one from the first
     tick it does not prove (the exact floor may still)."""
-    recent = list(pol.state.recent_need)
-    held, final = _held_at_once(pol, ticks, needs, l1, cap, spec, recent, ttft_peak)
+    held, final = _held_at_once(pol, ticks, needs, l1, cap, spec, ttft_peak)
     if final:
         return held
+    recent = list(pol.state.recent_need)  # the sizing window before the first tick the bound left unproven
     recent.extend(zip(ticks[:held].tolist(), needs[:held].tolist(), strict=True))
     return held + _held_one_by_one(pol, ticks[held:], needs[held:], l1[held:], cap, spec, recent)
 
 
 def _held_at_once(pol: EbbConfig, ticks: FloatArray, needs: FloatArray, l1: FloatArray, cap: float, spec: int,
-                  recent: list[tuple[float, float]], ttft_peak: FloatArray) -> tuple[int, bool]:
+                  ttft_peak: FloatArray) -> tuple[int, bool]:
     """The leading holds that a vectorised lower bound of the floor proves, recorded, and whether the
     block's end or a tick that is no hold (a scale-up, a period that could set the floor) stopped it
     — False when only the bound's slack did (the exact floor decides from there)."""
     p, st = pol.profile, pol.state
     m = len(ticks)
-    if not (np.isfinite(needs).all() and all(math.isfinite(v) for _, v in recent) and np.isfinite(l1).all()):
+    if not (np.isfinite(needs).all() and all(math.isfinite(v) for _, v in st.recent_need) and np.isfinite(l1).all()):
         return 0, False
     over_t, hit, burst = st.burst_runs(ticks, l1, p.burst_fraction * cap, cap)
     sized = st.replicas_of(st.window_needs(ticks, needs), p.target_util)

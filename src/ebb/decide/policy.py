@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -91,9 +92,8 @@ sample queued (a block-size hint: the proof is the same whatever the block)."""
 FloatArray = npt.NDArray[np.float64]
 
 
-@dataclass(frozen=True)
-class _Sensed:
-    """One reconcile's L1 reading (step 1), what the later steps decide on."""
+class _Sensed(NamedTuple):
+    """One reconcile's L1 reading (step 1), what the later steps decide on (a tuple: built every second)."""
 
     t: float
     spec: int
@@ -140,9 +140,9 @@ class EbbPolicy:
     detection, the comeback horizon. Raised to the slowest cold start the policy sees."""
     warmup_s: float | None = None
     """No scale-down before this much history (s); None = ``warmup_horizons`` horizons."""
-    state: EbbState = field(init=False, repr=False)
+    state: EbbState = field(init=False, repr=False, compare=False)
     """What the policy remembers between decisions (:class:`~ebb.decide.ebb_state.EbbState`)."""
-    workload_class: WorkloadClass = field(init=False, repr=False)
+    workload_class: WorkloadClass = field(init=False, repr=False, compare=False)
     """The served workload as an L2 class: latency-critical online serving (the note's
     order-fulfilment weights) with the run's TTFT SLO as its P99 bound."""
 
@@ -238,8 +238,6 @@ class EbbPolicy:
         idle = math.isnan(ttft99) and st.first_t is not None and \
             t - max(st.last_busy_t, st.first_t) >= self.latency_window_s and \
             t - st.last_signal_t <= self.max_staleness_s
-        # Breaches since the last scale-up only: the ones before it are answered (capacity is coming
-        # or came), and a burst's queue draining after it is no reason to grow again.
         span.set(**{"ebb.l1.demand_p99_replicas": d, "ebb.l1.need_replicas": need,
                     "ebb.l1.burst": bool(burst), "ebb.l1.ttft_p99_ms": ttft99})
         return _Sensed(t, spec, obs.ready_replicas, ready, d, cap, queued, burst, need, ttft99,
@@ -350,6 +348,7 @@ class EbbPolicy:
                 "comeback_horizon_s": est.horizon_s, "comeback_budget": est.budget,
                 "comeback_level_replicas": est.level_replicas, "comeback_rise_replicas": est.rise_replicas,
                 "comeback_floor_replicas": est.floor_replicas, "comeback_samples": float(est.samples),
+                "l2_latency_ms": l1.latency_ms,
                 "learned_floor_replicas": float(learned), "cost_replica_s": st.need.cost_replica_s,
                 "replica_capacity": st.capacity}
 

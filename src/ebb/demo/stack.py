@@ -271,6 +271,7 @@ class LiveDemo:
                                                             keep_outcomes=None, min_replicas=lo, max_replicas=hi,
                                                             react_interval_s=0.1 if kind == "agents" else 0.0),
                                          tracer=self.tracer, metrics=EbbMetrics())
+            stack.callback(self.controller.close)  # its compensation log, before the ledger it sits beside
             self.loadgen = LoadGenerator(router_url, trace, time_scale=s.time_scale, rate_scale=s.rate_scale,
                                          tokens_in_scale=s.tokens_in_scale, tokens_out_scale=s.tokens_out_scale,
                                          max_tokens_in=s.max_tokens_in, max_tokens_out=s.max_tokens_out)

@@ -20,12 +20,12 @@ Every reconcile returns one :class:`~ebb.model.decision.Decision` (the
 * ``proceed`` — gates passed and step healthy: ``scale_down`` (``hold`` when already there, always
   after a ``watch``) to the inner's target with the remaining victims;
 * ``compensate`` — a gate failed, errored or timed out: a **request to the rollback channel** to
-  undo the gated step (SPEC §3.5). The guard plans it with the channel's own planner
-  (:func:`ebb.gates.rollback.plan_compensation` over the gated step as a
-  :class:`~ebb.gates.rollback.ScaleEvent`), so the decision says where the undo ends: ``scale_up``
-  back to ``pre``. The simulator's engine applies it as it is; the live controller hands it to the
-  rollback channel (:mod:`ebb.live.compensation`), which re-plans from the ledger's recorded
-  scale-downs and executes, records, budgets and queues for review.
+  undo the gated step (SPEC §3.5). The decision says where undoing that one step ends: ``scale_up``
+  back to its pre-state ``pre`` (``hold`` when the fleet is already there or above) — what
+  :func:`ebb.gates.rollback.plan_compensation` restores for the step alone. The simulator's engine
+  applies it as it is; the live controller hands it to the rollback channel
+  (:mod:`ebb.live.compensation`), which plans the real undo from the ledger's recorded scale-downs
+  (the step and everything it caused) and executes, records, budgets and queues for review.
 
 Cycles waiting on the gate are holds — unless the inner policy, which keeps deciding, asks for a
 scale-up (a burst, a latency surge): that ends the step and goes through, since capacity comes back. :func:`canary_counts` counts passes and aborts over a
@@ -42,7 +42,6 @@ from dataclasses import dataclass, field, replace
 from ebb.decide.policy import EbbPolicy
 from ebb.gates.canary import decide as canary_decide
 from ebb.gates.metrics_gate import GateSpec, GateState, Measurement, Verdict, step, verdict
-from ebb.gates.rollback import EventGraph, ScaleEvent, plan_compensation
 from ebb.model.decision import Decision, GateStep, GateStepName, action_between
 from ebb.model.ids import ReplicaId
 from ebb.model.observation import Observation, Pipeline
@@ -211,7 +210,8 @@ class CanaryGuard:
             return self._step(obs.t_s, "proceed", spec, run.target, f"gate {v}, canary healthy", v, spans,
                               remaining[:spec - run.target])
         self.inner.note_scale_up(obs.t_s)
-        return self._step(obs.t_s, "compensate", spec, max(spec, _undone(run, spec)),
+        # Back to the gated step's pre-state; the live rollback channel plans the real undo from the ledger.
+        return self._step(obs.t_s, "compensate", spec, max(spec, run.pre),
                           f"gate {v} ({self.gate.query} = {run.last:.4g}): abort and undo the gated step "
                           "(rollback channel)", v, spans)
 
@@ -225,11 +225,3 @@ class CanaryGuard:
             s.set(**{"ebb.gate.result": what, "ebb.gate.verdict": v})
         return Decision(t, action_between(frm, to), frm, to, policy=self.spec, victims=victims,
                         reasons=(f"{what}: {reason}",), gate=GateStep(what, self.gate.query, v))
-
-
-def _undone(run: _Run, spec: int) -> int:
-    """Where the rollback channel's plan takes the target: the gated step's pre-state (one event, the
-    step from ``pre`` to ``spec``; planned by the channel's own :func:`plan_compensation`)."""
-    gated = ScaleEvent("gated-step", "target", run.pre, spec, 0.0, "gated scale-down", "")
-    (undo,) = plan_compensation(EventGraph([gated]), ["gated-step"])
-    return undo.restore_replicas

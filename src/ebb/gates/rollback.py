@@ -9,7 +9,7 @@ order is deterministic. :func:`plan_compensation` turns that into :class:`Compen
 
 :func:`scale_events` reads the events out of a run's ledger records — every acted scale-down, with its
 pre-state — so the live controller plans from what the ledger says happened, and :func:`restored`
-says where each target ends once a plan ran (a guard's compensating decision, the simulator's).
+says where each target ends once a plan ran (the live rollback channel's proposal).
 
 Pure: no I/O, no clocks. Applying the steps idempotently, the time budget and the manual review queue
 live in :mod:`ebb.ledger.review`; the live controller executes them through its actuator
@@ -186,7 +186,8 @@ def plan_compensation(graph: EventGraph, root_ids: Iterable[str]) -> list[Compen
 
 def restored(steps: Sequence[CompensationStep]) -> dict[str, int]:
     """Where each target ends once ``steps`` ran in order: its last step's ``restore_replicas`` (the
-    pre-state of the oldest event undone on it)."""
+    pre-state of the oldest event undone on it). The live rollback channel proposes its scale-up
+    with it (:meth:`ebb.live.compensation.CompensationPlan.restored`)."""
     return {st.target: st.restore_replicas for st in steps}
 
 

@@ -37,8 +37,12 @@ Guarantees:
   leading cycle, after that cycle's read of the source and the fleet (:mod:`ebb.live.resume`); a
   cycle that applied a resumed decision ends there (no decision of its own; its cycle number is
   skipped): the next cycle decides on the new fleet. Victims are recorded by the actuator's names.
-* **Replica bounds hold.** No decision, from the policy or the ledger, is applied below
-  ``min_replicas`` or above ``max_replicas`` (:class:`ControllerSettings`).
+* **Replica bounds hold.** No decision, from the policy or the ledger, takes the fleet below
+  ``min_replicas`` or above ``max_replicas`` (:class:`ControllerSettings`): the policy's and the
+  fast path's are clamped (:mod:`ebb.live.locks`), a resumed one too (:mod:`ebb.live.resume`), and
+  a rollback's steps — scale-ups back to a recorded pre-state — are planned within
+  ``max_replicas``; steps a predecessor (or a forged row) recorded are checked against it before
+  they are applied, and one over it sends the rollback to review (:mod:`ebb.live.compensation`).
 * **Monotonic time.** The policy's time is the monotonic clock (:mod:`ebb.live.timeline`); Unix
   stamps of samples and pods are mapped onto it by their age. A wall-clock step is logged, and the
   source cursor and freshness reference are reset so neither a forward nor a backward step blinds
@@ -153,7 +157,8 @@ class Controller:
         self._books = CycleLedger(ledger, settings, elector=elector, clock=clock, metrics=metrics)
         """The ledger's side of the cycles: numbering, fenced write-ahead records, outcomes, resume."""
         self._rollback = RollbackChannel(ledger, settings, clock=clock, metrics=metrics, fence=self._books.fence,
-                                         fault=self._fault, review_log=compensation_log)
+                                         still_fenced=self._books.still_fenced, fault=self._fault,
+                                         review_log=compensation_log)
         """Rollbacks to carry out before the policy decides again, and how (the compensation log is
         opened next to the ledger on first use unless given, and closed by :meth:`close`)."""
         self.outcomes: deque[CycleOutcome] = deque(maxlen=settings.keep_outcomes)
@@ -203,8 +208,9 @@ class Controller:
             out = self._commit(step, step.decision if decision is None else decision)
         except Exception as exc:  # last resort, as in propose; the span already recorded it
             out = self._internal_error(exc, held.tick, held.started_s)
-            if step.compensation is not None:
-                self._rollback.queue.done(step.compensation)  # a poison request must not block the loop
+            if step.compensation is not None:  # a poison request must not block the loop, nor come back on resume
+                self._rollback.abandon(step.compensation.request,
+                                       f"rollback failed: internal error: {type(exc).__name__}: {exc}")
         if held.outcome is None:
             held.outcome = out
         return held.outcome
@@ -316,7 +322,7 @@ class Controller:
                                                 gate=d.gate)
             log.warning("gate asked to compensate, but the run has no acted scale-down to undo: a plain scale-up")
         proposed, blocked = self._locked(d, seen)
-        return Proposal(proposed, seen, n, held, blocked)
+        return Proposal(proposed, seen, held, blocked)
 
     def _decide(self, span: CycleSpan, obs: Observation) -> Decision:
         """The policy's decision; its layers open their spans under ``ebb.decide``."""
@@ -371,7 +377,7 @@ class Controller:
         """Apply a recorded change (unless deposed since the write), then record its outcome."""
         rec = cycle.decisions[0]
         did = rec.decision_id
-        if self.elector is not None and self._books.token(self.elector.fence()) != self._books.token(fence):
+        if not self._books.still_fenced(fence):
             # Deposed between the write and the act: the successor's resume reconciles this decision.
             log.error("lost leadership after recording %s: not acting", did)
             return seen.outcome(n, t_s, "error", seen.state.spec_replicas, did, note="lost leadership before acting")

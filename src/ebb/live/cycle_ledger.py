@@ -30,11 +30,14 @@ Guarantees:
   resumed decision's victims are mapped back to the ids of the fleet read *now*, so a restarted
   actuator that numbers the same replicas differently still removes exactly those.
 * **Fenced.** With an elector, every write carries the leader's fencing token
-  (:meth:`CycleLedger.fence`: :class:`~ebb.errors.NotLeader` when leadership lapsed since
-  ``is_leader()``), so a deposed leader's write fails atomically (etcd backend).
+  (:meth:`CycleLedger.fence`, :func:`leader_fence`: :class:`~ebb.errors.NotLeader` when leadership
+  lapsed since ``is_leader()``), so a deposed leader's write fails atomically (etcd backend); a
+  change is applied only while the fence it was recorded under is still the leader's
+  (:meth:`CycleLedger.still_fenced`: the rollback channel's steps too).
 * **Ids.** Decision ids are ``<run_id>-<n>`` and cycle ids ``<run_id>-c<n>``, ``n`` continuing from
-  the ledger's last cycle of ``run_id`` (:meth:`CycleLedger.next_cycle`), so a successor (after a
-  restart or a fail-over) extends the same sequence. A decision caused by the last change the
+  the ledger's last cycle of ``run_id`` (:meth:`CycleLedger.next_cycle`, :func:`last_cycle_number`:
+  also past the numbers the keys of malformed rows show), so a successor (after a restart or a
+  fail-over) extends the same sequence; the fleet controller numbers its own cycles the same way. A decision caused by the last change the
   controller made records it (``caused_by``; a canary's ``proceed`` the canary step: the event
   graph's edge).
 """
@@ -64,9 +67,39 @@ from ebb.model.observation import ScaleRequest
 from ebb.model.spans import Spans
 from ebb.telemetry.metrics import EbbMetrics
 
-__all__ = ["CycleLedger"]
+__all__ = ["CycleLedger", "last_cycle_number", "leader_fence"]
 
 log = logging.getLogger("ebb.live.controller")
+
+_NUMBERED = re.compile(r"-c(\d{1,18})$")
+"""A numbered cycle's id: ``<run_id>-c<n>``."""
+_NUMBER_IN_KEY = re.compile(r"-c(\d{1,18})(?!\d)")
+"""A cycle number in a malformed row's key (an etcd key or a row id; ``-outcome`` may follow)."""
+
+
+def last_cycle_number(ledger: Ledger, run_id: str) -> tuple[list[CycleRecord], int]:
+    """The run's cycles and the highest ``n`` of a ``<run_id>-c<n>`` among them or in the keys of the
+    malformed rows the read skipped (0 when none): numbering continues past it, so no id is reused.
+    Malformed rows are left in place and named in an ERROR."""
+    cycles = ledger.cycles(RunId(run_id))
+    bad = tuple(ledger.skipped)
+    nums = [int(m.group(1)) for c in cycles if (m := _NUMBERED.search(c.cycle_id)) is not None]
+    nums.extend(int(x) for row in bad for x in _NUMBER_IN_KEY.findall(row.key))
+    if bad:
+        log.error("ledger: %d malformed row(s) of run %s skipped on resume (left as they are; fix or remove "
+                  "them with the store's own tools): %s", len(bad), run_id, "; ".join(r.error for r in bad[:3])[:1000])
+    return cycles, max(nums, default=0)
+
+
+def leader_fence(elector: Elector | None, run_id: str) -> Any:
+    """The leader's fence for the next write (None without an elector); :class:`~ebb.errors.NotLeader`
+    when leadership lapsed since ``is_leader()`` (an unfenced write could land after a successor's)."""
+    if elector is None:
+        return None
+    fence = elector.fence()
+    if fence is None:
+        raise NotLeader(f"{run_id}: leadership lapsed before the ledger write; not writing")
+    return fence
 
 
 class CycleLedger:
@@ -103,22 +136,15 @@ class CycleLedger:
 
     # -- fenced writes -----------------------------------------------------------------------
     def fence(self) -> Any:
-        """The leader's fence for the next write (None without an elector)."""
-        if self.elector is None:
-            return None
-        fence = self.elector.fence()
-        if fence is None:  # lapsed since is_leader(): an unfenced write could land after a successor's
-            raise NotLeader(f"{self.settings.run_id}: leadership lapsed before the ledger write; not writing")
-        return fence
+        """The leader's fence for the next write (:func:`leader_fence`)."""
+        return leader_fence(self.elector, self.settings.run_id)
 
-    @staticmethod
-    def token(fence: Any) -> int:
-        """The fencing token a record carries (0: unfenced): :func:`~ebb.ledger.base.fence_token`."""
-        return fence_token(fence)
-
-    def append(self, cycle: CycleRecord, fence: Any) -> None:
-        """Write ``cycle`` under ``fence`` (None: unfenced)."""
-        self.ledger.append_cycle(cycle, fence)
+    def still_fenced(self, fence: Any) -> bool:
+        """Whether ``fence`` (what a record was written under) is still the leader's: no elector, or
+        the elector's fence now carries its token. False once leadership lapsed or passed to a
+        successor since the write — then nothing recorded under it is applied (the successor's
+        resume reconciles it)."""
+        return self.elector is None or fence_token(self.elector.fence()) == fence_token(fence)
 
     # -- a decision's records ----------------------------------------------------------------
     def record(self, d: Decision, n: int, cid: CycleId, tick: Tick, state: FleetState, fence: Any, *,
@@ -132,7 +158,7 @@ class CycleLedger:
         rec = decision_record(d, decision_id=DecisionId(f"{s.run_id}-{n}"), cycle_id=cid, run_id=RunId(s.run_id),
                               ts_ns=int(tick.wall_s * 1e9), target=s.target, victim_name=victim_names(state),
                               caused=caused, extra_plan={"mode": s.mode, "controller": "live"})
-        return cycle_record(rec, policy=policy, fencing_token=self.token(fence),
+        return cycle_record(rec, policy=policy, fencing_token=fence_token(fence),
                             snapshot={"replicas": state.spec_replicas, "ready": state.ready_replicas,
                                       "draining": state.draining})
 
@@ -140,7 +166,7 @@ class CycleLedger:
         """Append the decision's cycle; the ledger's refusal (counted, logged) or None when written."""
         try:
             with span.layer("ebb.ledger"):
-                self.append(cycle, fence)
+                self.ledger.append_cycle(cycle, fence)
         except (TransientError, NotLeader) as exc:
             if self.metrics is not None:
                 self.metrics.ledger_write_error()
@@ -161,8 +187,9 @@ class CycleLedger:
         did = cycle.decisions[0].decision_id
         try:
             with span.layer("ebb.ledger.outcome"):
-                self.append(outcome_cycle(cycle, did, ts_ns=int(self._clock() * 1e9), note="applied",
-                                          result=actuated(res), fencing_token=self.token(fence)), fence)
+                self.ledger.append_cycle(outcome_cycle(cycle, did, ts_ns=int(self._clock() * 1e9), note="applied",
+                                                       result=actuated(res), fencing_token=fence_token(fence)),
+                                         fence)
         except (TransientError, NotLeader) as exc:
             log.error("outcome of %s not recorded (%s); a restart reconciles it", did, exc)
 
@@ -177,18 +204,8 @@ class CycleLedger:
         reused. Skipping loses nothing that matters for safety: a skipped unfinished decision is
         not resumed, and the policy re-decides on fresh data.
         """
-        mine = [c for c in self.ledger.cycles(RunId(self.settings.run_id)) if not c.cycle_id.endswith("-outcome")]
-        bad = tuple(self.ledger.skipped)
-        nums = [int(c.cycle_id.rsplit("-c", 1)[1]) for c in mine
-                if c.cycle_id.rsplit("-c", 1)[-1].isdigit()]
-        for row in bad:
-            found = re.findall(r"-c(\d{1,18})(?!\d)", row.key)
-            nums.extend(int(x) for x in found)
-        if bad:
-            log.error("ledger: %d malformed row(s) of run %s skipped on resume (left as they are; fix or remove "
-                      "them with the store's own tools): %s", len(bad), self.settings.run_id,
-                      "; ".join(r.error for r in bad[:3])[:1000])
-        self._n = max(nums, default=0)
+        cycles, self._n = last_cycle_number(self.ledger, self.settings.run_id)
+        mine = [c for c in cycles if not c.cycle_id.endswith("-outcome")]
         self._pending = None
         rollbacks.resume(mine)
         acts = [c for c in mine for d in c.decisions
@@ -217,9 +234,9 @@ class CycleLedger:
             with span.layer("ebb.actuate", **{"ebb.resume": True}) as a:
                 res = actuator.apply(d.decision_id, ScaleRequest(verdict.to_replicas, verdict.victims))
                 a.set(**{"ebb.actuate.applied": res.applied, "ebb.replicas.after": res.replicas_after})
-        self.append(outcome_cycle(cycle, d.decision_id, ts_ns=int(self._clock() * 1e9), note=verdict.note,
-                                  result=None if res is None else actuated(res),
-                                  fencing_token=self.token(fence)), fence)
+        self.ledger.append_cycle(outcome_cycle(cycle, d.decision_id, ts_ns=int(self._clock() * 1e9),
+                                               note=verdict.note, result=None if res is None else actuated(res),
+                                               fencing_token=fence_token(fence)), fence)
         self._pending = None
         log.warning("decision %s (%s %d→%d) was left without an outcome: %s", d.decision_id, d.action,
                     d.from_replicas, d.to_replicas, verdict.note)

@@ -44,9 +44,11 @@ Guarantees, beyond each workload's:
   ended before deciding contributes none). The reclaim order is a preference: it never changes a
   count (:mod:`ebb.decide.coordinate`).
 * **One leader.** The members share one elector (one lease for the whole controller); the fleet
-  record is written only while leading, with the fence.
+  record is written only while leading, with the fence (:func:`~ebb.live.cycle_ledger.leader_fence`,
+  the members' own).
 
-The fleet's ledger cycle (run id ``run_id``, cycle ``<run_id>-c<n>``, no decisions) is written
+The fleet's ledger cycle (run id ``run_id``, cycle ``<run_id>-c<n>``, numbered like a member's:
+:func:`~ebb.live.cycle_ledger.last_cycle_number`, past malformed rows' keys too; no decisions) is written
 after the writes when anything was planned or written; its snapshot holds the budget, the grants
 in rank order, each member decision of the cycle and the write batches (times in ms from the
 first write). Best effort: a refused write is logged, the member decisions are already recorded.
@@ -57,7 +59,6 @@ from __future__ import annotations
 import contextvars
 import logging
 import math
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -78,9 +79,10 @@ from ebb.decide.coordinate import (
 from ebb.decide.fleet_rank import FleetClasses
 from ebb.decide.fleet_step import FleetProposals, FleetRules, FleetStep, decision_proposals, fleet_step
 from ebb.decide.quota import QoSClass, Quota, QuotaPod
-from ebb.errors import EbbError, NotLeader
+from ebb.errors import EbbError
 from ebb.ledger.base import Ledger, fence_token
 from ebb.live.controller import Controller, CycleOutcome, Proposal
+from ebb.live.cycle_ledger import last_cycle_number, leader_fence
 from ebb.live.pacing import paced_loop
 from ebb.live.settings import Elector
 from ebb.model.decision import Decision
@@ -334,8 +336,7 @@ class FleetController:
 
     def _next_n(self) -> int:
         if self._n is None:
-            found = [re.findall(r"-c(\d{1,18})$", c.cycle_id) for c in self.ledger.cycles(RunId(self.settings.run_id))]
-            self._n = max((int(x[0]) for x in found if x), default=0)
+            _, self._n = last_cycle_number(self.ledger, self.settings.run_id)
         self._n += 1
         return self._n
 
@@ -348,9 +349,7 @@ class FleetController:
             self._n = None  # a successor may have written: re-read the numbering when leading again
             return 0
         try:
-            fence = None if self.elector is None else self.elector.fence()
-            if self.elector is not None and fence is None:
-                raise NotLeader(f"{self.settings.run_id}: leadership lapsed before the fleet record")
+            fence = leader_fence(self.elector, self.settings.run_id)
             n = self._next_n()
             snap: dict[str, JSON] = {"budget": self.settings.disruption_budget,
                                      "decisions": _decisions(self.members, outcomes),

@@ -24,7 +24,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
-from ebb.live.compensation import CompensationRequest
+from ebb.live.compensation import CompensationPlan
 from ebb.live.sensed import Sensed
 from ebb.live.settings import CycleOutcome
 from ebb.live.timeline import Tick
@@ -90,11 +90,10 @@ class Proposal:
     the scale-up back to the root event's pre-state)."""
     seen: Sensed
     """What the cycle read: the source's signals (``seen.sig``) and the fleet (``seen.state``)."""
-    n: int
-    """The cycle's number."""
     cycle: OpenCycle
-    """The cycle, still open (its trace span), until the commit ends it."""
+    """The cycle, still open (its trace span), until the commit ends it; its number is ``cycle.n``."""
     blocked: str = ""
     """The controller lock's veto ("" when none blocked the decision)."""
-    compensation: CompensationRequest | None = None
-    """Set when the cycle proposes a rollback (the rollback channel carries it out on commit)."""
+    compensation: CompensationPlan | None = None
+    """Set when the cycle proposes a rollback: the request and its plan, made from the ledger by the
+    proposing cycle (the rollback channel carries it out on commit)."""

@@ -1,7 +1,7 @@
 """The live controller's policy from a ``--policy`` spec: the simulator's ``ebb`` grammar.
 
 ``ebb:profile=balanced`` is the same policy ``ebb simulate`` runs, with the same knobs (every field of
-:data:`ebb.decide.policy.PROFILE_KNOBS`, the switches of :data:`~ebb.decide.policy.PROFILE_FLAGS`).
+:data:`ebb.decide.profiles.PROFILE_KNOBS`, the switches of :data:`~ebb.decide.profiles.PROFILE_FLAGS`).
 The policy's memories are counted in comeback horizons — a cold start plus a decision period — so a
 fleet that starts replicas in seconds remembers minutes, one that starts them in a minute an hour:
 ``cold_start_s`` (default the caller's, ``ebb run --cold-start-s``) is the one time a fleet must be

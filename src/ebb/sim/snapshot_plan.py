@@ -1,6 +1,7 @@
 """One L2 → L3 cycle run offline over a cluster snapshot (``ebb plan FLEET.yaml``).
 
-The snapshot (:mod:`ebb.config.snapshot`) goes, unchanged, through the code a cluster cycle runs:
+The snapshot (:mod:`ebb.sim.snapshot`, already in the planners' records: replica views, workload
+signals, quotas, pods) goes, unchanged, through the code a cluster cycle runs:
 
 1. :func:`~ebb.decide.semantics.rank_candidates` ranks the workloads (lowest weight first) and
    vetoes the unsafe ones. A signal the snapshot leaves out is unknown (NaN) and vetoes: fail safe,
@@ -17,12 +18,8 @@ The snapshot (:mod:`ebb.config.snapshot`) goes, unchanged, through the code a cl
    admitted one adding its requests. A namespace without a quota admits every pod.
 
 So for every workload: granted ≤ requested, Σ granted ≤ ``budget``, a vetoed workload gets 0, and
-``len(victims) == granted``. Nothing is written anywhere. A pod's QoS class is computed from its
-requests and limits as Kubernetes does (:func:`~ebb.gates.qos.compute_pod_qos`, one container).
-
-Errors: a quota the quota model refuses (a resource it does not govern, ``min`` above ``max``) is a
-:class:`~ebb.errors.ConfigError` naming the snapshot file and ``quotas[i]``; the planners' own
-argument checks raise ``ValueError`` (``ebb plan`` reports it naming the file).
+``len(victims) == granted``. Nothing is written anywhere. Every check is the reader's
+(:func:`~ebb.sim.snapshot.load_snapshot`): a snapshot it returns plans without an error.
 """
 
 from __future__ import annotations
@@ -30,13 +27,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ebb.config.snapshot import ClusterSnapshot, SnapshotPod, SnapshotWorkload
 from ebb.config.workloads import WorkloadClass
-from ebb.config.yamlio import config_error
-from ebb.decide.coordinate import ClusterPlan, QuotaContext, ReplicaView, ScaleDownPlan, plan_cluster, plan_scale_down
-from ebb.decide.semantics import WorkloadSignals, rank_candidates
-from ebb.gates.qos import ContainerResources, PodSpec, compute_pod_qos
-from ebb.gates.quota import Quota, QuotaPod, QuotaPolicy, admit
+from ebb.decide.coordinate import ClusterPlan, QuotaContext, ScaleDownPlan, plan_cluster, plan_scale_down
+from ebb.gates.quota import QuotaPolicy, admit
+from ebb.decide.semantics import rank_candidates
+from ebb.sim.snapshot import ClusterSnapshot
 
 __all__ = ["PendingVerdict", "SnapshotPlan", "plan_snapshot"]
 
@@ -69,37 +64,10 @@ class SnapshotPlan:
     """Each pending pod's verdict, in the order listed (empty without ``pending:``)."""
 
 
-def _views(snap: ClusterSnapshot) -> tuple[ReplicaView, ...]:
-    return tuple(ReplicaView(replica_id=r.replica_id, workload=r.workload, namespace=r.namespace, zone=r.zone,
-                             load=r.load, ready=r.ready, deletion_cost=r.deletion_cost) for r in snap.replicas)
-
-
-def _signals(w: SnapshotWorkload) -> WorkloadSignals:
-    s = w.signals
-    return WorkloadSignals(workload=w.name, class_name=w.class_name, replicas=len(w.replicas),
-                           ready_replicas=sum(r.ready for r in w.replicas),
-                           latency_p99_ms=s.latency_p99_ms, latency_p95_ms=s.latency_p95_ms,
-                           success_ratio=s.success_ratio, burst_active=s.burst_active,
-                           utilisation_ratio=s.utilisation_ratio, staleness_s=s.staleness_s)
-
-
-def _quota_pod(p: SnapshotPod) -> QuotaPod:
-    qos = compute_pod_qos(PodSpec(containers=(ContainerResources(requests=p.requests, limits=p.limits),)))
-    return QuotaPod(name=p.name, namespace=p.namespace, qos=qos, priority=p.priority, created_s=p.created_s,
-                    requests=p.requests)
-
-
 def _quota_context(snap: ClusterSnapshot) -> QuotaContext | None:
     if snap.quotas is None:
         return None
-    quotas: dict[str, Quota] = {}
-    for i, q in enumerate(snap.quotas):
-        try:
-            quotas[q.namespace] = Quota(q.namespace, min=q.min, max=q.max)
-        except ValueError as exc:
-            raise config_error(snap.source, f"quotas[{i}]", str(exc),
-                               "list only cpu, memory, nvidia.com/gpu with min <= max") from exc
-    return QuotaContext(quotas=quotas, pods={p.name: _quota_pod(p) for p in snap.pods})
+    return QuotaContext(quotas={q.namespace: q for q in snap.quotas}, pods={p.name: p for p in snap.pods})
 
 
 def _admit_pending(snap: ClusterSnapshot, quota: QuotaContext | None,
@@ -116,7 +84,7 @@ def _admit_pending(snap: ClusterSnapshot, quota: QuotaContext | None,
             for r, v in pod.requests.items():
                 used[r] = used.get(r, 0) + v
     out: list[PendingVerdict] = []
-    for pod in (_quota_pod(p) for p in snap.pending):
+    for pod in snap.pending:
         q = quota.quotas.get(pod.namespace)
         if q is None:
             out.append(PendingVerdict(pod.name, pod.namespace, pod.qos.value, "admitted",
@@ -135,9 +103,9 @@ def _admit_pending(snap: ClusterSnapshot, quota: QuotaContext | None,
 def plan_snapshot(snap: ClusterSnapshot, classes: tuple[WorkloadClass, ...]) -> SnapshotPlan:
     """Rank (L2), split the budget (L3 cluster), pick victims (L3 per workload), admit pending pods."""
     quota = _quota_context(snap)
-    replicas = _views(snap)
+    replicas = snap.replicas
     weights = {w.name: w.weight for w in snap.workloads if w.weight is not None}
-    candidates = rank_candidates(classes, [_signals(w) for w in snap.workloads], weights)
+    candidates = rank_candidates(classes, [w.signals for w in snap.workloads], weights)
     requests = {w.name: w.remove for w in snap.workloads}
     plan = plan_cluster(candidates, requests, snap.budget, quota=quota,
                         replicas=replicas if quota is not None else None)

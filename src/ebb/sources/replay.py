@@ -34,7 +34,7 @@ import numpy.typing as npt
 from ebb.errors import InputError
 from ebb.model.samples import SampleBatch
 from ebb.sources.base import batch_from_columns
-from ebb.sources.traces.generic_csv import _time_column
+from ebb.sources.traces.generic_csv import time_column
 
 __all__ = ["CsvTable", "CsvReplaySource", "read_table", "unit_of", "NONNEGATIVE_UNITS", "TIME_COLUMNS"]
 
@@ -167,7 +167,7 @@ def read_table(path: str | Path, *, time_col: str | None = None, step_s: float |
         cells = cols_t[index[time_col]]
         t = _to_float(p, time_col, cells, lines, optional=True)
         if t is None:  # datetimes: read by the very function `ebb simulate --format csv` uses
-            t = _time_column(list(cells), col=time_col, path=Path(p), lines=lines)
+            t = time_column(list(cells), col=time_col, path=Path(p), lines=lines)
         _check_time(p, time_col, t, lines)
     else:
         assert step_s is not None

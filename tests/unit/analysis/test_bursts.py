@@ -7,8 +7,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ebb.analysis.bursts import MAX_STEPS, MAX_WINDOW_BUCKETS, burst_window, evaluate_trigger_csv, find_bursts
-from ebb.config.triggers import parse_triggers
+from ebb.analysis.bursts import (
+    MAX_STEPS,
+    MAX_WINDOW_BUCKETS,
+    burst_window,
+    check_burst_settings,
+    evaluate_trigger_series,
+    find_bursts,
+    trigger_columns,
+)
+from ebb.analysis.csv_series import read_series
+from ebb.config.triggers import Trigger, parse_triggers
+from ebb.decide.triggers import TriggerResult
 from ebb.errors import ConfigError, InputError
 
 
@@ -64,6 +74,13 @@ def _csv(tmp_path: Path, sm: float) -> Path:
     return f
 
 
+def evaluate_trigger_csv(path: Path, trigger: Trigger) -> TriggerResult:
+    """The trigger over the columns its rules read, as ``ebb bursts --triggers`` reads them."""
+    columns = trigger_columns(trigger)
+    t_s, values = read_series(path, "t", columns)
+    return evaluate_trigger_series(t_s, values, trigger)
+
+
 def test_a_trigger_fires_when_its_rule_held_for_its_sustain_at_the_last_sample(tmp_path: Path) -> None:
     trigger = parse_triggers(TRIGGER, source="t.yaml")
     assert evaluate_trigger_csv(_csv(tmp_path, 90), trigger).fired
@@ -78,3 +95,21 @@ def test_a_trigger_on_a_missing_column_or_two_quantiles_of_one_signal_is_refused
     both = parse_triggers(two, source="t.yaml")
     with pytest.raises(ConfigError, match="different quantiles"):
         evaluate_trigger_csv(_csv(tmp_path, 90), both)
+
+
+@pytest.mark.parametrize("kw, said", [
+    ({"quantile": 1.5}, "--quantile 1.5: must be a number from 0 to 1 (fix: "),
+    ({"min_duration_ms": -1.0}, "--min-duration-ms -1.0: must be a finite number >= 0 (fix: "),
+    ({"threshold": float("nan")}, "--threshold nan: must be a finite number (fix: "),
+    ({"bucket_ms": float("inf")}, "--bucket-ms inf: must be a finite number > 0 (fix: "),
+])
+def test_every_setting_is_refused_in_one_format_before_any_data(kw: dict[str, float], said: str) -> None:
+    """One check (settings_checks' format, "--flag VALUE: must be ..."), the one ebb bursts runs before reading."""
+    settings = {"window_ms": 1000.0, "bucket_ms": 100.0, "quantile": 0.99, "threshold": 95.0,
+                "min_duration_ms": 200.0, **kw}
+    with pytest.raises(ConfigError) as exc:
+        check_burst_settings(**settings)
+    assert said in str(exc.value)
+    with pytest.raises(ConfigError) as again:
+        find_bursts(*_spiky(), **settings)  # type: ignore[arg-type]
+    assert str(again.value) == str(exc.value)

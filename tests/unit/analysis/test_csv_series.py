@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from ebb.analysis.csv_series import read_columns, read_series
+from ebb.analysis.csv_series import read_series
 from ebb.errors import InputError
+
+
+def read_columns(path: Path, time_col: str, value_col: str) -> tuple[np.ndarray, np.ndarray]:
+    """(t, value): one value column, as ``ebb bursts --value-col`` reads it."""
+    t_s, values = read_series(path, time_col, {value_col: "pass --value-col with one of those names"})
+    return t_s, values[value_col]
 
 
 def _csv(tmp_path: Path, rows: list[str], header: str = "t,util_gpu") -> Path:
@@ -49,3 +56,11 @@ def test_a_binary_or_missing_file_is_one_input_error(tmp_path: Path) -> None:
         read_columns(binary, "t", "util_gpu")
     with pytest.raises(InputError, match="cannot open"):
         read_columns(tmp_path / "absent.csv", "t", "util_gpu")
+
+
+def test_a_byte_order_mark_is_no_part_of_the_first_column_name(tmp_path: Path) -> None:
+    """Before, the series reader decoded as utf-8 and named the first column '\\ufefft': "no column 't'"."""
+    p = tmp_path / "bom.csv"
+    p.write_bytes(b"\xef\xbb\xbft,util_gpu\n0,1\n1,100\n")
+    t, v = read_columns(p, "t", "util_gpu")
+    assert t.tolist() == [0.0, 1.0] and v.tolist() == [1.0, 100.0]

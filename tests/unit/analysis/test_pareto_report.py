@@ -125,3 +125,13 @@ def test_the_frontier_equals_brute_force_in_both_modes_on_random_csvs(rows: list
         recent = pareto_report(f, objs, config=["cfg"], time_column="ts_s", window_s=5.0)
         keep = [i for i in range(len(rows)) if i > len(rows) - 6]
         _check_against_brute_force(recent, [lines[i] for i in keep], [points[i] for i in keep])
+
+
+@pytest.mark.parametrize("window_s", [0.0, -5.0, float("nan"), float("inf")])
+def test_a_bad_window_names_the_flag_the_value_and_the_fix(tmp_path: Path, window_s: float) -> None:
+    """Before: "--window-s must be a positive number of seconds, got 0", no fix, another format."""
+    f = tmp_path / "m.csv"
+    f.write_text("ts_s,a,b\n0,1,1\n")
+    with pytest.raises(ConfigError) as exc:
+        pareto_report(f, parse_objectives("a,b"), time_column="ts_s", window_s=window_s)
+    assert f"--window-s {window_s!r}: must be a finite number > 0 (fix: " in str(exc.value)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from ebb.cli.main import app
@@ -73,3 +75,31 @@ def test_triggers_default_evaluates_the_notes_chapter_one_triggers(tmp_path: Pat
     out = json.loads(res.output)["trigger"]
     assert out["name"] == "chapter1-scale-out" and out["fired"] is True
     assert [r["holds"] for r in out["rules"]] == [True, False, False]
+
+
+def test_bursts_and_a_trigger_read_the_csv_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, ``--threshold`` with ``--triggers`` opened and parsed the CSV twice."""
+    csv, trig = _files(tmp_path, sm=90, lat=5)
+    opened: list[Path] = []
+    path_open = Path.open
+
+    def counting(self: Path, *args: Any, **kwargs: Any) -> Any:
+        if self == csv:
+            opened.append(self)
+        return path_open(self, *args, **kwargs)
+    monkeypatch.setattr(Path, "open", counting)
+    res = CliRunner().invoke(app, ["bursts", "--input", str(csv), "--value-col", "sm_pct", "--threshold", "50",
+                                   "--min-duration-ms", "200", "--triggers", str(trig), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert len(out["bursts"]) == 1 and out["trigger"]["fired"] is True
+    assert len(opened) == 1
+
+
+def test_a_csv_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """Spreadsheet exports start with a BOM; before, ebb bursts read it into the first name: "no column 't'"."""
+    csv, trig = _files(tmp_path, sm=90, lat=5)
+    csv.write_bytes(b"\xef\xbb\xbf" + csv.read_bytes())
+    res = CliRunner().invoke(app, ["bursts", "--input", str(csv), "--triggers", str(trig), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["trigger"]["fired"] is True

@@ -1,6 +1,6 @@
 """``ebb plan``: the cycle's plan as a table or JSON; a bad snapshot exits 2 on one line.
 
-The format is tested in tests/unit/config/test_snapshot.py, the cycle in tests/unit/sim/test_snapshot_plan.py."""
+The format is tested in tests/unit/sim/test_snapshot.py, the cycle in tests/unit/sim/test_snapshot_plan.py."""
 
 from __future__ import annotations
 

@@ -6,7 +6,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from ebb.cli.main import app
@@ -73,6 +75,41 @@ def test_bad_config_is_refused_before_any_worker_starts(tmp_path: Path) -> None:
         res = runner.invoke(app, ["run", "--source", "agents", "--agent", "http://127.0.0.1:1", *extra])
         assert res.exit_code != 0, extra
         assert "router:" not in res.output, f"{extra}: the fleet started before the config was checked"
+
+
+def test_a_bad_number_exits_2_on_one_line_naming_the_flag_before_anything_starts(tmp_path: Path) -> None:
+    """Before: -5 s staleness or a -5 ms SLO was an "internal error: ValueError", --cycles -1 ran nothing
+    and exited 0, and --print-config printed workers: -3."""
+    (tmp_path / "h.yaml").write_text("actuator:\n  workers: -3\n  speed: 0\n")
+    ledger = tmp_path / "l.sqlite"
+    base = [sys.executable, "-m", "ebb.cli.main", "run", "--agent", "http://127.0.0.1:1", "--ledger", str(ledger)]
+    for extra, flag in ((["--max-staleness-s", "-5"], "--max-staleness-s -5.0"),
+                        (["--slo-ttft-ms", "-5"], "--slo-ttft-ms -5.0"), (["--cycles", "-1"], "--cycles -1"),
+                        (["--config", str(tmp_path / "h.yaml"), "--print-config"], "--workers -3")):
+        res = subprocess.run(base + extra, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert res.returncode == 2, (extra, res.stderr)
+        assert res.stderr.count("\n") == 1 and flag in res.stderr and "fix:" in res.stderr, res.stderr
+        assert "internal error" not in res.stderr and res.stdout == ""
+    assert not ledger.exists()
+
+
+def test_the_workloads_file_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One read: before, ebb run read it as a fleet file and again as a classes file (two reads, which a
+    file replaced in between could answer differently)."""
+    classes = tmp_path / "classes.yaml"
+    classes.write_text("classes:\n  - {name: chat, base_weight: 0.5, alpha: 1.0}\n")
+    reads: list[Path] = []
+    read_text = Path.read_text
+
+    def counting(self: Path, *args: Any, **kwargs: Any) -> str:
+        if self == classes:
+            reads.append(self)
+        return read_text(self, *args, **kwargs)
+    monkeypatch.setattr(Path, "read_text", counting)
+    res = runner.invoke(app, ["run", "--agent", "http://127.0.0.1:1", "--workloads", str(classes),
+                              "--workload-class", "nope", "--ledger", str(tmp_path / "l.sqlite")])
+    assert "no workload class named 'nope'" in str(res.exception) and "one of chat" in str(res.exception)
+    assert len(reads) == 1
 
 
 def test_the_agent_refuses_an_endpoint_that_is_not_a_url() -> None:

@@ -90,6 +90,29 @@ def test_numbers_may_be_integers_and_strings_may_be_integers() -> None:
     assert isinstance(file.values("model")["slo_ttft_ms"], float)
 
 
+@pytest.mark.parametrize("key", ["time_col", "count_col", "tokens_in_col", "tokens_out_col", "service_time_column",
+                                 "peak_replicas", "servegen_client"])
+def test_an_index_a_count_or_a_client_id_may_be_an_unquoted_integer(key: str) -> None:
+    assert parse_settings(f"input: {{{key}: 3}}\n", "sim.yaml", SIMULATE_GROUPS).values("input") == {key: "3"}
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("input: {window_s: 10:50}\n", "input.window_s"),  # YAML 1.1: base 60, the integer 650
+    ("input: {trace: 2023}\n", "input.trace"),
+    ("source: {prometheus_selector: 1_000}\n", "source.prometheus_selector"),
+    ("ledger: {candidate_id: 0x1f}\n", "ledger.candidate_id"),
+    ("loop: {mode: yes}\n", "loop.mode"),
+    ("input: {time_col: 1.5}\n", "input.time_col"),
+])
+def test_a_number_yaml_read_from_unquoted_text_is_refused_where_a_string_is_meant(text: str, key: str) -> None:
+    """Before, ``window_s: 10:50`` silently became the window '650', and any integer any string."""
+    groups = SIMULATE_GROUPS if text.startswith("input") else RUN_GROUPS
+    with pytest.raises(ConfigError) as exc:
+        parse_settings(text, "f.yaml", groups)
+    said = str(exc.value)
+    assert said.startswith(f"f.yaml: {key}: expected a string, got ") and "(fix: quote it" in said and "\n" not in said
+
+
 def test_an_alias_bomb_is_refused_by_the_bounded_loader() -> None:
     bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefg", "bcdefgh", strict=True))
@@ -102,10 +125,11 @@ def test_an_unreadable_file_is_one_line_naming_it(tmp_path: Path) -> None:
 
 
 def test_the_given_flags_win_over_the_file_which_wins_over_the_defaults() -> None:
-    file = parse_settings("loop: {mode: act, interval_s: 2}\nsource: {source: prometheus}\n", "ebb.yaml", RUN_GROUPS)
+    file = parse_settings("loop: {mode: act, interval_s: 2}\nsource: {source: prometheus, prometheus_url: "
+                          "'http://p:9090'}\n", "ebb.yaml", RUN_GROUPS)
     s = run_settings({"interval_s": 3.0, "agent": ["http://a:1"]}, file)
     assert (s.loop.mode, s.loop.interval_s, s.loop.max_staleness_s) == ("act", 3.0, LoopSettings.max_staleness_s)
-    assert s.source == SourceSettings(source="prometheus", agent=("http://a:1",))
+    assert s.source == SourceSettings(source="prometheus", prometheus_url="http://p:9090", agent=("http://a:1",))
     assert run_settings({}) == run_settings({}, parse_settings("", "empty.yaml", RUN_GROUPS))
 
 
@@ -137,7 +161,7 @@ def test_every_field_documents_its_meaning_then_its_unit_default_and_why(group: 
 
 
 def test_printed_settings_read_back_as_the_same_settings(tmp_path: Path) -> None:
-    s = run_settings({"mode": "act", "agent": ["http://a:1"], "engines_file": Path("/etc/e.yaml"), "cycles": 3})
+    s = run_settings({"mode": "act", "agent": ["http://a:1"], "gates": Path("/etc/e.yaml"), "cycles": 3})
     path = tmp_path / "printed.yaml"
     path.write_text(settings_yaml(s.groups))
     assert run_settings({}, read_settings_file(path, RUN_GROUPS)) == s

@@ -21,17 +21,11 @@ from ebb.config.workloads import load_workload_classes, parse_workload_classes
 from ebb.config.yamlio import MAX_YAML_DEPTH, MAX_YAML_NODES, BoundedSafeLoader, describe, load_yaml
 from ebb.errors import ConfigError
 from ebb.gates.metrics_gate import load_gates
+from ebb.testing.hostile_inputs import laughs
 
 REDTEAM = Path(__file__).resolve().parents[4] / "shared" / "redteam" / "inputs"
 
 VALID_CLASS = "  - {name: a, base_weight: 0.5, alpha: 1.0}\n"
-
-
-def laughs(levels: int, fan_out: int = 10) -> str:
-    """The billion-laughs document: ``levels`` anchors, each a list of ``fan_out`` aliases to the last."""
-    lines = ["a0: &a0 [" + ", ".join(['"lol"'] * fan_out) + "]"]
-    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * fan_out) + "]" for i in range(1, levels)]
-    return "\n".join(lines) + "\n"
 
 
 def flow_nested(depth: int) -> str:

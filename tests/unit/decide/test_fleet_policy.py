@@ -19,7 +19,7 @@ SLO_MS = 800.0
 def fleet(n: int = 2, **profile: float) -> FleetEbb:
     cols = FleetClasses.guarding(base_weight=0.65, alpha=1.2, veto_margin=0.8, slo_ms=np.full(n, SLO_MS),
                                  min_replicas=1)
-    return FleetEbb(n, slo_ttft_s=np.full(n, SLO_MS / 1000.0), cold_start_s=np.full(n, 8.0),
+    return FleetEbb(n, slo_ttft_ms=np.full(n, SLO_MS), cold_start_s=np.full(n, 8.0),
                     min_replicas=np.ones(n, dtype=np.int64), max_replicas=np.full(n, 20, dtype=np.int64),
                     capacity_rps=np.full(n, 10.0), classes=cols,
                     profile=EbbProfile(warmup_horizons=2.0, **profile))  # type: ignore[arg-type]

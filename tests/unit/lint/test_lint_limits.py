@@ -22,15 +22,14 @@ from ebb.config.yamlio import BoundedSafeLoader
 from ebb.errors import ConfigError
 from ebb.lint import ALL_RULES, LintResult, lint_paths, load_disabled
 from ebb.lint.core import Workspace, read_file
+from ebb.testing.hostile_inputs import laughs
 
 REDTEAM = Path(__file__).resolve().parents[4] / "shared" / "redteam" / "inputs"
 RUN = "from ebb.cli.main import main; main()"
 
 
-def laughs(levels: int) -> str:
-    lines = ["apiVersion: v1", "kind: ConfigMap", 'a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
-    lines += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, levels)]
-    return "\n".join(lines) + "\n"
+MANIFEST = "apiVersion: v1\nkind: ConfigMap\n"
+"""A billion-laughs document lint reads as a Kubernetes manifest starts with this."""
 
 
 def _lint(tmp_path: Path, name: str, content: str | bytes) -> LintResult:
@@ -62,14 +61,14 @@ def test_a_billion_laughs_manifest_is_one_parse_error_after_composing_fewer_than
         return original(self, *args)
 
     monkeypatch.setattr(BoundedSafeLoader, "compose_node", counted)
-    result = _lint(tmp_path, "laughs.yaml", laughs(9))
+    result = _lint(tmp_path, "laughs.yaml", laughs(9, head=MANIFEST))
     assert 0 < composed[0] < 100
     _one_parse_error(result, "YAML refused", "1,000,000 nodes", "fix:")
     assert result.errors[0].line == 8
 
 
 def test_a_manifest_with_alias_fan_out_under_the_cap_is_linted(tmp_path: Path) -> None:
-    result = _lint(tmp_path, "laughs5.yaml", laughs(5))
+    result = _lint(tmp_path, "laughs5.yaml", laughs(5, head=MANIFEST))
     assert result.exit_code == 0 and result.errors == []
 
 
@@ -129,7 +128,7 @@ def test_python_that_only_draws_compiler_warnings_is_linted_without_printing_the
     ("disable: 5\n", "disable: expected a list of rule ids, got 5"),
     ("disable: [EBB101, 7]\n", "disable: expected a list of rule ids"),
     ("- disable\n", "expected a mapping"),
-    (laughs(9), "1,000,000 nodes"),
+    (laughs(9, head=MANIFEST), "1,000,000 nodes"),
     ("disable: [" * 5000, "nested deeper"),
     ("disable: [EBB101\n", "broken YAML"),
 ])
@@ -154,7 +153,7 @@ def test_the_cli_reports_a_bad_lint_config_on_one_line_and_exits_two(tmp_path: P
 
 
 def test_the_cli_on_hostile_files_exits_two_with_one_line_per_file_and_no_traceback(tmp_path: Path) -> None:
-    files = {"laughs.yaml": laughs(9), "deep.json": "[" * 100_000, "deep.py": "x = " + "-" * 100_000 + "1\n"}
+    files = {"laughs.yaml": laughs(9, head=MANIFEST), "deep.json": "[" * 100_000, "deep.py": "x = " + "-" * 100_000 + "1\n"}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     res = subprocess.run([sys.executable, "-c", RUN, "lint", *(str(tmp_path / n) for n in files)],

@@ -730,7 +730,7 @@ def test_a_cycle_is_two_plain_calls_with_its_trace_open_in_between() -> None:
     act = FakeActuator(4, clock=clock)
     c = make(ScriptedPolicy(lambda o: 3), clock, actuator=act, tracer=CycleTracer(provider))
     p = c.propose()
-    assert isinstance(p, Proposal) and p.decision.to_replicas == 3 and p.n == 1
+    assert isinstance(p, Proposal) and p.decision.to_replicas == 3 and p.cycle.n == 1
     assert not [s for s in exporter.get_finished_spans() if s.name == "ebb.cycle"], "the cycle's span is open"
     assert c.ledger.cycles() == [] and act.applied_ids == [], "nothing recorded or acted before the commit"
     out = c.commit(p)

@@ -4,17 +4,19 @@ up again when an operator retries it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pytest
 
-from ebb.errors import PermanentError, SourceUnavailable
+from ebb.errors import InputError, PermanentError, SourceUnavailable
 from ebb.gates.guard import CanaryGuard
 from ebb.gates.metrics_gate import GateSpec
+from ebb.ledger.base import Fence
 from ebb.ledger.memory import MemoryLedger
 from ebb.ledger.review import MemoryCompensationLog
+from ebb.live.compensation import CompensationRequest, Compensator
 from ebb.live.controller import Controller, ControllerSettings, Proposal
 from ebb.model.decision import Decision, action_between
 from ebb.model.decisions import CycleRecord, DecisionRecord
@@ -338,3 +340,342 @@ def test_in_a_fleet_a_rollback_over_the_namespace_quota_goes_to_review_with_the_
     assert done is not None and done.snapshot["enqueued"] == ["fleet-shop-a-1"]
     step = ledger.get_decision(DecisionId("fleet-shop-a-1-undo"))
     assert step is not None and step.action == "veto" and "max_gpus 6" in step.vetoes[0]
+
+
+# -- a rollback never wedges the loop, never applies an untrusted ledger row ---------------------------
+
+def canary_then(later: int) -> Any:
+    """Wants 2 replicas when first asked (the canary step), the fleet's while the gate judges it, then ``later``."""
+    asked: list[float] = []
+
+    def want(o: Observation) -> int:
+        asked.append(o.t_s)
+        return 2 if len(asked) == 1 else o.spec_replicas if len(asked) == 2 else later
+    return want
+
+
+class MalformedDone(MemoryLedger):
+    """A ledger whose row at ``r-1-rollback-done`` is malformed (as SQLite and etcd report one)."""
+
+    def get_cycle(self, cycle_id: CycleId) -> CycleRecord | None:
+        if cycle_id == "r-1-rollback-done":
+            raise InputError("malformed cycle r-1-rollback-done: forged")
+        return super().get_cycle(cycle_id)
+
+    def append_cycle(self, cycle: CycleRecord, fence: Any = None) -> bool:
+        if cycle.cycle_id == "r-1-rollback-done":
+            raise InputError("malformed cycle r-1-rollback-done: forged")
+        return super().append_cycle(cycle, fence)
+
+
+def test_a_malformed_done_record_sends_the_rollback_to_review_and_the_policy_decides_again() -> None:
+    clock, ledger, log = Clock(), MalformedDone(), MemoryCompensationLog()
+    act = FakeActuator(4, clock=clock)
+    c = controller(guarded(canary_then(6)), clock, act, ledger=ledger, log=log)
+    outs = cycles(c, clock, 3)
+    assert [o.action for o in outs[:2]] == ["scale_down", "veto"] and "enqueued for review" in outs[1].note
+    assert outs[2].action == "scale_up" and act.state().spec_replicas == 6, "the policy decides again"
+    [item] = log.list("pending")
+    assert item.event_id == "r-1" and "malformed cycle r-1-rollback-done" in item.reason
+    successor = controller(Inner(lambda o: o.spec_replicas), clock, act, ledger=ledger, log=log)
+    out = successor.cycle()
+    assert out.action == "hold" and "rollback" not in out.note, "a restart does not resurrect a rollback in review"
+
+
+class UnreadableLog(MemoryCompensationLog):
+    """A compensation log whose done marks cannot be read (a malformed row: not transient)."""
+
+    def done_ids(self, among: Any = None) -> set[str]:
+        raise InputError("malformed compensation_done row r-1: forged")
+
+
+def test_any_error_but_a_deferral_ends_the_rollback_in_review_and_the_loop_goes_on() -> None:
+    clock, ledger, log = Clock(), MemoryLedger(), UnreadableLog()
+    act = FakeActuator(4, clock=clock)
+    c = controller(guarded(canary_then(6)), clock, act, ledger=ledger, log=log)
+    outs = cycles(c, clock, 3)
+    assert outs[1].action == "error" and "sent to review" in outs[1].note and outs[1].to_replicas == 3
+    assert outs[2].action == "scale_up", "the request left the queue: the policy decides again"
+    [item] = log.list("pending")
+    assert item.event_id == "r-1" and "malformed compensation_done row" in item.reason
+    successor = controller(Inner(lambda o: o.spec_replicas), clock, act, ledger=ledger, log=log)
+    assert successor.cycle().action == "hold", "its request cycle, left without a done record, is not resumed"
+
+
+class DoneRecordBug(MemoryLedger):
+    """A ledger adapter with a bug: writing a rollback's done record raises a plain exception."""
+
+    def append_cycle(self, cycle: CycleRecord, fence: Any = None) -> bool:
+        if cycle.cycle_id.endswith("-rollback-done"):
+            raise RuntimeError("bug in the ledger adapter")
+        return super().append_cycle(cycle, fence)
+
+
+def test_a_rollback_that_hits_an_unexpected_exception_goes_to_review_and_is_not_resumed_on_the_next_cycle() -> None:
+    clock, log = Clock(), MemoryCompensationLog()
+    act = FakeActuator(4, clock=clock)
+    c = controller(guarded(canary_then(6)), clock, act, ledger=DoneRecordBug(), log=log)
+    outs = cycles(c, clock, 4)
+    assert outs[1].action == "error" and "internal error" in outs[1].note
+    assert [o.action for o in outs[2:]] == ["scale_up", "hold"], "the poison request is neither retried nor resumed"
+    [item] = log.list("pending")
+    assert item.event_id == "r-1" and "bug in the ledger adapter" in item.reason
+
+
+def forge_rollback(ledger: MemoryLedger, clock: Clock, **change: Any) -> None:
+    """A request cycle ``r-1-rollback`` (no done record) whose one step is forged: ``change`` applied to an
+    honest step (``run_id`` changes the cycle's run too)."""
+    req = CompensationRequest(DecisionId("r-1"), 0, "forged", clock.t)
+    run = change.get("run_id", RunId("r"))
+    d = DecisionRecord(DecisionId("r-1-undo"), req.cycle_id, RunId("r"), int(clock.t * 1e9), "serving", "scale_up", 3,
+                       4, plan={"mode": "act", "compensates": "r-1"}, caused_by=(DecisionId("r-1"),))
+    ledger.append_cycle(CycleRecord(req.cycle_id, run, int(clock.t * 1e9), "rollback", (replace(d, **change),),
+                                    {"rollback_of": "r-1", "attempt": 0, "reason": "forged",
+                                     "requested_unix_s": clock.t, "cap": None}))
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"to_replicas": 50}, "to 50 replicas, over 4"),
+    ({"decision_id": DecisionId("r-1-undo-forged")}, "its id is not r-1-undo"),
+    ({"target": "elsewhere"}, "its target is elsewhere"),
+    ({"run_id": RunId("q")}, "is not run r's record"),
+])
+def test_a_forged_or_foreign_recorded_step_is_never_applied_and_goes_to_review(change: dict[str, Any],
+                                                                               why: str) -> None:
+    clock, ledger, log = Clock(), MemoryLedger(), MemoryCompensationLog()
+    act = FakeActuator(4, clock=clock)
+    c = controller(guarded(shrink_once(3)), clock, act, ledger=ledger, log=log,
+                   settings=ControllerSettings(run_id="r", mode="act", max_replicas=8))
+    cycles(c, clock, 1)
+    forge_rollback(ledger, clock, **change)  # found at the request's id when the gate fails
+    out = c.cycle()
+    assert out.action == "veto" and act.state().spec_replicas == 3 and act.applied_ids == ["r-1"]
+    [item] = log.list("pending")
+    assert item.event_id == "r-1" and why in item.reason and "not applied" in item.reason
+
+
+def test_a_predecessors_recorded_step_over_max_replicas_is_not_resumed() -> None:
+    clock, ledger, log = Clock(), MemoryLedger(), MemoryCompensationLog()
+    act = FakeActuator(4, clock=clock)
+    settings = ControllerSettings(run_id="r", mode="act", max_replicas=8)
+    cycles(controller(Inner(shrink_once(3)), clock, act, ledger=ledger, log=log, settings=settings), clock, 1)
+    forge_rollback(ledger, clock, to_replicas=50)  # left without its done record: resumed by the next leader
+    out = controller(Inner(lambda o: o.spec_replicas), clock, act, ledger=ledger, log=log, settings=settings).cycle()
+    assert out.action == "veto" and act.state().spec_replicas == 3 and act.applied_ids == ["r-1"]
+    [item] = log.list("pending")
+    assert "scales serving to 50 replicas, over 4" in item.reason
+
+
+class Flaky(MemoryLedger):
+    """Refuses every rollback record while ``down`` (etcd unreachable)."""
+
+    down = False
+
+    def append_cycle(self, cycle: CycleRecord, fence: Any = None) -> bool:
+        if self.down and "rollback" in cycle.cycle_id:
+            raise SourceUnavailable("etcd at http://127.0.0.1:2379 did not answer (txn)")
+        return super().append_cycle(cycle, fence)
+
+
+def forged_causal_cycle(ledger: MemoryLedger, log: MemoryCompensationLog) -> None:
+    """Scale-downs r-1 and r-2 that each "caused" the other (not a DAG), r-1 retried by an operator."""
+    for n, cause in ((1, "r-2"), (2, "r-1")):
+        d = DecisionRecord(DecisionId(f"r-{n}"), CycleId(f"r-c{n}"), RunId("r"), n, "serving", "scale_down", 5, 4,
+                           plan={"mode": "act"}, caused_by=(DecisionId(cause),))
+        ledger.append_cycle(CycleRecord(CycleId(f"r-c{n}"), RunId("r"), n, "forged", (d,)))
+        ledger.append_cycle(CycleRecord(CycleId(f"r-c{n}-outcome"), RunId("r"), n, "actuator", (),
+                                        {"outcome_of": f"r-{n}", "note": "applied", "applied": True,
+                                         "replicas_after": 4}))
+    log.enqueue("r-1", "compensation did not finish within 800 ms", 1.0)
+    log.retry("r-1")
+
+
+def test_an_unplanned_rollback_whose_record_the_ledger_refuses_still_reaches_the_review_queue() -> None:
+    clock, ledger, log = Clock(), Flaky(), MemoryCompensationLog()
+    forged_causal_cycle(ledger, log)
+    ledger.down = True
+    c = controller(Inner(lambda o: 3), clock, FakeActuator(4, clock=clock), ledger=ledger, log=log)
+    assert c.cycle().action == "veto"
+    [item] = log.list("pending")
+    assert item.reason.startswith("rollback not planned: the ledger's causal edges"), "enqueued with the new reason"
+
+
+class DownLog(MemoryCompensationLog):
+    """A compensation log that cannot be reached while ``down``."""
+
+    down = True
+
+    def enqueue(self, event_id: str, reason: str, ts: float) -> Any:
+        if self.down:
+            raise SourceUnavailable("etcd at http://127.0.0.1:2379 did not answer (review queue)")
+        return super().enqueue(event_id, reason, ts)
+
+
+def test_an_unplanned_rollback_the_review_queue_refuses_is_kept_and_enqueued_when_it_is_back() -> None:
+    clock, ledger, log = Clock(), MemoryLedger(), DownLog()
+    log.down = False
+    forged_causal_cycle(ledger, log)
+    log.down = True
+    c = controller(Inner(lambda o: 3), clock, FakeActuator(4, clock=clock), ledger=ledger, log=log)
+    first = cycles(c, clock, 1)[0]
+    assert first.action == "error" and "review queue" in first.note, "deferred, not dropped"
+    log.down = False
+    assert [o.action for o in cycles(c, clock, 2)] == ["veto", "scale_down"]
+    [item] = log.list("pending")
+    assert item.reason.startswith("rollback not planned: the ledger's causal edges")
+
+
+class Reads(MemoryLedger):
+    """Counts the ids read one by one; a row of run ``other`` is malformed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+        self.history_reads = 0
+
+    def get_cycle(self, cycle_id: CycleId) -> CycleRecord | None:
+        self.reads.append(cycle_id)
+        if cycle_id.startswith("other-"):
+            raise InputError(f"malformed cycle {cycle_id}: forged")
+        return super().get_cycle(cycle_id)
+
+    def get_decision(self, decision_id: DecisionId) -> DecisionRecord | None:
+        self.reads.append(decision_id)
+        if decision_id.startswith("other-"):
+            raise InputError(f"malformed decision {decision_id}: forged")
+        return super().get_decision(decision_id)
+
+    def cycles(self, run_id: RunId | None = None, limit: int | None = None) -> list[CycleRecord]:
+        self.history_reads += limit is not None
+        return super().cycles(run_id, limit)
+
+
+def test_retried_items_of_other_runs_are_never_read_in_the_ledger() -> None:
+    clock, ledger, log = Clock(), Reads(), MemoryCompensationLog()
+    for item in ("other-3", "r-canary-3", "rr-3"):
+        log.enqueue(item, "compensation failed", 1.0)
+        log.retry(item)
+    c = controller(Inner(lambda o: o.spec_replicas), clock, FakeActuator(4, clock=clock), ledger=ledger, log=log)
+    assert [o.action for o in cycles(c, clock, 3)] == ["hold"] * 3
+    assert not [r for r in ledger.reads if "3" in r], ledger.reads
+
+
+def test_a_retry_that_failed_again_is_not_read_again_until_the_next_retry() -> None:
+    clock, ledger, log = Clock(), Reads(), MemoryCompensationLog()
+    act = Refusing(4, clock=clock)
+    c = controller(guarded(shrink_once(3)), clock, act, ledger=ledger, log=log)
+    cycles(c, clock, 2)
+    log.retry("r-1")
+    cycles(c, clock, 2)
+    [item] = log.list("pending")
+    assert item.retries == 1 and "ResourceQuota" in item.reason, "the retry failed again"
+    looked = len(ledger.reads)
+    cycles(c, clock, 4)
+    assert len(ledger.reads) == looked, "a pending item with the same retries is not looked up again"
+    act.refuse = False
+    log.retry("r-1")
+    cycles(c, clock, 2)
+    assert act.state().spec_replicas == 4 and log.show("r-1").status == "resolved"  # type: ignore[union-attr]
+
+
+class CountingActuator(FakeActuator):
+    reads = 0
+
+    def state(self) -> Any:
+        self.reads += 1
+        return super().state()
+
+
+def test_a_rollback_cycle_reads_the_run_history_once_and_the_fleet_once() -> None:
+    clock, ledger = Clock(), Reads()
+    act = CountingActuator(4, clock=clock)
+    c = controller(guarded(shrink_once(3)), clock, act, ledger=ledger)
+    cycles(c, clock, 1)
+    before_reads, before_history = act.reads, ledger.history_reads
+    out = cycles(c, clock, 1)[0]
+    assert out.action == "scale_up" and out.decision_id == "r-1-undo"
+    assert ledger.history_reads - before_history == 1, "planned once: the proposal's plan is carried out"
+    reads = act.reads - before_reads
+    cycles(c, clock, 1)
+    assert reads == act.reads - before_reads - reads, "the rollback cycle reads the fleet as an ordinary one does"
+
+
+class Elector:
+    """Always leading; its fencing token is what the test makes it."""
+
+    token = 1
+
+    def is_leader(self) -> bool:
+        return True
+
+    def fence(self) -> Fence:
+        return Fence("election/r", self.token)
+
+
+def test_a_rollback_step_is_not_applied_once_leadership_changed_since_its_ledger_write() -> None:
+    clock, elector = Clock(), Elector()
+    act = FakeActuator(4, clock=clock)
+
+    def reelected(where: str) -> None:  # deposed and a new term began between the write and the step
+        if where == "after_compensation_ledger":
+            elector.token = 2
+
+    c = controller(guarded(shrink_once(3)), clock, act, elector=elector, fault_point=reelected)
+    outs = cycles(c, clock, 2)
+    assert outs[1].action == "error" and "leadership changed" in outs[1].note and act.applied_ids == ["r-1"]
+    out = cycles(c, clock, 1)[0]
+    assert out.action == "scale_up" and act.state().spec_replicas == 4, "carried out under the new fence"
+    assert act.applied_ids == ["r-1", "r-1-undo"]
+
+
+def acted(ledger: MemoryLedger, n: int, frm: int, to: int, cause: str | None = None) -> None:
+    """An acted scale-down ``r-<n>`` of run r with its outcome."""
+    d = DecisionRecord(DecisionId(f"r-{n}"), CycleId(f"r-c{n}"), RunId("r"), n, "serving", "scale_down", frm, to,
+                       plan={"mode": "act"}, caused_by=(DecisionId(cause),) if cause else ())
+    ledger.append_cycle(CycleRecord(CycleId(f"r-c{n}"), RunId("r"), n, "scripted", (d,)))
+    ledger.append_cycle(CycleRecord(CycleId(f"r-c{n}-outcome"), RunId("r"), n, "actuator", (),
+                                    {"outcome_of": f"r-{n}", "note": "applied", "applied": True,
+                                     "replicas_after": to}))
+
+
+def test_a_resumed_rollback_writes_no_step_after_the_one_its_cap_vetoed() -> None:
+    # r-1 (5→4) caused r-2 (7→6), which caused r-3 (4→3): undone r-3, r-2, r-1; r-2's 7 is over the cap of 5.
+    clock, ledger, log = Clock(), MemoryLedger(), MemoryCompensationLog()
+    acted(ledger, 1, 5, 4)
+    acted(ledger, 2, 7, 6, "r-1")
+    acted(ledger, 3, 4, 3, "r-2")
+    act = FakeActuator(3, clock=clock)
+    req = CompensationRequest(DecisionId("r-1"), 0, "gate failed", clock.t)
+
+    def killed(where: str) -> None:
+        raise Killed(where)
+
+    first = Compensator(ledger, lambda: log, {"serving": act}, "r", caps={"serving": 5}, clock=clock, fault=killed)
+    with pytest.raises(Killed):
+        first.run(req)
+    assert [d.decision_id for d in ledger.get_cycle(req.cycle_id).decisions] == ["r-3-undo", "r-2-undo"]  # type: ignore[union-attr]
+    report = Compensator(ledger, lambda: log, {"serving": act}, "r", caps={"serving": 5}, clock=clock).run(req)
+    assert report.result is not None and report.result.applied == ("r-3",) and act.state().spec_replicas == 4
+    assert ledger.get_cycle(CycleId("r-1-rollback-s1")) is None and ledger.get_decision(DecisionId("r-1-undo")) is None
+    [item] = log.list("pending")
+    assert "over its cap of 5" in item.reason
+
+
+def test_a_retry_killed_mid_compensation_is_resumed_by_the_successor() -> None:
+    clock, ledger, log = Clock(), MemoryLedger(), MemoryCompensationLog()
+    act = Refusing(4, clock=clock)
+    cycles(controller(guarded(shrink_once(3)), clock, act, ledger=ledger, log=log), clock, 2)
+    act.refuse = False
+    log.retry("r-1")
+
+    def kill(where: str) -> None:
+        if where == "after_compensation_ledger":
+            raise Killed(where)
+
+    c = controller(Inner(lambda o: o.spec_replicas), clock, act, ledger=ledger, log=log, fault_point=kill)
+    with pytest.raises(Killed):
+        c.cycle()
+    successor = controller(Inner(lambda o: o.spec_replicas), clock, act, ledger=ledger, log=log)
+    out = successor.cycle()
+    assert out.decision_id == "r-1-undo-r1" and act.state().spec_replicas == 4, "a retry in progress is resumed"
+    assert act.applied_ids.count(DecisionId("r-1-undo-r1")) == 1 and log.show("r-1").status == "resolved"  # type: ignore[union-attr]

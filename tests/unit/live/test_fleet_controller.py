@@ -14,6 +14,7 @@ from ebb.actuate.batching import WriteBatcher
 from ebb.config.fleet import FleetWorkload, NamespaceQuota
 from ebb.config.workloads import default_workload_classes
 from ebb.errors import TransientError
+from ebb.ledger.base import MalformedRow
 from ebb.ledger.memory import MemoryLedger
 from ebb.live.controller import Controller, ControllerSettings, Proposal
 from ebb.live.fleet_controller import (
@@ -23,7 +24,7 @@ from ebb.live.fleet_controller import (
     FleetSettings,
     quota_of,
 )
-from ebb.model.decisions import DecisionRecord
+from ebb.model.decisions import CycleRecord, DecisionRecord
 from ebb.model.ids import DecisionId, RunId
 from ebb.model.live import LiveSignals
 from ebb.model.observation import FineSignals, ScaleRequest
@@ -73,10 +74,10 @@ class Fleet:
     def __init__(self, specs: Sequence[tuple[str, str, str, int, int]], *, budget: int = 1, mode: str = "act",
                  quotas: Sequence[NamespaceQuota] = (), zones: dict[str, tuple[str, ...]] | None = None,
                  actuators: dict[str, Any] | None = None, tracer: CycleTracer | None = None,
-                 elector: Any = None) -> None:
+                 elector: Any = None, ledger: MemoryLedger | None = None) -> None:
         self.clock = Clock()
         self.time = FakeTime()
-        self.ledger = MemoryLedger()
+        self.ledger = ledger or MemoryLedger()
         self.batcher = WriteBatcher(3, 0.1, clock=self.time.clock, sleep=self.time.sleep)
         self.acts: dict[str, Any] = {}
         self.policies: dict[str, FixedPolicy] = {}
@@ -288,6 +289,26 @@ def test_a_second_cycle_continues_the_fleet_numbering_from_the_ledger() -> None:
     assert again.cycle().n == 2
     assert {c.cycle_id for c in f.ledger.cycles(RunId("fleet"))} == {"fleet-c1", "fleet-c2"}
     assert f.decisions("a/x")[-1].decision_id == DecisionId("fleet-a-x-2")
+
+
+class SkipsFleetC7(MemoryLedger):
+    """A ledger that skipped a malformed row of the fleet's run, key ``fleet-c7`` (as SQLite and etcd report one)."""
+
+    run: RunId | None = None
+
+    def cycles(self, run_id: RunId | None = None, limit: int | None = None) -> list[CycleRecord]:
+        self.run = run_id
+        return super().cycles(run_id, limit)
+
+    @property
+    def skipped(self) -> tuple[MalformedRow, ...]:
+        return (MalformedRow("cycle", "/ebb/cycles/fleet-c7", "malformed cycle"),) if self.run == "fleet" else ()
+
+
+def test_the_fleet_numbering_continues_past_a_malformed_rows_cycle_number() -> None:
+    f = Fleet([("a", "x", TRAIN, 3, 1)], ledger=SkipsFleetC7())
+    assert f.cycle().n == 8, "fleet-c7 is never reused"
+    assert f.decisions("a/x")[-1].decision_id == DecisionId("fleet-a-x-1"), "a member's numbering is its own"
 
 
 def test_a_workload_above_its_ceiling_waits_for_the_budget_like_any_other() -> None:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ebb.config.snapshot import ClusterSnapshot, load_snapshot
 from ebb.config.workloads import default_workload_classes
 from ebb.errors import ConfigError
+from ebb.sim.snapshot import ClusterSnapshot, load_snapshot
 from ebb.sim.snapshot_plan import SnapshotPlan, plan_snapshot
 
 CLASSES = default_workload_classes()

@@ -22,15 +22,12 @@ from ebb.errors import TraceFormatError
 from ebb.model.trace import CountSeries, RequestTrace
 from ebb.sources.traces import load_trace
 from ebb.sources.traces._common import MAX_TOKENS
+from ebb.testing.hostile_inputs import mooncake_line
 
 REDTEAM = Path(__file__).resolve().parents[4] / "shared" / "redteam" / "inputs"
 RUN = "from ebb.cli.main import main; main()"
 AZURE = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 ROW = "2023-11-16 18:17:03.9799600,{},{}\n"
-
-
-def mooncake_line(timestamp: object = 0, tokens_in: object = 10, tokens_out: object = 5) -> str:
-    return f'{{"timestamp": {timestamp}, "input_length": {tokens_in}, "output_length": {tokens_out}, "hash_ids": [1]}}\n'
 
 
 def _load_error(path: Path, fmt: str) -> TraceFormatError:

@@ -124,5 +124,5 @@ def build_inputs(sc: Scenario, series: ScenarioSeries) -> ClusterInputs:
         batch_priority=col([s.priority for s in batch], np.int64),
         batch_class_index=col([class_names.index(s.class_name) for s in batch], np.int64),
         batch_may_borrow=col([policy.may_borrow(QoSClass(s.qos)) for s in batch], bool), batch_demand=demand, zones=zones,
-        zone_gpus=col([sc.zones[z] for z in zones], np.int64), namespace_names=ns_names, quota_min=qmin * 1,
+        zone_gpus=col([sc.zones[z] for z in zones], np.int64), namespace_names=ns_names, quota_min=qmin,
         quota_max=qmax, class_names=class_names, initial=initial)

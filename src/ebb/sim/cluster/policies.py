@@ -75,8 +75,6 @@ EXACT_KNOBS = ("profile", *(k for k in PROFILE_KNOBS if k != "veto_margin"),
                *(f for f in PROFILE_FLAGS if f != "fast_path"))
 """The knobs :class:`~ebb.decide.policy.EbbPolicy` reads here: not the fast path (decisions are per
 second) nor the veto margin (each service's class sets it, as in ``ebb run --workloads``)."""
-MAX_STALENESS_S = 5.0
-"""Data older than this vetoes a scale-down (the live controller's default); the simulator's is fresh."""
 
 
 class ClusterPolicy(Protocol):
@@ -129,12 +127,11 @@ class EbbCluster:
                                           min_replicas=np.maximum(inp.min_replicas, [c.min_replicas for c in cls])),
             namespace=inp.namespaces, namespace_names=inp.namespace_names, gpu_milli=inp.gpus * 1000,
             quota_max_milli=np.where(inp.quota_max >= 0, inp.quota_max * 1000, -1), cluster_budget=budget,
-            max_staleness_s=MAX_STALENESS_S,
             names=tuple(f"{inp.namespace_names[int(k)]}/{n}" for k, n in zip(inp.namespaces, inp.names)))
         self.policies = [service_policy(profile, inp, i, cls[i], item.text) for i in range(len(inp.names))] \
             if self.l1 == "exact" else []
         self.fleet = None if self.l1 == "exact" else FleetEbb(
-            len(inp.names), slo_ttft_s=self.slo_ms / 1000.0, cold_start_s=inp.cold_start_s.astype(float),
+            len(inp.names), slo_ttft_ms=self.slo_ms, cold_start_s=inp.cold_start_s.astype(float),
             min_replicas=self.rules.classes.min_replicas, max_replicas=inp.max_replicas,
             capacity_rps=inp.capacity_rps, classes=self.rules.classes, profile=profile)
         self.vetoes = 0
@@ -150,14 +147,14 @@ class EbbCluster:
             decisions = self._exact(step)
             props = decision_proposals(decisions, base_weight=self.rules.classes.base_weight, staleness_s=0.0,
                                        ready=step.ready_by_zone, starting=step.starting_by_zone,
-                                       borrowed=self._borrowed(step))
+                                       borrowed=step.borrowed)
         else:
             wants = self._fleet_l1(step)
             decisions = []
             props = FleetProposals(spec=step.spec, target=wants.desired, weight=wants.weight,
                                    latency_ms=wants.latency_ms, staleness_s=np.zeros(len(wants.desired)),
                                    burst=wants.burst, ready=step.ready_by_zone, starting=step.starting_by_zone,
-                                   borrowed=self._borrowed(step))
+                                   borrowed=step.borrowed)
         st = fleet_step(props, self.rules)
         if decisions:
             decisions = [st.decided(i, d) for i, d in enumerate(decisions)]
@@ -179,11 +176,6 @@ class EbbCluster:
         self.fleet.observe(step.t_s, arrivals=step.arrivals, queue=step.queue, ready=step.ready,
                            starting=step.starting + step.pending, ttft_ms=np.where(step.arrivals > 0, wait_ms, np.nan))
         return self.fleet.decide(step.t_s)
-
-    @staticmethod
-    def _borrowed(step: PolicyStep) -> IntArray:
-        out: IntArray = np.minimum(step.borrowed, step.ready + step.starting)
-        return out
 
     def explain(self, i: int) -> tuple[str, dict[str, float]]:
         """Why service ``i`` is being written now: L1's reason and numbers, the step's words."""

@@ -62,7 +62,7 @@ _MAX_BINS = 100_000_000
 _TIME_FIX = "times must be epoch seconds (1700158623.98) or ISO-8601 (2023-11-16T18:17:03Z) in every row"
 
 
-def _time_column(values: list[str], *, col: str, path: Path, lines: list[int]) -> FloatArray:
+def time_column(values: list[str], *, col: str, path: Path, lines: list[int]) -> FloatArray:
     """Epoch seconds for every row of a time column (numeric fast path, else ISO-8601 per row)."""
     numeric = float_column(values, what=f"time {col!r}", path=path, lines=lines, fix=_TIME_FIX)
     if numeric is not None:
@@ -154,7 +154,7 @@ def read_csv(path: Path, *, time_col: str | None, count_col: str | None, tokens_
 
     if tokens_in_col is not None and tokens_out_col is not None and time_col is not None:
         tok_fix = f"token counts must be integers from 0 to {MAX_TOKENS:,}"
-        t = _time_column(table.columns[time_col], col=time_col, path=path, lines=lines)
+        t = time_column(table.columns[time_col], col=time_col, path=path, lines=lines)
         tin = int_column(table.columns[tokens_in_col], what=tokens_in_col, path=path, lines=lines, fix=tok_fix)
         tout = int_column(table.columns[tokens_out_col], what=tokens_out_col, path=path, lines=lines, fix=tok_fix)
         t0 = float(t.min())
@@ -170,7 +170,7 @@ def read_csv(path: Path, *, time_col: str | None, count_col: str | None, tokens_
     if time_col is None:
         assert weights is not None  # guaranteed by the argument checks above
         return CountSeries(name=name, counts=weights, bin_s=bin_s, source=src)
-    t = _time_column(table.columns[time_col], col=time_col, path=path, lines=lines)
+    t = time_column(table.columns[time_col], col=time_col, path=path, lines=lines)
     t0 = float(t.min())
     n_bins = int(math.floor(float(t.max() - t0) / bin_s)) + 1
     if n_bins > _MAX_BINS:
@@ -201,7 +201,7 @@ def _read_service_log(path: Path, *, time_col: str | None, count_col: str | None
     wanted = [c for c in (time_col, end, start, tokens_in_col, tokens_out_col) if c is not None]
     table = read_csv_table(path, expected=wanted, fix="name the columns by header name or 0-based index",
                            no_header=no_header)
-    t = _time_column(table.columns[time_col], col=time_col, path=path, lines=table.lines)
+    t = time_column(table.columns[time_col], col=time_col, path=path, lines=table.lines)
     svc = _service_column(table, end, start, path=path)
     n = len(t)
     tin = tout = np.zeros(n, dtype=np.int64)

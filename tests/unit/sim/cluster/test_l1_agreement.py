@@ -67,7 +67,7 @@ def shadowed(arrivals: np.ndarray) -> list[tuple[int, int, int, int, float, floa
     engine = ClusterEngine(inp, write_limit_per_100ms=3, record_batches=False)
     exact = service_policy(PROFILES["balanced"], inp, 0, ORDER, "ebb:l1=exact")
     slo_ms = (inp.slo_s - inp.service_s) * 1000.0
-    fleet = FleetEbb(1, slo_ttft_s=slo_ms / 1000.0, cold_start_s=inp.cold_start_s.astype(float),
+    fleet = FleetEbb(1, slo_ttft_ms=slo_ms, cold_start_s=inp.cold_start_s.astype(float),
                      min_replicas=inp.min_replicas, max_replicas=inp.max_replicas, capacity_rps=inp.capacity_rps,
                      classes=FleetClasses.guarding(base_weight=ORDER.base_weight, alpha=ORDER.alpha,
                                                    veto_margin=ORDER.veto_margin, slo_ms=slo_ms, min_replicas=1),
