@@ -13,7 +13,16 @@ Writes ``docs/frontier.md`` (every table), ``docs/frontier.json`` (every scoreca
 ``docs/frontier.svg`` (GPU-hours vs violations, one panel per trace); prints the summary.
 The Alibaba GPU 2023 trace holds pod (job) creation times, not request arrivals, so it has no table.
 
+Any other trace: ``--trace FILE`` with ``ebb simulate``'s input flags (``--format``, the columns,
+``--service-time-column`` or ``--service-median-s``/``--service-p99-s``, ``--concurrency``,
+``--window-s``), its SLO, cold start and ``--peak-replicas`` (default 20), read and checked as
+``ebb simulate`` reads them. A service-time run at ``--concurrency 1`` (one request per replica: a
+diffusion model, a batch job) also sweeps the peers at targets near one request in flight per
+replica (:data:`ONE_PER_REPLICA`), where their LLM-sized defaults (KPA 100, KEDA 32) never scale.
+
     python bench/frontier.py [--traces code,conv,mooncake,servegen] [--out docs] [--jobs 2]
+    python bench/frontier.py --trace jobs.csv --time-col ts --service-time-column exec_s --concurrency 1 \
+        --slo-ttft-ms 30000 --slo-e2e-ms 630000 --out /tmp/frontier
 """
 
 from __future__ import annotations
@@ -27,14 +36,17 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ebb.cli.trace_options import check_trace_flags
 from ebb.config.policy_specs import parse_policies
+from ebb.config.simulate_settings import TraceInputSettings
+from ebb.errors import ConfigError, EbbError
 from ebb.model.trace import CountSeries, RequestTrace
 from ebb.score.frontier import (PEER_FAMILIES, best_peer_below, family, hpa_frontier_at, peer_frontier_at,
                                 render_frontier_svg)
 from ebb.sim.compare import compare
 from ebb.sim.policies import KNOWN_POLICIES
-from ebb.sim.settings import SimSettings
-from ebb.sources.traces import load_trace
+from ebb.sim.settings import ClusterSettings, SimSettings, SloSettings
+from ebb.sources.traces import load_trace, open_trace
 from ebb.sources.traces.servegen import load_servegen
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces"
@@ -69,12 +81,32 @@ KEDA's threshold, KPA's concurrency target, Ray's ``target_ongoing_requests``, W
 level, Dynamo's ITL target (its TTFT target only floors the replica count below ~10 ms on this
 profile), AIBrix's KV-usage target. Each range holds the upstream default (KPA 100, Ray 2, KEDA 5,
 WVA 0.8, Dynamo's ITL from the SLO, AIBrix 0.5) and the settings around it a tuning team would try."""
+ONE_PER_REPLICA: dict[str, list[str]] = {
+    "hpa-inflight": [f"hpa:metric=inflight,target={t}" for t in (0.5, 0.8, 1, 2)],
+    "keda": [f"keda:threshold={t}" for t in (1, 2, 4)],
+    "keda-vllm": ["keda-vllm:threshold=0.5"],
+    "kpa": [f"kpa:target={t}" for t in (1, 2)],
+    "ray": ["ray:target=1"],
+    "aibrix": [f"aibrix:metric=running,target={t}" for t in (1, 2)],
+}
+"""Settings added for a one-request-per-replica service (service-time model, ``--concurrency 1``):
+targets near one request in flight (or waiting) per replica — the HPA on in-flight requests at
+0.5–2, KEDA at 1–4, production-stack's KEDA at 0.5, KPA at 1–2 (× its 0.7 utilisation), Ray at 1,
+AIBrix on running requests at 1–2. The LLM-sized ranges above stay in the sweep."""
 OURS = ["static", "ebb:profile=cautious", "ebb:profile=balanced", "ebb:profile=lean", "oracle"]
 
 
-def policies() -> str:
+def sweeps(one_per_replica: bool = False) -> dict[str, list[str]]:
+    """:data:`SWEEPS`, with :data:`ONE_PER_REPLICA`'s settings first in their rows when asked."""
+    if not one_per_replica:
+        return SWEEPS
+    out = {name: ONE_PER_REPLICA.get(name, []) + specs for name, specs in SWEEPS.items()}
+    return out | {name: specs for name, specs in ONE_PER_REPLICA.items() if name not in SWEEPS}
+
+
+def policies(one_per_replica: bool = False) -> str:
     """Every setting of the sweep, as one ``--policy`` string."""
-    return ",".join([p for specs in SWEEPS.values() for p in specs] + OURS)
+    return ",".join([p for specs in sweeps(one_per_replica).values() for p in specs] + OURS)
 
 
 def load(name: str) -> RequestTrace | CountSeries:
@@ -96,6 +128,31 @@ def run_trace(name: str) -> dict[str, Any]:
                   fidelity=FIDELITY[name], peak_replicas=20, on_step=progress)
     return {"requests": cmp.requests, "load_scale": cmp.load_scale, "fidelity": cmp.fidelity,
             "wall_s": time.perf_counter() - t0, "cards": [r.scorecard.as_dict() for r in cmp.runs]}
+
+
+def run_file(given: TraceInputSettings, objective: SloSettings, cold_start_s: float) -> dict[str, Any]:
+    """A trace file read as ``ebb simulate --trace FILE`` with ``given``'s flags reads it (checked the
+    same way, cut to ``--window-s``), then every peer's sweep (one request per replica: with
+    :data:`ONE_PER_REPLICA`), static, Ebb and the oracle at ``given``'s load calibration."""
+    t0 = time.perf_counter()
+    flags = check_trace_flags(given)
+    trace = flags.after_load(open_trace(
+        given.trace, given.format, time_col=given.time_col, count_col=given.count_col,
+        tokens_in_col=given.tokens_in_col, tokens_out_col=given.tokens_out_col,
+        service_col=given.service_time_column, no_header=given.no_header, clients=flags.clients))
+    one = flags.model is not None and flags.model.concurrency == 1
+    fidelity = "fluid" if isinstance(trace, CountSeries) and flags.model is None else "request"
+    load_scale, peak = given.scaling
+    settings = SimSettings(slo=objective, cluster=ClusterSettings(cold_start_s=cold_start_s, service=flags.model))
+
+    def progress(step: str) -> None:
+        print(f"[{time.perf_counter() - t0:7.1f} s] {step}", file=sys.stderr, flush=True)
+
+    cmp = compare(trace, parse_policies(policies(one), KNOWN_POLICIES), settings, fidelity=fidelity,
+                  load_scale=load_scale, peak_replicas=peak, on_step=progress)
+    return {"requests": cmp.requests, "load_scale": cmp.load_scale, "fidelity": cmp.fidelity,
+            "wall_s": time.perf_counter() - t0, "cards": [r.scorecard.as_dict() for r in cmp.runs],
+            "label": Path(given.trace).name, "one_per_replica": one}
 
 
 def _ratio(num: float, den: float) -> str:
@@ -133,8 +190,8 @@ def summary_rows(name: str, cards: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def sweep_of(policy: str) -> str:
-    """The :data:`SWEEPS` row a policy text belongs to (the HPA split by metric)."""
-    for name, specs in SWEEPS.items():
+    """The :func:`sweeps` row a policy text belongs to (the HPA split by metric)."""
+    for name, specs in sweeps(one_per_replica=True).items():
         if policy in specs:
             return name
     return family(policy)
@@ -144,12 +201,16 @@ def family_rows(results: Mapping[str, Mapping[str, Any]], names: Sequence[str]) 
     """Per peer (rows) and trace (columns): the cheapest setting that violates no more than Ebb's
     balanced profile there, or ✗ with the fewest violations any of its settings reached."""
     rows = ["| peer | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
-    for sweep in SWEEPS:
+    swept = {sweep_of(str(c["policy"])) for n in names for c in results[n]["cards"]}
+    for sweep in [s for s in sweeps(one_per_replica=True) if s in swept]:
         cells = []
         for n in names:
             cards = results[n]["cards"]
             ours = next(c for c in cards if c["policy"] == "ebb:profile=balanced")
             mine = [c for c in cards if sweep_of(str(c["policy"])) == sweep]
+            if not mine:
+                cells.append("–")
+                continue
             ok = [c for c in mine if float(c["slo_violation_pct"]) <= float(ours["slo_violation_pct"]) + 1e-12]
             if ok:
                 b = min(ok, key=lambda c: float(c["gpu_hours"]))
@@ -197,7 +258,16 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2, help="traces simulated in parallel (processes)")
     ap.add_argument("--from-json", type=Path, default=None,
                     help="re-render the tables from a frontier.json written before (no simulation)")
+    trace_flags(ap)
     args = ap.parse_args()
+    if args.trace is not None:
+        try:
+            given, objective = file_input(args)
+            results = {Path(args.trace).stem: run_file(given, objective, args.cold_start_s)}
+        except EbbError as exc:  # a bad flag or file: one line naming it and the fix, exit 2
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return write(results, list(results), Path(args.out))
     names = [n for n in args.traces.split(",") if n]
     for n in names:
         if n not in TRACES:
@@ -217,6 +287,11 @@ def main() -> int:
         with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             done = dict(zip(order, pool.map(run_trace, order)))
         results = {n: done[n] for n in names}
+    return write(results, names, Path(args.out))
+
+
+def write(results: Mapping[str, Mapping[str, Any]], names: Sequence[str], out: Path) -> int:
+    """Print the tables and write ``frontier.md``, ``frontier.json`` and ``frontier.svg`` under ``out``."""
     md = ["# Ebb against the best-peer frontier", "",
           "Generated by `python bench/frontier.py`; every scorecard is in `frontier.json`. The peers: "
           + ", ".join(PEER_FAMILIES) + ". \"vs best peer\" = Ebb's GPU-hours over the best-peer frontier's "
@@ -226,7 +301,8 @@ def main() -> int:
         md += summary_rows(n, results[n]["cards"])
     md += ["", "## Ebb's profiles: the SLO, the cost, the judgement of its scale decisions", "",
            "Meets SLO = at most 0.1 % violating requests. Misjudged = followed within cold start + 60 s by "
-           "a breach episode or a scale-up undoing it; delay = median from a breach's onset to the next "
+           "a breach episode or a scale-up undoing it, or left the fleet below the need of a breach within the "
+           "1 h comeback memory; delay = median from a breach's onset to the next "
            "scale-up request (capacity already on its way counts 0) — definitions in "
            "`src/ebb/sim/judgement.py` and `docs/simulator.md`.", "", *judged_rows(names, results)]
     md += ["", "## Each peer's cheapest setting at Ebb's violation level", "",
@@ -234,11 +310,11 @@ def main() -> int:
            "that trace (its knobs in brackets); ✗ when none does.", "", *family_rows(results, names)]
     for n in names:
         r = results[n]
-        md += ["", f"## {TRACES[n][0]} ({r['requests']:,} requests, load x{r['load_scale']:.3g}, {r['fidelity']} "
+        label = r.get("label") or TRACES[n][0]
+        md += ["", f"## {label} ({r['requests']:,} requests, load x{r['load_scale']:.3g}, {r['fidelity']} "
                f"fidelity, {r['wall_s']:.0f} s)", "", *trace_table(r["cards"])]
     text = "\n".join(md) + "\n"
     print(text)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "frontier.md").write_text(text, encoding="utf-8")
     (out / "frontier.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
@@ -246,6 +322,42 @@ def main() -> int:
                                       encoding="utf-8")
     print(f"wrote {out / 'frontier.md'}, {out / 'frontier.json'} and {out / 'frontier.svg'}")
     return 0
+
+
+def trace_flags(ap: argparse.ArgumentParser) -> None:
+    """``--trace FILE`` and the ``ebb simulate`` flags that read it, judge it and scale its load."""
+    g = ap.add_argument_group("any trace (instead of --traces): ebb simulate's flags, same meaning")
+    g.add_argument("--trace", default=None, help="trace file (replaces --traces)")
+    g.add_argument("--format", default="auto")
+    for flag in ("--time-col", "--count-col", "--tokens-in-col", "--tokens-out-col", "--service-time-column",
+                 "--window-s", "--servegen-client"):
+        g.add_argument(flag, default=None)
+    g.add_argument("--no-header", action="store_true")
+    g.add_argument("--service-median-s", type=float, default=None)
+    g.add_argument("--service-p99-s", type=float, default=None)
+    g.add_argument("--concurrency", type=int, default=None)
+    g.add_argument("--peak-replicas", default=None, help="N or 'off' (default 20 unless --load-scale)")
+    g.add_argument("--load-scale", type=float, default=None)
+    g.add_argument("--slo-ttft-ms", type=float, default=SloSettings.ttft_ms)
+    g.add_argument("--slo-e2e-ms", type=float, default=SloSettings.e2e_ms)
+    g.add_argument("--cold-start-s", type=float, default=ClusterSettings.cold_start_s)
+
+
+def file_input(args: argparse.Namespace) -> tuple[TraceInputSettings, SloSettings]:
+    """The trace flags as ``ebb simulate``'s input settings (checked as it checks them) and the SLO."""
+    given = TraceInputSettings(
+        trace=args.trace, format=args.format, time_col=args.time_col, count_col=args.count_col,
+        tokens_in_col=args.tokens_in_col, tokens_out_col=args.tokens_out_col, no_header=args.no_header,
+        service_time_column=args.service_time_column, service_median_s=args.service_median_s,
+        service_p99_s=args.service_p99_s, concurrency=args.concurrency, servegen_client=args.servegen_client,
+        window_s=args.window_s, load_scale=args.load_scale, peak_replicas=args.peak_replicas)
+    try:
+        objective = SloSettings(args.slo_ttft_ms, args.slo_e2e_ms)
+        ClusterSettings(cold_start_s=args.cold_start_s)
+    except ValueError as exc:
+        raise ConfigError(f"--slo-ttft-ms/--slo-e2e-ms/--cold-start-s: {exc} (fix: positive milliseconds, a "
+                          "cold start of 0 s or more)") from exc
+    return given, objective
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 Issue #16's: the default (balanced) profile meets the SLO (≤ 0.1 % violating requests) on both
 traces, never costs more than a static fleet or an HPA setting that meets it too, and misjudges at
-most 9 % of its scale-downs. The HPA frontier is the lower convex hull of the (violation %,
+most 9 % of its scale-downs (10 % since issue #31 also counts a scale-down that left the fleet below
+the need of a breach within the 1 h comeback memory: conv 0/10 → 1/10 on the same decisions). The HPA frontier is the lower convex hull of the (violation %,
 GPU-hours) points of ``hpa`` at targets 30–90 % and of ``static`` (:mod:`ebb.score.frontier`).
 """
 
@@ -61,9 +62,9 @@ def test_on_the_conversation_trace_the_default_costs_under_nine_tenths_of_the_hp
 
 
 @pytest.mark.parametrize("name", ["code", "conv"])
-def test_at_most_nine_percent_of_the_defaults_scale_downs_are_misjudged(name: str) -> None:
+def test_at_most_a_tenth_of_the_defaults_scale_downs_are_misjudged(name: str) -> None:
     ebb = next(c for c in _cards(name) if c.policy == "ebb:profile=balanced")
-    assert ebb.misjudged_scale_downs <= 0.09 * max(ebb.scale_downs, 1)
+    assert ebb.misjudged_scale_downs <= 0.1 * max(ebb.scale_downs, 1)
 
 
 @pytest.mark.xfail(strict=True, reason=(

@@ -100,7 +100,7 @@ def _table(cmp: Comparison, width: int = 80, *, service_model: bool = False) -> 
     if ratios:
         columns["vs HPA frontier"] = lambda c: _ratio(ratios.get(c.policy))
     title = (f"{cmp.workload_name}: {human_count(cmp.requests)} requests over {human_span(cmp.duration_s)} "
-             f"(load x{cmp.load_scale:.3g}, {cmp.fidelity})")
+             f"(load x{cmp.load_scale:.3g}, {cmp.fidelity}{_warmup_note(cards)})")
     shown = [k for k in columns if k not in ("TTFT p99 ms", "E2E p99 ms")]
     console = Console(width=10_000, file=io.StringIO())  # measures natural widths, prints nothing
     short = {"SLO viol %": "viol %", "TTFT p99 ms": "TTFT p99", "E2E p99 ms": "E2E p99", "vs HPA frontier": "vs HPA"}
@@ -123,6 +123,12 @@ def _table(cmp: Comparison, width: int = 80, *, service_model: bool = False) -> 
     if drop == "short headers":
         legend_lines.append("latencies in ms; vs HPA: GPU-h over the HPA frontier's at the same violation rate")
     return t, legend_lines
+
+
+def _warmup_note(cards: list[Scorecard]) -> str:
+    """``, first 10 min warm-up, not scored`` when the run had a warm-up; empty otherwise."""
+    warm = max((c.warmup_s for c in cards), default=0.0)
+    return f", first {human_span(warm)} warm-up, not scored" if warm > 0 else ""
 
 
 def _ratio(vs: float | None) -> str:
@@ -233,6 +239,7 @@ def simulate(
     kubelet_resolution_s: Annotated[int, settings_option(SimModelSettings, "kubelet_resolution_s")]
     = SimModelSettings.kubelet_resolution_s,
     seed: Annotated[int, settings_option(SimModelSettings, "seed")] = SimModelSettings.seed,
+    warmup_s: Annotated[float | None, settings_option(SimModelSettings, "warmup_s")] = None,
     fault_slowdown: Annotated[float | None, settings_option(FaultInjectionSettings, "fault_slowdown")] = None,
     fault_after_s: Annotated[float, settings_option(FaultInjectionSettings, "fault_after_s")]
     = FaultInjectionSettings.fault_after_s,
@@ -290,6 +297,7 @@ def _sim_settings(s: SimulateSettings, service: ServiceTimeModel | None) -> SimS
                                         scrape_interval_s=m.scrape_interval_s, hpa_sync_s=m.hpa_sync_s),
         seed=m.seed,
         fault=None if f.fault_slowdown is None else FaultSettings(f.fault_slowdown, f.fault_after_s),
+        warmup_s=m.warmup_s or 0.0,
     )
 
 
@@ -309,7 +317,8 @@ def _simulate(s: SimulateSettings) -> None:
         from ebb.cli.simulate_cluster import DEFAULT_CLUSTER_POLICIES, simulate_cluster
 
         simulate_cluster(inp.cluster, DEFAULT_CLUSTER_POLICIES if s.policy.policy == DEFAULT_POLICIES else s.policy.policy,
-                         json_out=json_out, report=s.output.report, ledger=led.ledger, quiet=quiet)
+                         json_out=json_out, report=s.output.report, ledger=led.ledger, quiet=quiet,
+                         warmup_s=s.model.warmup_s)
         return
     # Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
     console = checks.human_console(json_out)
@@ -388,6 +397,9 @@ def _write_report(report: Path, s: SimulateSettings, cmp: Comparison, tr: Reques
         "oracle": f"headroom x{o.headroom:.3f}, smoothing {o.smoothing_s} s",
         "seed": str(m.seed),
     }
+    if m.warmup_s:
+        settings_txt["warm-up"] = (f"first {m.warmup_s:g} s fed every policy but are not scored (figures count "
+                                   "from then on)")
     write_report(report, cmp.runs, title=f"ebb simulate — {cmp.workload_name}",
                  trace_desc=f"{human_count(cmp.requests)} requests over {human_span(cmp.duration_s)}",
                  settings=settings_txt)

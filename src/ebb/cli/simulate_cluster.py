@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import html
 import io
+import math
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from ebb.sim.cluster.run import (
     compare_cluster,
     stacked_series,
 )
+from ebb.sim.warmup import check_warmup
 from ebb.sources.traces.scenario_series import TraceSeries
 
 __all__ = ["DEFAULT_CLUSTER_POLICIES", "simulate_cluster"]
@@ -35,16 +38,21 @@ DEFAULT_CLUSTER_POLICIES = ",".join(("ebb", *PEER_GRID))
 
 
 def simulate_cluster(scenario: Path, policy: str, *, json_out: Path | None, report: Path | None, ledger: str,
-                     quiet: bool) -> None:
-    """Run the scenario under each policy, print the cluster scorecard, write JSON / report / ledger."""
+                     quiet: bool, warmup_s: float | None = None) -> None:
+    """Run the scenario under each policy, print the cluster scorecard, write JSON / report / ledger.
+    ``warmup_s`` (``--warmup-s``, whole seconds rounded up) replaces the scenario's own ``warmup_s``."""
     console = human_console(json_out)
     started = time.monotonic()
     sc = load_scenario(scenario)  # outputs and ledger were checked by ``ebb simulate`` before this call
+    if warmup_s is not None:
+        check_warmup(warmup_s, sc.duration_s)
+        sc = replace(sc, warmup_s=math.ceil(warmup_s))
     inp = build_inputs(sc, TraceSeries())
     if not quiet:
         console.print(f"{sc.name}: {len(inp.names)} online + {len(inp.batch_names)} batch services, "
                       f"{len(inp.zones)} zones ({int(inp.zone_gpus.sum())} GPUs), {inp.seconds / 3600:.2f} h, "
-                      f"{int(inp.arrivals.sum()):,} requests")
+                      f"{int(inp.arrivals.sum()):,} requests"
+                      + (f"; the first {inp.warmup_s:,} s warm-up, not scored" if inp.warmup_s else ""))
     policies = [p.strip() for p in policy.split(",") if p.strip()]
 
     def tick(r: ClusterResult) -> None:
@@ -55,7 +63,7 @@ def simulate_cluster(scenario: Path, policy: str, *, json_out: Path | None, repo
     said = cluster_verdict(results, best)
     if said is not None:  # the verdict first, as in the single-service scorecard
         console.print(escape(said))
-    console.print(_table(results, best, console.width))
+    console.print(_table(results, best, console.width, warmup_s=inp.warmup_s))
     if ledger:
         _record(ledger, sc.name, results, inp, console)
     cards: list[dict[str, Any]] = [r.scorecard for r in results]
@@ -90,7 +98,8 @@ _CLUSTER_DROPS = ("max/100ms", "writes/s", "quota", "skew", "batch")
 """Columns given up, first to last, until the cluster table fits the terminal (all stay in --json)."""
 
 
-def _table(results: list[ClusterResult], best: dict[str, Any] | None, width: int = 80) -> Table:
+def _table(results: list[ClusterResult], best: dict[str, Any] | None, width: int = 80, *,
+           warmup_s: int = 0) -> Table:
     """The cluster scorecard at most ``width`` columns wide when the class columns allow it (columns
     dropped in :data:`_CLUSTER_DROPS` order; policy, GPU-h, online and the classes always stay)."""
     classes = sorted({k for r in results for k in r.scorecard["violations_by_class"]})
@@ -111,7 +120,8 @@ def _table(results: list[ClusterResult], best: dict[str, Any] | None, width: int
     shown = list(cols)
     for drop in (None, *_CLUSTER_DROPS):
         shown = [k for k in shown if k != drop]
-        t = Table(title="cluster scorecard (GPU-h online + batch; violations % by class)")
+        t = Table(title="cluster scorecard (GPU-h online + batch; violations % by class"
+                        + (f"; first {warmup_s:,} s warm-up, not scored)" if warmup_s else ")"))
         for col in shown:
             t.add_column(col, justify="left" if col == "policy" else "right")
         for r in results:
@@ -159,6 +169,9 @@ def _html(name: str, results: list[ClusterResult], best: dict[str, Any] | None, 
              "<style>body{font:14px sans-serif;max-width:1240px;margin:auto}table{border-collapse:collapse}"
              "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}td:first-child{text-align:left}"
              "svg{max-width:100%}</style>", f"<h1>Cluster: {html.escape(name)}</h1>"]
+    if inp.warmup_s:
+        parts.append(f"<p>Warm-up: the first {inp.warmup_s:,} s fed every policy but are not scored (figures "
+                     "count from then on; the charts show the whole run).</p>")
     said = cluster_verdict(results, best)
     if said is not None:
         parts.append(f"<p><b>{html.escape(said)}</b></p>")

@@ -4,6 +4,8 @@ Format (YAML; unknown keys are errors, so a typo never silently drops a quota)::
 
     name: three-classes               # shown in reports
     duration_s: 21600                 # simulated span (s); arrivals past it are ignored
+    warmup_s: 1800                    # optional: the first seconds feed every policy but are not
+                                      # scored or billed (default 0; below duration_s; ebb.sim.warmup)
     seed: 0                           # arrival sampling and tie-breaks
     data_root: ../../shared/data/traces  # relative paths below resolve against it (itself relative
                                       # to this file); default: this file's folder
@@ -152,11 +154,13 @@ class Scenario:
     generate: tuple[Mapping[str, Any], ...] = ()
     """Generator entries (expanded into services by the simulator, which knows the data)."""
     classes: tuple[WorkloadClass, ...] = field(default_factory=lambda: tuple(default_workload_classes()))
+    warmup_s: int = 0
+    """Seconds at the start that feed every policy but are not scored or billed (0 <= it < ``duration_s``)."""
 
 
 
 _TOP = {"name", "duration_s", "seed", "data_root", "zones", "cluster", "quotas", "services", "generate",
-        "workloads"}
+        "workloads", "warmup_s"}
 _SERVICE = {"name", "namespace", "class", "qos", "priority", "arrivals", "demand", "capacity_rps", "service_ms",
             "slo_ms", "min_replicas", "max_replicas", "zones", "gpus_per_replica", "cold_start_s"}
 _GENERATE = (_SERVICE - {"arrivals", "demand"}) | {"servegen", "clients", "rate_scale"}
@@ -197,10 +201,13 @@ def parse_scenario(text: str, *, source: str = "<scenario>", base: Path | None =
     quotas = tuple(_quota(q, f"quotas[{i}]", source) for i, q in enumerate(_list(doc.get("quotas", []), "quotas", source)))
     if len({q.namespace for q in quotas}) != len(quotas):
         raise config_error(source, "quotas", "a namespace has two quotas", "give each namespace one quota")
-    return Scenario(name=str(doc.get("name", Path(source).stem)), source=source,
-                    duration_s=_int(doc, "duration_s", 3600, "", source, lo=1, hi=90 * 86_400),
+    duration = _int(doc, "duration_s", 3600, "", source, lo=1, hi=90 * 86_400)
+    warmup = whole_number(source, "warmup_s", doc.get("warmup_s", 0), 0, duration - 1,
+                          fix=f"a whole number of seconds below duration_s ({duration:,}), e.g. "
+                              f"warmup_s: {duration // 4}, or 0 for none")
+    return Scenario(name=str(doc.get("name", Path(source).stem)), source=source, duration_s=duration,
                     seed=_int(doc, "seed", 0, "", source, lo=0), data_root=root, zones=zones, cluster=settings,
-                    quotas=quotas, services=services, generate=generate, classes=classes)
+                    quotas=quotas, services=services, generate=generate, classes=classes, warmup_s=warmup)
 
 
 def service_from(entry: Mapping[str, Any], where: str, source: str, zones: Mapping[str, int],

@@ -234,6 +234,14 @@ class SimModelSettings:
 
     0 to 2**63-1; default 0. The same files and seed give the same run (count-series arrivals,
     load-scaling thinning, scrape phase)."""
+    warmup_s: float | None = None
+    """Warm-up (s): the first S seconds feed every policy's memory but are not judged or billed (--peak-replicas still calibrates on the whole trace)
+
+    Seconds from the trace's start, >= 0 and shorter than the trace. Violations, latency
+    percentiles, GPU-hours, cost, scale-ups/downs, misjudged scale-downs and breach episodes count
+    only from S on, for every policy and the oracle (whose SLO is judged on the same span). The
+    scorecard (table title, JSON ``warmup_s``, report) says when one was used. Unset: none (0 s);
+    with ``--cluster``, the scenario's own ``warmup_s`` (whole seconds, rounded up)."""
 
     def __post_init__(self) -> None:
         checks.positive("--slo-ttft-ms", self.slo_ttft_ms, fix="e.g. --slo-ttft-ms 2000")
@@ -247,6 +255,9 @@ class SimModelSettings:
                              ("--kubelet-resolution-s", self.kubelet_resolution_s)):
             checks.int_in_range(flag, period, 1, MAX_PIPELINE_PERIOD_S, fix=f"e.g. {flag} 15 (whole seconds)")
         checks.int_in_range("--seed", self.seed, 0, 2**63 - 1, fix="e.g. --seed 0")
+        if self.warmup_s is not None:
+            checks.non_negative("--warmup-s", self.warmup_s, fix="a number of seconds, e.g. --warmup-s 600, or 0 "
+                                "for none")
 
 
 @dataclass(frozen=True)

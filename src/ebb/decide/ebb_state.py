@@ -2,7 +2,7 @@
 
 :class:`EbbState` is one typed object per policy (:class:`~ebb.decide.policy.EbbPolicy` owns it):
 the L1 window and need tracker, the sizing window of recent needs, the queue history, the latency
-window, the comeback bound, the learned replica capacity and shortfalls, the burst timer, the
+window, the comeback bound and the burst memory, the learned replica capacity and shortfalls, the burst timer, the
 weight, and the times of the last scale-up, scale-down, signal and busy sample. Everything here is
 public: the policy's steps (:mod:`ebb.decide.policy`) and the blocks of proven holds
 (:mod:`ebb.decide.hold_block`, :mod:`ebb.decide.hold_proof`) read and move it through this API.
@@ -34,8 +34,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ebb.decide.comeback import ComebackBound
+from ebb.decide.comeback.streams import recorded
 from ebb.decide.latency import LatencyWindow
 from ebb.decide.need import NeedReading, NeedTracker
+from ebb.decide.recurrence import BurstMemory
 from ebb.decide.served import completion_weights, served_demand
 from ebb.model.observation import FineSignals
 from ebb.window.small import SmallWindow
@@ -86,6 +88,9 @@ class EbbState:
         """The last scale-down (s); the down interval runs from it."""
         self.last_signal_t = -math.inf
         """The newest fine sample's time (s)."""
+        self.last_outgrown_t = -math.inf
+        """The last reconcile whose need outgrew the ready capacity (s): late requests since are the
+        backlog's, not a need model reading too little."""
         self.last_busy_t = -math.inf
         """The newest fine sample with any demand or queue (an idle fleet has no latency to measure)."""
         self.weight = weight
@@ -96,6 +101,8 @@ class EbbState:
         """(time, replicas per mean need) of each latency surge the need did not see coming."""
         self.bound = bound
         """The comeback bound (:mod:`ebb.decide.comeback`)."""
+        self.bursts = BurstMemory(bound.horizon_s, bound.memory_s)
+        """Past bursts' onsets and peaks, for days (:mod:`ebb.decide.recurrence`)."""
         self.first_t: float | None = None
         """The first reconcile's time (s); None before it."""
         self.last_veto: tuple[str, ...] = ()
@@ -164,9 +171,14 @@ class EbbState:
         while self.recent_need and self.recent_need[0][0] <= t - self.sizing_window_s:
             self.recent_need.popleft()
 
-    def close_cycle(self) -> None:
-        """Record the cycle's peak need in the comeback bound and start the next cycle's."""
+    def close_cycle(self, t: float, ready_capacity: float) -> None:
+        """Record the cycle's peak need at ``t`` in the comeback bound, and in the burst memory (against
+        the memory's mean need) when it outgrew ``ready_capacity`` or a recurrence holds capacity for
+        it — a burst the fleet was not ready for, or one it was kept ready for; start the next cycle's."""
         self.bound.record(self.cycle_peak)
+        rec = self.bursts.expect(t)
+        if self.cycle_peak > ready_capacity or (rec is not None and rec.holding(t)):
+            self.bursts.observe(t, recorded(self.cycle_peak), self.bound.mean_need)
         self.cycle_peak = 0.0
 
     # -- queue persistence -------------------------------------------------------------------------
@@ -215,8 +227,9 @@ class EbbState:
         return np.asarray(np.ceil(demand / (util * self.capacity) - 1e-9), dtype=np.float64)
 
     def learn_capacity(self, ready: int) -> None:
-        """Requests queued throughout the last ``queue_surge_s`` with no capacity on its way: the
-        fleet is saturated, so what it serves per ready replica is what a replica can serve (kept
+        """Requests queued throughout the last ``queue_surge_s`` with no capacity on its way and the
+        queue not draining (demand arriving at least what is served): the fleet is saturated, so
+        what it serves per ready replica is what a replica can serve (kept
         within [0.25, 1]; the latest saturation wins — a server's limits move with its traffic)."""
         if ready > 0 and self.served_now > 0:
             self.capacity = min(1.0, max(0.25, self.served_now / ready))

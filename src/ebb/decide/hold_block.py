@@ -16,7 +16,9 @@ one-tick rule ``decide`` applies (:mod:`ebb.decide.ebb_state`, :mod:`ebb.decide.
 * **No surge**: no persistent queue (an unqueued sample within ``queue_surge_s`` of every tick,
   :meth:`~EbbState.queue_quiet`); no completion's TTFT past the surge limit or the SLO, so no late
   requests (:func:`~ebb.decide.ebb_rules.calm_window`, :func:`~ebb.decide.ebb_rules.late_rows`).
-* **No scale-up, no scale-down** (:func:`~ebb.decide.hold_proof.held_prefix`).
+* **No scale-up, no scale-down** (:func:`~ebb.decide.hold_proof.held_prefix`), no reconcile at the
+  burst threshold (the burst memory learns from ``decide`` only) and none once a recurrence holds
+  capacity for its next burst (:mod:`ebb.decide.recurrence`).
 * **State**: the need tracker takes the block's samples at once
   (:meth:`~ebb.decide.need.NeedTracker.ingest_seconds`), the rest of the ingest is
   :meth:`~EbbState.ingest_held`. The need tracker is restored and fed again when the block stops early.
@@ -59,7 +61,9 @@ def hold_ticks(pol: EbbConfig, ticks_s: FloatArray, fine: FineSignals, spec: int
     if ends is None:
         return 0
     demand = served_demand(fine.prefill_replicas, fine.slot_replicas, ready_replicas)
-    limit = _signal_limit(pol, fine, ends)
+    # A recurrence holding capacity from some time on is decide's to apply (a scale-up, a floor).
+    limit = min(_signal_limit(pol, fine, ends),
+                int(np.searchsorted(ticks, st.bursts.hold_from(float(ticks[0])), side="left")))
     if limit == 0:
         return 0
     ticks, demand, ends = ticks[:limit], demand[:limit], ends[:limit]
@@ -83,6 +87,9 @@ def hold_ticks(pol: EbbConfig, ticks_s: FloatArray, fine: FineSignals, spec: int
         st.need.restore(before)
         needs, reading = st.need.ingest_seconds(ticks[:held], demand[:held], queued[:held], done[:held])
     st.ingest_held(ticks[:held], demand[:held], queued[:held], needs[:held], ends[:held], fine)
+    outgrown = np.flatnonzero(needs[:held] > cap)  # decide's test of each tick's own need (its cycle peak)
+    if len(outgrown):
+        st.last_outgrown_t = float(ticks[int(outgrown[-1])])
     st.reading = reading
     return held
 

@@ -78,11 +78,12 @@ def _held_at_once(pol: EbbConfig, ticks: FloatArray, needs: FloatArray, l1: Floa
     b = st.bound
     ahead = b.records_ahead(needs)
     floor = floor_below(b, ahead, p.budget)
-    kept = hold_floors(pol, st.replicas_of(floor, p.down_util), st.learned_floor_below(float(ticks[-1]),
-                                                                                       ahead.mem_means), sized)
+    held_at = np.maximum(floor, b.seen_below(ahead, p.budget))  # NaN stays NaN: no rise, no floor
+    kept = hold_floors(pol, st.replicas_of(held_at, p.down_util), st.learned_floor_below(float(ticks[-1]),
+                                                                                         ahead.mem_means), sized)
     proven = np.isnan(floor) | (ticks - st.last_down < down_interval_s(pol)) | (kept >= spec) | \
         repeats_last_veto(pol, ticks, burst, spec, ttft_peak)
-    bad = stops | ~proven | b.period_found
+    bad = stops | ~proven | b.period_found | st.bursts.over(ahead.values, ahead.mem_means)
     limit = int(np.argmax(bad)) if bad.any() else m
     held, binned = b.searches_through(ahead, limit)
     b.commit(ahead, 0, held, binned_until=binned)
@@ -113,6 +114,8 @@ def _held_one_by_one(pol: EbbConfig, ticks: FloatArray, needs: FloatArray, l1: F
         if grows(pol, bounded(pol, sized), spec, burst):
             break
         v = need_k if need_k > 0.0 else 0.0  # the cycle's peak: max(0.0, need)
+        if st.bursts.over(np.array([v]), np.array([st.bound.mean_need_after(v)]))[0]:
+            break  # the burst memory learns from decide only
         floor = after.bound(v)
         if floor is None:
             break

@@ -9,7 +9,9 @@ every window ``D``, the work arriving in ``D`` plus what already waits can be se
 ``W`` is the fleet's served demand over the window (the agent's 100 ms samples of
 ``max(prefill busy share, running / max batch)``, summed over replicas, in replica-seconds) and
 ``backlog = queued × c``, ``c`` the replica-seconds one request costs (served work per completion
-over the last ``cost_window_s``). Short spikes are absorbed: a 100 ms sample at 20 replicas over a
+over the last ``cost_window_s``), at most ``D + slack`` per request: a request occupies one replica
+at most, so a queued 100 s job needs one replica within the deadline, not 100 s of work squeezed into
+it (one-request-per-replica services, issue #31). Short spikes are absorbed: a 100 ms sample at 20 replicas over a
 1 s slack needs 20 × 0.1 / 1.1 ≈ 1.8 replicas; a 4 s burst at 26 needs 26 × 4 / 5 ≈ 21; steady
 demand ``s`` needs ``s × D / (D + slack)`` → ``s`` for long windows. ``D`` runs over
 :data:`WINDOWS_S` (0.5 s … 32 s).
@@ -170,7 +172,8 @@ class NeedTracker:
         need = ahead = -math.inf
         for w in WINDOWS_S:
             i = bisect.bisect_right(all_t, t - w) - 1
-            arrived = cum_new - (all_cum[i] if i >= 0 else before) + (q - (all_q[i] if i >= 0 else q_before)) * cost
+            arrived = cum_new - (all_cum[i] if i >= 0 else before) + \
+                (q - (all_q[i] if i >= 0 else q_before)) * min(cost, w + slack)
             pos = max(0.0, arrived)
             need = max(need, pos / (w + slack))
             ahead = max(ahead, (pos + rate * look) / (w + look + slack))
@@ -224,7 +227,10 @@ class NeedTracker:
         idx = np.searchsorted(all_t, t[:, None] - self._windows[None, :], side="right") - 1
         at_edge = np.where(idx >= 0, all_cum[np.maximum(idx, 0)], self._before)
         q_edge = np.where(idx >= 0, all_q[np.maximum(idx, 0)], self._q_before)
-        arrived = cum_new[:, None] - at_edge + (q[:, None] - q_edge) * cost[:, None]
+        # A queued request adds at most D + slack replica-seconds within the window's deadline: it
+        # occupies one replica at most (a 100 s job is one replica for 100 s, not 100 replicas for 1 s).
+        arrived = cum_new[:, None] - at_edge + (q[:, None] - q_edge) * np.minimum(
+            cost[:, None], (self._windows + self.slack_s)[None, :])
         pos = np.where(arrived > 0.0, arrived, 0.0)
         return all_t, all_cum, all_q, pos, (pos / (self._windows[None, :] + self.slack_s)).max(axis=1)
 

@@ -19,14 +19,22 @@ Each reconcile (:meth:`EbbPolicy.decide`), as named steps:
    (:mod:`ebb.decide.latency`). The second's peak need goes into the comeback bound
    (:mod:`ebb.decide.comeback`).
 2. **Size up.** ``up = ceil(need / target_util)``, at once when urgent (a surge or a burst),
-   else past ``up_hysteresis``. A surge (``surge_fraction`` more) answers requests queued for
-   ``queue_surge_s``, or TTFT breaches that waiting caused (≥ 3 and > 0.5 % of the latency window's
-   requests, or over half the violation budget across ``breach_horizons``); one with the need never
-   past the fleet also teaches a replicas-per-need floor. A detected periodic rise due within the
-   horizon scales up ahead of it (:mod:`ebb.decide.forecast`).
+   else past ``up_hysteresis``. A surge answers requests queued for ``queue_surge_s``, or TTFT
+   breaches that waiting caused (≥ 3 and > 0.5 % of the latency window's requests, or over half the
+   violation budget across ``breach_horizons``). It is sized to what the fleet needs when the
+   capacity lands, one cold start ahead: the demand arriving plus the backlog still queued then,
+   drained over a horizon — and there is none when the ready fleet drains the backlog first (the
+   ledger states the landing time and what the surge covers). Late requests whose wait the need
+   never outgrew (over the long breach window) are a need model reading too little: that surge
+   adds ``surge_fraction`` and teaches a replicas-per-need floor. A detected periodic rise due
+   within the horizon scales up ahead of it (:mod:`ebb.decide.forecast`).
 3. **Floor (L2).** The weight is recalibrated from the TTFT P99 (the note's rule, damped by α). A
    scale-down goes no lower than the **comeback floor** — the capacity whose estimated risk of being
-   outgrown before removed capacity returns is within ``budget`` — the learned floor and the need.
+   outgrown before removed capacity returns is within ``budget``, and no lower than the level plus
+   the largest rise seen while the history's independent horizons cannot bound the chance of a
+   larger one within the budget (95 % upper bound ``1 − 0.05^(1/N)``: 4.9 % for the default hour) —
+   the learned floor and the need. Bursts that recur (:mod:`ebb.decide.recurrence`, remembered for
+   days) hold their capacity from the shortest gap seen until the next has passed: a scale-up ahead.
 4. **Vetoes (L2).** A wanted scale-down is vetoed during the warm-up and the cooldown, while the TTFT
    P99 is within ``veto_margin`` of its SLO, a burst is active, or data is missing or stale (an idle
    fleet is not "latency unknown"). One step per half horizon, at most ``down_fraction`` of the
@@ -200,10 +208,17 @@ class EbbPolicy:
             signals = self._signals(l1, est, learned)
             if grows(self, need_now, l1.spec, surge or l1.burst):
                 return self._scale_up(l1, need_now, surge, signals)
+            rec = st.bursts.expect(t)
+            held = bounded(self, st.replicas(rec.peak_need_replicas, self.profile.target_util)) \
+                if rec is not None and rec.holding(t) else 0
+            if rec is not None and held > l1.spec:
+                st.last_up = t
+                return self._explained(t, "scale_up", l1.spec, held, self._recorded(signals), (rec.describe(t),))
             if math.isnan(est.floor_replicas):
                 return self._hold(t, l1.spec)  # no rise with a complete horizon yet: no evidence
-            floor = hold_floor(self, st.replicas(est.floor_replicas, self.profile.down_util), learned,
-                               st.replicas(l1.need, self.profile.target_util))
+            held_at, why_floor = self._comeback_floor(est, signals)
+            floor = max(held, hold_floor(self, st.replicas(held_at, self.profile.down_util), learned,
+                                         st.replicas(l1.need, self.profile.target_util)))
             signals.update(comeback_period_s=est.period_s, comeback_periods=float(est.periods))
             if est.periods and floor > l1.spec:
                 return self._forecast_up(l1, floor, est, signals)
@@ -214,7 +229,7 @@ class EbbPolicy:
                 return vetoed
             target = self._step_down(l1.spec, floor)
         with spans.layer("ebb.l3") as s3:
-            return self._planned_down(obs, l1, target, est, signals, s3)
+            return self._planned_down(obs, l1, target, est, signals, s3, why_floor)
 
     def _sense(self, obs: Observation, span: SpanNote) -> _Sensed:
         """Step 1 (L1): ingest the samples, read the window's P99, the queue, the burst timer, the
@@ -225,12 +240,17 @@ class EbbPolicy:
         d = st.l1.quantile(0.99, int(t * _NS))
         d = 0.0 if math.isnan(d) else d
         queued = st.persistent_queue()
-        if queued and obs.ready_replicas >= spec:
+        if queued and obs.ready_replicas >= spec and st.reading.rate_replicas >= st.served_now * (1 - 1e-9) and \
+                all(pv.ready_s is None or pv.ready_s <= t - p.queue_surge_s for pv in obs.pods):
+            # A queue not draining, served by a fleet ready throughout it (not one that just landed):
+            # the fleet serves all it can.
             st.learn_capacity(ready)
         cap = ready * st.capacity
         burst = st.burst_step(t, d, p.burst_fraction * cap, cap)
+        if st.cycle_peak > cap:
+            st.last_outgrown_t = t
         need = st.need_now()
-        st.close_cycle()
+        st.close_cycle(t, cap)
         ttft99 = st.latency.p99(TTFT)
         # No completion for a whole latency window while fresh samples show no demand and no queue:
         # the fleet is idle, nothing can be late — not "latency unknown" (missing or stale data still
@@ -250,15 +270,41 @@ class EbbPolicy:
         earlier scale-up still cold-starting (capacity on its way counts)."""
         p, st = self.profile, self.state
         need_now = st.replicas(l1.need, p.target_util)
-        surge = (l1.queued or l1.late) and l1.ready_replicas >= l1.spec
-        if surge:
+        if not ((l1.queued or l1.late) and l1.ready_replicas >= l1.spec):
+            return bounded(self, need_now), False
+        # Late requests while the need never outgrew the fleet — over the span the lateness rules
+        # look back, when a late request may have started waiting: the need model reads too
+        # little for this traffic (long prompts colliding on a replica, say). A breach the need saw
+        # coming (a burst) is the comeback bound's to remember, not this.
+        shortfall = l1.late and l1.t - st.last_outgrown_t >= self._shortfall_span_s()
+        landing = self._landing_need(l1)
+        if shortfall or math.isnan(landing):  # no cost per request yet: the backlog is not known
             need_now = max(need_now, l1.spec + max(1, math.ceil(l1.spec * p.surge_fraction)))
-            if l1.late and st.bound.recent_peak(int(self.latency_window_s / self.interval_s)) <= l1.cap:
-                # Late requests while the need never outgrew the fleet: the need model reads too
-                # little for this traffic (long prompts colliding on a replica, say). A breach the
-                # need saw coming (a burst) is the comeback bound's to remember, not this.
-                st.learn_shortfall(l1.t, min(need_now, self.max_replicas))
-        return bounded(self, need_now), surge
+            st.learn_shortfall(l1.t, min(need_now, self.max_replicas))
+        elif landing > 0:
+            # The need counts the standing backlog to drain within the slack: by the time capacity
+            # lands, what is left of it is what the landing need holds.
+            need_now = max(st.replicas(landing, p.target_util), l1.spec + 1)
+        else:
+            return bounded(self, need_now), False  # the fleet drains the queue before more capacity lands
+        return bounded(self, need_now), True
+
+    def _shortfall_span_s(self) -> float:
+        """How long the need must have stayed within the ready capacity for late requests to mean a need
+        model reading too little: the long breach window the lateness rule counts over, the latency
+        window and a horizon (a late request's wait began up to that long before it completed)."""
+        return self.state.latency.long_window_s + self.latency_window_s + self.horizon_s
+
+    def _landing_need(self, l1: _Sensed) -> float:
+        """What the fleet needs when capacity asked now lands, one cold start ahead (replica units): the
+        demand arriving (sustained) and the backlog still queued then, drained over one horizon; 0 when
+        the ready fleet drains the backlog before then; NaN before the first completion (no cost per
+        request: the backlog is not known)."""
+        r = self.state.reading
+        left = r.backlog_replicas_s + (r.rate_replicas - l1.cap) * self.state.cold_start_s
+        if math.isnan(left):
+            return math.nan
+        return r.rate_replicas + left / self.horizon_s if left > 0 else 0.0
 
     def _scale_up(self, l1: _Sensed, to: int, surge: bool, signals: dict[str, float]) -> Decision:
         """Step 2's answer: the scale-up, the cooldown started and the breaches it answers forgotten."""
@@ -266,6 +312,11 @@ class EbbPolicy:
         st.last_up = l1.t
         st.latency.forget_breaches()
         why = ("surge: latency" if l1.late else "surge: queue") if surge else "need above target"
+        landing = self._landing_need(l1) if surge else math.nan
+        if not math.isnan(landing) and not (l1.late and l1.t - st.last_outgrown_t >= self._shortfall_span_s()):
+            r = st.reading
+            why += (f" — lands in {st.cold_start_s:.0f} s: covers demand arriving at {r.rate_replicas:.1f} replicas "
+                    f"and {r.backlog_replicas_s:.1f} replica-s queued (need then {landing:.1f})")
         return self._explained(l1.t, "scale_up", l1.spec, to, self._recorded(signals), (why,))
 
     def _forecast_up(self, l1: _Sensed, to: int, est: ComebackEstimate, signals: dict[str, float]) -> Decision:
@@ -274,6 +325,28 @@ class EbbPolicy:
         return self._explained(l1.t, "scale_up", l1.spec, to, self._recorded(signals), (
             f"forecast: a rise to {est.floor_replicas:.1f} replicas recurs every {est.period_s:.0f} s "
             f"(seen at this phase in {est.periods} periods); asked {est.horizon_s:.0f} s ahead",))
+
+    def _comeback_floor(self, est: ComebackEstimate, signals: dict[str, float]) -> tuple[float, str]:
+        """Step 3's comeback floor (replica units) and what raised it. Past a detected period, the phase
+        rise as estimated. Otherwise no lower than the level plus the largest rise seen while the
+        history cannot bound the chance of a larger one within the budget
+        (:meth:`~ebb.decide.comeback.ComebackBound.history_bound`: always, at the default hour of
+        memory and 0.1 % budget — 59 horizons bound it at 4.9 %); the reason says so."""
+        st, p = self.state, self.profile
+        at = est.floor_replicas
+        if est.periods:
+            return at, ""
+        notes: list[str] = []
+        hist = st.bound.history_bound()
+        signals.update(comeback_risk_bound=hist.risk_bound, comeback_history_s=hist.history_s)
+        seen = est.level_replicas + hist.largest_rise_replicas
+        if hist.risk_bound > p.budget:
+            at = max(at, seen)
+            notes.append(f"history {hist.history_s / 60:.0f} min ({hist.horizons:.0f} horizons): risk bound "
+                         f"{hist.risk_bound:.1%} > budget {p.budget:.2%}, so no lower than the largest rise seen "
+                         f"(level {est.level_replicas:.1f} + {hist.largest_rise_replicas:.1f} replicas): a larger "
+                         f"first-ever burst is not covered")
+        return at, "; ".join(notes)
 
     def _vetoed(self, l1: _Sensed, signals: dict[str, float], span: SpanNote) -> Decision | None:
         """Step 4: a plain hold while the last scale-down is too recent; a veto (recorded when its
@@ -301,7 +374,7 @@ class EbbPolicy:
         return max(floor, spec - step)
 
     def _planned_down(self, obs: Observation, l1: _Sensed, target: int, est: ComebackEstimate,
-                      signals: dict[str, float], span: SpanNote) -> Decision:
+                      signals: dict[str, float], span: SpanNote, why_floor: str) -> Decision:
         """Step 5 (L3): the victims, and the scale-down with its comeback risk — or a veto naming the
         limits that left no victim."""
         p, st, spec = self.profile, self.state, l1.spec
@@ -319,7 +392,7 @@ class EbbPolicy:
             l1.t, "scale_down", spec, target, self._recorded(signals),
             (f"comeback: {target} replicas hold a {est.horizon_s:.0f} s rise with estimated risk "
              f"{risk:.2%} <= budget {p.budget:.2%} (level {est.level_replicas:.1f} + rise "
-             f"{est.rise_replicas:.1f} replicas, {basis})", *limits),
+             f"{est.rise_replicas:.1f} replicas, {basis})", *((why_floor,) if why_floor else ()), *limits),
             victims=tuple(victims))
 
     # -- what the policy learns ------------------------------------------------------------------
@@ -381,7 +454,7 @@ class EbbPolicy:
         if st.first_t is None:
             st.first_t = obs.t_s
         st.ingest(obs.fine, obs.ready_replicas, obs.t_s)
-        st.close_cycle()
+        st.close_cycle(obs.t_s, max(obs.ready_replicas, 1) * st.capacity)
 
     def ttft_p99_since(self, t0_s: float) -> float:
         """Weighted TTFT P99 (ms) of the completions after ``t0_s``; NaN without any."""
@@ -429,7 +502,20 @@ class EbbPolicy:
         why = (f"fast path: need {need:.1f} replicas > {ready} ready" if need >= ahead else
                f"fast path: need {ahead:.1f} replicas in {FAST_LOOKAHEAD_S:.1f} s > {ready} ready "
                f"(demand arriving at {r.rate_replicas:.1f}, {r.backlog_replicas_s:.1f} replica-s queued)")
-        return self._explained(obs.t_s, "scale_up", obs.spec_replicas, want, signals, (why,))
+        return self._explained(obs.t_s, "scale_up", obs.spec_replicas, want, signals, (why, *self._unseen(size)))
+
+    def _unseen(self, need: float) -> tuple[str, ...]:
+        """A reason to add when ``need`` is past everything the history has seen (a first-ever burst):
+        what the history held and when capacity asked now lands — requests meanwhile wait."""
+        st = self.state
+        hist = st.bound.history_bound()
+        seen = st.bound.level + hist.largest_rise_replicas if hist.horizons > 0 else math.nan
+        if not need > seen and not math.isnan(seen):
+            return ()
+        held = f"the largest need in {hist.history_s / 60:.0f} min of history is {seen:.1f}" \
+            if not math.isnan(seen) else "no history yet"
+        return (f"first-ever burst: need {need:.1f} replicas, {held}; capacity asked now lands in "
+                f"{st.cold_start_s:.0f} s, requests wait until then",)
 
     # -- many holds at once (a simulator's steady fleet) ---------------------------------------
     def hold_through(self, ticks_s: FloatArray, fine: FineSignals, spec_replicas: int, ready_replicas: int) -> int:

@@ -60,9 +60,17 @@ class Scorecard:
     """Canary scale-downs aborted and compensated (restored to the pre-state)."""
     breach_episodes: int = 0
     """SLO breach episodes (10 s bins with ≥ 1 % violating requests, merged when consecutive)."""
+    warmup_s: float = 0.0
+    """Seconds at the start of the trace that fed the policy but were not judged or billed: every
+    figure above counts from this time on (:mod:`ebb.sim.warmup`); 0 = the whole run."""
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field by name; ``warmup_s`` only when a warm-up was used (so a run without one
+        writes the same JSON as before warm-ups existed)."""
+        out = asdict(self)
+        if not self.warmup_s:
+            del out["warmup_s"]
+        return out
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ Order of work (each step deterministic for ``settings.seed``):
    gets one K whatever the fidelity (the reference: a request log's requests, a count series'
    1 s fluid copy; see there).
 3. Search the oracle's schedule (perfect foresight; see :mod:`ebb.sim.baselines.oracle`); under
-   ``--peak-replicas N`` no second of it holds more than N replicas.
+   ``--peak-replicas N`` no second of it holds more than N replicas. With a warm-up
+   (``settings.warmup_s``, :mod:`ebb.sim.warmup`) its SLO and cost are judged after the warm-up,
+   as every scorecard is; the calibration of step 2 measures the whole trace.
 4. Run every requested policy on the same workload and score it. A workload with no request,
    or a run whose scorecard would hold NaN cost or violation figures, is refused with
    :class:`~ebb.errors.InputError` (exit 2) naming the reason, never printed as NaN.
@@ -32,6 +34,7 @@ from ebb.sim.baselines.oracle import (
     OraclePolicy,
     OracleSearch,
     forward_mean,
+    occupancy_rate,
     schedule_for,
     search_oracle,
     work_per_request,
@@ -43,11 +46,12 @@ from ebb.sim.policies import build_policy
 from ebb.sim.policy_context import PolicyContext
 from ebb.sim.policy import Policy
 from ebb.sim.request_engine import simulate_requests
-from ebb.sim.service_time import work_per_request as service_work
+from ebb.sim.service_time import service_times
 from ebb.score.results import PolicyRun
 from ebb.score.percentiles import timeline_edges
 from ebb.sim.scoring import score_requests
 from ebb.sim.settings import SimSettings
+from ebb.sim.warmup import check_warmup, scored_arrivals, scored_bins
 from ebb.config.policy_specs import PolicySpecItem
 
 Workload = RequestTrace | FluidDemand
@@ -110,8 +114,9 @@ def _to_fluid(trace: RequestTrace | CountSeries, bin_s: float, seed: int) -> Flu
 
 def _rate(w: Workload, settings: SimSettings) -> np.ndarray:
     lat = settings.cluster.latency
-    if isinstance(w, RequestTrace) and settings.cluster.service is not None:  # slot-seconds / slots
-        return work_rate(w.arrival_s, service_work(w, settings.cluster.service, settings.seed), w.duration_s)
+    svc = settings.cluster.service
+    if isinstance(w, RequestTrace) and svc is not None:  # each request holds 1/c replica for its service time
+        return occupancy_rate(w.arrival_s, service_times(w, svc, settings.seed), w.duration_s, 1.0 / svc.concurrency)
     if isinstance(w, RequestTrace):
         work = work_per_request(w.tokens_in.astype(np.float64), w.tokens_out.astype(np.float64), lat)
         return work_rate(w.arrival_s, work, w.duration_s)
@@ -138,7 +143,8 @@ def simulate_one(w: Workload, policy: Policy, settings: SimSettings) -> PolicyRu
 
 
 def _evaluate(w: Workload, settings: SimSettings) -> Callable[[np.ndarray], tuple[float, float]]:
-    slo = settings.slo
+    """A schedule's (replica-seconds, violation %), both over the scored span (after the warm-up)."""
+    slo, warm = settings.slo, settings.warmup_s
 
     def ev(schedule: np.ndarray) -> tuple[float, float]:
         pol = OraclePolicy(schedule)
@@ -146,11 +152,13 @@ def _evaluate(w: Workload, settings: SimSettings) -> Callable[[np.ndarray], tupl
             out, fleet = simulate_requests(w, pol, settings)
             ttft = (out.first_token_s - w.arrival_s) * 1000.0
             e2e = (out.finish_s - w.arrival_s) * 1000.0
-            bad = np.isnan(out.finish_s) | (ttft > slo.ttft_ms) | (e2e > slo.e2e_ms)
-            return fleet.replica_seconds(), 100.0 * float(bad.sum()) / max(1, w.requests)
+            judged = scored_arrivals(w.arrival_s, warm)
+            bad = (np.isnan(out.finish_s) | (ttft > slo.ttft_ms) | (e2e > slo.e2e_ms)) & judged
+            return fleet.replica_seconds(warm), 100.0 * float(bad.sum()) / max(1, int(judged.sum()))
         fout, fleet = simulate_fluid(w, pol, settings)
-        v = float(fout.violations.sum()) + fout.dropped
-        return fleet.replica_seconds(), 100.0 * v / max(1.0, float(w.counts.sum()))
+        judged = scored_bins(len(w.counts), w.bin_s, warm)
+        v = float(np.where(judged, fout.violations, 0.0).sum()) + fout.dropped
+        return fleet.replica_seconds(warm), 100.0 * v / max(1.0, float(np.where(judged, w.counts, 0.0).sum()))
 
     return ev
 
@@ -190,8 +198,8 @@ def search(w: Workload, settings: SimSettings, near: OracleSearch | None = None,
     if w.duration_s <= _DIGEST_SECONDS:
         return search_oracle(rate, cold, _evaluate(w, settings), target_violation_pct=_TARGET_VIOLATION_PCT,
                              near=hint, max_replicas=max_replicas)
-    sub = _digest(w, rate)
-    found = search_oracle(_rate(sub, settings), cold, _evaluate(sub, settings),
+    sub = _digest(w, rate)  # segments out of time order: no warm-up there; the full workload is judged with it
+    found = search_oracle(_rate(sub, settings), cold, _evaluate(sub, replace(settings, warmup_s=0.0)),
                           target_violation_pct=_TARGET_VIOLATION_PCT, near=hint, max_replicas=max_replicas)
     h = found.headroom
     if not verify:
@@ -254,11 +262,14 @@ def calibrate(trace: RequestTrace | CountSeries, peak_replicas: int, settings: S
     replays them; the service-time model has no fluid form either), a count series'
     :func:`reference_demand` (its 1 s fluid copy, scaled exactly: a 58-day series expanded to
     requests would cost more than the run). Pass 1: K so that the reference's 5 s peak of work
-    needs N replicas at 80 % busy. Then up to :data:`_CALIBRATION_ROUNDS` oracle searches on the
+    needs N replicas at 80 % busy (under the service-time model, work is the busy curve: each
+    request holds its slot for its whole service time, so a 100 s job counts one replica for 100 s).
+    Then up to :data:`_CALIBRATION_ROUNDS` oracle searches on the
     reference at K, each rescaling K by N / the oracle's peak; the largest K whose reference oracle
     peaks at most N is kept (exactly N when found). The simulated fidelity's own oracle is then
     searched at this K under a hard cap of N replicas.
     """
+    settings = replace(settings, warmup_s=0.0)  # the calibration measures the whole trace, warm-up included
     requests = settings.cluster.service is not None or isinstance(trace, RequestTrace)
     base = None if requests else reference_demand(trace, settings)
 
@@ -352,6 +363,7 @@ def compare(trace: RequestTrace | CountSeries, items: Sequence[PolicySpecItem], 
     if fidelity not in FIDELITIES:
         raise ConfigError(f"--fidelity {fidelity!r}: choose one of {', '.join(FIDELITIES)}")
     source = str(trace.source or trace.name)
+    check_warmup(settings.warmup_s, trace.duration_s)
     k = load_scale
     ref: OracleSearch | None = None
     if peak_replicas is not None:

@@ -43,9 +43,12 @@ class FleetLog:
     """The policy's decisions worth recording (changes, vetoes, gate steps; :attr:`Decision.noteworthy`)
     in time order, the initial fleet at t = 0 excluded."""
 
-    def replica_seconds(self) -> float:
-        """Billed replica-seconds over [0, end_s]."""
+    def replica_seconds(self, from_s: float = 0.0) -> float:
+        """Billed replica-seconds over [from_s, end_s] (the whole run by default; ``from_s`` > 0 is a
+        warm-up: a replica requested before it is billed from it on)."""
         req, _, stop = self._arrays()
+        if from_s > 0:
+            req, stop = np.maximum(req, from_s), np.maximum(stop, from_s)
         return float(np.sum(np.clip(stop, None, self.end_s) - np.clip(req, None, self.end_s)))
 
     def _arrays(self) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -63,15 +66,39 @@ class FleetLog:
         serving = _interval_mean(ready[ok], stop[ok], edges_s)
         return billed, serving
 
-    def peak_replicas(self) -> int:
-        """Most replicas billed at once."""
+    def peak_replicas(self, from_s: float = 0.0) -> int:
+        """Most replicas billed at once at or after ``from_s`` (the whole run by default)."""
         req, _, stop = self._arrays()
+        if from_s > 0:
+            alive = stop > from_s  # a replica stopped by from_s holds nothing from it on
+            req, stop = np.maximum(req[alive], from_s), stop[alive]
         if len(req) == 0:
             return 0
         times = np.concatenate([req, stop])
         delta = np.concatenate([np.ones_like(req), -np.ones_like(stop)])
         order = np.lexsort((delta, times))  # stops before starts at equal times
         return int(np.max(np.cumsum(delta[order])))
+
+    def scale_counts(self, from_s: float = 0.0) -> tuple[int, int]:
+        """(scale-ups, scale-downs) decided at or after ``from_s`` (the whole run's counts by default)."""
+        if from_s <= 0:
+            return self.scale_ups, self.scale_downs
+        later = [(a, b) for t, a, b in self.decisions if t >= from_s]
+        return sum(b > a for a, b in later), sum(b < a for a, b in later)
+
+    def decisions_from(self, from_s: float) -> tuple[tuple[float, int, int], ...]:
+        """The target changes decided at or after ``from_s``, in time order."""
+        return self.decisions if from_s <= 0 else tuple(d for d in self.decisions if d[0] >= from_s)
+
+    def ready_at(self, t_s: FloatArray) -> npt.NDArray[np.int64]:
+        """Replicas ready at each time in ``t_s``: ``ready_s <= t < stopped_s`` (a drain included, as
+        :meth:`per_bin` counts them)."""
+        _, ready, stop = self._arrays()
+        ok = ~np.isnan(ready) & (ready < stop)
+        t = np.asarray(t_s, dtype=np.float64)
+        up = np.searchsorted(np.sort(ready[ok]), t, side="right")
+        down = np.searchsorted(np.sort(stop[ok]), t, side="right")
+        return np.asarray(up - down, dtype=np.int64)
 
 
 ZONES = ("zone-a", "zone-b", "zone-c")

@@ -4,7 +4,9 @@ Latency percentiles: each bin's arrivals are spread over ``_LEVELS`` equally lik
 sizes (quantiles of the empirical prompt and output distributions, paired by rank — a
 conservative pairing: long prompts with long outputs); each contributes
 ``ttft = base + prefill(in)`` and ``e2e = ttft + out × τ``; the run's percentiles are
-count-weighted quantiles over all of them (vectorised in chunks, no loop per bin).
+count-weighted quantiles over all of them (vectorised in chunks, no loop per bin). With a warm-up
+(``settings.warmup_s``, :mod:`ebb.sim.warmup`) the scorecard judges only bins starting after it and
+bills from it on; the timeline still shows the whole run.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ebb.sim.fluid_engine import FluidDemand, FluidOutcome
 from ebb.score.results import PolicyRun, Scorecard, Timeline
 from ebb.score.percentiles import timeline_edges
 from ebb.sim.settings import SimSettings
+from ebb.sim.warmup import scored_bins
 
 FloatArray = npt.NDArray[np.float64]
 _LEVELS = 16
@@ -44,6 +47,9 @@ def score_fluid(policy: str, demand: FluidDemand, out: FluidOutcome, fleet: Flee
     counts = demand.counts
     nb = len(counts)
     has = np.flatnonzero(counts > 0)
+    warm = settings.warmup_s
+    judged = scored_bins(nb, demand.bin_s, warm)
+    scored = np.where(judged, counts, 0.0)  # arrivals the scorecard judges (the warm-up's are not)
     # Coarse log-spaced histogram of latencies (ms), weighted by requests.
     edges = np.logspace(-1, 7, 4001)
     h_ttft = np.zeros(len(edges) - 1)
@@ -62,7 +68,7 @@ def score_fluid(policy: str, demand: FluidDemand, out: FluidOutcome, fleet: Flee
         tau = out.tau_s[idx][:, None]
         ttft = (base + pf[None, :]) * 1000.0
         e2e = ttft + q_out[None, :] * tau * 1000.0
-        w = np.repeat(counts[idx] / _LEVELS, _LEVELS)
+        w = np.repeat(scored[idx] / _LEVELS, _LEVELS)
         h_ttft += np.bincount(np.clip(np.searchsorted(edges, ttft.ravel()) - 1, 0, len(edges) - 2),
                               weights=w, minlength=len(edges) - 1)
         h_e2e += np.bincount(np.clip(np.searchsorted(edges, e2e.ravel()) - 1, 0, len(edges) - 2),
@@ -78,12 +84,13 @@ def score_fluid(policy: str, demand: FluidDemand, out: FluidOutcome, fleet: Flee
     mids = np.sqrt(edges[:-1] * edges[1:])
     ttft_q = _weighted_quantiles(mids, h_ttft, (50.0, 99.0))
     e2e_q = _weighted_quantiles(mids, h_e2e, (50.0, 99.0))
-    requests = int(round(float(counts.sum())))
+    requests = int(round(float(scored.sum())))
     # Every arrival's bin already scored its violation, the never-served ones' too (their wait is
     # the queue's), so adding the dropped can count a request twice; the sum is an upper bound
-    # (never an understatement), capped at the arrivals so the rate stays within 0–100 %.
-    v = min(float(out.violations.sum()) + out.dropped, float(counts.sum()))
-    replica_s = fleet.replica_seconds()
+    # (never an understatement), capped at the arrivals so the rate stays within 0–100 %. The
+    # dropped are the last arrivals (FIFO), after any warm-up.
+    v = min(float(np.where(judged, out.violations, 0.0).sum()) + out.dropped, float(scored.sum()))
+    replica_s = fleet.replica_seconds(warm)
     gpu_hours = replica_s / 3600.0
     billed, ready = fleet.per_bin(tl_edges)
     demand_tl = np.bincount(tl_idx, weights=counts, minlength=ntl) / tl_bin
@@ -91,24 +98,24 @@ def score_fluid(policy: str, demand: FluidDemand, out: FluidOutcome, fleet: Flee
     t_bins = np.arange(nb, dtype=np.float64) * float(demand.bin_s)
     dur = max(fleet.end_s, demand.duration_s)
     # Attributable violations: less the share an idle replica would violate anyway (judgement).
-    attributable = np.maximum(out.violations - counts * _unserviceable_share(demand, settings), 0.0)
-    first = judgement.breach_bins(judgement.bin_counts(t_bins, counts, dur),
-                                  judgement.bin_counts(t_bins, attributable, dur))
-    starts = first.astype(np.float64) * judgement.BREACH_BIN_S
-    onsets = judgement.episode_onsets(first, t_bins, attributable)
-    window = settings.cluster.cold_start_s + 60.0
+    attributable = np.maximum(np.where(judged, out.violations, 0.0) - scored * _unserviceable_share(demand, settings),
+                              0.0)
+    judged_run = judgement.judge(t_bins, scored, attributable, fleet, duration_s=dur,
+                                 span_s=demand.duration_s - warm, cold_start_s=settings.cluster.cold_start_s,
+                                 from_s=warm)
+    ups, downs = fleet.scale_counts(warm)
     card = Scorecard(
         policy=policy, trace=demand.name, fidelity="fluid", requests=requests,
         gpu_hours=gpu_hours, cost_usd=gpu_hours * settings.cluster.gpu_hour_usd,
         slo_violations=int(round(v)), slo_violation_pct=100.0 * v / requests if requests else 0.0,
         ttft_p50_ms=ttft_q[0], ttft_p99_ms=ttft_q[1], e2e_p50_ms=e2e_q[0], e2e_p99_ms=e2e_q[1],
-        scale_ups=fleet.scale_ups, scale_downs=fleet.scale_downs,
-        dropped_requests=int(round(out.dropped)), peak_replicas=fleet.peak_replicas(),
-        mean_replicas=replica_s / fleet.end_s if fleet.end_s > 0 else 0.0,
+        scale_ups=ups, scale_downs=downs,
+        dropped_requests=int(round(out.dropped)), peak_replicas=fleet.peak_replicas(warm),
+        mean_replicas=replica_s / (fleet.end_s - warm) if fleet.end_s > warm else 0.0,
         slo_ttft_ms=settings.slo.ttft_ms, slo_e2e_ms=settings.slo.e2e_ms, wall_s=wall_s,
-        misjudged_scale_downs=judgement.misjudged_scale_downs(fleet.decisions, starts, window),
-        sla_violation_delay_ms=judgement.violation_delay_ms(fleet.decisions, onsets, settings.cluster.cold_start_s),
-        breach_episodes=int(len(starts)),
+        misjudged_scale_downs=judged_run.misjudged_scale_downs,
+        sla_violation_delay_ms=judged_run.sla_violation_delay_ms,
+        breach_episodes=judged_run.breach_episodes, warmup_s=warm,
     )
     tl = Timeline(tl_edges[:-1].copy(), tl_bin, demand_tl, billed, ready, tt50, tt99, e50, e99, viol_tl)
     return PolicyRun(card, tl)

@@ -2,7 +2,9 @@
 
 Definitions: a request violates the SLO when its TTFT or its end-to-end latency exceeds the
 limit, or when it never completed (dropped). Percentiles are over completed requests, by
-numpy's linear interpolation. Timeline latencies are grouped by *arrival* bin.
+numpy's linear interpolation. Timeline latencies are grouped by *arrival* bin. With a warm-up
+(``settings.warmup_s``, :mod:`ebb.sim.warmup`) the scorecard judges only requests arriving after it
+and bills from it on; the timeline still shows the whole run.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ebb.sim.service_time import service_times
 from ebb.score.percentiles import grouped_percentiles, percentile_or_nan, timeline_edges
 from ebb.score.results import PolicyRun, Scorecard, Timeline
 from ebb.sim.settings import SimSettings
+from ebb.sim.warmup import scored_arrivals
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -31,8 +34,10 @@ def score_requests(policy: str, trace: RequestTrace, outcome: RequestOutcome, fl
     ttft_ms = (outcome.first_token_s - arr) * 1000.0
     e2e_ms = (outcome.finish_s - arr) * 1000.0
     viol = ~done | (ttft_ms > slo.ttft_ms) | (e2e_ms > slo.e2e_ms)
-    n = trace.requests
-    replica_s = fleet.replica_seconds()
+    warm = settings.warmup_s
+    judged = scored_arrivals(arr, warm)
+    n = int(judged.sum())
+    replica_s = fleet.replica_seconds(warm)
     gpu_hours = replica_s / 3600.0
 
     edges = timeline_edges(max(fleet.end_s, trace.duration_s), settings.timeline_bin_s)
@@ -45,12 +50,11 @@ def score_requests(policy: str, trace: RequestTrace, outcome: RequestOutcome, fl
     e50, e99 = grouped_percentiles(bins[done], e2e_ms[done], nb, (50.0, 99.0))
     vbin = np.bincount(bins[viol], minlength=nb).astype(np.int64)
     dur = max(fleet.end_s, trace.duration_s)
-    attributable = viol & _serviceable(trace, settings)
-    first = judgement.breach_bins(judgement.bin_counts(arr, None, dur),
-                                  judgement.bin_counts(arr[attributable], None, dur))
-    starts = first.astype(np.float64) * judgement.BREACH_BIN_S
-    onsets = judgement.episode_onsets(first, arr, attributable.astype(np.float64))
-    window = settings.cluster.cold_start_s + 60.0
+    attributable = viol & _serviceable(trace, settings) & judged
+    judged_run = judgement.judge(arr, judged.astype(np.float64), attributable.astype(np.float64), fleet,
+                                 duration_s=dur, span_s=trace.duration_s - warm,
+                                 cold_start_s=settings.cluster.cold_start_s, from_s=warm)
+    ups, downs = fleet.scale_counts(warm)
     card = Scorecard(
         policy=policy,
         trace=str(trace.name),
@@ -58,23 +62,24 @@ def score_requests(policy: str, trace: RequestTrace, outcome: RequestOutcome, fl
         requests=n,
         gpu_hours=gpu_hours,
         cost_usd=gpu_hours * settings.cluster.gpu_hour_usd,
-        slo_violations=int(viol.sum()),
-        slo_violation_pct=100.0 * float(viol.sum()) / n if n else 0.0,
-        ttft_p50_ms=percentile_or_nan(ttft_ms[done], 50),
-        ttft_p99_ms=percentile_or_nan(ttft_ms[done], 99),
-        e2e_p50_ms=percentile_or_nan(e2e_ms[done], 50),
-        e2e_p99_ms=percentile_or_nan(e2e_ms[done], 99),
-        scale_ups=fleet.scale_ups,
-        scale_downs=fleet.scale_downs,
-        dropped_requests=int((~done).sum()),
-        peak_replicas=fleet.peak_replicas(),
-        mean_replicas=replica_s / fleet.end_s if fleet.end_s > 0 else 0.0,
+        slo_violations=int((viol & judged).sum()),
+        slo_violation_pct=100.0 * float((viol & judged).sum()) / n if n else 0.0,
+        ttft_p50_ms=percentile_or_nan(ttft_ms[done & judged], 50),
+        ttft_p99_ms=percentile_or_nan(ttft_ms[done & judged], 99),
+        e2e_p50_ms=percentile_or_nan(e2e_ms[done & judged], 50),
+        e2e_p99_ms=percentile_or_nan(e2e_ms[done & judged], 99),
+        scale_ups=ups,
+        scale_downs=downs,
+        dropped_requests=int((~done & judged).sum()),
+        peak_replicas=fleet.peak_replicas(warm),
+        mean_replicas=replica_s / (fleet.end_s - warm) if fleet.end_s > warm else 0.0,
         slo_ttft_ms=slo.ttft_ms,
         slo_e2e_ms=slo.e2e_ms,
         wall_s=wall_s,
-        misjudged_scale_downs=judgement.misjudged_scale_downs(fleet.decisions, starts, window),
-        sla_violation_delay_ms=judgement.violation_delay_ms(fleet.decisions, onsets, settings.cluster.cold_start_s),
-        breach_episodes=int(len(starts)),
+        misjudged_scale_downs=judged_run.misjudged_scale_downs,
+        sla_violation_delay_ms=judged_run.sla_violation_delay_ms,
+        breach_episodes=judged_run.breach_episodes,
+        warmup_s=warm,
     )
     tl = Timeline(edges[:-1].copy(), bin_s, demand, billed, ready, tt50, tt99, e50, e99, vbin)
     return PolicyRun(card, tl)

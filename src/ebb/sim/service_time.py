@@ -92,11 +92,6 @@ def service_times(trace: RequestTrace, model: ServiceTimeModel, seed: int) -> Fl
     return rng.lognormal(math.log(model.median_s), model.sigma, n).astype(np.float64)
 
 
-def work_per_request(trace: RequestTrace, model: ServiceTimeModel, seed: int) -> FloatArray:
-    """Replica-seconds each request costs with every slot busy: ``S / concurrency`` (oracle, calibration)."""
-    return service_times(trace, model, seed) / float(model.concurrency)
-
-
 class AdmittingRun(Protocol):
     """What :func:`service_admitter` reads and writes of a request-level run (the request engine's is
     one): per-request token counts, service times and outcome slots, per-replica occupancy, and the

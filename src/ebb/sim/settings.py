@@ -112,3 +112,12 @@ class SimSettings:
     drain_horizon_s: float = 3600.0
     """After the last arrival, keep simulating at most this long for in-flight work (s);
     requests unfinished then are reported as dropped."""
+    warmup_s: float = 0.0
+    """Warm-up (s): the first ``warmup_s`` seconds of the trace feed every policy (and the oracle's
+    schedule) as usual but are not judged or billed; the scorecard counts requests arriving at or
+    after it, bins starting at or after it, replica-seconds and decisions from it on
+    (:mod:`ebb.sim.warmup`). 0 = the whole run is scored."""
+
+    def __post_init__(self) -> None:
+        if not (self.warmup_s >= 0 and math.isfinite(self.warmup_s)):
+            raise ValueError(f"warmup_s must be finite and >= 0, got {self.warmup_s!r}")

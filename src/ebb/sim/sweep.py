@@ -31,7 +31,10 @@ the option's name with ``_`` for ``-``, plus ``minutes``:
   ``fault_slowdown``, ``fault_after_s`` — as the ``ebb simulate`` option of the same name;
 * cluster scenarios only: ``duration_s``, ``disruption_budget``, ``writes_per_100ms`` — as the
   scenario file's keys. A knob must apply to every scenario of the spec (sweep trace and cluster
-  scenarios in separate specs).
+  scenarios in separate specs);
+* both kinds: ``warmup_s`` — as ``--warmup-s`` (trace scenarios) or the scenario file's
+  ``warmup_s`` (cluster scenarios, whole seconds rounded up): the first S seconds feed every policy
+  but are not scored (:mod:`ebb.sim.warmup`); it must end before the trace (or ``minutes``) does.
 
 Guarantees:
 
@@ -131,8 +134,8 @@ class Knob:
     lo_open: bool = False
     """True: the value must be strictly above ``lo``."""
     help: str = ""
-    applies: Kind = "trace"
-    """The scenarios it means something for: ``trace`` (``ebb simulate``'s settings) or ``cluster``."""
+    applies: Kind | Literal["any"] = "trace"
+    """The scenarios it means something for: ``trace`` (``ebb simulate``'s settings), ``cluster``, or ``any``."""
 
     def check(self, value: Any) -> KnobValue | None:
         """``value`` in canonical type (int or float), or None when it is not a valid value."""
@@ -168,12 +171,13 @@ KNOBS: Final[Mapping[str, Knob]] = {
     "duration_s": Knob(int, 1.0, 90 * 86_400.0, help="simulated span (s) of a cluster scenario", applies="cluster"),
     "disruption_budget": Knob(int, 0.0, help="replicas L3 may remove per cycle across the cluster", applies="cluster"),
     "writes_per_100ms": Knob(int, 1.0, help="state writes (scale patches) per 100 ms", applies="cluster"),
+    "warmup_s": Knob(float, 0.0, help="the first S seconds feed every policy but are not scored", applies="any"),
 }
 """Every knob a sweep may vary; a knob left out keeps ``ebb simulate``'s default (trace scenarios) or
 the scenario file's value (cluster scenarios). Every knob of a spec must apply to all its scenarios."""
 
 WORKLOAD_KNOBS: Final = frozenset({"minutes", "load_scale", "peak_replicas", "slo_ttft_ms", "slo_e2e_ms",
-                                   "fluid_bin_ms", "fault_slowdown", "fault_after_s", "duration_s"})
+                                   "fluid_bin_ms", "fault_slowdown", "fault_after_s", "duration_s", "warmup_s"})
 """Knobs that change what is served or how it is judged: results are comparable (one Pareto set)
 only among jobs of one scenario with the same values of these."""
 
@@ -296,7 +300,7 @@ def parse_sweep_spec(text: str, source: str, *, base_dir: Path | None = None) ->
     knobs = _parse_knobs(doc.get("knobs") or {}, source)
     kinds = {k for _, k, _ in scenarios}
     for name, _ in knobs:
-        if KNOBS[name].applies not in kinds or len(kinds) > 1:
+        if KNOBS[name].applies != "any" and (KNOBS[name].applies not in kinds or len(kinds) > 1):
             raise config_error(source, f"knobs.{name}", f"applies to {KNOBS[name].applies} scenarios only, and this "
                                f"spec has {' and '.join(sorted(kinds))} scenarios",
                                "sweep trace and cluster scenarios in separate specs, each with its own knobs")
@@ -448,6 +452,7 @@ def _settings(job: SweepJob) -> SimSettings:
             hpa_sync_s=geti("hpa_sync_s", MetricPipelineSettings.hpa_sync_s)),
         seed=job.seed,
         fault=None if slowdown is None else FaultSettings(float(slowdown), get("fault_after_s", 0.0)),
+        warmup_s=get("warmup_s", 0.0),
     )
 
 

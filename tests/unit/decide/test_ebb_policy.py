@@ -208,6 +208,9 @@ def test_scale_down_goes_in_bounded_steps_and_never_below_the_comeback_floor() -
         fleet.apply(float(t), answer)
     downs = [d for d in pol.recorded if d.action == "scale_down"]
     assert downs and all("comeback:" in d.reasons[0] for d in downs)
+    # Two minutes of history cannot bound a 0.1 % risk: each scale-down says so and holds the largest rise.
+    assert all(d.reasons[1].startswith("history ") and "risk bound" in d.reasons[1] and
+               d.signals["comeback_risk_bound"] > prof.budget for d in downs)
     # The fleet keeps what the recurring burst needs: never below 4 replicas once it has been seen.
     assert min(len(fleet.pods) for _ in [0]) >= 3
 
@@ -349,6 +352,9 @@ def test_the_fast_path_asks_at_the_sample_the_need_outgrows_the_ready_fleet() ->
     d = pol.react(observe(5.3, pods, burst))
     assert d is not None and d.action == "scale_up" and d.t_s == 5.3 and d.to_replicas > 2
     assert d.reasons[0].startswith("fast path: need")
+    # Five seconds of history hold no rise like it: the reason says it is a first-ever burst and
+    # that requests wait for the cold start.
+    assert d.reasons[1].startswith("first-ever burst: need") and "lands in 2 s" in d.reasons[1]
 
 
 def test_a_queue_growing_for_two_samples_is_answered_before_the_need_passes_the_fleet() -> None:
@@ -400,10 +406,12 @@ def test_persistent_queueing_surges_once_and_waits_for_the_cold_starts() -> None
         obs = fleet.observe(float(t), fine(t, 3.0, queued=5.0))  # a steady queue of 5: no new demand
         answer = pol.decide(obs)
         n = answer.to_replicas
-        if n > obs.spec_replicas and answer.reasons == ("surge: queue",):
+        if n > obs.spec_replicas and answer.reasons[0].startswith("surge: queue — lands in"):
             surges.append((t, obs.spec_replicas, n))
             assert obs.ready_replicas >= obs.spec_replicas, "no surge while replicas are cold-starting"
-            assert n - obs.spec_replicas >= max(1, math.ceil(obs.spec_replicas * prof.surge_fraction))
+            # Sized to the need when the capacity lands: the demand arriving and the backlog left then.
+            landing = float(answer.reasons[0].rsplit("need then ", 1)[1].rstrip(")"))
+            assert n >= max(obs.spec_replicas + 1, math.ceil(landing / (0.9 * answer.signals["replica_capacity"])))
         fleet.apply(float(t), answer)
     assert surges and surges[0][0] == 5  # queued throughout the last 5 s only from t = 5
 
@@ -428,7 +436,7 @@ def test_a_queue_in_one_second_samples_is_persistent_after_five_of_them() -> Non
                           queued=np.full(1, 5.0), done_t_s=np.full(5, float(t)), done_ttft_ms=np.full(5, 100.0),
                           done_e2e_ms=np.full(5, 5000.0), done_weight=np.ones(5), done_wait_ms=np.full(5, 10.0))
         reasons.append((t, pol.decide(observe(float(t), pods, one)).reasons))
-    assert [t for t, r in reasons if r == ("surge: queue",)][:1] == [5], reasons
+    assert [t for t, r in reasons if r and r[0].startswith("surge: queue — lands in")][:1] == [5], reasons
 
 
 def test_a_short_queue_does_not_surge() -> None:

@@ -135,7 +135,7 @@ def _ingest_one_by_one(s: EbbState, ticks: np.ndarray, demand: np.ndarray, queue
                         done_wait_ms=np.array([10.0, 10.0]))
         s.ingest(f, 8, t)
         s.l1.quantile(0.99, int(t * 1_000_000_000))  # decide's query
-        s.close_cycle()
+        s.close_cycle(t, 8.0)
 
 
 @settings(max_examples=60, deadline=None)

@@ -186,3 +186,20 @@ def test_a_restored_tracker_reads_as_if_the_block_never_came() -> None:
     tracker.ingest_seconds(np.arange(11.0, 41.0), np.full(30, 9.0), np.full(30, 4.0), np.ones(30))
     tracker.restore(state)
     assert repr(tracker.snapshot()) == repr(fresh.snapshot())
+
+
+def test_a_queued_long_job_needs_one_replica_not_its_work_squeezed_into_the_slack() -> None:
+    # Long jobs, one a replica: 300 replica-seconds served per completion. Three queued jobs are three
+    # replicas' worth within any deadline, where 900 replica-seconds over a 1 s slack would read as
+    # hundreds of replicas.
+    tracker = NeedTracker(1.0)
+    t = np.arange(1.0, 41.0)
+    served = np.full(len(t), 10.0)
+    done = np.zeros(len(t))
+    done[29] = 1.0  # one completion after 300 replica-seconds of work
+    queued = np.where(t > 30.0, 3.0, 0.0)
+    tracker.ingest(t[:30], served[:30], queued[:30], done[:30])
+    assert tracker.cost_replica_s > 250.0  # the first sample counts 0.1 s
+    need, reading = tracker.ingest(t[30:], served[30:], queued[30:])
+    assert reading.backlog_replicas_s > 750.0
+    assert float(need.max()) <= 10.0 + 3.0 + 1e-9

@@ -15,7 +15,8 @@ from ebb.sim.compare import Comparison, compare, prepare
 from ebb.sim.fluid_engine import FluidDemand
 from ebb.sim.policies import KNOWN_POLICIES
 from ebb.score.results import Scorecard
-from ebb.sim.settings import ClusterSettings, SimSettings
+from ebb.sim.service_time import ServiceTimeModel
+from ebb.sim.settings import ClusterSettings, SimSettings, SloSettings
 from ebb.config.policy_specs import parse_policies
 
 POLICIES = parse_policies("hpa,keda,static,oracle", KNOWN_POLICIES)
@@ -168,3 +169,44 @@ def test_a_trace_shorter_than_the_cold_start_can_be_compared() -> None:
     settings = SimSettings(cluster=ClusterSettings(cold_start_s=120.0))
     c = compare(short, parse_policies("oracle", KNOWN_POLICIES), settings, fidelity="fluid")
     assert c.oracle.violation_pct <= 0.1
+
+
+# -- a long-service trace: one request per replica, 5–600 s each -------------------------------------------
+
+PEERS = "hpa,keda,static,kpa,ray,keda-vllm,wva,dynamo,aibrix,ebb"
+
+
+def _long_service_trace() -> RequestTrace:
+    """An hour at 2 requests a minute (seeded), each served 5–600 s (log-uniform): a diffusion service."""
+    rng = np.random.default_rng(2)
+    n = int(rng.poisson(120))
+    t = np.sort(rng.uniform(0.0, 3600.0, n))
+    service = np.exp(rng.uniform(np.log(5.0), np.log(600.0), n))
+    one = np.ones(n, dtype=np.int64)
+    return RequestTrace(TraceName("long-service"), t, one, one, service_s=service)
+
+
+@lru_cache(maxsize=None)
+def _long_service() -> Comparison:
+    settings = SimSettings(slo=SloSettings(ttft_ms=30_000.0, e2e_ms=630_000.0), seed=2,
+                           cluster=ClusterSettings(service=ServiceTimeModel(concurrency=1)))
+    return compare(_long_service_trace(), parse_policies(PEERS + ",oracle", KNOWN_POLICIES), settings,
+                   fidelity="request", peak_replicas=20)
+
+
+def test_on_a_long_service_trace_no_peer_at_its_default_beats_the_oracle() -> None:
+    cards = _cards(_long_service())
+    oracle = cards["oracle"]
+    assert oracle.slo_violation_pct <= 0.1
+    beat = {p: (c.gpu_hours, c.slo_violation_pct) for p, c in cards.items()
+            if p != "oracle" and c.gpu_hours < oracle.gpu_hours and c.slo_violation_pct <= oracle.slo_violation_pct}
+    assert not beat, (oracle.gpu_hours, beat)
+
+
+def test_the_calibration_sizes_a_long_service_trace_by_its_busy_slots_not_its_arrival_seconds() -> None:
+    # Booking each job's service into its arrival second made one 600 s job look like 600 replicas
+    # for a second, so the calibration thinned the trace to almost nothing; held for its service time,
+    # an hour at 2 a minute keeps every request and is scaled up to a 20-replica peak.
+    c = _long_service()
+    assert c.load_scale >= 1.0 and c.requests >= _long_service_trace().requests
+    assert _cards(c)["static"].peak_replicas <= 20

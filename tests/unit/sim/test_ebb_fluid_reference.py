@@ -3,10 +3,14 @@
 ``tests/data/sim/ebb_fluid_reference.json`` holds, for two short inputs (3 h of per-second counts
 with bursts; the bundled ``azure-code`` slice at 6× load in 0.1 s bins, where the fast path acts
 between reconciles) and two policies (``ebb``, ``ebb:canary=on``), every change of the replica
-target, every noteworthy decision and the scorecard, as commit 8dec1e7 computed them
-(``tests/data/sim/make_ebb_fluid_reference.py`` wrote it and builds the same runs here). The
-optimised policy must take the same actions at the same times to the same replica counts; the
-scorecard's numbers agree within float tolerance.
+target, every noteworthy decision and the scorecard, as ``tests/data/sim/make_ebb_fluid_reference.py``
+wrote it (and builds the same runs here): first at commit 8dec1e7, before the policy was made fast;
+rewritten at issue #31, whose policy changes move the decisions (a surge sized to what the fleet
+needs when its capacity lands, none once the backlog drains first; a learned floor only from late
+requests whose wait the need never outgrew; the largest rise seen held while an hour of history
+cannot bound the risk) and whose judgement counts a scale-down that left the fleet below a later
+breach's need within the 1 h memory. The optimised policy must take the same actions at the same
+times to the same replica counts; the scorecard's numbers agree within float tolerance.
 """
 
 from __future__ import annotations

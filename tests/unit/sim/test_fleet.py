@@ -105,3 +105,27 @@ def test_mean_billed_per_bin_times_width_sums_to_replica_seconds(fleet: FleetLog
     assert float(np.sum(billed * width)) == pytest.approx(fleet.replica_seconds(), rel=1e-9, abs=1e-6)
     assert np.all(ready <= billed + 1e-9)
     assert np.all(billed <= fleet.peak_replicas() + 1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(fleet=_fleets(), share=st.floats(0.0, 0.999))
+def test_a_warm_up_bills_exactly_what_is_billed_after_it(fleet: FleetLog, share: float) -> None:
+    warm = fleet.end_s * share
+    before, _ = fleet.per_bin(np.array([0.0, warm])) if warm > 0 else (np.zeros(1), None)
+    assert fleet.replica_seconds(warm) == pytest.approx(fleet.replica_seconds() - float(before[0]) * warm,
+                                                        rel=1e-9, abs=1e-6)
+    assert fleet.peak_replicas(warm) <= fleet.peak_replicas()
+
+
+def test_a_warm_up_counts_the_peak_and_the_decisions_from_its_end_only() -> None:
+    fleet = FleetLog(_hand_made().replicas, scale_ups=3, scale_downs=2, end_s=12.0,
+                     decisions=((2.0, 1, 2), (4.0, 2, 3), (6.0, 3, 2), (7.0, 2, 3), (8.0, 3, 2)))
+    assert fleet.peak_replicas() == 3 and fleet.peak_replicas(8.5) == 2  # at 8.5: the first and the last
+    assert fleet.scale_counts() == (3, 2) and fleet.scale_counts(6.5) == (1, 1)
+    assert fleet.decisions_from(7.0) == ((7.0, 2, 3), (8.0, 3, 2)) and fleet.decisions_from(0.0) == fleet.decisions
+
+
+def test_ready_at_counts_replicas_from_ready_until_stopped_never_the_cold_starting() -> None:
+    # 0–10 warm; 5–8 after a cold start; never ready; 9 until the end (12).
+    assert _hand_made().ready_at(np.array([0.0, 4.9, 5.0, 7.99, 8.0, 9.5, 10.0, 11.9])).tolist() \
+        == [1, 1, 2, 2, 1, 2, 1, 1]

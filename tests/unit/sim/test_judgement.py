@@ -6,15 +6,22 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+import pytest
 
 from ebb.sim.judgement import (
     BREACH_BIN_S,
     BREACH_MIN_REQUESTS,
     REACT_CAP_S,
+    LaterNeeds,
     bin_counts,
+    breach_bin_s,
     breach_bins,
+    breach_min_requests,
     breach_starts,
+    episode_needs,
     episode_onsets,
+    find_episodes,
+    memory_horizon_s,
     misjudged_scale_downs,
     violation_delay_ms,
 )
@@ -57,6 +64,40 @@ def test_bin_counts_groups_times_into_ten_second_bins_with_weights() -> None:
     assert counts[:4].tolist() == [3.0, 3.0, 4.0, 0.0]
 
 
+# -- episodes relative to the trace's rate ------------------------------------------------------------------
+
+def test_the_breach_bin_holds_twenty_requests_at_the_mean_rate_within_ten_seconds_and_an_hour() -> None:
+    assert breach_bin_s(7200.0, 3600.0) == 10.0  # 2 a second and more: 10 s, as before
+    assert breach_bin_s(96.0, 3600.0) == 750.0  # 1.6 a minute: 12.5 minutes
+    assert breach_bin_s(5.0, 3600.0) == 3600.0  # 5 an hour: clamped to an hour
+    assert breach_bin_s(0.0, 3600.0) == 10.0 and breach_bin_s(5.0, 0.0) == 10.0
+
+
+def test_a_bin_needs_three_violations_unless_even_an_hour_expects_fewer_than_twenty_requests() -> None:
+    assert breach_min_requests(750.0, 96.0, 3600.0) == 3.0
+    assert breach_min_requests(3600.0, 10.0, 3600.0) == 2.0  # ceil(3 × 10 / 20)
+    assert breach_min_requests(3600.0, 5.0, 3600.0) == 1.0
+    assert breach_min_requests(3600.0, 0.5, 3600.0) == 1.0  # never below one
+
+
+def test_three_late_requests_in_one_12_5_minute_bin_are_an_episode_at_1_6_requests_a_minute() -> None:
+    t = np.arange(0.0, 3600.0, 37.5)  # 96 requests in an hour
+    late = np.zeros(len(t))
+    late[[41, 42, 44]] = 1.0  # 1,537.5 s, 1,575 s, 1,650 s: the 750 s bin [1,500, 2,250)
+    ep = find_episodes(t, np.ones(len(t)), late, 3600.0, 3600.0)
+    assert ep.bin_s == 750.0 and ep.min_requests == 3.0
+    assert ep.starts_s.tolist() == [1500.0] and ep.ends_s.tolist() == [2250.0] and ep.onsets_s.tolist() == [1537.5]
+    late[44] = 0.0
+    assert len(find_episodes(t, np.ones(len(t)), late, 3600.0, 3600.0).starts_s) == 0  # two are not
+
+
+def test_episodes_of_a_busy_trace_keep_ten_second_bins_and_end_with_their_last_breaching_bin() -> None:
+    t = np.arange(0.0, 100.0, 0.1)  # 10 a second
+    late = ((t >= 20.0) & (t < 40.0)).astype(np.float64)
+    ep = find_episodes(t, np.ones(len(t)), late, 100.0, 100.0)
+    assert ep.bin_s == BREACH_BIN_S and ep.starts_s.tolist() == [20.0] and ep.ends_s.tolist() == [40.0]
+
+
 # -- misjudged scale-downs ---------------------------------------------------------------------------------
 
 def test_a_breach_starting_within_the_window_after_a_scale_down_misjudges_it() -> None:
@@ -93,6 +134,37 @@ def test_only_scale_downs_are_judged_and_each_counts_once() -> None:
     # 100: undone at 130 (6 ≥ 6); 110: undone too (6 ≥ 5) and a breach at 140; 400: nothing follows.
     assert misjudged_scale_downs(decisions, np.array([140.0]), 60.0) == 2
     assert misjudged_scale_downs([(0.0, 2, 6), (50.0, 6, 6)], np.array([10.0]), 60.0) == 0
+
+
+def test_the_memory_horizon_is_sixty_comeback_horizons_about_an_hour() -> None:
+    assert memory_horizon_s(60.0) == pytest.approx(3666.0)
+    assert memory_horizon_s(10.0, horizons=6.0) == pytest.approx(66.6)
+
+
+def test_an_episode_needs_one_more_replica_than_breached_or_what_ended_it() -> None:
+    assert episode_needs([4, 12], [9, 5]).tolist() == [9, 13]
+
+
+def _later(onset_s: float, need: int, ready: int, memory_s: float = 3666.0) -> LaterNeeds:
+    return LaterNeeds(np.array([onset_s]), np.array([need], dtype=np.int64), np.array([ready], dtype=np.int64),
+                      memory_s)
+
+
+def test_a_scale_down_below_the_need_of_a_breach_within_the_memory_is_misjudged() -> None:
+    decisions = [(0.0, 10, 4)]  # a breach 40 min later with 4 ready, ended with 9
+    none = np.array([], dtype=np.float64)
+    assert misjudged_scale_downs(decisions, none, 120.0) == 0  # the short rule alone misses it
+    assert misjudged_scale_downs(decisions, none, 120.0, _later(2400.0, 9, 4)) == 1
+    assert misjudged_scale_downs(decisions, none, 120.0, _later(3666.0, 9, 4)) == 1  # horizon end included
+
+
+def test_a_breach_past_the_memory_or_one_the_scale_down_left_enough_for_does_not_count() -> None:
+    decisions = [(0.0, 10, 4)]
+    none = np.array([], dtype=np.float64)
+    assert misjudged_scale_downs(decisions, none, 120.0, _later(3667.0, 9, 4)) == 0  # beyond the memory
+    assert misjudged_scale_downs(decisions, none, 120.0, _later(2400.0, 4, 3)) == 0  # 4 left, 4 needed
+    assert misjudged_scale_downs(decisions, none, 120.0, _later(2400.0, 13, 12)) == 0  # fleet back above 10
+    assert misjudged_scale_downs([(2400.0, 10, 4)], none, 120.0, _later(2400.0, 9, 4)) == 0  # not after it
 
 
 # -- episode onsets -----------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from ebb.sim.baselines.oracle import (
     OraclePolicy,
     forward_max,
     forward_mean,
+    occupancy_rate,
     schedule_for,
     schedule_from_need,
     search_oracle,
@@ -107,6 +108,35 @@ def test_work_per_request_is_prefill_plus_a_full_batch_share_of_decode() -> None
     w = work_per_request(np.array([100.0, 1000.0]), np.array([64.0, 0.0]), H200_DEFAULT)
     step_s = (H200_DEFAULT.decode_base_ms + 64 * H200_DEFAULT.decode_ms_per_seq) / 1000.0
     np.testing.assert_allclose(w, [0.004 + step_s, 0.0119])
+
+
+def test_a_100_s_job_holds_one_replica_for_100_s_not_ten_for_ten() -> None:
+    busy = occupancy_rate(np.array([0.0]), np.array([100.0]), 1.0)
+    assert busy[:100].tolist() == [1.0] * 100 and busy[100:].sum() == 0.0
+
+
+def test_occupancy_splits_a_second_by_the_share_of_it_each_request_holds() -> None:
+    busy = occupancy_rate(np.array([0.5, 1.2]), np.array([1.75, 0.3]), 2.0, share=0.5)
+    assert busy.tolist() == pytest.approx([0.25, 0.65, 0.125, 0.0])
+
+
+def test_occupancy_runs_past_the_trace_to_the_last_service_end() -> None:
+    assert len(occupancy_rate(np.array([1.0]), np.array([50.0]), 1.0)) == 52
+
+
+def _brute_occupancy(start: list[float], hold: list[float], n: int, share: float) -> list[float]:
+    return [share * sum(max(0.0, min(s + h, t + 1) - max(s, t)) for s, h in zip(start, hold)) for t in range(n)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 30.0), st.floats(0.0, 20.0)), max_size=12),
+       st.sampled_from([1.0, 0.5, 0.125]))
+def test_occupancy_is_each_second_s_overlap_with_every_request_summed(
+        jobs: list[tuple[float, float]], share: float) -> None:
+    start, hold = [s for s, _ in jobs], [h for _, h in jobs]
+    busy = occupancy_rate(np.array(start, dtype=np.float64), np.array(hold, dtype=np.float64), 10.0, share)
+    assert busy.tolist() == pytest.approx(_brute_occupancy(start, hold, len(busy), share), abs=1e-9)
+    assert float(busy.sum()) == pytest.approx(share * sum(hold), abs=1e-9)
 
 
 def test_work_rate_bins_work_by_arrival_second() -> None:

@@ -34,6 +34,7 @@ from ebb.sim.sweep import (
 from ebb.sim.sweep_backends import LocalPool, RayBackend, Serial, run_sweep
 from ebb.sim.sweep import run_job as sim_run_job
 from ebb.sources.traces import BUNDLED_TRACES
+from ebb.sources.traces.scenario_series import TraceSeries
 
 SMALL = """\
 scenarios: [azure-conv]
@@ -201,6 +202,24 @@ def test_knobs_must_apply_to_every_scenario(tmp_path: Path) -> None:
     assert "separate specs" in msg
 
 
+def test_warmup_s_is_a_knob_for_trace_and_cluster_scenarios_alike(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text("services: []\n")
+    spec = load_sweep_spec(_spec(tmp_path, "scenarios: [c.yaml, azure-conv]\npolicies: [static]\n"
+                                           "knobs: {warmup_s: [0, 60]}\n"))
+    assert spec.size == 4 and dict(spec.knobs) == {"warmup_s": (0.0, 60.0)}
+    msg = _config_error(tmp_path, "scenarios: [azure-conv]\npolicies: [static]\nknobs: {warmup_s: -5}\n")
+    assert "knobs.warmup_s[0]:" in msg and ">= 0" in msg
+
+
+def test_a_trace_job_with_a_warm_up_scores_after_it_and_says_so(tmp_path: Path) -> None:
+    spec = load_sweep_spec(_spec(tmp_path, SMALL.replace("cold_start_s: [20, 60]", "warmup_s: [0, 60, 600]")))
+    by_warmup = {job.knob("warmup_s"): job for job in expand_jobs(spec) if job.policy == "static"}
+    plain, warm = run_job(by_warmup[0.0]), run_job(by_warmup[60.0])
+    assert "warmup_s" not in plain and warm["warmup_s"] == 60.0 and warm["requests"] < plain["requests"]
+    with pytest.raises(ConfigError, match="--warmup-s 600: the trace lasts"):  # minutes: 2 is 120 s
+        run_job(by_warmup[600.0])
+
+
 def test_violation_pct_reads_both_scorecards() -> None:
     assert violation_pct({"slo_violation_pct": 1.5}) == 1.5
     assert violation_pct({"violations_by_class": {"a": {"requests": 300.0, "violations": 3.0},
@@ -217,7 +236,7 @@ _NO_CLUSTER = (importlib.util.find_spec("ebb.sim.cluster") is None
                                         "in this build)")
 def test_a_real_cluster_scenario_runs_as_a_sweep_job(tmp_path: Path) -> None:
     run_mod = importlib.import_module("ebb.sim.cluster.run")
-    assert {k for k, v in KNOBS.items() if v.applies == "cluster"} == set(run_mod.JOB_KNOBS)
+    assert {k for k, v in KNOBS.items() if v.applies in ("cluster", "any")} == set(run_mod.JOB_KNOBS)
     (tmp_path / "c.yaml").write_text("""\
 name: tiny
 duration_s: 600
@@ -236,6 +255,12 @@ services:
     assert all(o.result is not None and "wall_s" not in o.result and violation_pct(o.result) is not None
                for o in out)
     assert pareto_ids(out)
+    job = importlib.import_module("ebb.sim.cluster.sweep_job")
+    warm = job.cluster_job(str(tmp_path / "c.yaml"), "hpa:target=0.7", {"warmup_s": 299.5}, 0, TraceSeries())
+    assert warm["warmup_s"] == 300 and warm["duration_s"] == 600
+    with pytest.raises(ConfigError, match=r"warmup_s 300: the trace lasts 300 s"):
+        job.cluster_job(str(tmp_path / "c.yaml"), "hpa:target=0.7", {"warmup_s": 300, "duration_s": 300}, 0,
+                        TraceSeries())
 
 
 # --- backends ------------------------------------------------------------------------------------

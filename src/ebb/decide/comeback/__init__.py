@@ -6,7 +6,7 @@ lower bounds of its floor ahead of the records (for blocks of proven holds);
 :mod:`~ebb.decide.comeback.streams` the running maxima, sums and moments both share.
 """
 
-from ebb.decide.comeback.bound import ComebackBound, ComebackEstimate, RecordsAhead
+from ebb.decide.comeback.bound import ComebackBound, ComebackEstimate, HistoryBound, RecordsAhead
 from ebb.decide.comeback.floor_bounds import FloorAfter, floor_below
 
-__all__ = ["ComebackBound", "ComebackEstimate", "FloorAfter", "RecordsAhead", "floor_below"]
+__all__ = ["ComebackBound", "ComebackEstimate", "FloorAfter", "HistoryBound", "RecordsAhead", "floor_below"]

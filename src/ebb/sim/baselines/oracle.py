@@ -4,7 +4,11 @@ Construction (the physical limit the other policies are measured against):
 
 1. **Work.** Each request costs ``w = prefill_s(tokens_in) + tokens_out × step_s(B) / B``
    replica-seconds, ``B`` = the replica's batch cap: its prefill (serial on a replica) plus its
-   share of fully batched decode steps. Summed per 1 s bin it is the fleet's work rate.
+   share of fully batched decode steps. Summed per 1 s bin it is the fleet's work rate. Under the
+   service-time model a request instead holds one of a replica's ``c`` slots for its whole service
+   time ``S`` from its start (:func:`occupancy_rate`): it adds ``1/c`` replica to every second it
+   overlaps, not ``S/c`` replica-seconds to its arrival second (one 100 s job is one replica for
+   100 s, never 10 replicas for 10 s), so the work rate is the fleet's busy curve.
 2. **Need.** ``need(t) = max(1, ceil(h × mean work over [t, t + S)))`` for a smoothing window
    ``S`` and a headroom factor ``h``: the replicas that keep the work rate below ``1/h`` of
    capacity over the coming ``S`` seconds.
@@ -51,6 +55,25 @@ def work_rate(arrival_s: FloatArray, work: FloatArray, duration_s: float) -> Flo
     n = int(np.ceil(max(duration_s, 1.0))) + 1
     idx = np.minimum(arrival_s.astype(np.int64), n - 1)
     return np.bincount(idx, weights=work, minlength=n).astype(np.float64)
+
+
+def occupancy_rate(start_s: FloatArray, hold_s: FloatArray, duration_s: float, share: float = 1.0) -> FloatArray:
+    """Replicas busy in each 1 s bin when request i holds ``share`` of a replica over
+    ``[start_s[i], start_s[i] + hold_s[i])``: bin t gets ``share × |[start, end) ∩ [t, t + 1)|``
+    summed over requests (exact, no loop per request: each start and end adds its fraction of
+    its own second and ±share to every later one, a cumulative difference array). The bins run
+    to the later of ``duration_s`` and the last end; they sum to ``share × Σ hold_s``."""
+    start = np.asarray(start_s, dtype=np.float64)
+    end = start + np.maximum(np.asarray(hold_s, dtype=np.float64), 0.0)
+    last = float(end.max()) if len(end) else 0.0
+    n = int(np.ceil(max(duration_s, last, 1.0))) + 1
+    edge = np.concatenate([start, end])
+    sign = np.concatenate([np.full(len(start), share), np.full(len(end), -share)])
+    sec = np.minimum(np.floor(edge).astype(np.int64), n - 1)
+    # An edge at p opens (or closes) (sec + 1 − p) of its own second and every later second whole.
+    part = np.bincount(sec, weights=sign * (sec + 1 - edge), minlength=n)
+    whole = np.bincount(sec + 1, weights=sign, minlength=n + 1)[:n]
+    return np.asarray(np.maximum(np.cumsum(whole) + part, 0.0), dtype=np.float64)
 
 
 def forward_mean(x: FloatArray, window: int) -> FloatArray:

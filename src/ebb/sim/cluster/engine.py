@@ -35,7 +35,9 @@ Python loop per service):
 Accounting per second: GPU-seconds per service and zone, violations per service, zone skew per
 service (max − min over its zones), writes, preemptions, and quota breaches (a namespace held
 below ``min(its demand, its min)`` by another's preemption — the rule above makes that 0; it is
-measured, not assumed).
+measured, not assumed). With a warm-up (``ClusterInputs.warmup_s``, :mod:`ebb.sim.warmup`) every
+policy runs from second 0 but the accounting starts afresh at the warm-up's end; the write batches
+(the ledger's) and the sampled series (the report's charts) keep the whole run.
 """
 
 from __future__ import annotations
@@ -106,6 +108,8 @@ class ClusterInputs:
     class_names: tuple[str, ...]
     initial: IntArray
     """Replicas at t = 0 per online service (started ready)."""
+    warmup_s: int = 0
+    """Seconds at the start that feed every policy but are not accounted (0: the whole span)."""
 
     @property
     def seconds(self) -> int:
@@ -216,18 +220,24 @@ class ClusterEngine:
         self.record_batches = record_batches
         self.explain = explain
         self._st = _State(inp)
-        s = self._st
-        self.run = ClusterRun(gpu_s=np.zeros(s.s), batch_gpu_s=np.zeros(s.b), batch_unserved_gpu_s=np.zeros(s.b),
-                              batch_demand_gpu_s=np.zeros(s.b), requests=np.zeros(s.s), violations=np.zeros(s.s),
-                              max_skew=np.zeros(s.s, dtype=np.int64), skew_breach_s=0, writes=0,
-                              max_writes_per_100ms=0, preemptions=0, quota_breach_s=0, pending_replica_s=0.0)
+        self.run = _zero_run(self._st)
         """The accounting so far (complete once every second has been acted on)."""
 
     def sense(self, t: int) -> PolicyStep:
         """Second ``t``'s lifecycle, batch placement and serving; what the policy sees."""
+        if t == self.inp.warmup_s > 0:
+            self._restart_accounting()
         self._st.lifecycle(t)
         self._st.place_batch(t, self.run)
         return self._st.serve(t, self.run)
+
+    def _restart_accounting(self) -> None:
+        """The warm-up is over: every counter and maximum starts again from zero; the recorded write
+        batches and the sampled series carry on."""
+        old = self.run
+        self.run = _zero_run(self._st)
+        self.run.batches, self.run.series_t_s = old.batches, old.series_t_s
+        self.run.series_gpus, self.run.series_batch_gpus = old.series_gpus, old.series_batch_gpus
 
     def act(self, t: int, wanted: npt.ArrayLike, order: npt.ArrayLike | None) -> None:
         """Second ``t``'s writes (``wanted`` replicas per service, scale-downs in ``order``), placement
@@ -237,6 +247,14 @@ class ClusterEngine:
                  self.write_limit, self.run, self.record_batches, self.explain)
         st.retry_pending(t, self.run)
         st.account(t, self.run, self.sample_s)
+
+
+def _zero_run(s: _State) -> ClusterRun:
+    """Accounting with nothing counted yet, sized for ``s``'s services."""
+    return ClusterRun(gpu_s=np.zeros(s.s), batch_gpu_s=np.zeros(s.b), batch_unserved_gpu_s=np.zeros(s.b),
+                      batch_demand_gpu_s=np.zeros(s.b), requests=np.zeros(s.s), violations=np.zeros(s.s),
+                      max_skew=np.zeros(s.s, dtype=np.int64), skew_breach_s=0, writes=0,
+                      max_writes_per_100ms=0, preemptions=0, quota_breach_s=0, pending_replica_s=0.0)
 
 
 class _State:

@@ -15,6 +15,8 @@ CLI and the sweep) and does the rest itself:
   :class:`~ebb.decide.quota.QuotaPolicy` default (Guaranteed only).
 * Each online service starts at the replicas its first minute needs at 70 % of capacity, within
   ``[max(min_replicas, 1), max_replicas]``: a warmed-up cluster, not a cold one.
+* The scenario's ``warmup_s`` passes through (:mod:`ebb.sim.warmup`; refused when it is not shorter
+  than ``duration_s``, which a sweep's knobs may have changed).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ebb.config.scenario import Scenario, ServiceSpec, service_from
 from ebb.decide.quota import QoSClass, QuotaPolicy
 from ebb.errors import InputError
 from ebb.sim.cluster.engine import ClusterInputs
+from ebb.sim.warmup import check_warmup
 
 __all__ = ["ScenarioSeries", "build_inputs", "expand_services"]
 
@@ -83,6 +86,7 @@ def expand_services(sc: Scenario, series: ScenarioSeries) -> tuple[ServiceSpec, 
 
 def build_inputs(sc: Scenario, series: ScenarioSeries) -> ClusterInputs:
     """Arrays for the engine: arrivals and demand per second over ``[0, duration_s)``."""
+    check_warmup(sc.warmup_s, sc.duration_s, flag="warmup_s")
     services = expand_services(sc, series)
     online = [s for s in services if s.online]
     batch = [s for s in services if not s.online]
@@ -125,4 +129,4 @@ def build_inputs(sc: Scenario, series: ScenarioSeries) -> ClusterInputs:
         batch_class_index=col([class_names.index(s.class_name) for s in batch], np.int64),
         batch_may_borrow=col([policy.may_borrow(QoSClass(s.qos)) for s in batch], bool), batch_demand=demand, zones=zones,
         zone_gpus=col([sc.zones[z] for z in zones], np.int64), namespace_names=ns_names, quota_min=qmin,
-        quota_max=qmax, class_names=class_names, initial=initial)
+        quota_max=qmax, class_names=class_names, initial=initial, warmup_s=sc.warmup_s)

@@ -7,7 +7,9 @@ requests; the one with the fewest violations where none did), summed over servic
 platform team tuning each Deployment's autoscaler by hand, in hindsight, would pay.
 
 Scorecards are plain dicts (JSON), deterministic for a scenario, policy and seed: no wall-clock
-fields. ``ebb sweep`` reaches it through :func:`ebb.sim.cluster.sweep_job.cluster_job`.
+fields. With a warm-up every figure counts from its end (:mod:`ebb.sim.cluster.engine`), the
+scorecard's ``warmup_s`` says how long it was (absent without one), and ``writes_per_s`` is over the
+scored seconds. ``ebb sweep`` reaches it through :func:`ebb.sim.cluster.sweep_job.cluster_job`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ BUDGET = 0.001
 """Violations allowed per service (share of its requests) for a configuration to count as meeting it."""
 PEER_GRID = tuple(f"{p}:target={t}" for p in ("hpa", "keda", "kpa") for t in ("0.3", "0.5", "0.7", "0.9"))
 """The peer configurations :func:`compare_cluster` runs by default."""
-JOB_KNOBS = ("duration_s", "disruption_budget", "writes_per_100ms")
+JOB_KNOBS = ("duration_s", "disruption_budget", "writes_per_100ms", "warmup_s")
 
 
 @dataclass(frozen=True)
@@ -81,9 +83,10 @@ def _scorecard(sc: Scenario, inp: ClusterInputs, policy: str, run: ClusterRun) -
         c["unserved_gpu_s"] = round(c.get("unserved_gpu_s", 0.0) + float(run.batch_unserved_gpu_s[k]), 3)
         c["violation_pct"] = round(100.0 * c["unserved_gpu_s"] / c["demand_gpu_s"], 6) if c["demand_gpu_s"] else 0.0
     demand = float(run.batch_demand_gpu_s.sum())
-    seconds = max(inp.seconds, 1)
+    seconds = max(inp.seconds - inp.warmup_s, 1)
+    warmup = {"warmup_s": inp.warmup_s} if inp.warmup_s else {}
     return {
-        "scenario": sc.name, "policy": policy, "seed": sc.seed, "duration_s": inp.seconds,
+        "scenario": sc.name, "policy": policy, "seed": sc.seed, "duration_s": inp.seconds, **warmup,
         "services": len(inp.names), "batch_services": len(inp.batch_names), "zones": len(inp.zones),
         "gpu_hours_online": round(float(hours.sum()), 6),
         "gpu_hours_batch": round(float(run.batch_gpu_s.sum()) / 3600.0, 6),

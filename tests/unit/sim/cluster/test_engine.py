@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -141,3 +143,18 @@ def test_a_service_whose_qos_class_may_not_borrow_grows_only_within_its_namespac
     run = simulate(inp, grow, write_limit_per_100ms=None, sample_s=1)
     assert int(np.stack(run.series_gpus).sum(axis=(1, 2)).max()) == 6  # a Burstable pod stays within min
     assert run.pending_replica_s > 0
+
+
+def test_a_warm_up_is_served_but_the_accounting_starts_at_its_end() -> None:
+    def blip(step: PolicyStep) -> tuple[np.ndarray, None]:  # asks for a 4th replica, cancels it at 10 s
+        return np.full(len(step.ready), 4 if step.t_s < 10 else 3), None
+    # 30 s at 45 req/s on 30 req/s of capacity (a queue, drained by 45 s), a lull, then 40 s at 20 req/s.
+    arrivals = np.concatenate([np.full((1, 30), 45), np.zeros((1, 30)), np.full((1, 40), 20)], axis=1)
+    whole = simulate(inputs(arrivals), blip, write_limit_per_100ms=None)
+    warm = simulate(dataclasses.replace(inputs(arrivals), warmup_s=60), blip, write_limit_per_100ms=None)
+    assert whole.violations.sum() > 0 and warm.violations.sum() == 0  # the overload was all in the warm-up
+    assert warm.requests.sum() == arrivals[:, 60:].sum() == 800
+    assert warm.gpu_s[0] == 3 * 40 < whole.gpu_s[0]  # 3 replicas over the scored 40 s
+    assert whole.writes == 2 and warm.writes == 0  # both writes were in the warm-up
+    assert len(warm.batches) == len(whole.batches) == 2  # the ledger's batches keep the whole run
+    assert warm.series_t_s == whole.series_t_s

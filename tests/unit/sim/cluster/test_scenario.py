@@ -54,3 +54,13 @@ def test_duplicate_service_names_are_refused() -> None:
     text = GOOD.replace("name: train", "name: web")
     with pytest.raises(ConfigError, match="duplicate service name 'web'"):
         parse_scenario(text, source="tiny.yaml")
+
+
+def test_a_warm_up_shorter_than_the_scenario_is_read_and_a_longer_one_refused() -> None:
+    assert parse_scenario(GOOD, source="tiny.yaml").warmup_s == 0
+    assert parse_scenario(GOOD.replace("duration_s: 600", "duration_s: 600\nwarmup_s: 120"),
+                          source="tiny.yaml").warmup_s == 120
+    for bad in ("600", "-1", "1.5"):
+        with pytest.raises(ConfigError) as err:
+            parse_scenario(GOOD.replace("duration_s: 600", f"duration_s: 600\nwarmup_s: {bad}"), source="tiny.yaml")
+        assert "tiny.yaml: warmup_s:" in str(err.value) and "below duration_s (600)" in str(err.value)

@@ -1,0 +1,97 @@
+"""``bench/bursts_family.py``: who dominates Ebb, on hand-made figures and on three short family traces run in-process."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from ebb.testing.traffic_family import family
+
+BENCH = Path(__file__).resolve().parents[3] / "bench" / "bursts_family.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bursts_family", BENCH)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["bursts_family"] = mod  # dataclasses resolve their module by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def card(policy: str, viol: float, gpu_h: float) -> dict[str, Any]:
+    return {"policy": policy, "slo_violation_pct": viol, "gpu_hours": gpu_h}
+
+
+def test_a_policy_dominates_only_when_both_cheaper_and_better(bench: ModuleType) -> None:
+    ebb = card("ebb", 1.0, 10.0)
+    assert bench.dominates(card("static", 0.0, 9.0), ebb)
+    assert not bench.dominates(card("static", 0.0, 11.0), ebb)  # better but dearer
+    assert not bench.dominates(card("static", 1.0, 9.0), ebb)  # cheaper at the same violations: only weakly
+    assert bench.dominates(card("static", 1.0, 9.0), ebb, weak=True)
+    assert not bench.dominates(card("static", 1.0, 10.0), ebb, weak=True)  # equal is not better
+    assert not bench.dominates(card("static", None, 1.0), ebb)  # type: ignore[arg-type]
+
+
+def test_ebb_s_dominators_are_peers_and_static_never_the_oracle(bench: ModuleType) -> None:
+    cards = [card("ebb", 2.0, 10.0), card("static", 0.0, 12.0), card("hpa", 0.5, 8.0), card("oracle", 0.0, 5.0),
+             card("kpa", 3.0, 4.0)]
+    assert bench.dominators(cards) == ["hpa"]
+    assert bench.dominators(cards, among=("static",)) == []
+    verdict = bench.trace_verdict(cards)
+    assert verdict["dominated_by"] == ["hpa"] and not verdict["dominated_by_static"]
+    assert verdict["ebb_over_static"] == pytest.approx(10 / 12) and verdict["ebb_over_oracle"] == pytest.approx(2.0)
+    assert not verdict["ebb_meets_slo"] and verdict["static_meets_slo"]
+
+
+def test_the_summary_counts_dominated_traces_and_takes_medians(bench: ModuleType) -> None:
+    def rec(name: str, tags: list[str], cards: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"name": name, "group": "family", "tags": tags, "error": None, "cards": cards,
+                "verdict": bench.trace_verdict(cards)}
+
+    records = [rec("a", ["one-off"], [card("ebb", 1.0, 10.0), card("static", 0.0, 8.0), card("oracle", 0.0, 5.0)]),
+               rec("b", ["periodic"], [card("ebb", 0.0, 6.0), card("static", 0.0, 8.0), card("oracle", 0.0, 5.0)]),
+               {"name": "c", "group": "family", "tags": ["none"], "error": "InputError: empty", "verdict": None}]
+    s = bench.summarise(records)
+    assert s["all"]["traces"] == 2 and s["all"]["dominated_by_static"] == 1 and s["all"]["dominated_by_peer"] == 1
+    assert s["all"]["median_ebb_over_static"] == pytest.approx((10 / 8 + 6 / 8) / 2)
+    assert s["by_tag"]["periodic"]["dominated_by_static"] == 0 and s["errors"] == ["c: InputError: empty"]
+    assert s["dominated"] == [{"trace": "a", "by": ["static"]}]
+
+
+def test_three_short_family_traces_run_through_every_policy_with_a_verdict_each(bench: ModuleType,
+                                                                               tmp_path: Path) -> None:
+    shapes = family(12, 0)
+    picked = [dataclasses.replace(s, duration_s=600) for s in (shapes[2], shapes[6], shapes[10])]
+    records = bench.run_all([bench.Case(s.name, "family", shape=s) for s in picked], 1, str(tmp_path))
+    policies = bench.POLICIES.split(",")
+    for r in records:
+        assert r["error"] is None, r["error"]
+        assert [c["policy"] for c in r["cards"]] == policies
+        assert r["command"].startswith("ebb simulate --trace ") and "--peak-replicas 20" in r["command"]
+        assert r["verdict"]["dominated_by"] == bench.dominators(r["cards"])
+    assert records[2]["fidelity"] == "request" and "--concurrency 1" in records[2]["command"]  # long service
+    summary = bench.summarise(records)
+    assert summary["all"]["traces"] == 3
+    text = bench.render(records, summary, "test")
+    assert all(s.name in text for s in picked)
+    json.dumps({"summary": summary, "traces": records})  # the JSON file's content serialises
+
+
+def test_seen_judges_a_recurring_trace_after_its_second_burst_and_others_whole(bench: ModuleType) -> None:
+    from ebb.testing.traffic_family import burst_onsets_s
+
+    shapes = family(24, 0)
+    recurring = next(s for s in shapes if s.burst_kind == "periodic")
+    onsets = burst_onsets_s(recurring)
+    assert bench.seen_warmup_s(recurring) == pytest.approx(
+        min(onsets[1] + recurring.burst_len_s + 120.0, 0.5 * recurring.duration_s))
+    assert all(bench.seen_warmup_s(s) == 0.0 for s in shapes if s.burst_kind not in ("periodic", "irregular"))
