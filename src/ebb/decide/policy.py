@@ -276,7 +276,7 @@ class EbbPolicy:
         # look back, when a late request may have started waiting: the need model reads too
         # little for this traffic (long prompts colliding on a replica, say). A breach the need saw
         # coming (a burst) is the comeback bound's to remember, not this.
-        shortfall = l1.late and l1.t - st.last_outgrown_t >= self._shortfall_span_s()
+        shortfall = self._shortfall(l1)
         landing = self._landing_need(l1)
         if shortfall or math.isnan(landing):  # no cost per request yet: the backlog is not known
             need_now = max(need_now, l1.spec + max(1, math.ceil(l1.spec * p.surge_fraction)))
@@ -289,11 +289,12 @@ class EbbPolicy:
             return bounded(self, need_now), False  # the fleet drains the queue before more capacity lands
         return bounded(self, need_now), True
 
-    def _shortfall_span_s(self) -> float:
-        """How long the need must have stayed within the ready capacity for late requests to mean a need
-        model reading too little: the long breach window the lateness rule counts over, the latency
-        window and a horizon (a late request's wait began up to that long before it completed)."""
-        return self.state.latency.long_window_s + self.latency_window_s + self.horizon_s
+    def _shortfall(self, l1: _Sensed) -> bool:
+        """Late requests whose wait the need never outgrew: the need stayed within the ready capacity
+        over the long breach window the lateness rule counts over, the latency window and a horizon (a
+        late request's wait began up to that long before it completed) — a need model reading too little."""
+        span_s = self.state.latency.long_window_s + self.latency_window_s + self.horizon_s
+        return l1.late and l1.t - self.state.last_outgrown_t >= span_s
 
     def _landing_need(self, l1: _Sensed) -> float:
         """What the fleet needs when capacity asked now lands, one cold start ahead (replica units): the
@@ -313,7 +314,7 @@ class EbbPolicy:
         st.latency.forget_breaches()
         why = ("surge: latency" if l1.late else "surge: queue") if surge else "need above target"
         landing = self._landing_need(l1) if surge else math.nan
-        if not math.isnan(landing) and not (l1.late and l1.t - st.last_outgrown_t >= self._shortfall_span_s()):
+        if not math.isnan(landing) and not self._shortfall(l1):
             r = st.reading
             why += (f" — lands in {st.cold_start_s:.0f} s: covers demand arriving at {r.rate_replicas:.1f} replicas "
                     f"and {r.backlog_replicas_s:.1f} replica-s queued (need then {landing:.1f})")
