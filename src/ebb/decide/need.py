@@ -261,14 +261,17 @@ class NeedTracker:
         intervals (0 over a shorter history); ``t3``, ``cum3``, ``q3`` are the last three samples.
         One interval alone is a clump — the Azure traces log dozens of requests in the same
         millisecond, which a fleet drains within its slack — two in a row are a trend (a burst's
-        first 200 ms)."""
+        first 200 ms). A request queued within an interval of ``dt`` adds at most ``dt + slack`` of work, as
+        it does to the need's window of that length: one 300 s job queued in 100 ms, at a 15 s slack, is
+        151 replica-seconds a second for 100 ms — the lookahead's ``(D + L + slack)`` then reads it as
+        about 5 replicas, not the 97 that 3,000 replica-seconds a second made of it."""
         if len(t3) < 3 or t - t3[0] > 2 * _MAX_DT_S:
             return 0.0
         dt0, dt1 = t3[1] - t3[0], t3[2] - t3[1]
         if not (dt0 > 0 and dt1 > 0):
             return 0.0
-        r0 = ((cum3[1] - cum3[0]) + (q3[1] - q3[0]) * cost) / dt0
-        r1 = ((cum3[2] - cum3[1]) + (q3[2] - q3[1]) * cost) / dt1
+        r0 = ((cum3[1] - cum3[0]) + (q3[1] - q3[0]) * min(cost, dt0 + self.slack_s)) / dt0
+        r1 = ((cum3[2] - cum3[1]) + (q3[2] - q3[1]) * min(cost, dt1 + self.slack_s)) / dt1
         return max(min(r0, r1), 0.0)
 
     def _costs_through(self, t: FloatArray, work: FloatArray, done: FloatArray) -> FloatArray:

@@ -300,12 +300,15 @@ class EbbPolicy:
         """What the fleet needs when capacity asked now lands, one cold start ahead (replica units): the
         demand arriving (sustained) and the backlog still queued then, drained over one horizon; 0 when
         the ready fleet drains the backlog before then; NaN before the first completion (no cost per
-        request: the backlog is not known)."""
-        r = self.state.reading
+        request: the backlog is not known). A queued request occupies one replica at most, as in the
+        need (:mod:`ebb.decide.need`): past one horizon of work per request, the backlog left asks for
+        one replica per request — three queued 300 s jobs are 3 replicas, not 900 replica-s / 61 s ≈ 15."""
+        r, h = self.state.reading, self.horizon_s
         left = r.backlog_replicas_s + (r.rate_replicas - l1.cap) * self.state.cold_start_s
         if math.isnan(left):
             return math.nan
-        return r.rate_replicas + left / self.horizon_s if left > 0 else 0.0
+        per_request = min(1.0, h / r.cost_replica_s) if r.cost_replica_s > 0 else 1.0
+        return r.rate_replicas + left * per_request / h if left > 0 else 0.0
 
     def _scale_up(self, l1: _Sensed, to: int, surge: bool, signals: dict[str, float]) -> Decision:
         """Step 2's answer: the scale-up, the cooldown started and the breaches it answers forgotten."""

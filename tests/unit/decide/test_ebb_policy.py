@@ -416,6 +416,23 @@ def test_persistent_queueing_surges_once_and_waits_for_the_cold_starts() -> None
     assert surges and surges[0][0] == 5  # queued throughout the last 5 s only from t = 5
 
 
+def test_a_surge_for_queued_long_jobs_asks_one_replica_per_job_not_their_work_over_a_horizon() -> None:
+    # Jobs of 40 replica-seconds each (one completion every 10 s on a saturated 4-replica fleet), five
+    # queued throughout: 200 replica-seconds over the 3.1 s horizon would ask for 65 more replicas;
+    # each job occupies one replica, so the surge asks for about five more.
+    pol = policy(quick())
+    fleet = Fleet([pod(i) for i in range(4)], cold_s=4.0)
+    for t in range(1, 12):
+        obs = fleet.observe(float(t), fine(t, 4.0, queued=5.0 if t > 5 else 0.0, done=1 if t % 10 == 0 else 0))
+        answer = pol.decide(obs)
+        if answer.reasons and answer.reasons[0].startswith("surge: queue — lands in"):
+            assert answer.signals["cost_replica_s"] > 3 * pol.horizon_s
+            assert obs.spec_replicas < answer.to_replicas <= math.ceil((4.0 + 5.0) / 0.9)
+            return
+        fleet.apply(float(t), answer)
+    raise AssertionError("no surge while five jobs queued for five seconds")
+
+
 def test_a_fleet_saturated_below_one_replica_of_demand_each_teaches_its_capacity() -> None:
     pol = policy(quick())
     pods = [pod(i) for i in range(4)]

@@ -203,3 +203,18 @@ def test_a_queued_long_job_needs_one_replica_not_its_work_squeezed_into_the_slac
     need, reading = tracker.ingest(t[30:], served[30:], queued[30:])
     assert reading.backlog_replicas_s > 750.0
     assert float(need.max()) <= 10.0 + 3.0 + 1e-9
+
+
+def test_a_long_job_queued_in_one_interval_is_read_as_work_due_within_its_deadline() -> None:
+    # The same 300 replica-second jobs: one more queued within a 100 ms interval (twice in a row) is
+    # 0.1 s + 1 s of slack of work due in that interval, not 300 replica-seconds — the sustained rate
+    # stays near the fleet's, and the lookahead a few replicas above it.
+    tracker = NeedTracker(1.0)
+    t = np.arange(1.0, 31.0)
+    done = np.zeros(len(t))
+    done[29] = 1.0
+    tracker.ingest(t, np.full(len(t), 10.0), np.zeros(len(t)), done)
+    assert tracker.cost_replica_s > 250.0
+    _, reading = tracker.ingest(np.array([30.1, 30.2]), np.full(2, 10.0), np.array([1.0, 2.0]))
+    assert reading.rate_replicas == pytest.approx(10.0 + 1.1 / 0.1)
+    assert reading.ahead_replicas < 10.0 + 2.0 + 1.0
