@@ -4,7 +4,8 @@ A fleet of ``N`` replicas keeps every request's queueing delay within ``slack`` 
 every window ``D``, the work arriving in ``D`` plus what already waits can be served within
 ``D + slack`` (the arrival-curve / service-curve bound of network calculus)::
 
-    need(t) = max over D of  (W(t − D, t) + backlog(t)) / (D + slack)      [replica units]
+    need(t) = max( max over D of (W(t − D, t) + backlog(t)) / (D + slack),
+                   W(t − 32, t) / 32 )                                     [replica units]
 
 ``W`` is the fleet's served demand over the window (the agent's 100 ms samples of
 ``max(prefill busy share, running / max batch)``, summed over replicas, in replica-seconds) and
@@ -12,9 +13,11 @@ every window ``D``, the work arriving in ``D`` plus what already waits can be se
 over the last ``cost_window_s``), at most ``D + slack`` per request: a request occupies one replica
 at most, so a queued 100 s job needs one replica within the deadline, not 100 s of work squeezed into
 it (one-request-per-replica services, issue #31). Short spikes are absorbed: a 100 ms sample at 20 replicas over a
-1 s slack needs 20 × 0.1 / 1.1 ≈ 1.8 replicas; a 4 s burst at 26 needs 26 × 4 / 5 ≈ 21; steady
-demand ``s`` needs ``s × D / (D + slack)`` → ``s`` for long windows. ``D`` runs over
-:data:`WINDOWS_S` (0.5 s … 32 s).
+1 s slack needs 20 × 0.1 / 1.1 ≈ 1.8 replicas; a 4 s burst at 26 needs 26 × 4 / 5 ≈ 21. ``D`` runs
+over :data:`WINDOWS_S` (0.5 s … 32 s); past the longest window the bound tends to the sustained
+demand, so that term enters as the longest window's mean with no slack: steady demand ``s`` needs
+``s`` (not ``s × 32 / (32 + slack)``, which under a long-service SLO's 15 s slack read 11 busy
+replicas with jobs queued as a need of 7.5 — issue #31).
 
 A saturated fleet serves at most its ready replicas, so ``W`` alone cannot see past the fleet;
 the backlog term is what says how far past it demand went.
@@ -170,13 +173,17 @@ class NeedTracker:
         slack, look, before, q_before = self.slack_s, self.lookahead_s, self._before, self._q_before
         rate = self._rate(all_t[-3:], all_cum[-3:], all_q[-3:], t, cost)
         need = ahead = -math.inf
+        served = grown = 0.0
         for w in WINDOWS_S:
             i = bisect.bisect_right(all_t, t - w) - 1
-            arrived = cum_new - (all_cum[i] if i >= 0 else before) + \
-                (q - (all_q[i] if i >= 0 else q_before)) * min(cost, w + slack)
-            pos = max(0.0, arrived)
+            served = cum_new - (all_cum[i] if i >= 0 else before)
+            grown = q - (all_q[i] if i >= 0 else q_before)
+            pos = max(0.0, served + grown * min(cost, w + slack))
             need = max(need, pos / (w + slack))
             ahead = max(ahead, (pos + rate * look) / (w + look + slack))
+        # The longest window's sustained demand, no slack: steady demand needs itself (module docstring).
+        w_long = WINDOWS_S[-1]
+        need = max(need, max(0.0, served + grown * min(cost, w_long)) / w_long)
         self._keep(all_t, all_cum, all_q, t)
         return np.array([need]), NeedReading(need, need, q * cost, self._cost, rate, ahead)
 
@@ -229,10 +236,16 @@ class NeedTracker:
         q_edge = np.where(idx >= 0, all_q[np.maximum(idx, 0)], self._q_before)
         # A queued request adds at most D + slack replica-seconds within the window's deadline: it
         # occupies one replica at most (a 100 s job is one replica for 100 s, not 100 replicas for 1 s).
-        arrived = cum_new[:, None] - at_edge + (q[:, None] - q_edge) * np.minimum(
-            cost[:, None], (self._windows + self.slack_s)[None, :])
+        served = cum_new[:, None] - at_edge
+        grown = q[:, None] - q_edge
+        arrived = served + grown * np.minimum(cost[:, None], (self._windows + self.slack_s)[None, :])
         pos = np.where(arrived > 0.0, arrived, 0.0)
-        return all_t, all_cum, all_q, pos, (pos / (self._windows[None, :] + self.slack_s)).max(axis=1)
+        need = (pos / (self._windows[None, :] + self.slack_s)).max(axis=1)
+        # The longest window's sustained demand, no slack: steady demand needs itself (module docstring).
+        w_long = self._windows[-1]
+        long = served[:, -1] + grown[:, -1] * np.minimum(cost, w_long)
+        sustained = np.where(long > 0.0, long, 0.0) / w_long
+        return all_t, all_cum, all_q, pos, np.where(sustained > need, sustained, need)
 
     def snapshot(self) -> NeedState:
         """The tracker's state, for :meth:`restore` (copies of ~32 s of samples and a minute of costs)."""
