@@ -65,6 +65,17 @@ def test_the_summary_counts_dominated_traces_and_takes_medians(bench: ModuleType
     assert s["all"]["median_ebb_over_static"] == pytest.approx((10 / 8 + 6 / 8) / 2)
     assert s["by_tag"]["periodic"]["dominated_by_static"] == 0 and s["errors"] == ["c: InputError: empty"]
     assert s["dominated"] == [{"trace": "a", "by": ["static"]}]
+    # The recurring-burst figure: periodic or irregular traces of 6 h or more with a burst judged.
+    long_periodic = {"burst_kind": "periodic", "duration_s": 7 * 3600.0}
+    seen = [{**rec("p", ["periodic"], [card("ebb", 0.5, 6.0), card("static", 0.0, 10.0), card("oracle", 0.0, 5.0)]),
+             "shape": long_periodic, "warmup_s": 7200.0, "judged_bursts": 3},
+            {**rec("q", ["periodic"], [card("ebb", 9.0, 1.0), card("static", 0.0, 10.0), card("oracle", 0.0, 5.0)]),
+             "shape": {**long_periodic, "duration_s": 3600.0}, "warmup_s": 900.0, "judged_bursts": 2}]
+    r = bench.summarise(seen)["recurring"]
+    assert r["traces"] == 1 and r["median_ebb_over_static"] == pytest.approx(0.6) and r["seen"]
+    assert r["median_ebb_violation_pct"] == pytest.approx(0.5) and r["ebb_meets_slo"] == 0
+    assert "1 traces, median Ebb GPU-h / static 0.600 at a median 0.500 %" in "\n".join(
+        bench.summary_lines(bench.summarise(seen)))
 
 
 def test_three_short_family_traces_run_through_every_policy_with_a_verdict_each(bench: ModuleType,
@@ -92,6 +103,8 @@ def test_seen_judges_a_recurring_trace_after_its_second_burst_and_others_whole(b
     shapes = family(24, 0)
     recurring = next(s for s in shapes if s.burst_kind == "periodic")
     onsets = burst_onsets_s(recurring)
-    assert bench.seen_warmup_s(recurring) == pytest.approx(
-        min(onsets[1] + recurring.burst_len_s + 120.0, 0.5 * recurring.duration_s))
+    warm = bench.seen_warmup_s(recurring)
+    assert warm == pytest.approx(min(onsets[1] + recurring.burst_len_s + 120.0, 0.9 * recurring.duration_s))
+    assert warm > onsets[1] or warm == pytest.approx(0.9 * recurring.duration_s)  # the second burst is warm-up
+    assert bench.judged_bursts(recurring, warm) == int((onsets >= warm).sum())
     assert all(bench.seen_warmup_s(s) == 0.0 for s in shapes if s.burst_kind not in ("periodic", "irregular"))
