@@ -250,7 +250,8 @@ def summarise(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     # (a --seen run; without it every burst judged includes the first two).
     recurring = [r for r in ok if r.get("shape") and r["shape"]["burst_kind"] in RECURRING
                  and r["shape"]["duration_s"] >= SEEN_MIN_DURATION_S and r.get("judged_bursts", 0) > 0]
-    ebb_viol = [_point(c)[0] for r in recurring for c in r["cards"] if c["policy"] == "ebb" and _point(c) is not None]
+    ebb_points = [_point(c) for r in recurring for c in r["cards"] if c["policy"] == "ebb"]
+    ebb_viol = [pt[0] for pt in ebb_points if pt is not None]
     return {"all": block(ok), "family": block([r for r in ok if r["group"] == "family"]),
             "recurring": {**block(recurring), "median_ebb_violation_pct": _median(ebb_viol),
                           "seen": any(r.get("warmup_s") for r in recurring)},
