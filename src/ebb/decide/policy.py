@@ -202,12 +202,12 @@ class EbbPolicy:
         with spans.layer("ebb.l2") as s2:
             st.weight = recalibrate_weight(self.workload_class, st.weight, l1.latency_ms, self.slo_ttft_ms)
             s2.set(**{"ebb.l2.weight": st.weight})
-            need_now, surge = self._size_up(l1)
+            need_now, surge, landing = self._size_up(l1)
             est = st.bound.floor(self.profile.budget)
             learned = st.learned_floor(t)
             signals = self._signals(l1, est, learned)
             if grows(self, need_now, l1.spec, surge or l1.burst):
-                return self._scale_up(l1, need_now, surge, signals)
+                return self._scale_up(l1, need_now, surge, landing, signals)
             rec = st.bursts.expect(t)
             held = bounded(self, st.replicas(rec.peak_need_replicas, self.profile.target_util)) \
                 if rec is not None and rec.holding(t) else 0
@@ -263,31 +263,31 @@ class EbbPolicy:
         return _Sensed(t, spec, obs.ready_replicas, ready, d, cap, queued, burst, need, ttft99,
                        0.0 if idle else ttft99, late(self))
 
-    def _size_up(self, l1: _Sensed) -> tuple[int, bool]:
-        """Step 2: the replicas the need asks for and whether this is a surge. A surge needs latency
+    def _size_up(self, l1: _Sensed) -> tuple[int, bool, float]:
+        """Step 2: the replicas the need asks for, whether this is a surge, and the landing need it was
+        sized to (NaN unless a surge sized by :meth:`_landing_need`). A surge needs latency
         more replicas can shorten (the wait before a request's own prefill past the SLO's queueing
         share — a long prompt's own prefill is no shortage of replicas) or a persistent queue, and no
         earlier scale-up still cold-starting (capacity on its way counts)."""
         p, st = self.profile, self.state
         need_now = st.replicas(l1.need, p.target_util)
         if not ((l1.queued or l1.late) and l1.ready_replicas >= l1.spec):
-            return bounded(self, need_now), False
+            return bounded(self, need_now), False, math.nan
         # Late requests while the need never outgrew the fleet — over the span the lateness rules
         # look back, when a late request may have started waiting: the need model reads too
         # little for this traffic (long prompts colliding on a replica, say). A breach the need saw
         # coming (a burst) is the comeback bound's to remember, not this.
-        shortfall = self._shortfall(l1)
         landing = self._landing_need(l1)
-        if shortfall or math.isnan(landing):  # no cost per request yet: the backlog is not known
+        if self._shortfall(l1) or math.isnan(landing):  # no cost per request yet: the backlog is not known
             need_now = max(need_now, l1.spec + max(1, math.ceil(l1.spec * p.surge_fraction)))
             st.learn_shortfall(l1.t, min(need_now, self.max_replicas))
-        elif landing > 0:
+            return bounded(self, need_now), True, math.nan
+        if landing > 0:
             # The need counts the standing backlog to drain within the slack: by the time capacity
             # lands, what is left of it is what the landing need holds.
             need_now = max(st.replicas(landing, p.target_util), l1.spec + 1)
-        else:
-            return bounded(self, need_now), False  # the fleet drains the queue before more capacity lands
-        return bounded(self, need_now), True
+            return bounded(self, need_now), True, landing
+        return bounded(self, need_now), False, math.nan  # the fleet drains the queue before more capacity lands
 
     def _shortfall(self, l1: _Sensed) -> bool:
         """Late requests whose wait the need never outgrew: the need stayed within the ready capacity
@@ -310,14 +310,14 @@ class EbbPolicy:
         per_request = min(1.0, h / r.cost_replica_s) if r.cost_replica_s > 0 else 1.0
         return r.rate_replicas + left * per_request / h if left > 0 else 0.0
 
-    def _scale_up(self, l1: _Sensed, to: int, surge: bool, signals: dict[str, float]) -> Decision:
-        """Step 2's answer: the scale-up, the cooldown started and the breaches it answers forgotten."""
+    def _scale_up(self, l1: _Sensed, to: int, surge: bool, landing: float, signals: dict[str, float]) -> Decision:
+        """Step 2's answer: the scale-up, the cooldown started and the breaches it answers forgotten;
+        a surge sized to its ``landing`` need (not NaN) says what it covers."""
         st = self.state
         st.last_up = l1.t
         st.latency.forget_breaches()
         why = ("surge: latency" if l1.late else "surge: queue") if surge else "need above target"
-        landing = self._landing_need(l1) if surge else math.nan
-        if not math.isnan(landing) and not self._shortfall(l1):
+        if surge and not math.isnan(landing):
             r = st.reading
             why += (f" — lands in {st.cold_start_s:.0f} s: covers demand arriving at {r.rate_replicas:.1f} replicas "
                     f"and {r.backlog_replicas_s:.1f} replica-s queued (need then {landing:.1f})")
