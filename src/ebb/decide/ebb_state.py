@@ -37,6 +37,7 @@ from ebb.decide.comeback import ComebackBound
 from ebb.decide.comeback.streams import recorded
 from ebb.decide.latency import LatencyWindow
 from ebb.decide.need import NeedReading, NeedTracker
+from ebb.decide.profiles import EbbProfile
 from ebb.decide.recurrence import BurstMemory
 from ebb.decide.served import completion_weights, served_demand
 from ebb.model.observation import FineSignals
@@ -73,6 +74,8 @@ class EbbState:
         self.capacity = 1.0
         """Demand (replica units) one ready replica serves when saturated: 1 until a persistent queue
         shows less (a server whose KV cache or batch limit fills before its slots and prefill do)."""
+        self.capacity_measured = False
+        """Whether a saturated fleet has measured :attr:`capacity` (:meth:`learn_capacity`)."""
         self.cycle_peak = 0.0
         """The largest need since the last record in the comeback bound (replica units)."""
         self.latency = LatencyWindow(latency_window_s, slo_ms=slo_ttft_ms, slo_e2e_ms=slo_e2e_ms,
@@ -233,6 +236,14 @@ class EbbState:
         within [0.25, 1]; the latest saturation wins — a server's limits move with its traffic)."""
         if ready > 0 and self.served_now > 0:
             self.capacity = min(1.0, max(0.25, self.served_now / ready))
+            self.capacity_measured = True
+
+    def history_util(self, profile: EbbProfile) -> float:
+        """The utilisation the history's floor is sized at (:meth:`EbbPolicy._comeback_floor`): a
+        scale-up's ``target_util`` until a saturated fleet measured the capacity — before, it is the
+        cost model's, read at the load of the moment, which overstates a replica under a fuller batch
+        — then ``down_util`` of the measured capacity."""
+        return profile.down_util if self.capacity_measured else profile.target_util
 
     # -- the burst timer ---------------------------------------------------------------------------
     def burst_step(self, t: float, d: float, burst_at: float, cap: float) -> bool:

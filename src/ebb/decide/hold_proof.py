@@ -78,9 +78,10 @@ def _held_at_once(pol: EbbConfig, ticks: FloatArray, needs: FloatArray, l1: Floa
     b = st.bound
     ahead = b.records_ahead(needs)
     floor = floor_below(b, ahead, p.budget)
-    held_at = np.maximum(floor, b.seen_below(ahead, p.budget))  # NaN stays NaN: no rise, no floor
-    kept = hold_floors(pol, st.replicas_of(held_at, p.down_util), st.learned_floor_below(float(ticks[-1]),
-                                                                                         ahead.mem_means), sized)
+    # NaN stays NaN: no rise, no floor. The history's floor at its own utilisation (EbbState.history_util).
+    held_at = np.maximum(st.replicas_of(floor, p.down_util),
+                         st.replicas_of(b.seen_below(ahead, p.budget), st.history_util(p)))
+    kept = hold_floors(pol, held_at, st.learned_floor_below(float(ticks[-1]), ahead.mem_means), sized)
     proven = np.isnan(floor) | (ticks - st.last_down < down_interval_s(pol)) | (kept >= spec) | \
         repeats_last_veto(pol, ticks, burst, spec, ttft_peak)
     bad = stops | ~proven | b.period_found | st.bursts.over(ahead.values, ahead.mem_means)

@@ -30,10 +30,11 @@ Each reconcile (:meth:`EbbPolicy.decide`), as named steps:
    within the horizon scales up ahead of it (:mod:`ebb.decide.forecast`).
 3. **Floor (L2).** The weight is recalibrated from the TTFT P99 (the note's rule, damped by α). A
    scale-down goes no lower than the **comeback floor** — the capacity whose estimated risk of being
-   outgrown before removed capacity returns is within ``budget``, and no lower than the level plus
-   the largest rise seen while the history's independent horizons cannot bound the chance of a
-   larger one within the budget (95 % upper bound ``1 − 0.05^(1/N)``: 4.9 % for the default hour) —
-   the learned floor and the need. Bursts that recur (:mod:`ebb.decide.recurrence`, remembered for
+   outgrown before removed capacity returns is within ``budget``, and no lower than what the history
+   has shown necessary (the level plus the largest rise seen; the need at the history's start while
+   it is in memory) while the history's independent horizons cannot bound the chance of a larger one
+   within the budget (95 % upper bound ``1 − 0.05^(1/N)``: 4.9 % for the default hour), at a scale-up's
+   headroom until saturation has measured the replica's capacity — the learned floor and the need. Bursts that recur (:mod:`ebb.decide.recurrence`, remembered for
    days) hold their capacity from the shortest gap seen until the next has passed: a scale-up ahead.
 4. **Vetoes (L2).** A wanted scale-down is vetoed during the warm-up and the cooldown, while the TTFT
    P99 is within ``veto_margin`` of its SLO, a burst is active, or data is missing or stale (an idle
@@ -217,8 +218,7 @@ class EbbPolicy:
             if math.isnan(est.floor_replicas):
                 return self._hold(t, l1.spec)  # no rise with a complete horizon yet: no evidence
             held_at, why_floor = self._comeback_floor(est, signals)
-            floor = max(held, hold_floor(self, st.replicas(held_at, self.profile.down_util), learned,
-                                         st.replicas(l1.need, self.profile.target_util)))
+            floor = max(held, hold_floor(self, held_at, learned, st.replicas(l1.need, self.profile.target_util)))
             signals.update(comeback_period_s=est.period_s, comeback_periods=float(est.periods))
             if est.periods and floor > l1.spec:
                 return self._forecast_up(l1, floor, est, signals)
@@ -330,27 +330,33 @@ class EbbPolicy:
             f"forecast: a rise to {est.floor_replicas:.1f} replicas recurs every {est.period_s:.0f} s "
             f"(seen at this phase in {est.periods} periods); asked {est.horizon_s:.0f} s ahead",))
 
-    def _comeback_floor(self, est: ComebackEstimate, signals: dict[str, float]) -> tuple[float, str]:
-        """Step 3's comeback floor (replica units) and what raised it. Past a detected period, the phase
-        rise as estimated. Otherwise no lower than the level plus the largest rise seen while the
-        history cannot bound the chance of a larger one within the budget
+    def _comeback_floor(self, est: ComebackEstimate, signals: dict[str, float]) -> tuple[int, str]:
+        """Step 3's comeback floor (replicas) and what raised it. Past a detected period, the phase
+        rise as estimated. Otherwise no lower than what the history has shown necessary (level + the
+        largest rise seen, :meth:`~ebb.decide.comeback.HistoryBound.held_replicas`) while the history
+        cannot bound the chance of a larger one within the budget
         (:meth:`~ebb.decide.comeback.ComebackBound.history_bound`: always, at the default hour of
-        memory and 0.1 % budget — 59 horizons bound it at 4.9 %); the reason says so."""
+        memory and 0.1 % budget — 59 horizons bound it at 4.9 %), at
+        :meth:`~ebb.decide.ebb_state.EbbState.history_util` (a scale-up's headroom until a saturated fleet
+        has measured the replica's capacity); the reason says so."""
         st, p = self.state, self.profile
-        at = est.floor_replicas
+        at = st.replicas(est.floor_replicas, p.down_util)
         if est.periods:
             return at, ""
-        notes: list[str] = []
         hist = st.bound.history_bound()
         signals.update(comeback_risk_bound=hist.risk_bound, comeback_history_s=hist.history_s)
-        seen = est.level_replicas + hist.largest_rise_replicas
-        if hist.risk_bound > p.budget:
-            at = max(at, seen)
-            notes.append(f"history {hist.history_s / 60:.0f} min ({hist.horizons:.0f} horizons): risk bound "
-                         f"{hist.risk_bound:.1%} > budget {p.budget:.2%}, so no lower than the largest rise seen "
-                         f"(level {est.level_replicas:.1f} + {hist.largest_rise_replicas:.1f} replicas): a larger "
-                         f"first-ever burst is not covered")
-        return at, "; ".join(notes)
+        if not hist.risk_bound > p.budget:
+            return at, ""
+        seen = hist.held_replicas(est.level_replicas)
+        shown = (f"the need of {hist.opening_need_replicas:.1f} replicas at the history's start"
+                 if hist.opening_need_replicas > est.level_replicas + hist.largest_rise_replicas else
+                 f"the largest rise seen (level {est.level_replicas:.1f} + {hist.largest_rise_replicas:.1f} replicas)")
+        util = st.history_util(p)
+        measured = "measured" if st.capacity_measured else "the cost model's"
+        return max(at, st.replicas(seen, util)), (
+            f"history {hist.history_s / 60:.0f} min ({hist.horizons:.0f} horizons): risk bound "
+            f"{hist.risk_bound:.1%} > budget {p.budget:.2%}, so no lower than {shown} at {util:.0%} of "
+            f"{measured} capacity: a larger first-ever burst is not covered")
 
     def _vetoed(self, l1: _Sensed, signals: dict[str, float], span: SpanNote) -> Decision | None:
         """Step 4: a plain hold while the last scale-down is too recent; a veto (recorded when its
@@ -513,7 +519,7 @@ class EbbPolicy:
         what the history held and when capacity asked now lands — requests meanwhile wait."""
         st = self.state
         hist = st.bound.history_bound()
-        seen = st.bound.level + hist.largest_rise_replicas if hist.horizons > 0 else math.nan
+        seen = hist.held_replicas(st.bound.level) if hist.horizons > 0 else math.nan
         if not need > seen and not math.isnan(seen):
             return ()
         held = f"the largest need in {hist.history_s / 60:.0f} min of history is {seen:.1f}" \

@@ -215,6 +215,21 @@ def test_scale_down_goes_in_bounded_steps_and_never_below_the_comeback_floor() -
     assert min(len(fleet.pods) for _ in [0]) >= 3
 
 
+def test_a_history_that_starts_inside_a_burst_holds_that_burst_while_it_is_in_memory() -> None:
+    prof = quick()
+    pol = Recorder(policy(prof))
+    fleet = Fleet([pod(i) for i in range(10)], cold_s=COLD_S)
+    for t in range(1, 100):  # 6 replicas of demand through the first level window (3.1 s), then 0.5
+        fleet.apply(float(t), pol.decide(fleet.observe(float(t), fine(t, 6.0 if t <= 3 else 0.5))))
+    hist = pol.pol.state.bound.history_bound()
+    assert hist.opening_need_replicas > 4.0 > 0.5 + hist.largest_rise_replicas  # no rise measured it
+    held = math.ceil(hist.opening_need_replicas / prof.target_util)
+    downs = [d for d in pol.recorded if d.action == "scale_down"]
+    assert downs and min(d.to_replicas for d in downs) == held == len(fleet.pods)
+    assert all(f"the need of {hist.opening_need_replicas:.1f} replicas at the history's start at 90% of the cost model's capacity"
+               in d.reasons[1] for d in downs)
+
+
 def test_a_scale_down_explains_its_horizon_risk_and_budget() -> None:
     pol = policy(quick())
     pods = [pod(i) for i in range(10)]

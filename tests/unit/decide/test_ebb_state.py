@@ -172,3 +172,15 @@ def test_a_held_block_s_ingest_leaves_the_state_of_its_ticks_one_by_one(seed: in
         one.latency.long_breach_weight
     assert many.bound.needs() == one.bound.needs()
 
+
+
+def test_the_historys_floor_keeps_a_scale_ups_headroom_until_saturation_measures_the_replica() -> None:
+    from ebb.decide.profiles import PROFILES
+
+    prof = PROFILES["balanced"]
+    s = state()
+    assert not s.capacity_measured and s.history_util(prof) == prof.target_util  # the cost model's capacity
+    s.served_now = 7.5
+    s.learn_capacity(10)  # a saturated fleet of 10 served 7.5 replica units
+    assert s.capacity_measured and s.capacity == 0.75 and s.history_util(prof) == prof.down_util
+    assert s.replicas(15.0, s.history_util(prof)) == 20

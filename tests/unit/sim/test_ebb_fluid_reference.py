@@ -8,7 +8,8 @@ wrote it (and builds the same runs here): first at commit 8dec1e7, before the po
 rewritten at issue #31, whose policy changes move the decisions (a surge sized to what the fleet
 needs when its capacity lands, none once the backlog drains first; a learned floor only from late
 requests whose wait the need never outgrew; the largest rise seen held while an hour of history
-cannot bound the risk) and whose judgement counts a scale-down that left the fleet below a later
+cannot bound the risk — with the need at the history's start, sized at a scale-up's headroom until
+saturation has measured the replica's capacity) and whose judgement counts a scale-down that left the fleet below a later
 breach's need within the 1 h memory. The optimised policy must take the same actions at the same
 times to the same replica counts; the scorecard's numbers agree within float tolerance.
 """

@@ -121,6 +121,15 @@ class HistoryBound:
     """Upper 95 % bound on the chance that a horizon's rise exceeds the largest seen (1 without history)."""
     largest_rise_replicas: float
     """The largest rise seen (replica units; NaN without history)."""
+    opening_need_replicas: float = 0.0
+    """The largest need of the history's first ``level_s`` while it is in memory, else 0 (replica
+    units). No rise is measured there (the level before the history is unknown), so a history that
+    starts inside a burst shows that burst only here: :meth:`held_replicas` holds it."""
+
+    def held_replicas(self, level_replicas: float) -> float:
+        """What this history has shown necessary (replica units): ``level`` + the largest rise seen,
+        and no lower than the need at the history's start while that is in memory."""
+        return max(level_replicas + self.largest_rise_replicas, self.opening_need_replicas)
 
 
 @dataclass(frozen=True)
@@ -182,6 +191,7 @@ class ComebackBound:
         self._lvl_sum = 0.0
         self._i = -1
         self.level = 0.0
+        self._opening = 0.0  # the largest need of the first _lvl_n records (see opening_need)
 
     # -- what the bound holds -------------------------------------------------------------------
     @property
@@ -223,6 +233,12 @@ class ComebackBound:
         """Whether the last period search found one (the phase rise then sets the floor)."""
         return self.periodic is not None and self.periodic.period_s is not None
 
+    @property
+    def opening_need(self) -> float:
+        """The largest need of the first ``level_s`` recorded while any of those records is in memory,
+        else 0 (replica units; :attr:`HistoryBound.opening_need_replicas`)."""
+        return self._opening if self._i < len(self._rises) + self._lvl_n - 1 else 0.0
+
     def recent_peak(self, periods: int) -> float:
         """The largest need of the last ``periods`` records (0 before any)."""
         if not self._mem:
@@ -239,6 +255,8 @@ class ComebackBound:
         v = recorded(need_replicas)
         self._i += 1
         i = self._i
+        if i < self._lvl_n:
+            self._opening = max(self._opening, v)
         self._lvl_win.append(v)
         self._lvl_sum += v
         self._mem.append(v)
@@ -341,6 +359,9 @@ class ComebackBound:
         cap = len(self._rises)
         vals = ahead.values[start:stop].tolist()
         last = stop - 1
+        opening = ahead.values[start:max(start, min(stop, self._lvl_n - ahead.first_index))]
+        if len(opening):
+            self._opening = max(self._opening, float(opening.max()))
         push(self._mem, vals, cap)
         self._mem_sum = float(ahead.mem_sums[last])
         push(self._lvl_win, vals, self._lvl_n)
@@ -453,31 +474,33 @@ class ComebackBound:
         n = self.samples
         horizons = n / self._h
         bound = 1.0 - HISTORY_ALPHA ** (1.0 / horizons) if horizons > 0 else 1.0
-        return HistoryBound(horizons * self.horizon_s, horizons, bound, self._sorted[-1] if n else math.nan)
+        return HistoryBound(horizons * self.horizon_s, horizons, bound, self._sorted[-1] if n else math.nan,
+                            self.opening_need)
 
     def seen_below(self, ahead: RecordsAhead, budget: float) -> FloatArray:
         """:meth:`history_bound`'s floor bounded from below after each record of ``ahead``: where the
         risk bound (for the rises then in memory) exceeds ``budget``, the level then plus the largest
-        rise no record of ``ahead`` overwrites (new rises only raise it); −inf elsewhere. The policy
-        holds no lower than level + largest rise while its history cannot bound the risk."""
+        rise no record of ``ahead`` overwrites (new rises only raise it), and no lower than the opening
+        need then; −inf elsewhere. The policy holds no lower than :meth:`HistoryBound.held_replicas`
+        while its history cannot bound the risk."""
         horizons = ahead.rises_after.astype(np.float64) / self._h
         with np.errstate(divide="ignore"):
             risk = np.where(horizons > 0, 1.0 - HISTORY_ALPHA ** (1.0 / np.maximum(horizons, 1e-300)), 1.0)
         out = np.full(len(ahead.levels), -np.inf)
         applies = (risk > budget) & (ahead.rises_after > 0)
-        if not applies.any() or not self._sorted:
+        if not applies.any():
             return out
+        index = ahead.first_index + np.arange(len(ahead.values))
+        opening = np.maximum(np.maximum.accumulate(np.where(index < self._lvl_n, ahead.values, 0.0)), self._opening)
+        held = np.where(index < len(self._rises) + self._lvl_n - 1, opening, 0.0)
         gone = collections.Counter(v for v in ahead.pushed_out.tolist() if not math.isnan(v))
-        largest = math.nan
         for v in reversed(self._sorted):  # the largest rise still in the ring after every overwrite
             if gone[v] > 0:
                 gone[v] -= 1
                 continue
-            largest = v
+            held = np.maximum(held, ahead.levels + v)
             break
-        if math.isnan(largest):
-            return out
-        return np.where(applies, ahead.levels + largest, -np.inf)
+        return np.where(applies, held, -np.inf)
 
     def risk(self, capacity_replicas: float) -> float:
         """Estimated probability that the need exceeds ``capacity`` within the horizon: the share of
