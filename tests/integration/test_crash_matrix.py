@@ -16,6 +16,7 @@ import signal
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -80,6 +81,29 @@ def outcomes(ledger: str, run_id: str) -> tuple[list[DecisionRecord], dict[str, 
         return decisions, found
     finally:
         store.close()
+
+
+def test_a_scale_down_written_before_demand_rose_is_not_resumed_and_removes_nothing(
+        ledger_url: str, fake: FakeKubeApiServer, tmp_path: Path) -> None:
+    # Red-team T3-H4: the 2nd acting decision (5 -> 2) is written, the controller dies before acting,
+    # and it restarts within a minute while the fleet's 5 replicas are nearly saturated (4.5 busy).
+    run_id = f"crash-demand-{uuid.uuid4().hex[:8]}"
+    code, _, err = harness(fake, ledger_url, run_id, "--crash-at", "after_ledger:2", "--cycles", "12")
+    assert code == -signal.SIGKILL, err
+    decisions, done = outcomes(ledger_url, run_id)
+    last = acted(decisions)[-1]
+    assert last.action == "scale_down" and last.decision_id not in done and spec_replicas(fake) == last.from_replicas
+    writes_before = scale_writes(fake.requests, NS, NAME, START)
+
+    hold = tmp_path / "hold.json"
+    hold.write_text("[5]")  # the restarted (scripted) policy itself asks for no change
+    code, _, err = harness(fake, ledger_url, run_id, "--cycles", "2", "--slot-replicas", "4.5", "--script", str(hold))
+    assert code == 0, err
+    _, done = outcomes(ledger_url, run_id)
+    note = str(done[last.decision_id][0]["note"])
+    assert note.startswith("not resumed: demand changed: ") and "more than the target 2" in note, note
+    assert scale_writes(fake.requests, NS, NAME, START) == writes_before  # nothing removed
+    assert spec_replicas(fake) == last.from_replicas
 
 
 @pytest.mark.parametrize("nth", [1, 2], ids=["scale-up", "scale-down"])

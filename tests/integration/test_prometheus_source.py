@@ -358,12 +358,13 @@ def test_a_vanished_worker_target_blocks_scale_down_while_it_is_missing(fleet: S
     full = len(FLEET) * RUNNING / MAX_BATCH
     poll(lambda: _fleet_read(src, 3, full), 30, "the whole fleet")
 
-    # The two that stay run a quarter full: 2 × 2/8 slots + 0.3 prefill each = 1.0 replica of served
+    # The two that stay run an eighth full: 2 × 1/8 slots + 0.15 prefill each ≈ 0.5 replica of served
     # demand (P + S × (1 − P / ready) on 3 ready), so the policy wants 3 -> 2 even with the wide
-    # comeback tail a few seconds of history give (at 1.4, the floor sat at 2.2-2.6 for 20 s).
-    light = 2.0
+    # comeback tail a few seconds of history give and the scale-up headroom (0.9) the history's floor
+    # keeps until saturation measures a replica (at 1.0 replica of demand the floor sat above 2).
+    light = 1.0
     for w in FLEET[:2]:
-        fleet.workers[w].set_worker(w, running=light, waiting=0, max_batch=MAX_BATCH, prefill_share=0.3)
+        fleet.workers[w].set_worker(w, running=light, waiting=0, max_batch=MAX_BATCH, prefill_share=0.15)
     partial = 2 * light / MAX_BATCH
     fleet.serve(FLEET[:2])  # w2's target disappears (Prometheus writes staleness markers)
     sig = poll(lambda: _fleet_read(src, 2, partial), 20, "the fleet without w2")
@@ -374,7 +375,9 @@ def test_a_vanished_worker_target_blocks_scale_down_while_it_is_missing(fleet: S
     # a wrapper that claims the whole fleet was seen. 1 replica of demand on 3 makes the policy
     # want 3 -> 2, so the control scales down; the checked controller must not while w2 is missing.
     def controller(source: Any, run_id: str) -> Controller:
-        policy = build_live_policy("ebb:cold_start_s=1,warmup_s=2", slo_ttft_ms=2000.0,
+        # Ten seconds of memory (5 horizons of 2.1 s): the history opens on the whole fleet's load from
+        # the source's lookback, and the policy holds the need at its start while that is in memory.
+        policy = build_live_policy("ebb:cold_start_s=1,warmup_s=2,memory_horizons=5", slo_ttft_ms=2000.0,
                                    slo_e2e_ms=60000.0, initial=len(FLEET))
         return Controller(policy, source, FakeActuator(len(FLEET)), MemoryLedger(),
                           ControllerSettings(run_id=run_id, mode="act", interval_s=1.0, max_staleness_s=5.0))
@@ -390,7 +393,8 @@ def test_a_vanished_worker_target_blocks_scale_down_while_it_is_missing(fleet: S
         cycles += 1
         assert out.action != "scale_down", f"scaled down with w2's target missing: {out}"
         time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
-    assert control.actuator.state().spec_replicas < len(FLEET), "the control never wanted a scale-down"
+    assert control.actuator.state().spec_replicas < len(FLEET), \
+        f"the control never wanted a scale-down: {[(d.action, d.reasons) for d in control.ledger.decisions()][-3:]}"
     assert checked.actuator.state().spec_replicas == len(FLEET)
     assert not any(d.action == "scale_down" for d in checked.ledger.decisions())
     assert cycles >= 12

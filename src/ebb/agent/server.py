@@ -18,7 +18,10 @@ Endpoints:
   ``ebb_agent_refused_endpoints{reason}``, ``ebb_agent_name_collisions``,
   ``ebb_agent_refused_requests_total{reason}``, ``ebb_agent_refused_connections_total{reason}``,
   and the latest ``ebb_agent_gpu{series}`` / ``ebb_agent_host{series}`` sampler values.
-* ``GET /healthz`` → 200 while the poll loop has closed a bucket within the last 5 s, else 503.
+* ``GET /healthz`` → 200 while the poll loop has closed a bucket within the last 5 s, else 503; also
+  503 while the agent polls no endpoint because its last discovery failed (a misconfigured router
+  URL, an API server that refuses the listing): the body's ``reason`` says which. A node whose
+  discovery answers with no pod is healthy (``"endpoints": 0``).
 
 Security of the server (the details: :mod:`ebb.agent.serving`; every number is a
 :class:`~ebb.agent.serving.ServerLimits` default): with a ``token``, ``/v1/buckets`` (and
@@ -158,6 +161,7 @@ class Agent:
         self._writing = 0
         self._log = LogLimiter()
         self._fail_log = LogLimiter(burst=20)  # all endpoints together: a fleet going down is 20 lines
+        self._discovery_error = ""
         self._drops_seen = {"bad_row": 0, **dict.fromkeys(self.aggregator.implausible, 0)}
         self._collisions: tuple[str, ...] = ()
         self._last_ok_s: float | None = None
@@ -223,6 +227,7 @@ class Agent:
 
     async def _main(self) -> None:
         self._last_tick_s = time.monotonic()  # healthz counts from the start, not from construction
+        self._discovery_error = ""  # the last discovery's failure ("" after a success): healthz names it
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         app = web.Application()
@@ -360,9 +365,12 @@ class Agent:
         while True:
             try:
                 await self._discover(session, src)
+                self._discovery_error = ""
             except (aiohttp.ClientError, asyncio.TimeoutError, EbbError) as exc:
+                self._discovery_error = f"discovery from {src} failed ({type(exc).__name__}: {str(exc)[:200]})"
                 self._failed(src, exc)
             except Exception as exc:  # keep the current endpoints and try again
+                self._discovery_error = f"discovery from {src} failed ({type(exc).__name__}: {str(exc)[:200]})"
                 self._failed(src, exc, unexpected=True)
             await asyncio.sleep(self._discover_s)
 
@@ -382,7 +390,9 @@ class Agent:
         while True:
             try:
                 self._apply("pods", tuple(check_endpoint(u) for u in await asyncio.to_thread(self._pods)), 0, "-")
+                self._discovery_error = ""
             except Exception as exc:  # keep the current endpoints and try again
+                self._discovery_error = f"engine pod discovery failed ({type(exc).__name__}: {str(exc)[:200]})"
                 if (held := self._log.allow("pods")) is not None:
                     log.warning("engine pod discovery failed (%s: %s); polling the pods known%s", type(exc).__name__,
                                 str(exc)[:300], held_note(held), exc_info=None if isinstance(exc, EbbError) else exc)
@@ -495,6 +505,10 @@ class Agent:
 
     async def _healthz(self, request: web.Request) -> web.Response:
         age = time.monotonic() - self._last_tick_s
-        ok = age < _HEALTHY_TICK_S
-        return web.json_response({"ok": ok, "agent": self.name, "last_tick_age_s": round(age, 3),
-                                  "endpoints": len(self.aggregator.endpoints)}, status=200 if ok else 503)
+        n = len(self.aggregator.endpoints)
+        why = (f"no bucket closed for {age:.1f} s" if age >= _HEALTHY_TICK_S else
+               f"polling no endpoint: {self._discovery_error}" if n == 0 and self._discovery_error else "")
+        body: dict[str, object] = {"ok": not why, "agent": self.name, "last_tick_age_s": round(age, 3), "endpoints": n}
+        if why:
+            body["reason"] = why
+        return web.json_response(body, status=503 if why else 200)

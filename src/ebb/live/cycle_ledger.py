@@ -51,11 +51,12 @@ from dataclasses import replace
 from typing import Any
 
 from ebb.actuate.base import ActuationResult, Actuator, FleetState
+from ebb.decide.served import served_demand
 from ebb.decide.records import caused_by, cycle_record, decision_record, outcome_cycle
 from ebb.errors import NotLeader, TransientError
 from ebb.gates.rollback import COMPENSATES
 from ebb.ledger.base import Ledger, fence_token
-from ebb.live.resume import resume_verdict
+from ebb.live.resume import ReadDemand, resume_verdict
 from ebb.live.rollback_queue import RollbackQueue
 from ebb.live.sensed import Sensed, actuated, victim_names
 from ebb.live.settings import ControllerSettings, CycleOutcome, Elector
@@ -223,7 +224,7 @@ class CycleLedger:
         assert self._pending is not None
         cycle, d = self._pending
         verdict = resume_verdict(d, seen.state, int(self._clock() * 1e9), self.settings.resume_limits,
-                                 data_note=seen.unfit)
+                                 data_note=seen.unfit, demand=read_demand(seen))
         if verdict.apply and self.settings.mode != "act":
             # Restarted to only recommend: a predecessor's act-mode decision is not carried out.
             verdict = replace(verdict, apply=False, to_replicas=seen.state.spec_replicas, victims=(),
@@ -244,3 +245,13 @@ class CycleLedger:
             return None
         return seen.outcome(n, tick.t_s, d.action, res.replicas_after, d.decision_id, acted=res.applied,
                             note=verdict.note)
+
+
+def read_demand(seen: Sensed) -> ReadDemand | None:
+    """What the cycle's read says of demand now (:class:`~ebb.live.resume.ReadDemand`); None without samples."""
+    f = seen.sig.fine
+    if not len(f.t_s):
+        return None
+    served = served_demand(f.prefill_replicas, f.slot_replicas, max(seen.state.ready_replicas, 1))
+    queued = seen.sig.queued if seen.sig.queued is not None else (float(f.queued[-1]) if len(f.queued) else 0.0)
+    return ReadDemand(float(served.max()), float(queued))

@@ -21,6 +21,12 @@ fleet (so the verdict knows whether the data is fresh and complete):
   still removes replicas. It is then applied towards the clamped target, its recorded victims first
   (mapped to the fleet's current ids, cut to the clamped count). Otherwise "not resumed: <why>" and
   the policy re-decides on fresh data (after its warm-up) if the scale-down still holds.
+  And **demand must still fit the target**: the resuming cycle's read (``demand``, :class:`ReadDemand`)
+  has no request queued and its peak served demand needs no more than the target at
+  ``target_util`` — the replicas a fresh scale-up would ask for it, ``⌈peak / target_util⌉``. A
+  scale-down recorded on a quiet fleet and resumed on a saturated one is "not resumed: demand
+  changed" with both figures (red-team T3-H4: a 4 → 1 left by a crash and resumed within a minute
+  while demand rose, then undone 1 → 2 → 4).
 
 Whatever the verdict, it is recorded as the decision's outcome, so ``ebb explain`` shows what
 became of it and the same decision is never looked at twice.
@@ -28,13 +34,14 @@ became of it and the same decision is never looked at twice.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ebb.actuate.base import FleetState
 from ebb.model.decisions import DecisionRecord
 from ebb.model.ids import ReplicaId
 
-__all__ = ["APPLIED_AFTER_RESTART", "ResumeLimits", "ResumeVerdict", "resume_verdict"]
+__all__ = ["APPLIED_AFTER_RESTART", "ReadDemand", "ResumeLimits", "ResumeVerdict", "resume_verdict"]
 
 APPLIED_AFTER_RESTART = "applied after restart"
 """The outcome note of a decision a successor applied."""
@@ -53,12 +60,25 @@ class ResumeLimits:
     justified the decision is history."""
     clock_skew_s: float = 5.0
     """A decision stamped further in the future than this was not made by an honest clock."""
+    target_util: float = 0.9
+    """A resumed scale-down's target must serve the read's peak demand at this utilisation (the
+    balanced profile's ``target_util``: what a fresh scale-up would size the fleet to)."""
 
     def __post_init__(self) -> None:
         if not (1 <= self.min_replicas <= self.max_replicas):
             raise ValueError(f"need 1 <= min_replicas <= max_replicas, got {self.min_replicas}, {self.max_replicas}")
-        if not (self.max_age_s > 0 and self.clock_skew_s >= 0):
-            raise ValueError(f"max_age_s must be > 0 and clock_skew_s >= 0: {self!r}")
+        if not (self.max_age_s > 0 and self.clock_skew_s >= 0 and 0 < self.target_util <= 2):
+            raise ValueError(f"max_age_s must be > 0, clock_skew_s >= 0, target_util in (0, 2]: {self!r}")
+
+
+@dataclass(frozen=True)
+class ReadDemand:
+    """What the resuming cycle's read says of demand now (replica units; requests)."""
+
+    peak_replicas: float
+    """The largest served demand over the read (:func:`ebb.decide.served.served_demand`)."""
+    queued: float
+    """Requests queued at the routers at the read's newest sample (0 without a router)."""
 
 
 @dataclass(frozen=True)
@@ -76,9 +96,10 @@ class ResumeVerdict:
 
 
 def resume_verdict(d: DecisionRecord, fleet: FleetState, now_ns: int, limits: ResumeLimits, *,
-                   data_note: str = "") -> ResumeVerdict:
+                   data_note: str = "", demand: ReadDemand | None = None) -> ResumeVerdict:
     """The verdict for decision ``d`` with the fleet as ``fleet`` at Unix time ``now_ns``;
-    ``data_note`` is why the resuming cycle's data is not fresh and complete ("" when it is)."""
+    ``data_note`` is why the resuming cycle's data is not fresh and complete ("" when it is);
+    ``demand`` what that data says of demand now (None: nothing read, which resumes no scale-down)."""
     spec = fleet.spec_replicas
     if spec == d.to_replicas:
         return ResumeVerdict(False, spec, "found applied after restart")
@@ -96,15 +117,22 @@ def resume_verdict(d: DecisionRecord, fleet: FleetState, now_ns: int, limits: Re
             return ResumeVerdict(False, spec, f"not resumed: {d.to_replicas} replicas clamped to {to}, "
                                               f"no increase over {spec}")
         return ResumeVerdict(True, to, APPLIED_AFTER_RESTART)
-    return _scale_down_verdict(d, fleet, to, data_note)
+    return _scale_down_verdict(d, fleet, to, data_note, demand, limits.target_util)
 
 
-def _scale_down_verdict(d: DecisionRecord, fleet: FleetState, to: int, data_note: str) -> ResumeVerdict:
-    """The scale-down checks beyond age: fresh data, victims present, still a decrease once clamped."""
+def _scale_down_verdict(d: DecisionRecord, fleet: FleetState, to: int, data_note: str, demand: ReadDemand | None,
+                        util: float) -> ResumeVerdict:
+    """The scale-down checks beyond age: fresh data, demand that fits the target, victims present,
+    still a decrease once clamped."""
     spec = fleet.spec_replicas
-    if data_note:
+    if data_note or demand is None:
         return ResumeVerdict(False, spec, f"not resumed: a scale-down needs fresh, complete data and this "
-                                          f"cycle has {data_note}: no fresh data; the policy re-decides it")
+                                          f"cycle has {data_note or 'no samples'}: no fresh data; the policy re-decides it")
+    wanted = math.ceil(demand.peak_replicas / util - 1e-9)
+    if demand.queued > 0 or wanted > to:
+        return ResumeVerdict(False, spec, f"not resumed: demand changed: {demand.peak_replicas:.1f} replicas of "
+                                          f"demand and {demand.queued:g} queued now need {max(wanted, 1)} at "
+                                          f"{util:.0%}, more than the target {to}; the policy re-decides on fresh data")
     ids = {r.name: r.replica for r in fleet.replicas}
     missing = [v for v in d.victims if v not in ids]
     if missing:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -139,17 +139,29 @@ class Sensor:
         return sig, ""
 
     def sense(self, source: SignalSource, actuator: Actuator, span: Spans, tick: Tick) -> Sensed:
-        """Read the source, then the fleet, then check the read covers the fleet: samples over fewer
-        replicas than are ready understate demand, so they back no scale-down."""
+        """Read the source, then the fleet, then check the read covers the fleet. Samples over fewer
+        replicas than are ready understate demand: they back no scale-down (the note locks it), but
+        the policy still sees them, the served demand extrapolated to the ready fleet (``× ready /
+        seen``: the silent replicas taken as loaded as the average of those reporting), so one bad
+        pod never stops a scale-up on the others' overload nor teaches the policy's memory a need
+        that is too low."""
         sig, note = self.read(source, span, tick)
         with span.layer("ebb.actuate.state"):
             state = actuator.state()
-        seen = sig.replicas_seen
-        if not note and seen is not None and seen < state.ready_replicas:
-            log.warning("source covers %d of %d ready replicas — scale-down blocked", seen, state.ready_replicas)
-            sig = LiveSignals(empty_fine(), newest_sample_s=sig.newest_sample_s)
-            note = f"incomplete fleet: {seen} of {state.ready_replicas} ready replicas reported"
+        seen, ready = sig.replicas_seen, state.ready_replicas
+        if not note and seen is not None and seen < ready:
+            log.warning("source covers %d of %d ready replicas — scale-down blocked", seen, ready)
+            sig = extrapolated(sig, ready / seen) if seen > 0 else LiveSignals(empty_fine(), newest_sample_s=sig.newest_sample_s)
+            note = f"incomplete fleet: {seen} of {ready} ready replicas reported (their demand extrapolated)"
         return Sensed(sig, state, note, self.staleness(tick), self.max_staleness_s)
+
+
+def extrapolated(sig: LiveSignals, factor: float) -> LiveSignals:
+    """``sig`` with its served demand (prefill and slot replicas) times ``factor``; queue, completions
+    and everything else as read."""
+    f = sig.fine
+    return replace(sig, fine=replace(f, prefill_replicas=f.prefill_replicas * factor,
+                                     slot_replicas=f.slot_replicas * factor))
 
 
 def observation(seen: Sensed, tick: Tick) -> Observation:

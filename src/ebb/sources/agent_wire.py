@@ -20,6 +20,13 @@ Guarantees:
   message names the URL and the field path (``buckets[3].workers.w0.slot_ratio``). Nothing else
   escapes :func:`decode_page` or :func:`decode_page_json`, whatever the value (fuzz-tested: deep
   nesting, huge integers, NaN, wrong types); quoted values are cut to 80 characters.
+* **One bad worker or router is dropped alone** (the page, its buckets and every other entry are
+  kept): an entry whose fields are present but whose values are out of range (a negative gauge from
+  an engine, a ratio past 1) leaves its bucket, its name joins that bucket's ``missing`` (its gauges
+  are absent, not zero: the completeness check then blocks a scale-down while scale-ups go on) and
+  :attr:`BucketPage.dropped` names the field, the value and the cause. A page whose *shape* is
+  wrong (a field missing or unknown, a wrong type, a bad version) is still refused whole: that is a
+  release mismatch, and the fix says so.
 * :func:`decode_page_json` parses the text with :func:`ebb.untrusted.loads_json` first (at most 64
   levels of nesting and :data:`MAX_PAGE_BYTES` of text).
 * :func:`encode_bucket_json` + :func:`page_json` build a page from buckets encoded once each (a
@@ -58,6 +65,8 @@ SKETCH_ALPHA: Final = 0.01
 
 FloatArray = npt.NDArray[np.float64]
 _FIX = "run agents and controller from the same Ebb release"
+_VALUE_FIX = ("the agent passed on a value out of range: check that worker's engine endpoint with `ebb probe`, "
+              "and run agents and controller from the same Ebb release")
 _QUOTE = 80
 _KEY = re.compile(r"-?[0-9]{1,12}")
 
@@ -233,6 +242,9 @@ class BucketPage:
     newest_ns: int | None
     """The agent's newest bucket, whatever ``since_ns`` asked (None: none closed yet)."""
     buckets: tuple[Bucket, ...] = ()
+    dropped: tuple[str, ...] = field(default=(), compare=False)
+    """Why entries were left out while decoding (one line per dropped worker, router or series; never
+    on the wire, so not part of a page's equality: what an agent serves has none)."""
 
 
 # -- encode ------------------------------------------------------------------------------------
@@ -254,11 +266,33 @@ def _enc_bucket(b: Bucket) -> dict[str, Any]:
 
 
 # -- decode ------------------------------------------------------------------------------------
+class _BadValue(InputError):
+    """A value out of its range in an entry of the right shape: that entry is dropped alone."""
+
+
 class _Reader:
-    """Typed field access that raises InputError naming the URL and the field path."""
+    """Typed field access that raises InputError naming the URL and the field path; :meth:`kept`
+    drops an entry whose value is out of range and keeps why in :attr:`dropped`."""
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self.dropped: list[str] = []
+
+    def bad_value(self, where: str, problem: str) -> _BadValue:
+        return _BadValue(f"field {where}: {problem}", path=self.url, fix=_VALUE_FIX)
+
+    def kept(self, entries: dict[str, Any], decode: Any, where: str) -> tuple[dict[str, Any], list[str]]:
+        """``decode(value, path)`` of each entry; those with a value out of range are left out and
+        their names returned (a wrong shape still raises)."""
+        out: dict[str, Any] = {}
+        gone: list[str] = []
+        for n, v in entries.items():
+            try:
+                out[n] = decode(v, f"{where}.{_key(n)}")
+            except _BadValue as exc:
+                self.dropped.append(str(exc))
+                gone.append(n)
+        return out, gone
 
     def fail(self, where: str, problem: str) -> InputError:
         return InputError(f"field {where}: {problem}", path=self.url, fix=_FIX)
@@ -286,9 +320,9 @@ class _Reader:
         try:
             x = float(v)
         except OverflowError:  # an integer past 1.8e308
-            raise self.fail(where, f"{brief(v)} is not a finite number in [0, {hi:g}]") from None
+            raise self.bad_value(where, f"{brief(v)} is not a finite number in [0, {hi:g}]") from None
         if not math.isfinite(x) or x < 0.0 or x > hi:
-            raise self.fail(where, f"{brief(v)} is not a finite number in [0, {hi:g}]")
+            raise self.bad_value(where, f"{brief(v)} is not a finite number in [0, {hi:g}]")
         return x
 
     def int_(self, v: object, where: str, lo: int = 0) -> int:
@@ -308,7 +342,8 @@ class _Reader:
         return tuple(self.str_(s, f"{where}[{i}]") for i, s in enumerate(v))
 
     def values(self, v: object, where: str) -> dict[str, float]:
-        return {k: self.num(x, f"{where}.{_key(k)}") for k, x in self.mapping(v, where).items()}
+        """Series values; one out of range is dropped alone (the series is absent, not zero)."""
+        return self.kept(self.mapping(v, where), self.num, where)[0]
 
     def sketch(self, v: object, where: str) -> Sketch:
         d = self.obj(v, where, ("alpha", "zero", "bins"))
@@ -334,6 +369,9 @@ class _Reader:
         if not isinstance(d["ready"], bool):
             raise self.fail(f"{where}.ready", f"expected true/false, got {brief(d['ready'])}")
         pb = d["prefill_busy_ratio"]
+        mb = d["max_batch"]
+        if isinstance(mb, int) and not isinstance(mb, bool) and mb < 1:
+            raise self.bad_value(f"{where}.max_batch", f"{brief(mb)} is not an integer >= 1")
         return WorkerGauges(
             self.num(d["running"], f"{where}.running"), self.num(d["waiting"], f"{where}.waiting"),
             self.int_(d["max_batch"], f"{where}.max_batch", lo=1), d["ready"],
@@ -346,21 +384,21 @@ class _Reader:
         src = self.str_(d["latency_from"], f"{where}.latency_from")
         if src not in ("", "router", "workers"):
             raise self.fail(f"{where}.latency_from", f"{brief(src)} is not one of '', 'router', 'workers'")
-        routers = {}
-        for n, r in self.mapping(d["routers"], f"{where}.routers").items():
-            at = f"{where}.routers.{_key(n)}"
-            rd = self.obj(r, at, ("queued", "inflight"))
-            routers[n] = RouterGauges(self.num(rd["queued"], f"{at}.queued"), self.num(rd["inflight"], f"{at}.inflight"))
+        routers, no_router = self.kept(self.mapping(d["routers"], f"{where}.routers"), self.router, f"{where}.routers")
+        workers, no_worker = self.kept(self.mapping(d["workers"], f"{where}.workers"), self.worker, f"{where}.workers")
+        missing = self.strs(d["missing"], f"{where}.missing")
         return Bucket(
             ts_ns=self.int_(d["ts_ns"], f"{where}.ts_ns"),
-            workers={n: self.worker(w, f"{where}.workers.{_key(n)}")
-                     for n, w in self.mapping(d["workers"], f"{where}.workers").items()},
-            routers=routers, latency_from=src,
+            workers=workers, routers=routers, latency_from=src,
             latency_names=self.strs(d["latency_names"], f"{where}.latency_names"),
             ttft_ms=self.sketch(d["ttft_ms"], f"{where}.ttft_ms"),
             e2e_ms=self.sketch(d["e2e_ms"], f"{where}.e2e_ms"),
-            missing=self.strs(d["missing"], f"{where}.missing"),
+            missing=missing + tuple(n for n in (*no_worker, *no_router) if n not in missing),
             gpu=self.values(d["gpu"], f"{where}.gpu"), host=self.values(d["host"], f"{where}.host"))
+
+    def router(self, v: object, where: str) -> RouterGauges:
+        rd = self.obj(v, where, ("queued", "inflight"))
+        return RouterGauges(self.num(rd["queued"], f"{where}.queued"), self.num(rd["inflight"], f"{where}.inflight"))
 
 
 def decode_page(obj: object, url: str) -> BucketPage:
@@ -379,7 +417,7 @@ def decode_page(obj: object, url: str) -> BucketPage:
             raise r.fail(f"buckets[{i}].ts_ns", "bucket times must increase strictly")
     newest = d["newest_ns"]
     return BucketPage(r.str_(d["agent"], "agent"), r.int_(d["bucket_ms"], "bucket_ms", lo=1),
-                      None if newest is None else r.int_(newest, "newest_ns"), buckets)
+                      None if newest is None else r.int_(newest, "newest_ns"), buckets, tuple(r.dropped))
 
 
 def decode_page_json(raw: bytes | str, url: str) -> BucketPage:

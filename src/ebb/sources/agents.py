@@ -10,9 +10,12 @@ then merges the pages by bucket time into :class:`~ebb.model.live.LiveSignals`:
 * **Fine arrays** (``t_s`` = bucket end, Unix s): ``prefill_replicas`` and ``slot_replicas`` are sums
   of the per-worker shares (replica units), ``queued`` the sum over routers. Workers and routers are
   keyed by name, so one polled by two agents counts once. A bucket time is emitted only when it is
-  *complete*: every answering agent has a bucket there, none lists a missing endpoint and every
-  worker has a busy share (not its first answer) — a sum
-  over part of the fleet would understate demand, which is exactly what invites a bad scale-down.
+  *complete*: every answering agent has a bucket there and every worker has a busy share (not its
+  first answer). An endpoint an agent lists as missing (it did not answer, or a value it sent was
+  out of range and the decoder dropped it) is simply not in the sum: ``replicas_seen`` counts the
+  workers behind each sample, and the controller treats fewer than the ready replicas as an
+  incomplete fleet — no scale-down, the demand extrapolated for scale-ups
+  (:meth:`ebb.live.sensed.Sensor.sense`) — so one bad pod never blinds the fleet.
   Only times up to the oldest agent's newest bucket are returned; the rest come next read.
 * **Completions** (all returned times, complete or not: a missed poll delays completions, never
   loses them): one weighted row per non-empty sketch bin, ``done_t_s`` = bucket end; TTFT rows
@@ -31,13 +34,16 @@ deadline raises
 because partial sums understate demand (the controller then fails static). With
 ``allow_partial=True`` the answering agents are merged and the silent ones are logged and listed
 in :attr:`AgentSource.last_failed` (for fleets whose agents come and go); all silent still raises.
-A wrong version or malformed page raises :class:`~ebb.errors.InputError` naming the URL and field.
+A wrong version or malformed page raises :class:`~ebb.errors.InputError` naming the URL and field;
+an entry with a value out of range is dropped alone (:attr:`BucketPage.dropped`), counted in
+:attr:`AgentSource.dropped_total` and logged once per agent per 10 s.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -53,6 +59,8 @@ from ebb.sources.http_get import HttpLimits, TlsOptions, check_url, get
 __all__ = ["AgentSource"]
 
 log = logging.getLogger(__name__)
+DROP_LOG_EVERY_S = 10.0
+"""At most one log line per agent per this many seconds about entries its pages dropped."""
 _SLACK_NS = 1_000_000  # ask 1 ms early, then filter with the caller's own float comparison
 
 
@@ -80,6 +88,9 @@ class AgentSource:
         self.allow_partial = allow_partial
         self.last_failed: tuple[str, ...] = ()
         """Agents that did not answer the last read (only non-empty with ``allow_partial``)."""
+        self.dropped_total = 0
+        """Entries (workers, routers, series) dropped for a value out of range, since the start."""
+        self._dropped_logged: dict[str, tuple[float, int]] = {}  # url -> (last log, held back since)
 
     # -- fetching ----------------------------------------------------------------------------
     def _fetch(self, url: str, since_ns: int) -> BucketPage:
@@ -97,7 +108,23 @@ class AgentSource:
         if reply.status != 200:
             raise InputError(f"agent answered HTTP {reply.status} {reply.reason}", path=target,
                              fix="check that the URL points at an `ebb agent`")
-        return decode_page_json(reply.body, target)
+        page = decode_page_json(reply.body, target)
+        if page.dropped:
+            self._note_dropped(url, page.dropped)
+        return page
+
+    def _note_dropped(self, url: str, dropped: tuple[str, ...]) -> None:
+        """Count the entries a page dropped; log one line per agent per :data:`DROP_LOG_EVERY_S` naming
+        the first and how many were held back (a bad pod costs a line per 10 s, not one per bucket)."""
+        self.dropped_total += len(dropped)
+        now = time.monotonic()
+        last, held = self._dropped_logged.get(url, (-math.inf, 0))
+        if now - last < DROP_LOG_EVERY_S:
+            self._dropped_logged[url] = (last, held + len(dropped))
+            return
+        self._dropped_logged[url] = (now, 0)
+        more = len(dropped) - 1 + held
+        log.warning("agent %s: %s%s", url, dropped[0], f" (and {more} more dropped since the last line)" if more else "")
 
     def _fetch_all(self, since_ns: int) -> dict[str, BucketPage | SourceUnavailable]:
         if len(self.urls) == 1:
@@ -146,7 +173,6 @@ def _merge(pages: list[BucketPage], since_s: float) -> LiveSignals:
             if b.ts_ns <= horizon and b.ts_ns / 1e9 > since_s:
                 slot = times.setdefault(b.ts_ns, _Time())
                 slot.buckets.append(b)
-                slot.complete &= not b.missing
     for slot in times.values():
         slot.complete &= len(slot.buckets) == len(pages)
     if not times:

@@ -120,13 +120,14 @@ class HarnessPolicy:
         return ()
 
 
-def fresh_source(clock: Callable[[], float] = time.time) -> FakeSignalSource:
-    """Ten samples 100 ms apart ending now, newer than the cursor: never stale."""
+def fresh_source(clock: Callable[[], float] = time.time, *, slot_replicas: float = 0.2) -> FakeSignalSource:
+    """Ten samples 100 ms apart ending now, newer than the cursor: never stale; 0.2 replicas of
+    prefill and ``slot_replicas`` of slot occupancy (the fleet's served demand, replica units)."""
     def produce(since_s: float) -> LiveSignals:
         now = clock()
         t = np.asarray([x for x in now - 0.1 * np.arange(10)[::-1] if x > since_s], dtype=np.float64)
         z = np.zeros(len(t))
-        return LiveSignals(FineSignals(t_s=t, prefill_replicas=z + 0.2, slot_replicas=z + 0.2, queued=z),
+        return LiveSignals(FineSignals(t_s=t, prefill_replicas=z + 0.2, slot_replicas=z + slot_replicas, queued=z),
                            total_qps=1.0, queued=0.0, newest_sample_s=now)
     return FakeSignalSource(produce)
 
@@ -185,6 +186,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cycles", type=int, help="stop after this many cycles (default: until SIGTERM)")
     p.add_argument("--script", type=Path, help="JSON list: replicas wanted by the k-th plan")
     p.add_argument("--interval-s", type=float, default=0.2, help="cycle period (s)")
+    p.add_argument("--slot-replicas", type=float, default=0.2,
+                   help="slot occupancy the source reports (replica units): the fleet's demand")
     p.add_argument("--every", type=int, default=2, help="decide on every N-th plan")
     p.add_argument("--gate-fail-at", type=int, help="plan K is a gated scale-down whose gate fails at plan K+1")
     p.add_argument("--victims", choices=("oldest", "none"), default="oldest",
@@ -227,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             elector = closing.enter_context(LeaderElector(args.etcd, f"ebb-harness/{args.run_id}/leader",
                                                           args.candidate, ttl_s=args.ttl_s))
             elector.start()
-        ctl = Controller(policy, fresh_source(), actuator, ledger,
+        ctl = Controller(policy, fresh_source(slot_replicas=args.slot_replicas), actuator, ledger,
                          ControllerSettings(run_id=args.run_id, target=actuator.target, mode="act",
                                             interval_s=args.interval_s),
                          elector=elector, fault_point=fault_at(args.crash_at, args.stop_at))

@@ -67,13 +67,14 @@ def oldest(obs: Observation) -> tuple[ReplicaId, ...]:
     return tuple(p.replica for p in obs.pods)
 
 
-def fresh_signals(clock: Clock, n: int = 10) -> FakeSignalSource:
+def fresh_signals(clock: Clock, n: int = 10, *, prefill: float = 0.2, slots: float = 0.2,
+                  replicas_seen: int | None = None) -> FakeSignalSource:
     def produce(since_s: float) -> LiveSignals:
         t = clock.t - 0.1 * np.arange(n)[::-1]
         t = t[t > since_s]
         z = np.zeros(len(t))
-        return LiveSignals(FineSignals(t_s=t, prefill_replicas=z + 0.2, slot_replicas=z + 0.2, queued=z),
-                           total_qps=1.0, queued=0.0, newest_sample_s=clock.t)
+        return LiveSignals(FineSignals(t_s=t, prefill_replicas=z + prefill, slot_replicas=z + slots, queued=z),
+                           total_qps=1.0, queued=0.0, newest_sample_s=clock.t, replicas_seen=replicas_seen)
     return FakeSignalSource(produce)
 
 
@@ -125,6 +126,22 @@ def test_stale_data_blocks_a_scale_down_even_when_the_policy_asks_for_it() -> No
     assert out.action == "veto" and act.state().spec_replicas == 4
     (d,) = c.ledger.decisions()
     assert any("blocked by the controller" in v for v in d.vetoes)
+
+
+@pytest.mark.parametrize("want", [6, 2])
+def test_an_incomplete_fleet_still_scales_up_on_its_extrapolated_demand_and_never_down(want: int) -> None:
+    clock = Clock()
+    seen: list[Observation] = []
+    pol = ScriptedPolicy(lambda o: seen.append(o) or want)
+    act = FakeActuator(4, clock=clock)
+    # fresh samples from 2 of the 4 ready replicas (one agent's pods dropped, say), 1.5 replicas busy
+    out = make(pol, clock, source=fresh_signals(clock, prefill=0.5, slots=1.0, replicas_seen=2), actuator=act).cycle()
+    fine = seen[0].fine
+    assert fine is not None and np.allclose(fine.slot_replicas, 2.0) and np.allclose(fine.prefill_replicas, 1.0)
+    if want > 4:
+        assert out.action == "scale_up" and out.acted and act.state().spec_replicas == 6
+    else:
+        assert out.action == "veto" and act.state().spec_replicas == 4 and "incomplete fleet: 2 of 4" in out.note
 
 
 def test_a_read_with_nothing_new_since_the_last_is_not_stale_until_the_freshest_sample_ages() -> None:

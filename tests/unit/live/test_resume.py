@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ebb.actuate.base import FleetState, ReplicaState
-from ebb.live.resume import ResumeLimits, resume_verdict
+from ebb.live.resume import ReadDemand, ResumeLimits, ResumeVerdict, resume_verdict
 from ebb.model.decisions import DecisionRecord
 from ebb.model.ids import CycleId, DecisionId, ReplicaId, RunId
 
@@ -26,17 +26,26 @@ def fleet(*names: str, first_id: int = 0) -> FleetState:
                                                   for i, n in enumerate(names)))
 
 
+QUIET = ReadDemand(peak_replicas=0.5, queued=0.0)
+"""The resuming read: half a replica of demand, nothing queued (fits any target of 1 or more)."""
+
+
+def verdict(*args: object, **kw: object) -> ResumeVerdict:
+    kw.setdefault("demand", QUIET)
+    return resume_verdict(*args, **kw)  # type: ignore[arg-type]
+
+
 FOUR = ("pod-a", "pod-b", "pod-c", "pod-d")
 
 
 def test_a_young_scale_down_on_fresh_data_is_applied_with_its_victims_mapped_to_the_current_ids() -> None:
-    v = resume_verdict(decision(4, 2, victims=("pod-b", "pod-a")), fleet(*FOUR, first_id=10), NOW_NS, LIMITS)
+    v = verdict(decision(4, 2, victims=("pod-b", "pod-a")), fleet(*FOUR, first_id=10), NOW_NS, LIMITS)
     assert (v.apply, v.to_replicas, v.note) == (True, 2, "applied after restart")
     assert v.victims == (ReplicaId(11), ReplicaId(10)), "names, not the ids of a previous actuator"
 
 
 def test_a_scale_down_whose_victim_left_the_fleet_is_not_resumed() -> None:
-    v = resume_verdict(decision(4, 2, victims=("pod-a", "pod-z")), fleet(*FOUR), NOW_NS, LIMITS)
+    v = verdict(decision(4, 2, victims=("pod-a", "pod-z")), fleet(*FOUR), NOW_NS, LIMITS)
     assert not v.apply and v.to_replicas == 4
     assert v.note.startswith("not resumed: victim(s) pod-z no longer in the fleet")
 
@@ -46,48 +55,71 @@ def test_a_scale_down_whose_victim_left_the_fleet_is_not_resumed() -> None:
 @pytest.mark.parametrize(("frm", "to"), [(4, 0), (4, 6)], ids=["scale-down", "scale-up"])
 def test_an_old_or_future_stamped_decision_is_not_resumed(age_s: float, shown: str, frm: int, to: int) -> None:
     # The day-old 4 → 0 is red-team C2's forged row (recipe C).
-    v = resume_verdict(decision(frm, to, age_s=age_s), fleet(*FOUR), NOW_NS, LIMITS)
+    v = verdict(decision(frm, to, age_s=age_s), fleet(*FOUR), NOW_NS, LIMITS)
     assert not v.apply and v.note.startswith(f"not resumed: recorded {shown} s ago, outside [-5, 60] s")
 
 
 def test_a_clock_skew_within_the_bound_is_tolerated() -> None:
-    assert resume_verdict(decision(4, 2, age_s=-4.0), fleet(*FOUR), NOW_NS, LIMITS).apply
+    assert verdict(decision(4, 2, age_s=-4.0), fleet(*FOUR), NOW_NS, LIMITS).apply
 
 
 @pytest.mark.parametrize("why", ["stale data", "source: connection refused",
                                  "incomplete fleet: 3 of 4 ready replicas reported", "no fresh data"])
 def test_a_young_scale_down_on_stale_or_incomplete_data_is_not_resumed(why: str) -> None:
-    v = resume_verdict(decision(4, 2), fleet(*FOUR), NOW_NS, LIMITS, data_note=why)
+    v = verdict(decision(4, 2), fleet(*FOUR), NOW_NS, LIMITS, data_note=why)
     assert not v.apply and v.note.startswith("not resumed") and why in v.note and "no fresh data" in v.note
 
 
 def test_a_scale_up_needs_no_fresh_data() -> None:
-    v = resume_verdict(decision(4, 6), fleet(*FOUR), NOW_NS, LIMITS, data_note="stale data")
+    v = verdict(decision(4, 6), fleet(*FOUR), NOW_NS, LIMITS, data_note="stale data")
     assert (v.apply, v.to_replicas) == (True, 6)
 
 
 def test_a_scale_down_below_the_floor_is_clamped_and_its_victims_cut_to_the_clamped_count() -> None:
     limits = ResumeLimits(min_replicas=3, max_replicas=8)
-    v = resume_verdict(decision(4, 0, victims=FOUR), fleet(*FOUR), NOW_NS, limits)
+    v = verdict(decision(4, 0, victims=FOUR), fleet(*FOUR), NOW_NS, limits)
     assert (v.apply, v.to_replicas, v.victims) == (True, 3, (ReplicaId(0),))
     assert v.note == "applied after restart (clamped to 3 replicas)"
 
 
 def test_a_scale_down_clamped_to_no_decrease_is_not_resumed() -> None:
-    v = resume_verdict(decision(4, 2), fleet(*FOUR), NOW_NS, ResumeLimits(min_replicas=4, max_replicas=8))
+    v = verdict(decision(4, 2), fleet(*FOUR), NOW_NS, ResumeLimits(min_replicas=4, max_replicas=8))
     assert not v.apply and v.note == "not resumed: 2 replicas clamped to 4, no decrease from 4"
 
 
 def test_a_scale_up_is_clamped_to_the_ceiling() -> None:
-    assert resume_verdict(decision(4, 10_000), fleet(*FOUR), NOW_NS, LIMITS).to_replicas == 8
+    assert verdict(decision(4, 10_000), fleet(*FOUR), NOW_NS, LIMITS).to_replicas == 8
 
 
 def test_a_repeated_victim_of_a_forged_row_is_named_once() -> None:
-    v = resume_verdict(decision(4, 2, victims=("pod-a", "pod-a")), fleet(*FOUR), NOW_NS, LIMITS)
+    v = verdict(decision(4, 2, victims=("pod-a", "pod-a")), fleet(*FOUR), NOW_NS, LIMITS)
     assert v.victims == (ReplicaId(0),)
 
 
 @pytest.mark.parametrize(("at", "note"), [(2, "found applied after restart"), (3, "superseded")])
 def test_a_fleet_not_at_from_is_never_changed(at: int, note: str) -> None:
-    v = resume_verdict(decision(4, 2, age_s=86_400.0), fleet(*FOUR[:at]), NOW_NS, LIMITS, data_note="stale data")
+    v = verdict(decision(4, 2, age_s=86_400.0), fleet(*FOUR[:at]), NOW_NS, LIMITS, data_note="stale data")
     assert not v.apply and v.to_replicas == at and v.note.startswith(note)
+
+
+@pytest.mark.parametrize(("demand", "why"), [
+    (ReadDemand(peak_replicas=3.6, queued=0.0), "3.6 replicas of demand and 0 queued now need 4 at 90%"),
+    (ReadDemand(peak_replicas=0.5, queued=12.0), "0.5 replicas of demand and 12 queued"),
+])
+def test_a_young_scale_down_is_not_resumed_when_demand_now_needs_more_than_its_target(demand: ReadDemand,
+                                                                                    why: str) -> None:
+    # red-team T3-H4: 4 -> 1 recorded on a quiet fleet, resumed 5 s later on a saturated one
+    v = resume_verdict(decision(4, 1, age_s=5.0, victims=("pod-b", "pod-c", "pod-d")), fleet(*FOUR), NOW_NS, LIMITS,
+                       demand=demand)
+    assert not v.apply and v.to_replicas == 4 and v.note.startswith("not resumed: demand changed: ") and why in v.note
+
+
+def test_a_scale_down_is_not_resumed_without_samples_to_check_demand_against() -> None:
+    v = resume_verdict(decision(4, 2, victims=("pod-b", "pod-a")), fleet(*FOUR), NOW_NS, LIMITS)
+    assert not v.apply and "no samples" in v.note
+
+
+def test_a_scale_down_whose_target_still_serves_the_demand_now_is_resumed() -> None:
+    v = resume_verdict(decision(4, 2, victims=("pod-b", "pod-a")), fleet(*FOUR), NOW_NS, LIMITS,
+                       demand=ReadDemand(peak_replicas=1.8, queued=0.0))
+    assert v.apply and v.to_replicas == 2

@@ -57,11 +57,13 @@ def two_agents() -> dict[str, BucketPage | SourceUnavailable]:
 def test_agents_merge_by_bucket_time_up_to_the_oldest_newest_bucket() -> None:
     sig = source(two_agents()).read(0.0)
     f = sig.fine
-    # T+200 misses w0 (incomplete: left out of sums), T+300 is past agent b's newest bucket
-    np.testing.assert_array_equal(f.t_s, [(T + 100 * MS) / 1e9])
-    np.testing.assert_allclose(f.prefill_replicas, [0.75])
-    np.testing.assert_allclose(f.slot_replicas, [2 / 8 + 6 / 8])
-    np.testing.assert_array_equal(f.queued, [3.0])  # one router, seen by two agents
+    # T+200 misses w0 (left out of the sums: replicas_seen counts 1 there), T+300 is past agent b's
+    # newest bucket
+    np.testing.assert_array_equal(f.t_s, [(T + 100 * MS) / 1e9, (T + 200 * MS) / 1e9])
+    np.testing.assert_allclose(f.prefill_replicas, [0.75, 0.25])
+    np.testing.assert_allclose(f.slot_replicas, [2 / 8 + 6 / 8, 6 / 8])
+    np.testing.assert_array_equal(f.queued, [3.0, 0.0])  # one router, seen by two agents; absent at T+200
+    assert sig.replicas_seen == 1  # the controller's completeness check: no scale-down on this read
     ttft = ~np.isnan(f.done_ttft_ms)
     assert f.done_weight[ttft].tolist() == [1.0, 1.0]  # 100 ms once (deduplicated) and 200 ms
     assert np.isnan(f.done_e2e_ms[ttft]).all()
@@ -72,7 +74,7 @@ def test_agents_merge_by_bucket_time_up_to_the_oldest_newest_bucket() -> None:
 
 def test_only_buckets_after_the_cursor_are_returned() -> None:
     sig = source(two_agents()).read((T + 100 * MS) / 1e9)
-    assert len(sig.fine.t_s) == 0 and sig.newest_sample_s == (T + 200 * MS) / 1e9
+    assert sig.fine.t_s.tolist() == [(T + 200 * MS) / 1e9] and sig.newest_sample_s == (T + 200 * MS) / 1e9
 
 
 def test_a_worker_without_a_busy_share_yet_keeps_the_time_out_of_the_sums() -> None:

@@ -100,9 +100,8 @@ def good_page() -> dict[str, Any]:
 
 @pytest.mark.parametrize(("mutate", "field"), [
     (lambda p: p.update(version=2), "version"),
-    (lambda p: p["buckets"][0]["workers"]["w0"].update(slot_ratio=1.5), "buckets[0].workers.w0.slot_ratio"),
-    (lambda p: p["buckets"][0]["routers"]["r"].update(queued=-1), "buckets[0].routers.r.queued"),
-    (lambda p: p["buckets"][0]["gpu"].update(power_w=float("nan")), "buckets[0].gpu.power_w"),
+    (lambda p: p["buckets"][0]["workers"]["w0"].update(slot_ratio="1.5"), "buckets[0].workers.w0.slot_ratio"),
+    (lambda p: p["buckets"][0]["routers"]["r"].pop("queued"), "buckets[0].routers.r: missing field(s) 'queued'"),
     (lambda p: p["buckets"][0].update(extra=1), "buckets[0]: unknown field(s) 'extra'"),
     (lambda p: p["buckets"][0]["ttft_ms"].update(alpha=0.02), "buckets[0].ttft_ms.alpha"),
     (lambda p: p["buckets"][0]["ttft_ms"]["bins"].update({"x": 1}), "buckets[0].ttft_ms.bins"),
@@ -116,6 +115,32 @@ def test_a_malformed_page_raises_input_error_naming_the_url_and_field(mutate: An
     with pytest.raises(InputError) as err:
         decode_page(json.loads(json.dumps(page)), URL)
     assert URL in str(err.value) and field in str(err.value)
+
+
+@pytest.mark.parametrize(("mutate", "entry", "field"), [
+    (lambda p: p["buckets"][0]["workers"]["w0"].update(running=-50), "w0", "buckets[0].workers.w0.running"),
+    (lambda p: p["buckets"][0]["workers"]["w0"].update(slot_ratio=1.5), "w0", "buckets[0].workers.w0.slot_ratio"),
+    (lambda p: p["buckets"][0]["workers"]["w0"].update(max_batch=0), "w0", "buckets[0].workers.w0.max_batch"),
+    (lambda p: p["buckets"][0]["workers"]["w0"].update(waiting=10**400), "w0", "buckets[0].workers.w0.waiting"),
+    (lambda p: p["buckets"][0]["routers"]["r"].update(queued=-1), "r", "buckets[0].routers.r.queued"),
+])
+def test_a_value_out_of_range_drops_its_entry_alone_and_marks_it_missing(mutate: Any, entry: str, field: str) -> None:
+    page = good_page()
+    page["buckets"][0]["workers"]["w1"] = dict(page["buckets"][0]["workers"]["w0"])  # a good neighbour
+    mutate(page)
+    got = decode_page(json.loads(json.dumps(page)), URL)
+    b = got.buckets[0]
+    assert entry not in b.workers and entry not in b.routers and entry in b.missing
+    assert "w1" in b.workers and b.ttft_ms.count == 1
+    assert len(got.dropped) == 1 and URL in got.dropped[0] and field in got.dropped[0]
+    assert "ebb probe" in got.dropped[0] and "out of range" in got.dropped[0]
+
+
+def test_one_gpu_series_out_of_range_is_dropped_alone() -> None:
+    page = good_page()
+    page["buckets"][0]["gpu"].update(power_w=float("nan"), util_ratio=0.5)
+    got = decode_page(json.loads(json.dumps(page)), URL)
+    assert dict(got.buckets[0].gpu) == {"util_ratio": 0.5} and "buckets[0].gpu.power_w" in got.dropped[0]
 
 
 def test_a_well_formed_page_decodes() -> None:
@@ -140,7 +165,7 @@ def _set(path: list[Any], value: object) -> Any:
 
 
 @pytest.mark.parametrize(("mutate", "field"), [
-    (_set(["buckets", 0, "workers", "w0", "running"], 10**400), "buckets[0].workers.w0.running"),
+    (_set(["buckets", 0, "workers", "w0", "running"], [10**400]), "buckets[0].workers.w0.running"),
     (_set(["buckets", 0, "ts_ns", ], 2**63), "buckets[0].ts_ns"),
     (_set(["newest_ns"], 10**5000), "newest_ns"),
     (_set(["buckets", 0, "ttft_ms", "zero"], 2**70), "buckets[0].ttft_ms.zero"),

@@ -147,6 +147,11 @@ class EngineProfile:
             raise ValueError(f"busy_unit_s must be a finite number > 0, got {self.busy_unit_s!r}")
         if not (isinstance(self.metrics_path, str) and self.metrics_path.startswith("/")):
             raise ValueError(f"metrics_path must start with '/', got {self.metrics_path!r}")
+        if any(c in self.metrics_path for c in "?#@ ") or len(self.metrics_path) > 256:
+            # an endpoint URL never carries a query or fragment (ebb.agent's check_endpoint): a path
+            # with one would make every discovered pod refused, an agent polling nothing
+            raise ValueError(f"metrics_path must be a plain path (no '?', '#', '@' or space, at most 256 "
+                             f"characters), got {self.metrics_path[:80]!r}")
         if not (isinstance(self.default_port, int) and not isinstance(self.default_port, bool)
                 and 1 <= self.default_port <= 65535):
             raise ValueError(f"default_port must be in 1..65535, got {self.default_port!r}")

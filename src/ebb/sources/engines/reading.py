@@ -17,6 +17,14 @@ Per scrape, with an :class:`~ebb.sources.engines.profiles.EngineProfile`:
   converted to seconds with the spec's ``unit_s``. ``count`` is the ``+Inf`` bucket; ``sum_s`` the
   summed ``_sum`` (NaN when a group has none).
 
+**Every value is checked where it is read, one series at a time** (:data:`VALUE_RANGES`): a gauge or
+counter sample outside its signal's range (negative, or past what any engine can report — a million
+requests in one pod) is dropped alone with a reason naming the series and the range, and the signal
+is read from the series left (a required signal with none left is absent: that pod is missing for
+the scrape, never the agent's page). A histogram count past :data:`MAX_COUNT` (2⁵³, where float
+counts stop being exact; 285 years at a million observations a second) drops the histogram, a
+``_sum`` past :data:`MAX_SUM_S` leaves ``sum_s`` NaN: no sum can overflow.
+
 Per interval (:func:`interval`): per-bucket deltas of the cumulative counts. Any decrease (a
 counter reset: the engine restarted) or a changed bound set drops that signal for the interval and
 names it in ``resets``; the busy ratio is Δbusy_s / dt clamped to [0, 1], None after a reset.
@@ -40,12 +48,22 @@ from ebb.sources.engines.exposition import Exposition, Sample, parse_exposition
 from ebb.sources.engines.profiles import HISTOGRAM_SIGNALS, EngineProfile, HistogramSpec, parse_selector
 
 __all__ = [
-    "CumulativeHistogram", "EngineInterval", "EngineReading", "FloatArray", "LatencyDelta", "interval",
-    "read_engine", "read_engine_text",
+    "MAX_COUNT", "MAX_SUM_S", "VALUE_RANGES", "CumulativeHistogram", "EngineInterval", "EngineReading",
+    "FloatArray", "LatencyDelta", "interval", "read_engine", "read_engine_text",
 ]
 
 FloatArray = npt.NDArray[np.float64]
 _OPTIONAL: Final = ("kv_usage", "max_concurrency", "busy_seconds", *HISTOGRAM_SIGNALS)
+
+VALUE_RANGES: Final[Mapping[str, tuple[float, float]]] = MappingProxyType({
+    "running": (0.0, 1e6), "waiting": (0.0, 1e6), "kv_usage": (0.0, 1.0), "max_concurrency": (0.0, 1e6),
+    "busy_seconds": (0.0, 1e12)})
+"""The range of one series' sample per signal, in the engine's own unit (requests, a ratio, busy
+seconds — 10¹² s is 31,700 years of one GPU); a sample outside it drops that series."""
+MAX_COUNT: Final = float(2**53)
+"""Largest histogram bucket count read (exact as a float); a larger one drops the histogram."""
+MAX_SUM_S: Final = 1e15
+"""Largest ``_sum`` (in the histogram's unit) read; a larger one, or a non-finite one, leaves ``sum_s`` NaN."""
 
 
 def _frozen(a: FloatArray) -> FloatArray:
@@ -131,6 +149,11 @@ def assemble_histogram(expo: Exposition, name: str, unit_s: float) -> tuple[Cumu
         bound = None if le is None else _float_bound(le)
         if bound is None or math.isnan(bound):
             return None, f"histogram {name}: bucket {s.render()} has no numeric le label; histogram dropped"
+        if bound != math.inf and not abs(bound) <= MAX_SUM_S:
+            return None, f"histogram {name}: bucket {s.render()} bound is outside ±1e15; histogram dropped"
+        if not 0.0 <= s.value <= MAX_COUNT:
+            return None, (f"histogram {name}: bucket {s.render()} count {s.value:g} is outside [0, 2^53]; "
+                          f"histogram dropped")
         key = tuple(p for p in s.labels if p[0] != "le")
         groups.setdefault(key, []).append((bound, s.value))
     bounds: FloatArray | None = None
@@ -159,7 +182,10 @@ def assemble_histogram(expo: Exposition, name: str, unit_s: float) -> tuple[Cumu
     assert bounds is not None and total is not None
     sums: dict[tuple[tuple[str, str], ...], float] = {}
     for s in _selected(expo, name, "_sum"):
-        sums[s.labels] = sums.get(s.labels, 0.0) + s.value
+        if abs(s.value) > MAX_SUM_S:  # each term bounded: the sums below cannot overflow
+            sums[s.labels] = math.nan
+        else:
+            sums[s.labels] = sums.get(s.labels, 0.0) + s.value
     sum_s = math.fsum(sums[k] for k in groups) * unit_s if all(k in sums for k in groups) else math.nan
     return CumulativeHistogram(upper_s=_frozen(bounds * unit_s), cumulative=_frozen(total), count=float(total[-1]),
                                sum_s=sum_s, series=len(groups)), None
@@ -194,18 +220,17 @@ def read_engine(expo: Exposition, profile: EngineProfile, *, source: str) -> Eng
             absent(signal)
             continue
         name, got = hit
-        read_from[signal] = name
-        if signal == "kv_usage":
-            v = max(s.value for s in got)
-            if not 0.0 <= v <= 1.0:
-                reason = f"{name}: KV usage {v:g} is outside [0, 1]; not used"
-                dropped.append(reason)
-                del read_from[signal]
-                absent(signal, reason)
+        lo, hi = VALUE_RANGES[signal]
+        kept = tuple(s for s in got if lo <= s.value <= hi)
+        if len(kept) < len(got):
+            bad = [s for s in got if not lo <= s.value <= hi]
+            dropped.extend(f"{s.render()}: {s.value:g} is outside [{lo:g}, {hi:g}]; series dropped" for s in bad)
+            if not kept:
+                absent(signal, dropped[-1])
                 continue
-        else:
-            v = math.fsum(s.value for s in got)
-        values[signal] = v
+        read_from[signal] = name
+        # Every term is within its range: the sum cannot overflow.
+        values[signal] = max(s.value for s in kept) if signal == "kv_usage" else math.fsum(s.value for s in kept)
     for signal in HISTOGRAM_SIGNALS:
         spec: HistogramSpec | None = getattr(profile, signal)
         if spec is None:
