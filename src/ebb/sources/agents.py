@@ -189,8 +189,10 @@ def _merge(pages: list[BucketPage], since_s: float) -> LiveSignals:
         routers = {n: r for b in slot.buckets for n, r in b.routers.items()}
         for n, w in workers.items():
             inflight[n] = w.running + w.waiting
-        # a worker's first answer has no busy share yet: summing it as 0 would understate demand
-        if slot.complete and all(w.prefill_busy_ratio is not None for w in workers.values()):
+        # a worker's first answer has no busy share yet: summing it as 0 would understate demand; a
+        # time where every endpoint an agent polls is missing says nothing of demand
+        silent = not workers and any(b.missing for b in slot.buckets)
+        if slot.complete and not silent and all(w.prefill_busy_ratio is not None for w in workers.values()):
             t_s.append(t)
             prefill.append(sum(w.prefill_busy_ratio or 0.0 for w in workers.values()))
             slots.append(sum(w.slot_ratio for w in workers.values()))

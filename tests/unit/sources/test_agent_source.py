@@ -98,3 +98,10 @@ def test_an_agent_without_buckets_yet_means_the_fleet_is_unknown() -> None:
     pages[B] = BucketPage("b", 100, None, ())
     sig = source(pages).read(0.0)
     assert len(sig.fine.t_s) == 0 and sig.newest_sample_s is None
+
+
+def test_a_time_where_every_polled_endpoint_is_missing_is_no_sample() -> None:
+    page = BucketPage("a", 100, T + 200 * MS, (Bucket(T + 100 * MS, workers={}, missing=("http://w0",)),
+                                                Bucket(T + 200 * MS, workers={"w0": wk(2)})))
+    sig = source({A: page}).read(-math.inf)
+    assert sig.fine.t_s.tolist() == [(T + 200 * MS) / 1e9] and sig.replicas_seen == 1
