@@ -219,7 +219,10 @@ def test_a_failing_endpoint_is_counted_in_metrics_and_left_out_of_buckets(server
         sig = source.read(t0)
     buckets = page["buckets"]
     assert buckets and all(b["missing"] == [dead] and set(b["workers"]) == {"w0"} for b in buckets)
-    assert len(sig.fine.t_s) == 0  # every bucket misses an endpoint: no fleet sum is invented
+    # every bucket misses an endpoint: the samples sum the worker that answered and say it covers one
+    # replica (the controller then blocks scale-down and extrapolates its demand); nothing is invented
+    assert len(sig.fine.t_s) and sig.replicas_seen == 1
+    assert np.allclose(sig.fine.prefill_replicas, 0.3)
     assert sig.inflight_by_replica == {"w0": 2.0}
     errors = [ln for ln in metrics.splitlines() if ln.startswith(f'ebb_agent_poll_errors_total{{endpoint="{dead}"}}')]
     assert errors and float(errors[0].split()[-1]) >= 1
