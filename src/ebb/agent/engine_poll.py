@@ -49,7 +49,7 @@ from typing import Final
 import aiohttp
 
 from ebb.agent.buckets import MAX_NAME_CHARS, EnginePoll
-from ebb.agent.log_limit import LogLimiter, held_note
+from ebb.log_limit import LogLimiter, held_note
 from ebb.errors import ConfigError, InputError, SourceUnavailable
 from ebb.sources.agent_wire import WorkerGauges
 from ebb.sources.engines.profiles import EngineProfile

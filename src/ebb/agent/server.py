@@ -83,7 +83,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ebb.agent.buckets import MAX_STATS_BYTES, BucketAggregator, decode_stats
 from ebb.agent.discovery import MAX_ENDPOINTS, MAX_WORKERS_BYTES, check_endpoint, parse_workers, plan
 from ebb.agent.engine_poll import EnginePoller, read_capped
-from ebb.agent.log_limit import LogLimiter, held_note
+from ebb.log_limit import LogLimiter, held_note
 from ebb.agent.metrics import AgentMetrics
 from ebb.agent.serving import (ClientErrorLogFilter, ConnectionGate, GatedSite, ServerLimits, quiet_client_errors,
                                server_tls_context, token_ok, unauthorized)
@@ -161,7 +161,7 @@ class Agent:
         self._writing = 0
         self._log = LogLimiter()
         self._fail_log = LogLimiter(burst=20)  # all endpoints together: a fleet going down is 20 lines
-        self._discovery_error = ""
+        self._discovery_error = ""  # the last discovery's failure ("" after a success): healthz names it
         self._drops_seen = {"bad_row": 0, **dict.fromkeys(self.aggregator.implausible, 0)}
         self._collisions: tuple[str, ...] = ()
         self._last_ok_s: float | None = None
@@ -227,7 +227,6 @@ class Agent:
 
     async def _main(self) -> None:
         self._last_tick_s = time.monotonic()  # healthz counts from the start, not from construction
-        self._discovery_error = ""  # the last discovery's failure ("" after a success): healthz names it
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         app = web.Application()
@@ -366,12 +365,10 @@ class Agent:
             try:
                 await self._discover(session, src)
                 self._discovery_error = ""
-            except (aiohttp.ClientError, asyncio.TimeoutError, EbbError) as exc:
-                self._discovery_error = f"discovery from {src} failed ({type(exc).__name__}: {str(exc)[:200]})"
-                self._failed(src, exc)
             except Exception as exc:  # keep the current endpoints and try again
-                self._discovery_error = f"discovery from {src} failed ({type(exc).__name__}: {str(exc)[:200]})"
-                self._failed(src, exc, unexpected=True)
+                self._discovery_error = _failure(f"discovery from {src}", exc)
+                expected = isinstance(exc, aiohttp.ClientError | asyncio.TimeoutError | EbbError)
+                self._failed(src, exc, unexpected=not expected)
             await asyncio.sleep(self._discover_s)
 
     async def _discover(self, session: aiohttp.ClientSession, src: str) -> None:
@@ -392,7 +389,7 @@ class Agent:
                 self._apply("pods", tuple(check_endpoint(u) for u in await asyncio.to_thread(self._pods)), 0, "-")
                 self._discovery_error = ""
             except Exception as exc:  # keep the current endpoints and try again
-                self._discovery_error = f"engine pod discovery failed ({type(exc).__name__}: {str(exc)[:200]})"
+                self._discovery_error = _failure("engine pod discovery", exc)
                 if (held := self._log.allow("pods")) is not None:
                     log.warning("engine pod discovery failed (%s: %s); polling the pods known%s", type(exc).__name__,
                                 str(exc)[:300], held_note(held), exc_info=None if isinstance(exc, EbbError) else exc)
@@ -512,3 +509,8 @@ class Agent:
         if why:
             body["reason"] = why
         return web.json_response(body, status=503 if why else 200)
+
+
+def _failure(what: str, exc: BaseException) -> str:
+    """``what failed (Type: message)``, the message cut to 200 characters (what healthz names)."""
+    return f"{what} failed ({type(exc).__name__}: {str(exc)[:200]})"

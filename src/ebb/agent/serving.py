@@ -20,7 +20,7 @@ Security of the server (every number is a :class:`ServerLimits` default):
 
 Refusals are counted (``ebb_agent_refused_requests_total{reason}``,
 ``ebb_agent_refused_connections_total{reason}``) and logged at most once per subject per 10 s
-(:mod:`ebb.agent.log_limit`), on the agent's logger ``ebb.agent.server``. A request aiohttp's parser
+(:mod:`ebb.log_limit`), on the agent's logger ``ebb.agent.server``. A request aiohttp's parser
 refuses is one WARNING line without a traceback, at most one per 10 s
 (:class:`ClientErrorLogFilter`; the router uses it too).
 """
@@ -39,7 +39,7 @@ from typing import Final
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from ebb.agent.log_limit import LogLimiter, held_note
+from ebb.log_limit import LogLimiter, held_note
 from ebb.agent.metrics import AgentMetrics
 from ebb.errors import ConfigError
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -52,6 +51,7 @@ import numpy as np
 
 from ebb.sources.agent_wire import Bucket, BucketPage, Sketch, decode_page_json
 from ebb.errors import InputError, SourceUnavailable
+from ebb.log_limit import LogLimiter, held_note
 from ebb.model.live import LiveSignals
 from ebb.model.observation import FineSignals
 from ebb.sources.http_get import HttpLimits, TlsOptions, check_url, get
@@ -59,8 +59,6 @@ from ebb.sources.http_get import HttpLimits, TlsOptions, check_url, get
 __all__ = ["AgentSource"]
 
 log = logging.getLogger(__name__)
-DROP_LOG_EVERY_S = 10.0
-"""At most one log line per agent per this many seconds about entries its pages dropped."""
 _SLACK_NS = 1_000_000  # ask 1 ms early, then filter with the caller's own float comparison
 
 
@@ -90,7 +88,7 @@ class AgentSource:
         """Agents that did not answer the last read (only non-empty with ``allow_partial``)."""
         self.dropped_total = 0
         """Entries (workers, routers, series) dropped for a value out of range, since the start."""
-        self._dropped_logged: dict[str, tuple[float, int]] = {}  # url -> (last log, held back since)
+        self._drop_log = LogLimiter()
 
     # -- fetching ----------------------------------------------------------------------------
     def _fetch(self, url: str, since_ns: int) -> BucketPage:
@@ -114,17 +112,12 @@ class AgentSource:
         return page
 
     def _note_dropped(self, url: str, dropped: tuple[str, ...]) -> None:
-        """Count the entries a page dropped; log one line per agent per :data:`DROP_LOG_EVERY_S` naming
-        the first and how many were held back (a bad pod costs a line per 10 s, not one per bucket)."""
+        """Count the entries a page dropped; log the first, at most one line per agent per 10 s
+        (:class:`~ebb.log_limit.LogLimiter`): a bad pod costs a line per 10 s, not one per bucket."""
         self.dropped_total += len(dropped)
-        now = time.monotonic()
-        last, held = self._dropped_logged.get(url, (-math.inf, 0))
-        if now - last < DROP_LOG_EVERY_S:
-            self._dropped_logged[url] = (last, held + len(dropped))
-            return
-        self._dropped_logged[url] = (now, 0)
-        more = len(dropped) - 1 + held
-        log.warning("agent %s: %s%s", url, dropped[0], f" (and {more} more dropped since the last line)" if more else "")
+        if (held := self._drop_log.allow(url)) is not None:
+            more = f" ({len(dropped) - 1} more on this page)" if len(dropped) > 1 else ""
+            log.warning("agent %s: %s%s%s", url, dropped[0], more, held_note(held))
 
     def _fetch_all(self, since_ns: int) -> dict[str, BucketPage | SourceUnavailable]:
         if len(self.urls) == 1:

@@ -192,6 +192,7 @@ class ComebackBound:
         self._i = -1
         self.level = 0.0
         self._opening = 0.0  # the largest need of the first _lvl_n records (see opening_need)
+        self._opening_until = cap + self._lvl_n - 1  # the first record index past which none of them is in memory
 
     # -- what the bound holds -------------------------------------------------------------------
     @property
@@ -237,7 +238,7 @@ class ComebackBound:
     def opening_need(self) -> float:
         """The largest need of the first ``level_s`` recorded while any of those records is in memory,
         else 0 (replica units; :attr:`HistoryBound.opening_need_replicas`)."""
-        return self._opening if self._i < len(self._rises) + self._lvl_n - 1 else 0.0
+        return self._opening if self._i < self._opening_until else 0.0
 
     def recent_peak(self, periods: int) -> float:
         """The largest need of the last ``periods`` records (0 before any)."""
@@ -492,7 +493,7 @@ class ComebackBound:
             return out
         index = ahead.first_index + np.arange(len(ahead.values))
         opening = np.maximum(np.maximum.accumulate(np.where(index < self._lvl_n, ahead.values, 0.0)), self._opening)
-        held = np.where(index < len(self._rises) + self._lvl_n - 1, opening, 0.0)
+        held = np.where(index < self._opening_until, opening, 0.0)
         gone = collections.Counter(v for v in ahead.pushed_out.tolist() if not math.isnan(v))
         for v in reversed(self._sorted):  # the largest rise still in the ring after every overwrite
             if gone[v] > 0:

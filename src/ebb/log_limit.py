@@ -1,4 +1,4 @@
-"""Rate-limited logging for the agent: a peer's trouble costs at most one log line per 10 s.
+"""Rate-limited logging: a peer's trouble (an agent's endpoint, a controller's agent) costs one log line per 10 s.
 
 :class:`LogLimiter` allows at most ``burst`` lines (default 1) per subject (an endpoint, a peer, a
 kind of drop) per ``every_s`` (default :data:`LOG_EVERY_S`, 10 s) and counts the lines it held back;
