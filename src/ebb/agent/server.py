@@ -85,8 +85,8 @@ from ebb.agent.discovery import MAX_ENDPOINTS, MAX_WORKERS_BYTES, check_endpoint
 from ebb.agent.engine_poll import EnginePoller, read_capped
 from ebb.log_limit import LogLimiter, held_note
 from ebb.agent.metrics import AgentMetrics
-from ebb.agent.serving import (ClientErrorLogFilter, ConnectionGate, GatedSite, ServerLimits, quiet_client_errors,
-                               server_tls_context, token_ok, unauthorized)
+from ebb.agent.serving import (ClientErrorLogFilter, ConnectionGate, GatedSite, ServerLimits, close_runner,
+                               quiet_client_errors, server_tls_context, token_ok, unauthorized)
 from ebb.sources.agent_wire import encode_bucket_json, page_json
 from ebb.errors import ConfigError, EbbError, InputError
 from ebb.sources.base import MetricSource
@@ -241,6 +241,7 @@ class Agent:
                                max_headers=lim.max_headers, shutdown_timeout=1.0,
                                logger=quiet_client_errors("ebb.agent.http"))
         await runner.setup()
+        site: GatedSite | None = None
         try:
             site = GatedSite(runner, self._bind, self._port, self._gate, self._ssl, lim.tls_handshake_timeout_s)
             await site.start()
@@ -262,7 +263,7 @@ class Agent:
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
         finally:
-            await runner.cleanup()
+            await close_runner(runner, site.listening_fds if site is not None else ())
 
     # -- polling -----------------------------------------------------------------------------
     def _next_end(self, now_ns: int) -> int:

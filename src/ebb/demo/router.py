@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import socket
 import threading
 import time
 from collections import deque
@@ -52,7 +53,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from ebb.agent.serving import quiet_client_errors
+from ebb.agent.serving import close_runner, quiet_client_errors
 from ebb.demo.stats import MAX_BODY_BYTES, BadRequest, CompletionRing, parse_generate, parse_since, stats_envelope
 from ebb.model import live as names
 from ebb.untrusted import loads_json
@@ -156,6 +157,7 @@ class Router:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
+        self._listener: socket.socket | None = None
         self._session: aiohttp.ClientSession | None = None
         self.url = ""
         self.registry = CollectorRegistry()
@@ -218,16 +220,20 @@ class Router:
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0,
                                      logger=quiet_client_errors("ebb.demo.router.http"))
         await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port).start()
-        port = self._runner.addresses[0][1]
-        return f"http://{self.host}:{port}"
+        # our own listening socket, so that teardown can stop accepting before it closes (close_runner)
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        self._listener = socket.create_server((self.host, self.port), family=family, backlog=128)
+        await web.SockSite(self._runner, self._listener).start()
+        port = self._listener.getsockname()[1]
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{port}"
 
     async def _teardown(self) -> None:
         self._closing = True
         while self._queue:
             self._queue.popleft().fut.set_exception(_Closing())
         if self._runner is not None:
-            await self._runner.cleanup()
+            await close_runner(self._runner, [self._listener.fileno()] if self._listener else [])
         if self._session is not None:
             await self._session.close()
         for w in self._workers.values():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
 import threading
 import time
 import urllib.error
@@ -415,3 +417,37 @@ def test_a_malformed_llamacpp_answer_with_no_other_worker_is_a_502(router: Route
 def test_an_unknown_worker_api_is_refused(router: Router) -> None:
     with pytest.raises(ValueError, match="api must be one of ebb, llamacpp"):
         router.add_worker("w", "http://127.0.0.1:1", max_batch=1, api="vllm")
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def hammer(port: int, stop: threading.Event) -> None:
+    """Connect, send one request and hang up, as fast as possible, until ``stop``."""
+    while not stop.is_set():
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
+                s.sendall(b"GET /stats HTTP/1.1\r\nHost: r\r\n\r\n")
+        except OSError:
+            pass
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open descriptors through /proc (Linux)")
+def test_a_router_stopped_while_clients_connect_leaves_no_socket_open() -> None:
+    # On Python 3.11 a connection accepted in the loop iteration that closes the server failed
+    # asyncio's Server._attach assertion and its socket stayed open past the loop (about half of
+    # these stops leaked 1-128 sockets, found as ResourceWarnings in a later test).
+    before = open_fds()
+    for _ in range(10):
+        stop = threading.Event()
+        with Router() as r:
+            port = int(r.url.rsplit(":", 1)[1])
+            clients = [threading.Thread(target=hammer, args=(port, stop)) for _ in range(4)]
+            for c in clients:
+                c.start()
+            time.sleep(0.05)  # connections arriving, not a timing assert
+        stop.set()
+        for c in clients:
+            c.join()
+    assert open_fds() <= before
