@@ -24,9 +24,15 @@ Keeps every guarantee of :mod:`ebb.actuate.base`, plus:
   ``draining`` until their process is gone. A drain longer than ``drain_timeout_s`` is cut short.
 * **Idempotent by decision id**, in memory and, with ``state_file``, on disk (atomic write +
   rename; the newest 10,000 ids, and ``next_id``: a file without it, written before it existed,
-  reads as 0). The file covers the *ids*, not the worker processes: workers die with the actuator
-  (the ebb worker through ``--parent-pid``, llama-server through ``PR_SET_PDEATHSIG``), and a new
-  actuator starts ``initial`` fresh ones, numbered on from ``next_id``.
+  reads as 0). The file covers the *ids*, not the worker processes: workers die with the actuator's
+  process, and a new actuator starts ``initial`` fresh ones, numbered on from ``next_id``.
+* **No worker outlives the actuator's process**, even one killed with SIGKILL: on Linux every worker
+  is started by :func:`ebb.actuate.children.spawn` (the kernel SIGKILLs it when its parent dies,
+  whichever thread started or scaled the fleet). Elsewhere the ebb worker still exits through
+  ``--parent-pid``; other workers are stopped only by ``close()``.
+* **Stopping signals once.** A worker is sent SIGTERM once (``llama-server`` takes a second SIGTERM
+  as an order to exit without cleanup), then SIGKILL after a bounded wait: 15 s for a retired
+  worker, ``close()``'s 15 s, 5 s for one whose scale-up failed.
 * A worker process that exits on its own leaves the fleet (``spec_replicas`` drops; the router
   stops routing to it); the controller sees the smaller fleet and scales up again if needed.
 * ``apply`` holds the actuator's lock while it starts workers (about 1 s per scale-up on a busy
@@ -55,6 +61,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from ebb.actuate.base import ActuationResult, FleetState, ReplicaState
+from ebb.actuate.children import spawn
 from ebb.errors import ConfigError, EbbError, InputError, PermanentError, TransientError
 from ebb.model.ids import DecisionId, ReplicaId
 from ebb.model.observation import ScaleRequest
@@ -90,7 +97,7 @@ class Launch:
     log_path: Path | None = None
     """File (appended) for the process' stdout and stderr; None = stderr inherited, stdout read by us."""
     preexec: Callable[[], None] | None = None
-    """Run in the child before exec (e.g. ask for a signal when the parent dies)."""
+    """Run in the child before exec, after the tether to the parent (:func:`ebb.actuate.children.spawn`)."""
 
 
 class WorkerLauncher(Protocol):
@@ -294,15 +301,16 @@ class LocalActuator:
 
     @staticmethod
     def _terminate(r: _Replica) -> None:
-        if r.term_sent is None and r.proc.poll() is None:
-            r.proc.send_signal(signal.SIGTERM)
-        r.term_sent = time.monotonic()
+        """SIGTERM ``r`` once in its life: nothing if it was sent before or the worker has exited."""
+        if r.term_sent is None:
+            if r.proc.poll() is None:
+                r.proc.send_signal(signal.SIGTERM)
+            r.term_sent = time.monotonic()
 
     @staticmethod
     def _kill(replicas: list[_Replica], grace_s: float = 5.0) -> None:
         for r in replicas:
-            if r.proc.poll() is None:
-                r.proc.send_signal(signal.SIGTERM)
+            LocalActuator._terminate(r)  # not again for one already told: llama-server's 2nd SIGTERM is abrupt
         deadline = time.monotonic() + grace_s
         for r in replicas:
             try:
@@ -459,14 +467,13 @@ def _read_listening(r: _Replica, deadline: float) -> str:
 
 
 def _popen(launch: Launch) -> subprocess.Popen[bytes]:
-    """Start ``launch`` (stdin closed; stdout piped, or both streams appended to its log file)."""
+    """Start ``launch``, tethered to this process (stdin closed; stdout piped, or both streams appended
+    to its log file)."""
     try:
         if launch.log_path is None:
-            return subprocess.Popen(launch.args, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                    preexec_fn=launch.preexec)
+            return spawn(launch.args, stdout=subprocess.PIPE, preexec=launch.preexec)
         with open(launch.log_path, "ab") as log_fh:  # the child keeps its own copy of the descriptor
-            return subprocess.Popen(launch.args, stdout=log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    preexec_fn=launch.preexec)
+            return spawn(launch.args, stdout=log_fh, stderr=subprocess.STDOUT, preexec=launch.preexec)
     except OSError as exc:
         raise ConfigError(f"cannot start worker {launch.args[0]!r}: {exc}; for the ebb worker pass python= an "
                           "interpreter that can import ebb, for llama-server check the binary") from exc

@@ -14,19 +14,17 @@
   ``--metrics -np SLOTS -c SLOTS×CTX -t 1 --host 127.0.0.1 --port P -m MODEL``, each on a free
   port picked here (bound and released just before: if another process takes it first, the server
   exits, leaves the fleet and the controller starts another), ready when ``GET /health`` answers 200,
-  stopped with SIGTERM (llama-server
-  finishes nothing on SIGTERM, so the actuator drains it through the router first). Linux sends
-  the server SIGTERM when the thread that started it exits (``PR_SET_PDEATHSIG``): start and scale
-  from one long-lived thread (the controller's), as ``ebb demo --live`` does.
+  stopped with one SIGTERM (llama-server finishes nothing on SIGTERM, so the actuator drains it
+  through the router first; a second SIGTERM makes it exit without cleanup, which can deadlock it),
+  SIGKILL after a bounded wait. On Linux a server never outlives the process that started it, even
+  one killed with SIGKILL, from whichever thread it was started or scaled: the actuator starts every
+  worker tethered (:func:`ebb.actuate.children.spawn`, ``PR_SET_PDEATHSIG`` = SIGKILL).
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
-import signal
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -188,24 +186,6 @@ def tiny_model(shape: TinyModel = TinyModel()) -> Path:
     return path
 
 
-def _death_signal() -> Callable[[], None] | None:
-    """A pre-exec hook asking Linux to SIGTERM the child when the parent's starting thread exits
-    (``prctl(PR_SET_PDEATHSIG)``); None off Linux. libc is resolved here, in the parent: the hook
-    itself only makes the call (no dlopen, no lock taken between fork and exec)."""
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None  # not Linux: close() still stops every server
-
-    def hook() -> None:
-        prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG = 1
-
-    return hook
-
-
-_DEATH_SIGNAL: Final = _death_signal()
-
-
 @dataclass(frozen=True)
 class LlamaServerLauncher:
     """Starts ``llama-server`` workers for :class:`~ebb.actuate.local.LocalActuator` (see the module docstring).
@@ -231,5 +211,4 @@ class LlamaServerLauncher:
         args = [self.binary, "--metrics", "-np", str(self.slots), "-c", str(self.slots * self.context_tokens),
                 "-t", str(self.threads), "--host", "127.0.0.1", "--port", str(port), "-m", str(self.model),
                 "--no-webui"]
-        return Launch(tuple(args), url=f"http://127.0.0.1:{port}", log_path=self.log_dir / f"{name}.log",
-                      preexec=_DEATH_SIGNAL)
+        return Launch(tuple(args), url=f"http://127.0.0.1:{port}", log_path=self.log_dir / f"{name}.log")

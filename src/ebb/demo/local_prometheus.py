@@ -4,9 +4,11 @@
 TSDB directory and ``--web.enable-lifecycle`` (so ``reload()`` re-reads the config). ``start()``
 returns once ``/-/ready`` answers 200 (at most 30 s; otherwise :class:`~ebb.errors.SourceUnavailable`
 with the log's tail and the fix);
-``stop()`` terminates (SIGTERM, SIGKILL after 10 s), ``kill()`` sends SIGKILL at once (no clean
+``stop()`` terminates (SIGTERM once, SIGKILL after 10 s), ``kill()`` sends SIGKILL at once (no clean
 shutdown: no staleness markers are written, the state a crashed server leaves). ``start()`` again
-reuses the same port and data dir, so a test can bring the server back over its old samples.
+reuses the same port and data dir, so a test can bring the server back over its old samples. On
+Linux the server never outlives the process that started it, even one killed with SIGKILL
+(:func:`ebb.actuate.children.spawn`).
 
 :func:`write_config` writes the config (global intervals + the given scrape configs); the
 file-SD variant tests use is in :mod:`ebb.testing.prometheus`.
@@ -27,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from ebb.actuate.children import spawn, stop
 from ebb.errors import SourceUnavailable
 
 __all__ = ["PROMETHEUS_INSTALL", "LocalPrometheus", "free_port", "prometheus_binary", "write_config"]
@@ -98,8 +101,7 @@ class LocalPrometheus:
                 "--storage.tsdb.retention.time=1d", "--log.level=warn"]
         out = self.log_path.open("ab") if self.log_path is not None else subprocess.DEVNULL
         try:
-            self._proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL)
+            self._proc = spawn(args, stdout=out, stderr=subprocess.STDOUT)
         finally:
             if not isinstance(out, int):
                 out.close()
@@ -140,15 +142,10 @@ class LocalPrometheus:
             resp.read()
 
     def stop(self) -> None:
-        """Clean shutdown: SIGTERM, SIGKILL after 10 s."""
+        """Clean shutdown: SIGTERM once, SIGKILL after 10 s."""
         if self._proc is None:
             return
-        self._proc.terminate()
-        try:
-            self._proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        stop(self._proc, grace_s=10.0)
         self._proc = None
 
     def kill(self) -> None:

@@ -2,7 +2,8 @@
 
 :func:`local_etcd` starts the real binary as a plain process on free ports with its own data
 dir, waits until ``/health`` answers (at most 20 s), yields the client URL and stops it
-(terminate, then kill after 10 s). No systemd, nothing outside loopback.
+(SIGTERM once, SIGKILL after 10 s). No systemd, nothing outside loopback. On Linux etcd never
+outlives the process that started it, even one killed with SIGKILL (:func:`ebb.actuate.children.spawn`).
 
 TLS and auth, for the tests of the ledger's ``--etcd-*`` options: :func:`make_tls_files` writes a
 throwaway CA, a server certificate for ``IP:127.0.0.1``, a client certificate and an unrelated second
@@ -30,6 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ebb.actuate.children import spawn, stop
 
 ETCD_INSTALL = "apt-get install -y etcd-server"
 OPENSSL_INSTALL = "apt-get install -y openssl"
@@ -165,7 +168,7 @@ def local_etcd(binary: str, data_dir: Path, *, log_path: Path | None = None,
     ctx = _context(tls, client_cert_auth)
     out = log_path.open("wb") if log_path is not None else subprocess.DEVNULL
     try:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = spawn(args, stdout=out, stderr=subprocess.STDOUT)
     finally:
         if log_path is not None and not isinstance(out, int):
             out.close()
@@ -186,9 +189,4 @@ def local_etcd(binary: str, data_dir: Path, *, log_path: Path | None = None,
             time.sleep(0.05)
         yield client_url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, grace_s=10.0)

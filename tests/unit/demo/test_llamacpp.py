@@ -205,20 +205,3 @@ def test_the_load_generator_scales_token_counts_up_to_whole_tokens_then_caps_the
         LoadGenerator("http://127.0.0.1:1", tr, tokens_out_scale=0.0)
     with pytest.raises(ConfigError, match="token caps"):
         LoadGenerator("http://127.0.0.1:1", tr, max_tokens_in=0)
-
-
-def test_a_server_gets_sigterm_when_the_thread_that_started_it_exits() -> None:
-    import signal
-    import subprocess
-
-    from ebb.demo.llamacpp import _DEATH_SIGNAL
-    assert _DEATH_SIGNAL is not None
-    procs: list[subprocess.Popen[bytes]] = []
-    t = threading.Thread(target=lambda: procs.append(subprocess.Popen(["sleep", "30"], preexec_fn=_DEATH_SIGNAL)))
-    t.start()
-    t.join()
-    try:
-        assert procs[0].wait(timeout=10) == -signal.SIGTERM
-    finally:
-        procs[0].kill()
-        procs[0].wait()
