@@ -140,3 +140,12 @@ def test_markup_in_a_configuration_cell_is_printed_verbatim(tmp_path: Path) -> N
     res = CliRunner().invoke(app, ["pareto", str(f), "--minimize", "a,b"])
     assert res.exit_code == 0, res.output
     assert "[bold]x[/]" in res.output and "[/y]" in res.output
+
+
+def test_the_table_prints_at_most_500_frontier_rows_and_json_has_them_all(tmp_path: Path) -> None:
+    # 600 rows on the line a + b = 600: none dominates another.
+    f = _write(tmp_path, "cfg,a,b\n" + "".join(f"c{i},{i},{600 - i}\n" for i in range(600)))
+    res = CliRunner().invoke(app, ["pareto", str(f), "--minimize", "a,b"])
+    assert res.exit_code == 0, res.output
+    assert "c499" in res.output and "c500 " not in res.output and "... 100 more on the frontier (see --json)" in res.output
+    assert len(_run(f, "--minimize", "a,b")["frontier"]) == 600

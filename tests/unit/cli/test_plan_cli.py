@@ -91,3 +91,14 @@ def test_the_shipped_example_snapshot_plans_a_cycle() -> None:
     assert out["granted"] == 3
     assert {w["workload"]: w["victims"] for w in out["workloads"]} == {
         "trainer": ["tr-1", "tr-0"], "recs": [], "chat": ["chat-0"]}
+
+
+def test_an_oversized_snapshot_exits_2_on_one_line_naming_the_limit(tmp_path: Path) -> None:
+    from ebb.sim.snapshot import MAX_SNAPSHOT_BYTES
+
+    f = tmp_path / "fleet.yaml"
+    f.write_text(FLEET + "#" * MAX_SNAPSHOT_BYTES)
+    res = subprocess.run([sys.executable, "-c", "from ebb.cli.main import main; main()", "plan", str(f)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert f"over the {MAX_SNAPSHOT_BYTES:,}-byte limit" in res.stderr and "fix:" in res.stderr

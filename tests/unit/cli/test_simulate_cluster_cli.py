@@ -52,3 +52,13 @@ def test_a_broken_scenario_exits_2_with_one_line(tmp_path: Path) -> None:
     res = _ebb("simulate", "--cluster", "s.yaml", "--quiet", cwd=tmp_path)
     assert res.returncode == 2
     assert "services[0].capacity_rps" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_hostile_scenarios_exit_2_with_one_line_naming_the_key(tmp_path: Path) -> None:
+    bomb = SCENARIO + 'generate:\n  - {servegen: m, clients: 2, name: "x{i:>900000000}", class: order-fulfilment}\n'
+    device = SCENARIO.replace("{bundled: azure-conv}", "{trace: /dev/zero}")
+    for name, text, key in (("bomb.yaml", bomb, "generate[0].name"), ("dev.yaml", device, "services[1].arrivals.trace")):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        res = _ebb("simulate", "--cluster", name, "--policy", "ebb", "--quiet", cwd=tmp_path)
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+        assert f"{name}: {key}:" in res.stderr and "fix:" in res.stderr and "Traceback" not in res.stderr

@@ -23,6 +23,13 @@ Guarantees:
 * Gzip files are read transparently (detected by content, so the ``.gz`` suffix is optional).
 * Results satisfy :mod:`ebb.model.trace`'s invariants: read-only numpy columns, ``arrival_s``
   sorted and >= 0, non-negative integer tokens/counts.
+* Errors never echo a file that was not recognised as a trace: format detection that fails says
+  the file's name, the formats expected and the first line's shape (length, fields, control
+  characters), not its text, since a path may name any file. A reader for a recognised or asked-for
+  format may quote one offending cell or header name, ``repr``-escaped and cut to 40 characters
+  (``_common._show``), which is the convention for trace files. Only regular files (and ServeGen
+  folders) are read: a device (``/dev/zero``), FIFO or socket is an :class:`~ebb.errors.InputError`
+  before it is opened, so no read is unbounded.
 * Malformed input raises :class:`~ebb.errors.TraceFormatError` whose message names the file,
   the 1-based line (when one is to blame) and the fix — hostile input included: JSON nested past
   64 levels, integers past int64 (tokens past 10**7, the plausible bound), NUL bytes and random bytes end in that
@@ -102,7 +109,10 @@ def detect_format(path: str | Path) -> str:
         return "servegen"
     if all(_is_counts_line(line) for line in lines):
         return "counts"
-    found = f"; its first line is {first[:120]!r}"
+    # Describe the line's shape, never its text: the path may name any file (a key, /etc/shadow) and
+    # this message reaches terminals, logs and reports.
+    found = (f"; its first line ({len(first):,} characters, {first.count(',') + 1} comma-separated field(s)"
+             f"{', with control characters' if any(ord(c) < 32 and c != chr(9) for c in first) else ''}) matches none")
     raise TraceFormatError(
         f"cannot detect the trace format (not Azure LLM CSV, Mooncake JSONL, ServeGen windows or a count "
         f"series){found}",

@@ -22,6 +22,7 @@ import gzip
 import io
 import logging
 import math
+import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -51,8 +52,14 @@ bound. Sums over MAX_REQUESTS (5 * 10**7) requests stay far inside int64 (5 * 10
 
 
 def is_gzip(path: Path) -> bool:
-    """True when the file starts with the gzip magic bytes."""
+    """True when the file starts with the gzip magic bytes.
+
+    Raises :class:`InputError` for anything but a regular file: a device such as ``/dev/zero`` or a
+    FIFO would never end (or block), so it is refused before it is opened."""
     with _os_errors(path):
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise InputError("not a regular file (a device, FIFO, socket or folder is not read as a trace)",
+                             path=str(path), fix="point at a trace file")
         with path.open("rb") as fh:
             return fh.read(2) == _GZIP_MAGIC
 
