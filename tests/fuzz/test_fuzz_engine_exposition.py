@@ -10,24 +10,39 @@ NaN/Inf, -1, 1e309, integers past float range, NUL, BOM, backslash escapes, ``# 
 flipped bytes, deleted/duplicated runs, truncation, CRLF; plus raw random bytes and over-long lines.
 The properties: the fast parser returns exactly what prometheus_client does; each reader returns a value whose invariants hold (finite samples, monotone
 histograms with a final +inf bound, quantiles never below a bound of a lower bucket) or raises
-:class:`~ebb.errors.InputError` — never anything else. Budgets are fixed (``max_examples``), inputs
-derandomized, and each input has a 2 s deadline, so a hang fails instead of stalling CI.
+:class:`~ebb.errors.InputError` — never anything else.
+
+Folded in from the second review's ``fuzz3.py`` (targets ``expo`` and ``engines``): the agent's whole
+path, a good scrape then a mutated one through :class:`~ebb.agent.engine_poll.EnginePoller` and
+:class:`~ebb.agent.buckets.BucketAggregator`, must give a bucket the controller's wire decoder
+(:func:`~ebb.sources.agent_wire.decode_page_json`) accepts (a refused bucket blinds the controller to
+the whole agent: T3-H1/H2); and an engines file (``docs/examples/engines.yaml`` mutated as text and as
+a document: ``ttft: []``, nulls, numbers as text) is read or refused with one ConfigError line naming
+the file (T3-L1). Budgets are fixed (``max_examples``), inputs derandomized, and each input has a 2 s
+deadline, so a hang fails instead of stalling CI.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
+import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ebb.errors import InputError
-from ebb.sources.engines import PROFILES, interval, parse_exposition, read_dcgm, read_engine_text
+from ebb.agent.buckets import BucketAggregator
+from ebb.agent.engine_poll import EnginePoller
+from ebb.errors import ConfigError, InputError
+from ebb.sources.agent_wire import decode_page_json, encode_bucket_json, page_json
+from ebb.sources.engines import PROFILES, interval, load_engines_file, parse_exposition, read_dcgm, read_engine_text
 
-from mutations import append, delete_run, duplicate, insert, mutate, overwrite, replace, truncate
+from mutations import append, byte, delete_run, duplicate, insert, mutate, mutate_tree, overwrite, replace, truncate
 
 FUZZ = settings(max_examples=400, deadline=timedelta(seconds=2), derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
@@ -178,3 +193,79 @@ def test_the_fast_parser_agrees_with_prometheus_client(case: tuple[str, str | by
                                                        fuzz_tried: Callable[[str], None]) -> None:
     fuzz_tried("engine fast parser agreement")
     assert _outcome(case[1], "fast") == _outcome(case[1], "prometheus_client")
+
+
+AGENT = settings(FUZZ, max_examples=150)
+URL = "http://127.0.0.1:1/metrics"
+T0_NS = 1_800_000_000_000_000_000
+
+
+@AGENT
+@given(case=st.one_of(mutated(), hostile))
+def test_an_agent_bucket_from_a_mutated_scrape_is_one_the_controllers_decoder_accepts(
+        case: tuple[str, str | bytes], fuzz_tried: Callable[[str], None]) -> None:
+    engine, data = case
+    fuzz_tried("engine agent bucket")
+    raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+    first = engine if engine != "dcgm" else "vllm"
+    own = PROFILES[first].kv_usage or PROFILES[first].max_concurrency  # else the agent needs --max-concurrency
+    for name, mc in ((first, None if own else 8), ("llamacpp", 4)):
+        seed = dict(SEEDS)[name].encode()
+        poller, agg = EnginePoller(PROFILES[name], mc), BucketAggregator()
+        agg.add(URL)
+        for k, page in enumerate((seed, raw)):  # a good scrape first, so the second one gives an interval
+            end = T0_NS + k * 100_000_000
+            try:
+                agg.engine_ok(URL, poller.observe(URL, page, 1.0 + 0.1 * k), end)
+            except InputError as exc:
+                assert "\n" not in str(exc)
+            bucket = agg.close(end)
+        decoded = decode_page_json(page_json("a", 100, bucket.ts_ns, [encode_bucket_json(bucket)]), "http://agent")
+        assert len(decoded.buckets) == 1
+
+
+ENGINES_SEED = (Path(__file__).resolve().parents[2] / "docs" / "examples" / "engines.yaml").read_text(encoding="utf-8")
+YAML_TOKENS = ["&a ", "*a", "<<: *a\n", "{", "}", "[", "]", "[]", "{}", "\x00", "\n- ", ": ", "---\n", "'", '"', "NaN",
+               ".inf", "1e309", "1e-3", "1.0e-320", "-1", "0x1F", str(2**64), "~", "null", "true", "\t", "#",
+               "{le=\"+Inf\"}", 'x{a="",a="b"}', "/metrics?x#y"]
+YAML_OPS = [overwrite(chr, 0x2FF), insert(YAML_TOKENS), delete_run(), duplicate(), truncate(), append(YAML_TOKENS)]
+engine_values = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**64), 2**64), st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([[], {}, "", "1e-3", 1e-320, 1e308, 0, [None], ["a", 1], {"names": []}, {"names": ["x"], "unit_s": 0},
+                     {"names": "x", "zz": 1}, ["vllm"], 'x{a="1",a="2"}', "/m?x", "vllm", "ttft", ["ttft", "itl"]]),
+    st.text(max_size=12),
+)
+ENGINE_KEYS = st.sampled_from(["extends", "ttft", "itl", "queue", "required", "kv_usage", "busy_unit_s", "metrics_path",
+                               "default_port", "version", "zz", "1"])
+
+
+@st.composite
+def engines_files(draw: st.DrawFn) -> bytes:
+    kind = draw(st.integers(0, 2))
+    if kind == 0:
+        return mutate(draw, ENGINES_SEED, YAML_OPS).encode("utf-8", "surrogatepass")
+    if kind == 1:
+        return mutate(draw, ENGINES_SEED.encode(), [overwrite(byte, 255), insert([t.encode() for t in YAML_TOKENS]),
+                                                    delete_run(), duplicate(), truncate(),
+                                                    append([t.encode() for t in YAML_TOKENS])])
+    doc = mutate_tree(draw, copy.deepcopy(yaml.safe_load(ENGINES_SEED)), engine_values, ENGINE_KEYS)
+    try:
+        return yaml.safe_dump(doc, sort_keys=False).encode()
+    except yaml.representer.RepresenterError:
+        return str(doc).encode()
+
+
+@settings(FUZZ, max_examples=250)
+@given(data=engines_files())
+def test_engines_files_are_read_or_refused_with_one_config_error_line(
+        data: bytes, tmp_path_factory: pytest.TempPathFactory, fuzz_tried: Callable[[str], None]) -> None:
+    fuzz_tried("engines file")
+    path = tmp_path_factory.getbasetemp() / "fuzz-engines.yaml"
+    path.write_bytes(data)
+    try:
+        engines = load_engines_file(path)
+    except ConfigError as exc:
+        text = str(exc)
+        assert "\n" not in text and text.startswith(f"{path}: ") and "(fix: " in text, text
+        return
+    assert engines and all(p.running and p.waiting for p in engines.values())

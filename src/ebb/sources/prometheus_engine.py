@@ -42,13 +42,27 @@ rows are summed per step and bound: ``done_t_s`` = the step, latency = the bucke
 column NaN. Counts are exact (no ``increase()`` extrapolation). TTFT and end-to-end rows come
 from ``profile.ttft`` and ``profile.e2e``.
 
+**Values, checked one series at a time with the agent's rule** (:data:`~ebb.sources.engines.reading.VALUE_RANGES`,
+imported, the one implementation): a target's ``running``, ``waiting``, max-concurrency gauge or
+KV usage at a step outside its signal's range (negative, NaN, past a million requests, a KV usage
+outside [0, 1]) is dropped alone: the signal is read from what is left at that step (a KV usage
+dropped leaves the max concurrency, and the other way round), and a target without running,
+waiting or any capacity signal left is left out of that step — the other targets still count, and
+``replicas_seen`` falls by one, so the controller blocks a scale-down on it but still sees a
+burst. Each drop is counted in :attr:`EngineMode.series_dropped` (per ``pod/metric``) and logged
+as a WARNING naming the replica, the metric, the value and the range, at most once per ``pod/metric``
+per 10 s (:class:`~ebb.log_limit.LogLimiter`). A step where no target is left is dropped (no data,
+never "no demand"). Prometheus sums a target's series (``engine="0"``/``"1"``) before Ebb sees
+them, so "a series" here is a target's sum per metric: a bad rank inside a sane sum cannot be told apart.
+
 Staleness, kept: ``min by (G) (timestamp(...))`` of the running and waiting series is each
 target's scrape time; a step is kept only when every target's was at most ``max_sample_age_s``
 before it and not after it, and ``newest_sample_s`` is the oldest scrape behind the newest kept
-step. A step is also dropped (reason counted and logged) for: no engine target at all; a target
-without the replica label; two targets naming one replica; running or waiting missing, NaN,
-infinite or negative; a max concurrency that is not > 0, or running above 10 × it; a KV usage
-outside [0, 1]; neither max concurrency nor KV usage; a NaN, infinite or negative prefill share.
+step. A step is also dropped (reason counted and logged once per read) for: no engine target at
+all, or none left after the value checks; a target without the replica label; two targets naming
+one replica; a target missing running or waiting. A target (not the step) is left out, counted
+under its reason, for: running above 10 × its max concurrency; a NaN, infinite or negative prefill
+share; no usable max concurrency or KV usage.
 ``replicas_seen`` is the fewest replicas behind any returned step, as in Ebb mode.
 
 Missing series (checked on every read, before any step): no running series in the whole window —
@@ -63,10 +77,11 @@ InputError naming those metrics. The controller treats either as no data (fail s
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import numpy as np
@@ -74,13 +89,17 @@ import numpy.typing as npt
 
 from ebb.errors import ConfigError, InputError, SourceUnavailable
 from ebb.model.live import LiveSignals
+from ebb.log_limit import LogLimiter, held_note
 from ebb.sources.engines.profiles import EngineProfile, HistogramSpec, MetricSelector, parse_selector
+from ebb.sources.engines.reading import VALUE_RANGES
 from ebb.sources.prometheus_api import PromSeries
 from ebb.sources.prometheus_grid import (Fleet, Grid, Key, age_problem, bucket_bound, per_bucket, signals,
                                          step_increase)
 from ebb.sources.promql import EngineQueries, Selector
 
 __all__ = ["ENGINE_ABSENT", "EngineMode", "engine_signals"]
+
+log = logging.getLogger(__name__)
 
 FloatArray = npt.NDArray[np.float64]
 Fetch = Callable[[str, float, int], dict[str, Grid]]
@@ -89,6 +108,7 @@ Fetch = Callable[[str, float, int], dict[str, Grid]]
 MAX_RUNNING_PER_SLOT: Final = 10.0
 """``running`` above this many times the max concurrency is absurd (a flag or unit mix-up)."""
 NO_ENGINE: Final = "step without any engine target sample"
+NONE_LEFT: Final = "step without any engine target left after the value checks"
 ENGINE_ABSENT: Final = frozenset({NO_ENGINE})
 """Drop reasons that are plain absence (logged at DEBUG, not WARNING)."""
 
@@ -103,6 +123,10 @@ class EngineMode:
     busy_unit_s: float
     queries: EngineQueries
     window_s: float
+    series_dropped: Counter[str] = field(default_factory=Counter, compare=False)
+    """Series dropped by the value checks since construction, per ``pod/metric`` (steps asked for only)."""
+    limiter: LogLimiter = field(default_factory=LogLimiter, compare=False)
+    """One WARNING per ``pod/metric`` per 10 s for those drops."""
 
     @classmethod
     def build(cls, profile: EngineProfile, selector: Selector, window: str, window_s: float, *,
@@ -142,6 +166,11 @@ def _first(grids: Sequence[Grid], key: Key, k: int) -> float | None:
     return next((v for g in grids if (v := g.at(key, k)) is not None), None)
 
 
+def _named(grids: Sequence[Grid], names: Sequence[str], key: Key, k: int) -> tuple[float, str] | None:
+    """:func:`_first` with the profile's metric name the value came from."""
+    return next(((v, n) for g, n in zip(grids, names) if (v := g.at(key, k)) is not None), None)
+
+
 def _answered(grids: Sequence[Grid]) -> bool:
     return any(g.values for g in grids)
 
@@ -175,7 +204,9 @@ def engine_signals(mode: EngineMode, grid: FloatArray, step_s: float, fetch: Fet
     ttft, e2e = each(q.ttft, start - step_s, n + 1), each(q.e2e, start - step_s, n + 1)
     _require(mode, x, probe_up, where)
     drops: Counter[str] = Counter()
-    f = _fleet(mode, grid, x, max_age_s, drops, since_s)
+    bad: dict[tuple[str, str], tuple[float, int]] = {}
+    f = _fleet(mode, grid, x, max_age_s, drops, since_s, bad)
+    _log_series(mode, bad, where)
     rows = _rows(grid, [("ttft", p.ttft, ttft), ("e2e", p.e2e, e2e)], drops, since_s)
     return signals(grid, f, rows, since_s,
                    lambda k: _qps(mode.window_s, float(grid[k]), rows, [("e2e", e2e), ("ttft", ttft)])), drops
@@ -206,14 +237,48 @@ def _require(mode: EngineMode, x: _Read, probe_up: Callable[[], tuple[PromSeries
                          f"usage gauge ({names})", path=where, fix="pass --max-concurrency (e.g. vLLM's --max-num-seqs)")
 
 
+def _checked(mode: EngineMode, signal: str, grids: Sequence[Grid], names: Sequence[str], key: Key, k: int,
+             asked: bool, bad: dict[tuple[str, str], tuple[float, int]]) -> float | None:
+    """The target's value of ``signal`` at step ``k``, or None when absent or outside
+    ``VALUE_RANGES[signal]`` (then noted in ``bad`` per ``(pod, metric)``: a value and the steps, when ``asked``)."""
+    hit = _named(grids, names, key, k)
+    if hit is None:
+        return None
+    v, name = hit
+    lo, hi = VALUE_RANGES[signal]
+    if lo <= v <= hi:  # NaN fails
+        return v
+    if asked:
+        where = (dict(key).get(mode.replica_label, "?"), name)
+        bad[where] = (v, bad.get(where, (v, 0))[1] + 1)
+    return None
+
+
+def _log_series(mode: EngineMode, bad: Mapping[tuple[str, str], tuple[float, int]], where: str) -> None:
+    """Count each dropped series and log it, at most once per ``pod/metric`` per 10 s."""
+    for (pod, metric), (v, steps) in sorted(bad.items()):
+        subject = f"{pod}/{metric}"
+        mode.series_dropped[subject] += steps
+        held = mode.limiter.allow(subject)
+        if held is not None:
+            signal = next(s for s in VALUE_RANGES if metric in mode.profile.names_of(s))
+            lo, hi = VALUE_RANGES[signal]
+            log.warning("Prometheus at %s: %s=%s: %s = %r is outside [%g, %g]; that series dropped at %d step(s) "
+                        "of this read, the other series still count%s", where, mode.replica_label, pod[:80],
+                        metric, v, lo, hi, steps, held_note(held))
+
+
 def _fleet(mode: EngineMode, grid: FloatArray, x: _Read, max_age_s: float, drops: Counter[str],
-           since_s: float) -> Fleet:
+           since_s: float, bad: dict[tuple[str, str], tuple[float, int]]) -> Fleet:
     label = mode.replica_label
+    p = mode.profile
     n = len(grid)
     f = Fleet.empty(n)
     for k in range(n):
         t = float(grid[k])
+        asked = t > since_s
         problems: list[str] = []
+        skipped: list[str] = []
         targets = set().union(*(g.keys_at(k) for g in (*x.running, *x.scraped)))
         if not targets:
             problems.append(NO_ENGINE)
@@ -225,51 +290,56 @@ def _fleet(mode: EngineMode, grid: FloatArray, x: _Read, max_age_s: float, drops
             ts = _first(x.scraped, key, k)
             why = "step with an engine target without a scrape timestamp" if ts is None else \
                 age_problem(t, ts, max_age_s, "engine")
-            r, w = _first(x.running, key, k), _first(x.waiting, key, k)
-            mc = float(mode.max_concurrency) if mode.max_concurrency is not None else \
-                _first(x.max_concurrency, key, k)
-            u = _first(x.kv, key, k)
-            b = _first(x.busy, key, k)
-            share = None if b is None else b * mode.busy_unit_s
-            why = why or _value_problem(r, w, mc, u, share)
             if why is not None:
                 problems.append(why)
+                continue
+            if _first(x.running, key, k) is None or _first(x.waiting, key, k) is None:
+                problems.append("step with an engine target missing running or waiting")
+                continue
+            r = _checked(mode, "running", x.running, p.running, key, k, asked, bad)
+            w = _checked(mode, "waiting", x.waiting, p.waiting, key, k, asked, bad)
+            mc = float(mode.max_concurrency) if mode.max_concurrency is not None else \
+                _checked(mode, "max_concurrency", x.max_concurrency, p.max_concurrency, key, k, asked, bad)
+            u = _checked(mode, "kv_usage", x.kv, p.kv_usage, key, k, asked, bad)
+            b = _first(x.busy, key, k)
+            share = None if b is None else b * mode.busy_unit_s
+            if r is None or w is None:
+                continue  # its running or waiting series was dropped: this target sits the step out
+            why = _value_problem(r, mc or None, u, share)
+            if why is not None:
+                skipped.append(why)
                 continue
             name = labels[label]
             if name in f.inflight[k]:
                 problems.append(f"step with two targets naming one replica ({label}={name!r})")
                 continue
-            assert r is not None and w is not None and ts is not None
+            assert ts is not None  # checked above
             f.slot[k] += min(1.0, max(r / mc if mc else 0.0, u or 0.0))
             f.prefill[k] += min(1.0, share or 0.0)
             f.queued[k] += w
             f.oldest_scrape_s[k] = min(f.oldest_scrape_s[k], ts)
             f.inflight[k][name] = r
             f.seen[k] += 1
+        if targets and not problems and not f.seen[k]:
+            problems.append(NONE_LEFT)  # every target sat out: no data, never "no demand"
+        if asked:
+            drops.update(skipped)
         if problems:
             f.ok[k] = False
-            if t > since_s:
+            if asked:
                 drops[problems[0]] += 1
     return f
 
 
-def _value_problem(r: float | None, w: float | None, mc: float | None, u: float | None,
-                   share: float | None) -> str | None:
-    """Why one target's values at one step cannot count, or None."""
-    if r is None or w is None:
-        return "step with an engine target missing running or waiting"
-    if not (math.isfinite(r) and r >= 0 and math.isfinite(w) and w >= 0):
-        return "step with an engine running or waiting count that is not finite and >= 0"
-    if mc is not None and not (math.isfinite(mc) and mc > 0):
-        return "step with an engine max concurrency that is not finite and > 0"
+def _value_problem(r: float, mc: float | None, u: float | None, share: float | None) -> str | None:
+    """Why one target, its values already in range, cannot count at one step, or None
+    (``mc`` None: no usable max concurrency)."""
     if mc is not None and r > MAX_RUNNING_PER_SLOT * mc:
-        return f"step with an engine running > {MAX_RUNNING_PER_SLOT:g} x max concurrency"
-    if u is not None and not (math.isfinite(u) and 0.0 <= u <= 1.0):
-        return "step with an engine KV usage outside [0, 1]"
+        return f"engine target left out of a step: running > {MAX_RUNNING_PER_SLOT:g} x max concurrency"
     if mc is None and u is None:
-        return "step with an engine target without max concurrency or KV usage"
+        return "engine target left out of a step: no usable max concurrency or KV usage"
     if share is not None and not (math.isfinite(share) and share >= 0.0):
-        return "step with an engine prefill share that is not finite and >= 0"
+        return "engine target left out of a step: a prefill share that is not finite and >= 0"
     return None
 
 

@@ -160,6 +160,33 @@ def test_a_page_without_the_required_gauges_names_the_metric_and_the_engine(tmp_
     assert missing.returncode == 2 and "cannot read" in missing.stderr
 
 
+def test_an_engines_file_with_an_empty_histogram_list_exits_2_with_one_line_naming_file_key_and_fix(
+        tmp_path: Path) -> None:
+    # The review's e15_empty_hist_list.yaml: was an internal error (ValueError) before.
+    engines = tmp_path / "engines.yaml"
+    engines.write_text("engines:\n  myeng:\n    extends: vllm\n    ttft: []\n")
+    page = tmp_path / "scrape.txt"
+    page.write_text('vllm:num_requests_running{model_name="m"} 3\nvllm:num_requests_waiting{model_name="m"} 1\n')
+    res = cli("--engine", "myeng", "--engines-file", str(engines), str(page))
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and res.stdout == "" and len(lines) == 1 and "Traceback" not in res.stderr
+    assert f"{engines}: engines.myeng.ttft: empty list" in lines[0] and "(fix: " in lines[0]
+    assert "internal error" not in lines[0]
+
+
+def test_two_scrapes_across_a_restart_that_climbed_past_the_old_counts_report_the_reset(tmp_path: Path) -> None:
+    def page(created: float, count: int) -> str:
+        return ('vllm:num_requests_running 1\nvllm:num_requests_waiting 0\n'
+                f'vllm:time_to_first_token_seconds_bucket{{le="0.1"}} {count}\n'
+                f'vllm:time_to_first_token_seconds_bucket{{le="+Inf"}} {count}\n'
+                f'vllm:time_to_first_token_seconds_created {created}\n')
+    before, after = tmp_path / "before.txt", tmp_path / "after.txt"
+    before.write_text(page(100.0, 5))
+    after.write_text(page(900.0, 50))  # restarted at 900 and counted 50 since: no decrease anywhere
+    out = probe_json("--engine", "vllm", str(before), str(after))
+    assert out["resets"] == ["ttft"] and "ttft" not in out["latency"]
+
+
 def test_bad_arguments_are_config_errors(tmp_path: Path) -> None:
     f = tmp_path / "x.txt"
     f.write_text("x 1\n")

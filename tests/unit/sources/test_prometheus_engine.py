@@ -251,20 +251,54 @@ def test_two_targets_naming_one_pod_drop_the_step(fake: FakePrometheus, caplog: 
     assert "two targets naming one replica (pod='a')" in caplog.text
 
 
-@pytest.mark.parametrize("running, kv, why", [
-    ({"a": "NaN", "b": 2}, None, "running or waiting count that is not finite"),
-    ({"a": -1, "b": 2}, None, "running or waiting count that is not finite"),
-    ({"a": 81, "b": 2}, None, "running > 10 x max concurrency"),
-    (None, {"a": 1.5, "b": 0.5}, "KV usage outside [0, 1]"),
-])
-def test_malformed_values_drop_the_step_with_a_reason(fake: FakePrometheus, caplog: pytest.LogCaptureFixture,
-                                                      running: dict[str, float | str] | None,
-                                                      kv: dict[str, float] | None, why: str) -> None:
+@pytest.mark.parametrize("running", ["NaN", -1, -47, 2e6])
+def test_a_bad_running_series_drops_that_pod_alone_and_logs_pod_and_metric(
+        fake: FakePrometheus, caplog: pytest.LogCaptureFixture, running: float | str) -> None:
+    # The agent path's rule (VALUE_RANGES), one target's series at a time: pod a sits out, b still counts.
     src = source(fake)
-    fleet(fake, src, running=running, kv=kv)
+    fleet(fake, src, running={"a": running, "b": 2})
+    with caplog.at_level(logging.WARNING, logger="ebb.sources.prometheus_engine"):
+        sig = src.read(995.0)
+    assert sig.fine.t_s.tolist() == [996.0, 997.0, 998.0, 999.0, 1000.0]  # never the whole read
+    assert dict(sig.inflight_by_replica) == {"b": 2.0} and sig.replicas_seen == 1  # the controller sees one missing
+    assert sig.fine.slot_replicas.tolist() == [0.75] * 5 and sig.fine.queued.tolist() == [1.0] * 5
+    assert "pod=a: vllm:num_requests_running = " in caplog.text and "is outside [0, 1e+06]" in caplog.text
+    assert src.engine is not None and src.engine.series_dropped == {"a/vllm:num_requests_running": 5}
+
+
+def test_a_kv_usage_outside_zero_one_drops_that_series_and_the_pod_reads_from_max_concurrency(
+        fake: FakePrometheus, caplog: pytest.LogCaptureFixture) -> None:
+    src = source(fake)
+    fleet(fake, src, kv={"a": 1.5, "b": 0.5})
+    with caplog.at_level(logging.WARNING, logger="ebb.sources.prometheus_engine"):
+        sig = src.read(995.0)
+    assert sig.replicas_seen == 2 and dict(sig.inflight_by_replica) == {"a": 4.0, "b": 2.0}
+    assert sig.fine.slot_replicas.tolist() == [1.0] * 5  # a: 4/8 without its KV series, b: max(2/8, 0.5)
+    assert "pod=a: vllm:kv_cache_usage_perc = 1.5 is outside [0, 1]" in caplog.text
+
+
+def test_series_drops_are_counted_every_read_but_logged_once_per_pod_and_metric_per_ten_seconds(
+        fake: FakePrometheus, caplog: pytest.LogCaptureFixture) -> None:
+    src = source(fake)
+    fleet(fake, src, running={"a": -1, "b": -2})
+    with caplog.at_level(logging.WARNING, logger="ebb.sources.prometheus_engine"):
+        first = src.read(995.0)
+        src.read(995.0)
+    # Every pod sat out: no data, never "no demand".
+    assert len(first.fine.t_s) == 0 and first.replicas_seen is None and first.newest_sample_s is None
+    assert src.engine is not None and src.engine.series_dropped == {
+        "a/vllm:num_requests_running": 10, "b/vllm:num_requests_running": 10}
+    assert caplog.text.count("vllm:num_requests_running = ") == 2  # one line per pod, the second read held
+
+
+def test_running_above_ten_times_max_concurrency_leaves_that_pod_out_with_a_reason(
+        fake: FakePrometheus, caplog: pytest.LogCaptureFixture) -> None:
+    src = source(fake)
+    fleet(fake, src, running={"a": 81, "b": 2})
     with caplog.at_level(logging.WARNING, logger="ebb.sources.prometheus"):
-        assert len(src.read(0.0).fine.t_s) == 0
-    assert why in caplog.text
+        sig = src.read(995.0)
+    assert len(sig.fine.t_s) == 5 and dict(sig.inflight_by_replica) == {"b": 2.0} and sig.replicas_seen == 1
+    assert "5 × engine target left out of a step: running > 10 x max concurrency" in caplog.text
 
 
 def test_a_series_without_the_replica_label_drops_the_step(fake: FakePrometheus) -> None:

@@ -24,7 +24,6 @@ Custom engines: :func:`load_engines_file` reads the YAML format documented in ``
 from __future__ import annotations
 
 import functools
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -36,8 +35,8 @@ from ebb.config.yamlio import config_error, describe, load_mapping, read_config_
 from ebb.errors import ConfigError
 
 __all__ = [
-    "EngineProfile", "HistogramSpec", "MetricSelector", "PROFILES", "SIGNALS", "engine_profile",
-    "load_engines_file", "parse_selector",
+    "EngineProfile", "HistogramSpec", "MetricSelector", "PROFILES", "SIGNALS", "UNIT_S_RANGE", "engine_profile",
+    "load_engines_file", "parse_selector", "path_problem",
 ]
 
 SIGNALS: Final = ("running", "waiting", "kv_usage", "max_concurrency", "busy_seconds", "ttft", "itl", "e2e", "queue")
@@ -56,7 +55,9 @@ class MetricSelector:
     matchers: tuple[tuple[str, str], ...] = ()
 
     def matches(self, labels: tuple[tuple[str, str], ...]) -> bool:
-        return all(pair in labels for pair in self.matchers)
+        """Every pair is among ``labels``; ``key=""`` matches a sample without ``key``, as in PromQL
+        (an empty label value is no label)."""
+        return all(pair in labels or (not pair[1] and all(k != pair[0] for k, _ in labels)) for pair in self.matchers)
 
     def __str__(self) -> str:
         if not self.matchers:
@@ -78,9 +79,33 @@ def parse_selector(text: str) -> MetricSelector:
             mm = _MATCHER.match(inner, pos)
             if mm is None or mm.end() == pos:
                 raise ValueError(f"bad label matcher in {text!r} at {inner[pos:]!r} (write key=\"value\")")
+            if any(k == mm.group(1) for k, _ in pairs):  # no sample carries a label twice: nothing would match
+                raise ValueError(f"label {mm.group(1)!r} is matched twice in {text!r} (keep one {mm.group(1)}=\"...\")")
             pairs.append((mm.group(1), mm.group(2)))
             pos = mm.end()
     return MetricSelector(name, tuple(sorted(pairs)))
+
+
+UNIT_S_RANGE: Final = (1e-9, 3600.0)
+"""Seconds per unit a histogram bound or a busy counter may be in: nanoseconds to hours. Outside it a
+bound or a busy total times the unit underflows to 0 or overflows past any engine's lifetime."""
+
+
+def _unit_ok(x: object) -> bool:
+    return (isinstance(x, (int, float)) and not isinstance(x, bool)
+            and UNIT_S_RANGE[0] <= x <= UNIT_S_RANGE[1])  # NaN fails the comparison
+
+
+def path_problem(path: object) -> str | None:
+    """Why ``path`` cannot be an engine's metrics path, or None."""
+    if not (isinstance(path, str) and path.startswith("/")):
+        return f"metrics_path must start with '/', got {path!r:.80}"
+    if any(c in path for c in "?#@ ") or len(path) > 256:
+        # an endpoint URL never carries a query or fragment (ebb.agent's check_endpoint): a path
+        # with one would make every discovered pod refused, an agent polling nothing
+        return (f"metrics_path must be a plain path (no '?', '#', '@' or space, at most 256 "
+                f"characters), got {path[:80]!r}")
+    return None
 
 
 def _check_names(what: str, names: tuple[str, ...]) -> None:
@@ -103,8 +128,9 @@ class HistogramSpec:
         _check_names("histogram names", self.names)
         if not self.names:
             raise ValueError("a histogram needs at least one family name")
-        if not (isinstance(self.unit_s, (int, float)) and math.isfinite(self.unit_s) and self.unit_s > 0):
-            raise ValueError(f"unit_s must be a finite number > 0, got {self.unit_s!r}")
+        if not _unit_ok(self.unit_s):
+            raise ValueError(f"unit_s must be a number in [{UNIT_S_RANGE[0]:g}, {UNIT_S_RANGE[1]:g}], "
+                             f"got {self.unit_s!r}")
 
 
 @dataclass(frozen=True)
@@ -143,15 +169,12 @@ class EngineProfile:
             spec = getattr(self, f)
             if spec is not None and not isinstance(spec, HistogramSpec):
                 raise ValueError(f"{f} must be a HistogramSpec or None, got {spec!r}")
-        if not (isinstance(self.busy_unit_s, (int, float)) and math.isfinite(self.busy_unit_s) and self.busy_unit_s > 0):
-            raise ValueError(f"busy_unit_s must be a finite number > 0, got {self.busy_unit_s!r}")
-        if not (isinstance(self.metrics_path, str) and self.metrics_path.startswith("/")):
-            raise ValueError(f"metrics_path must start with '/', got {self.metrics_path!r}")
-        if any(c in self.metrics_path for c in "?#@ ") or len(self.metrics_path) > 256:
-            # an endpoint URL never carries a query or fragment (ebb.agent's check_endpoint): a path
-            # with one would make every discovered pod refused, an agent polling nothing
-            raise ValueError(f"metrics_path must be a plain path (no '?', '#', '@' or space, at most 256 "
-                             f"characters), got {self.metrics_path[:80]!r}")
+        if not _unit_ok(self.busy_unit_s):
+            raise ValueError(f"busy_unit_s must be a number in [{UNIT_S_RANGE[0]:g}, {UNIT_S_RANGE[1]:g}], "
+                             f"got {self.busy_unit_s!r}")
+        why = path_problem(self.metrics_path)
+        if why is not None:
+            raise ValueError(why)
         if not (isinstance(self.default_port, int) and not isinstance(self.default_port, bool)
                 and 1 <= self.default_port <= 65535):
             raise ValueError(f"default_port must be in 1..65535, got {self.default_port!r}")
@@ -284,8 +307,8 @@ PROFILES: Final[Mapping[str, EngineProfile]] = MappingProxyType(
 _LIST_KEYS: Final = ("running", "waiting", "kv_usage", "max_concurrency", "busy_seconds", "required")
 _STR_KEYS: Final = ("title", "source", "enable_hint", "metrics_path", "notes")
 _KEYS: Final = frozenset(_LIST_KEYS + _STR_KEYS + HISTOGRAM_SIGNALS + ("extends", "busy_unit_s", "default_port"))
-_SHAPE = ("engines:\n  NAME:\n    title: ...\n    source: ...\n    running: [metric]\n    waiting: [metric]\n"
-          "(see docs/engines.md)")
+_SHAPE = ("write engines: {NAME: {title: ..., source: ..., running: [metric], waiting: [metric]}} (one line: "
+          "errors are one line; see docs/engines.md)")
 
 
 def _names(src: str, key: str, value: Any) -> tuple[str, ...]:
@@ -293,7 +316,8 @@ def _names(src: str, key: str, value: Any) -> tuple[str, ...]:
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise config_error(src, key, f"expected a list of metric names, got {describe(value)}",
-                           'write e.g. [vllm:num_requests_running] or [\'name{label="value"}\']')
+                           'write e.g. [vllm:num_requests_running] or [\'name{label="value"}\']'
+                           + ("; to keep the extended engine's names, leave the key out" if value is None else ""))
     for v in value:
         try:
             parse_selector(v)
@@ -304,17 +328,32 @@ def _names(src: str, key: str, value: Any) -> tuple[str, ...]:
 
 
 def _number(src: str, key: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise config_error(src, key, f"expected a number > 0, got {describe(value)}",
-                           "seconds per unit: 1 for s, 0.001 for ms, 0.000001 for µs")
-    return float(value)
+    """A seconds-per-unit value in :data:`UNIT_S_RANGE`; a number YAML 1.1 read as text (``1e-3``, no
+    dot) is named as such, since the file looks right."""
+    if _unit_ok(value):
+        return float(value)
+    fix = "seconds per unit: 1 for s, 0.001 for ms, 0.000001 for µs"
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            pass
+        else:
+            raise config_error(src, key, f"{describe(value)} is text to YAML (a number in exponent form needs a "
+                               "dot)", f"write it with a dot, e.g. 1.0e-3, or as a decimal: {fix}")
+    lo, hi = UNIT_S_RANGE
+    raise config_error(src, key, f"expected a number in [{lo:g}, {hi:g}], got {describe(value)}", fix)
 
 
 def _histogram(src: str, key: str, value: Any) -> HistogramSpec | None:
     if value is None:
         return None
     if isinstance(value, (str, list)):
-        return HistogramSpec(_names(src, key, value))
+        names = _names(src, key, value)
+        if not names:
+            raise config_error(src, key, "empty list", "list at least one histogram family name, or write "
+                               f"`{key.rsplit('.', 1)[-1]}: null` for none")
+        return HistogramSpec(names)
     if not isinstance(value, dict):
         raise config_error(src, key, f"expected a mapping {{names: [...], unit_s: 1}}, got {describe(value)}",
                            "write names: [family] and optionally unit_s")
@@ -325,7 +364,8 @@ def _histogram(src: str, key: str, value: Any) -> HistogramSpec | None:
         raise config_error(src, f"{key}.names", "missing", "list the histogram family names (without _bucket)")
     names = _names(src, f"{key}.names", value["names"])
     if not names:
-        raise config_error(src, f"{key}.names", "empty", "list at least one histogram family name")
+        raise config_error(src, f"{key}.names", "empty", "list at least one histogram family name, or write "
+                           f"`{key.rsplit('.', 1)[-1]}: null` for none")
     unit = _number(src, f"{key}.unit_s", value.get("unit_s", 1.0))
     return HistogramSpec(names, unit)
 
@@ -358,6 +398,8 @@ def _engine(src: str, name: str, doc: Any, builtins: Mapping[str, EngineProfile]
                 raise config_error(src, f"{where}.{key}", f"expected a string, got {describe(doc[key])}",
                                    "quote the value")
             kw[key] = doc[key]
+    if "metrics_path" in doc and (why := path_problem(doc["metrics_path"])) is not None:
+        raise config_error(src, f"{where}.metrics_path", why, "write the path alone, e.g. /metrics")
     for key in _LIST_KEYS:
         if key in doc:
             kw[key] = _names(src, f"{where}.{key}", doc[key]) if key != "required" else _required(src, where, doc[key])
@@ -380,10 +422,20 @@ def _engine(src: str, name: str, doc: Any, builtins: Mapping[str, EngineProfile]
         raise config_error(src, f"{where}.source", "empty", "cite where the metric names come from (file, version)")
     if base and "source" not in doc:
         kw["source"] = f"extends {doc['extends']}: {kw['source']}"
+    if "required" in doc:
+        undefined = [s for s in kw["required"] if not _defined(kw.get(s))]
+        if undefined:
+            raise config_error(src, f"{where}.required", f"{', '.join(undefined)} required but given no metric names",
+                               f"add {undefined[0]} names to this engine, or drop it from required")
     try:
         return EngineProfile(**kw)
     except ValueError as exc:
         raise config_error(src, where, str(exc), "see docs/engines.md") from None
+
+
+def _defined(value: Any) -> bool:
+    """A signal's value in a profile's keywords names at least one metric."""
+    return bool(value.names if isinstance(value, HistogramSpec) else value)
 
 
 def _required(src: str, where: str, value: Any) -> tuple[str, ...]:
@@ -405,8 +457,9 @@ def load_engines_file(path: Path) -> dict[str, EngineProfile]:
     extra = sorted(str(k) for k in doc if k not in ("version", "engines"))
     if extra:
         raise config_error(src, extra[0], "unknown top-level key", "the file has `version: 1` and `engines:`")
-    if doc.get("version", 1) != 1:
-        raise config_error(src, "version", f"unsupported version {describe(doc.get('version'))}", "write version: 1")
+    version = doc.get("version", 1)
+    if type(version) is not int or version != 1:  # not True, not 1.0: a version is a whole number
+        raise config_error(src, "version", f"unsupported version {describe(version)}", "write version: 1")
     engines = doc.get("engines")
     if not isinstance(engines, dict) or not engines:
         raise config_error(src, "engines", f"expected a non-empty mapping, got {describe(engines)}", _SHAPE)

@@ -25,9 +25,23 @@ the scrape, never the agent's page). A histogram count past :data:`MAX_COUNT` (2
 counts stop being exact; 285 years at a million observations a second) drops the histogram, a
 ``_sum`` past :data:`MAX_SUM_S` leaves ``sum_s`` NaN: no sum can overflow.
 
-Per interval (:func:`interval`): per-bucket deltas of the cumulative counts. Any decrease (a
-counter reset: the engine restarted) or a changed bound set drops that signal for the interval and
-names it in ``resets``; the busy ratio is Δbusy_s / dt clamped to [0, 1], None after a reset.
+A series repeated with the same labels (Prometheus itself refuses such a scrape) counts once: the
+first is read, the others dropped with a reason, so a duplicated line never doubles a gauge or a sum.
+
+Restarts: :attr:`EngineReading.started_s` is ``process_start_time_seconds`` (the Python client's
+process collector: vLLM, SGLang), and :attr:`EngineReading.created` the ``*_created`` timestamps of
+the series each counter signal was read from (``X_created`` for a histogram family ``X`` or a
+counter ``X_sum``/``X_total``/``X_count``, per label set; prometheus_client exports them).
+
+Per interval (:func:`interval`): per-bucket deltas of the cumulative counts. A counter signal is
+**reset** — dropped for the interval and named in ``resets`` — when any of its cumulative values
+decreased, its bound set changed, the process start time changed (every counter signal), or a
+``_created`` timestamp of one of its label sets changed or that label set vanished. The busy ratio is
+Δbusy_s / dt clamped to [0, 1], None after a reset. **Undetectable**: a counter that resets and
+climbs past its old value between two scrapes on a page with neither ``process_start_time_seconds``
+nor ``_created`` series (TGI, llama.cpp, Triton: not Python clients) reads as a plain increase, so
+that interval undercounts (it misses the observations up to the old value); scraping at least
+once per restart time bounds it to one interval.
 :meth:`LatencyDelta.quantile_ms` returns the **upper bound** of the bucket holding the rank, so a
 P99 read from it is never below the true P99 (inf when the rank falls in the ``+Inf`` bucket).
 """
@@ -36,7 +50,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
@@ -45,7 +59,8 @@ import numpy.typing as npt
 
 from ebb.errors import InputError
 from ebb.sources.engines.exposition import Exposition, Sample, parse_exposition
-from ebb.sources.engines.profiles import HISTOGRAM_SIGNALS, EngineProfile, HistogramSpec, parse_selector
+from ebb.sources.engines.profiles import (HISTOGRAM_SIGNALS, EngineProfile, HistogramSpec, MetricSelector,
+                                          parse_selector)
 
 __all__ = [
     "MAX_COUNT", "MAX_SUM_S", "VALUE_RANGES", "CumulativeHistogram", "EngineInterval", "EngineReading",
@@ -110,19 +125,52 @@ class EngineReading:
     dropped: tuple[str, ...]
     """Every reason something was left out: parse and validation."""
     source: str = ""
+    started_s: float | None = None
+    """``process_start_time_seconds`` (the largest when several), None when the page has none."""
+    created: Mapping[str, Mapping[tuple[tuple[str, str], ...], float]] = field(
+        default_factory=lambda: MappingProxyType({}))
+    """Per counter signal read (``busy_seconds`` and the histograms): its ``_created`` timestamp per label
+    set (without ``le``); a signal whose series carry none is absent."""
 
 
-def _selected(expo: Exposition, text: str, suffix: str = "") -> tuple[Sample, ...]:
+def _selected(expo: Exposition, text: str, suffix: str = "", dropped: list[str] | None = None, *,
+              unique: bool = True) -> tuple[Sample, ...]:
+    """The samples of ``text`` + ``suffix`` matching its label matchers; with ``unique`` each label set
+    once (the first; a repeat is named in ``dropped`` when given)."""
     sel = parse_selector(text)
     got = expo.series(sel.name + suffix)
-    if not sel.matchers:
+    if sel.matchers:
+        got = tuple(s for s in got if sel.matches(s.labels))
+    if not unique:
         return got
-    return tuple(s for s in got if sel.matches(s.labels))
+    seen: dict[tuple[tuple[str, str], ...], None] = {}
+    kept: list[Sample] = []
+    for s in got:
+        if s.labels in seen:
+            if dropped is not None:
+                dropped.append(f"{s.render()}: the same series appears twice; the first is read")
+            continue
+        seen[s.labels] = None
+        kept.append(s)
+    return got if len(kept) == len(got) else tuple(kept)
 
 
-def _first(expo: Exposition, names: tuple[str, ...]) -> tuple[str, tuple[Sample, ...]] | None:
+_CREATED_FROM: Final = ("_sum", "_total", "_count")
+
+
+def _created(expo: Exposition, text: str, histogram: bool) -> dict[tuple[tuple[str, str], ...], float]:
+    """The ``_created`` timestamps of counter ``text`` (a histogram family when ``histogram``), per label set."""
+    sel = parse_selector(text)
+    base = sel.name
+    if not histogram:
+        base = next((base.removesuffix(x) for x in _CREATED_FROM if base.endswith(x)), base)
+    found = _selected(expo, str(MetricSelector(base, sel.matchers)), "_created")
+    return {s.labels: s.value for s in found}
+
+
+def _first(expo: Exposition, names: tuple[str, ...], dropped: list[str]) -> tuple[str, tuple[Sample, ...]] | None:
     for n in names:
-        got = _selected(expo, n)
+        got = _selected(expo, n, dropped=dropped)
         if got:
             return n, got
     return None
@@ -140,7 +188,7 @@ def assemble_histogram(expo: Exposition, name: str, unit_s: float) -> tuple[Cumu
 
     (None, None) when the family has no ``_bucket`` sample at all.
     """
-    buckets = _selected(expo, name, "_bucket")
+    buckets = _selected(expo, name, "_bucket", unique=False)  # a repeated bound drops the histogram below
     if not buckets:
         return None, None
     groups: dict[tuple[tuple[str, str], ...], list[tuple[float, float]]] = {}
@@ -181,11 +229,9 @@ def assemble_histogram(expo: Exposition, name: str, unit_s: float) -> tuple[Cumu
             total = total + c
     assert bounds is not None and total is not None
     sums: dict[tuple[tuple[str, str], ...], float] = {}
-    for s in _selected(expo, name, "_sum"):
-        if abs(s.value) > MAX_SUM_S:  # each term bounded: the sums below cannot overflow
-            sums[s.labels] = math.nan
-        else:
-            sums[s.labels] = sums.get(s.labels, 0.0) + s.value
+    for s in _selected(expo, name, "_sum"):  # one per label set
+        # each term bounded: the sum below cannot overflow
+        sums[s.labels] = math.nan if abs(s.value) > MAX_SUM_S else s.value
     sum_s = math.fsum(sums[k] for k in groups) * unit_s if all(k in sums for k in groups) else math.nan
     return CumulativeHistogram(upper_s=_frozen(bounds * unit_s), cumulative=_frozen(total), count=float(total[-1]),
                                sum_s=sum_s, series=len(groups)), None
@@ -202,6 +248,8 @@ def read_engine(expo: Exposition, profile: EngineProfile, *, source: str) -> Eng
     missing: list[str] = []
     values: dict[str, float] = {}
     histograms: dict[str, CumulativeHistogram] = {}
+    created: dict[str, Mapping[tuple[tuple[str, str], ...], float]] = {}
+    starts = expo.series("process_start_time_seconds")
 
     def absent(signal: str, why: str = "") -> None:
         if signal in profile.required:
@@ -215,7 +263,7 @@ def read_engine(expo: Exposition, profile: EngineProfile, *, source: str) -> Eng
         names = profile.names_of(signal)
         if not names:
             continue
-        hit = _first(expo, names)
+        hit = _first(expo, names, dropped)
         if hit is None:
             absent(signal)
             continue
@@ -229,6 +277,9 @@ def read_engine(expo: Exposition, profile: EngineProfile, *, source: str) -> Eng
                 absent(signal, dropped[-1])
                 continue
         read_from[signal] = name
+        if signal == "busy_seconds":
+            if stamps := _created(expo, name, histogram=False):
+                created[signal] = MappingProxyType(stamps)
         # Every term is within its range: the sum cannot overflow.
         values[signal] = max(s.value for s in kept) if signal == "kv_usage" else math.fsum(s.value for s in kept)
     for signal in HISTOGRAM_SIGNALS:
@@ -248,6 +299,8 @@ def read_engine(expo: Exposition, profile: EngineProfile, *, source: str) -> Eng
             else:
                 histograms[signal] = hist
                 read_from[signal] = family
+                if stamps := _created(expo, family, histogram=True):
+                    created[signal] = MappingProxyType(stamps)
             break
         if not found:
             absent(signal)
@@ -265,7 +318,8 @@ def read_engine(expo: Exposition, profile: EngineProfile, *, source: str) -> Eng
         kv_usage_ratio=values.get("kv_usage"), max_concurrency=max_conc,
         busy_s_total=None if busy is None else busy * profile.busy_unit_s,
         histograms=MappingProxyType(histograms), read_from=MappingProxyType(read_from),
-        missing=tuple(dict.fromkeys(missing)), dropped=tuple(dropped), source=source)
+        missing=tuple(dict.fromkeys(missing)), dropped=tuple(dict.fromkeys(dropped)), source=source,
+        started_s=max(s.value for s in starts) if starts else None, created=MappingProxyType(created))
 
 
 def read_engine_text(text: str | bytes, profile: EngineProfile, *, source: str) -> EngineReading:
@@ -320,7 +374,7 @@ class EngineInterval:
     latency: Mapping[str, LatencyDelta]
     """Per histogram signal present in both scrapes and not reset."""
     resets: tuple[str, ...]
-    """Signals whose cumulative values went backwards (or whose bucket bounds changed): dropped."""
+    """Counter signals reset in the interval (see the module docstring): dropped."""
 
 
 def interval(prev: EngineReading, cur: EngineReading, dt_s: float) -> EngineInterval:
@@ -331,10 +385,19 @@ def interval(prev: EngineReading, cur: EngineReading, dt_s: float) -> EngineInte
     if prev.engine != cur.engine:
         raise ValueError(f"readings of different engines: {prev.engine!r} then {cur.engine!r}")
     resets: list[str] = []
+    restarted = prev.started_s is not None and cur.started_s is not None and prev.started_s != cur.started_s
+
+    def recreated(signal: str) -> bool:
+        """The process restarted, or a label set's ``_created`` stamp changed or vanished."""
+        if restarted:
+            return True
+        p, c = prev.created.get(signal), cur.created.get(signal)
+        return p is not None and c is not None and any(c.get(k) != v for k, v in p.items())
+
     busy: float | None = None
     if prev.busy_s_total is not None and cur.busy_s_total is not None:
         d = cur.busy_s_total - prev.busy_s_total
-        if d < 0:
+        if d < 0 or recreated("busy_seconds"):
             resets.append("busy_seconds")
         else:
             busy = min(1.0, max(0.0, d / dt_s))
@@ -343,7 +406,7 @@ def interval(prev: EngineReading, cur: EngineReading, dt_s: float) -> EngineInte
         p = prev.histograms.get(key)
         if p is None:
             continue
-        if not np.array_equal(p.upper_s, c.upper_s):
+        if not np.array_equal(p.upper_s, c.upper_s) or recreated(key):
             resets.append(key)
             continue
         dc = c.cumulative - p.cumulative

@@ -64,7 +64,7 @@ engines:
     ("engines:\n  x:\n    title: X\n    source: s\n    running: [r]\n    waiting: [w]\n    default_port: 70000\n",
      "engines.x.default_port"),
     ("engines:\n  x:\n    title: X\n    source: s\n    running: [r]\n    waiting: [w]\n    required: [ttft]\n",
-     "engines.x"),
+     "engines.x.required"),
     ("engines:\n  x:\n    title: X\n    source: s\n    running: [r]\n    waiting: [w]\n    required: [colour]\n",
      "engines.x.required"),
     ("engines:\n  vllm:\n    title: X\n    source: s\n    running: [r]\n    waiting: [w]\n", "engines.vllm"),
@@ -82,6 +82,41 @@ def test_each_bad_key_is_a_config_error_naming_the_file_and_the_key(tmp_path: Pa
         load_engines_file(path)
     assert str(e.value).startswith(f"{path}: {key}: "), str(e.value)
     assert "(fix: " in str(e.value)
+
+
+# The review's engines-file fuzz class (T3-L1): each hostile file is one ConfigError naming the key and the fix.
+@pytest.mark.parametrize("body, key, says", [
+    ("engines:\n  x:\n    extends: vllm\n    ttft: []\n", "engines.x.ttft", "write `ttft: null` for none"),
+    ("engines:\n  x:\n    extends: vllm\n    queue: []\n", "engines.x.queue", "empty list"),
+    ("engines:\n  x:\n    extends: vllm\n    ttft: {names: [], unit_s: 1}\n", "engines.x.ttft.names", "empty"),
+    ("engines:\n  x: {extends: vllm, running: null}\n", "engines.x.running", "leave the key out"),
+    ("engines:\n  x:\n    extends: vllm\n    running: ['r{m=\"a\",m=\"b\"}']\n", "engines.x.running",
+     "'m' is matched twice"),
+    ("engines:\n  x:\n    extends: vllm\n    metrics_path: \"/metrics?x=1#frag\"\n", "engines.x.metrics_path",
+     "write the path alone"),
+    ("engines:\n  x:\n    extends: vllm\n    ttft: {names: [t], unit_s: 1e-3}\n", "engines.x.ttft.unit_s",
+     "'1e-3' is text to YAML"),
+    ("engines:\n  x:\n    extends: vllm\n    ttft: {names: [t], unit_s: 1.0e-320}\n", "engines.x.ttft.unit_s",
+     "expected a number in [1e-09, 3600]"),
+    ("engines:\n  x:\n    extends: vllm\n    busy_unit_s: 1.0e+308\n", "engines.x.busy_unit_s", "in [1e-09, 3600]"),
+    ("engines:\n  x:\n    extends: llamacpp\n    required: [ttft, ttft, kv_usage]\n", "engines.x.required",
+     "ttft required but given no metric names"),
+    ("version: 1.0\nengines:\n  x: {extends: vllm}\n", "version", "write version: 1"),
+    ("version: true\nengines:\n  x: {extends: vllm}\n", "version", "write version: 1"),
+])
+def test_hostile_engines_files_are_one_config_error_naming_key_and_fix(tmp_path: Path, body: str, key: str,
+                                                                         says: str) -> None:
+    path = write(tmp_path, body)
+    with pytest.raises(ConfigError) as e:
+        load_engines_file(path)
+    assert str(e.value).startswith(f"{path}: {key}: ") and "(fix: " in str(e.value), str(e.value)
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_an_empty_label_matcher_matches_samples_without_that_label_as_promql_does() -> None:
+    sel = parse_selector('x{a="",b="1"}')
+    assert sel.matches((("b", "1"),)) and sel.matches((("a", ""), ("b", "1")))
+    assert not sel.matches((("a", "2"), ("b", "1"))) and not sel.matches((("a", ""),))
 
 
 def test_unreadable_and_broken_files_are_config_errors(tmp_path: Path) -> None:

@@ -139,6 +139,52 @@ def test_counter_resets_drop_that_signal_for_the_interval() -> None:
     assert interval(a, c, 1.0).resets == ("ttft",)
 
 
+def _created(ttft_created: float, busy_created: float, start: float | None = None) -> str:
+    out = (f'vllm:time_to_first_token_seconds_created{{engine="0"}} {ttft_created}\n'
+           f'vllm:request_prefill_time_seconds_created{{engine="0",model_name="m"}} {busy_created}\n')
+    return out + ("" if start is None else f"process_start_time_seconds {start}\n")
+
+
+def test_a_reset_that_climbs_past_the_old_value_is_seen_from_the_created_series() -> None:
+    # Between the scrapes the engine restarted and counted more than before: no decrease anywhere.
+    a = read_engine_text(scrape(ttft=[1, 3, 4, 5], busy=10.0, extra=_created(100.0, 100.0)), VLLM, source="s")
+    b = read_engine_text(scrape(ttft=[2, 30, 40, 50], busy=11.0, extra=_created(500.0, 100.0)), VLLM, source="s")
+    iv = interval(a, b, 1.0)
+    assert iv.resets == ("ttft",) and iv.latency == {} and iv.busy_ratio == 1.0  # busy's own stamp is unchanged
+    assert a.created["ttft"] == {(("engine", "0"),): 100.0}
+    # Unchanged stamps: a plain interval.
+    c = read_engine_text(scrape(ttft=[2, 30, 40, 50], busy=11.0, extra=_created(100.0, 100.0)), VLLM, source="s")
+    assert interval(a, c, 1.0).resets == () and interval(a, c, 1.0).latency["ttft"].count == 45
+
+
+def test_a_changed_process_start_time_resets_every_counter_signal() -> None:
+    a = read_engine_text(scrape(ttft=[1, 3, 4, 5], busy=10.0, extra=_created(1.0, 1.0, start=1.7e9)), VLLM, source="s")
+    b = read_engine_text(scrape(ttft=[2, 30, 40, 50], busy=11.0, extra=_created(1.0, 1.0, start=1.7e9 + 60)),
+                         VLLM, source="s")
+    assert a.started_s == 1.7e9
+    iv = interval(a, b, 1.0)
+    assert set(iv.resets) == {"busy_seconds", "ttft"} and iv.busy_ratio is None and iv.latency == {}
+    # A page without either (TGI, llama.cpp): undetectable, documented; the counters read as an increase.
+    p = read_engine_text(scrape(ttft=[1, 3, 4, 5], busy=10.0), VLLM, source="s")
+    q = read_engine_text(scrape(ttft=[2, 30, 40, 50], busy=11.0), VLLM, source="s")
+    assert p.started_s is None and p.created == {} and interval(p, q, 1.0).resets == ()
+
+
+def test_a_vanished_label_set_with_a_created_stamp_is_a_reset() -> None:
+    two = ('vllm:time_to_first_token_seconds_created{engine="0"} 5\n'
+           'vllm:time_to_first_token_seconds_created{engine="1"} 5\n')
+    a = read_engine_text(scrape(ttft=[1, 3, 4, 5], extra=two), VLLM, source="s")
+    b = read_engine_text(scrape(ttft=[1, 3, 4, 6], extra=two.splitlines()[0] + "\n"), VLLM, source="s")
+    assert interval(a, b, 1.0).resets == ("ttft",)
+
+
+def test_a_series_repeated_with_the_same_labels_counts_once() -> None:
+    r = read_engine_text(scrape(running=3, extra='vllm:num_requests_running{engine="0",model_name="m"} 3\n'), VLLM,
+                         source="s")
+    assert r.running == 3.0
+    assert any("the same series appears twice; the first is read" in d for d in r.dropped)
+
+
 def test_busy_ratio_is_clamped_and_interval_checks_its_arguments() -> None:
     a = read_engine_text(scrape(busy=0.0), VLLM, source="s")
     b = read_engine_text(scrape(busy=5.0), VLLM, source="s")
