@@ -23,7 +23,11 @@ Ebb ``/stats`` endpoint. ``--max-concurrency N`` gives the slots per pod when th
 report them (llama.cpp: its ``-np``); an engine that reports neither that nor KV usage exits 2 without
 it. ``--poll-ms`` (100-1000; the bucket length) sets the poll period. On Kubernetes, ``--pod-selector
 app=vllm --node-name $NODE_NAME [--pod-port 8000] [--pod-namespace NS]`` discovers the Running, Ready
-engine pods on this node every second (:mod:`ebb.agent.kube_pods`; ``pip install 'ebb[k8s]'``).
+engine pods on this node every second (:mod:`ebb.agent.kube_pods`; ``pip install 'ebb[k8s]'``);
+``--pod-service vllm`` instead reads them from that Service's EndpointSlices (RBAC ``endpointslices
+list``, no access to pods or their env: what ``deploy/examples/vllm`` uses). ``--pod-port`` is a
+number or a port name (resolved per pod, so hostNetwork pods sharing the node's IP on different
+ports stay apart).
 ``--dcgm URL`` reads the GPUs from a DCGM exporter instead of NVML.
 
 NVML: ``--nvml`` requires it (exit 2 with the install command when ``nvidia-ml-py`` is missing or no
@@ -40,6 +44,7 @@ import signal
 import threading
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -49,6 +54,9 @@ from ebb.agent.serving import ServerLimits, server_tls_context
 from ebb.cli.app import app
 from ebb.errors import ConfigError, MissingExtraError, SourceUnavailable
 from ebb.sources.base import MetricSource
+
+if TYPE_CHECKING:
+    from ebb.agent.kube_pods import EndpointSliceLister, PodLister
 
 __all__ = ["TOKEN_ENV", "agent_command", "open_nvml", "read_token"]
 
@@ -138,16 +146,20 @@ def agent_command(
                                             "pods on this node, e.g. app=vllm."),
     node_name: str | None = typer.Option(None, "--node-name", envvar="NODE_NAME", help="This node's name "
                                          "(default: $NODE_NAME)."),
-    pod_port: int | None = typer.Option(None, "--pod-port", help="Engine port on the pods (default: the "
-                                        "engine's usual port)."),
+    pod_service: str | None = typer.Option(None, "--pod-service", help="Discover the engine pods on this node "
+                                           "from this Service's EndpointSlices (instead of --pod-selector)."),
+    pod_port: str | None = typer.Option(None, "--pod-port", help="Engine port on the pods: a number or a port "
+                                        "name (default: the engine's usual port)."),
     pod_namespace: str = typer.Option("default", "--pod-namespace", envvar="POD_NAMESPACE",
                                       help="Namespace of the engine pods."),
     dcgm: str | None = typer.Option(None, "--dcgm", help="DCGM exporter URL to read the GPUs from (instead of NVML)."),
 ) -> None:
     """Run the node agent: 100 ms sketch buckets at /v1/buckets, Prometheus text at /metrics."""
-    if not endpoint and endpoints_from is None and pod_selector is None:
-        raise ConfigError("ebb agent needs --endpoint URL (repeatable), --endpoints-from ROUTER_URL or "
-                          "--pod-selector K=V with --engine")
+    if not endpoint and endpoints_from is None and pod_selector is None and pod_service is None:
+        raise ConfigError("ebb agent needs --endpoint URL (repeatable), --endpoints-from ROUTER_URL, "
+                          "--pod-service NAME or --pod-selector K=V with --engine")
+    if pod_selector is not None and pod_service is not None:
+        raise ConfigError("--pod-selector and --pod-service both discover engine pods: give one")
     if poll_ms is not None:
         if not 100 <= poll_ms <= 1000:
             raise ConfigError(f"--poll-ms must be in [100, 1000], got {poll_ms}")
@@ -159,8 +171,9 @@ def agent_command(
         from ebb.sources.engines.profiles import engine_profile
 
         profile = engine_profile(engine, engines_file)
-    elif pod_selector is not None or max_concurrency is not None or engines_file is not None:
-        raise ConfigError("--pod-selector, --max-concurrency and --engines-file need --engine NAME")
+    elif (pod_selector is not None or pod_service is not None or max_concurrency is not None
+          or engines_file is not None):
+        raise ConfigError("--pod-selector, --pod-service, --max-concurrency and --engines-file need --engine NAME")
     if bucket_ms < 1 or not 0 <= port < 65536:
         raise ConfigError(f"--bucket-ms must be >= 1 and --port in [0, 65535], got {bucket_ms}, {port}")
     if max_endpoints < 1 or max_connections < 1:
@@ -174,12 +187,15 @@ def agent_command(
     limits = ServerLimits(max_connections=max_connections,
                           max_connections_per_peer=min(ServerLimits.max_connections_per_peer, max_connections))
     # built before NVML is opened, so a bad URL or token exits 2 without touching the GPUs
-    pods = None
-    if pod_selector is not None and profile is not None:
-        from ebb.agent.kube_pods import PodLister
+    pods: PodLister | EndpointSliceLister | None = None
+    if (pod_selector is not None or pod_service is not None) and profile is not None:
+        from ebb.agent.kube_pods import EndpointSliceLister, PodLister, parse_port_flag
 
-        pods = PodLister(pod_selector, node_name or "", pod_port or profile.default_port, namespace=pod_namespace,
-                         metrics_path=profile.metrics_path)
+        where = parse_port_flag(pod_port) if pod_port is not None else profile.default_port
+        pods = (EndpointSliceLister(pod_service, node_name or "", where, namespace=pod_namespace,
+                                    metrics_path=profile.metrics_path) if pod_service is not None
+                else PodLister(pod_selector or "", node_name or "", where, namespace=pod_namespace,
+                               metrics_path=profile.metrics_path))
     agent = Agent([] if profile else endpoint, port=port, bucket_ms=bucket_ms, name=name,
                   endpoints_from=endpoints_from, bind=bind, token=token, protect_metrics=protect_metrics,
                   ssl_context=tls, limits=limits, max_endpoints=max_endpoints, engine=profile,

@@ -3,7 +3,7 @@
 No real API server can run on the build machines, so the Kubernetes actuator is tested against
 this fake. It is **not** a Kubernetes API server: it serves plain HTTP on 127.0.0.1 (no TLS, no
 authentication, no authorization — RBAC is checked separately, by mapping :attr:`requests` to the
-rules in ``deploy/rbac.yaml``), keeps everything in memory, and implements these nine endpoints and
+rules in ``deploy/rbac.yaml``), keeps everything in memory, and implements these ten endpoints and
 nothing more (anything else answers 404, an unsupported patch type 415):
 
 =======  =====================================================================  ==================
@@ -18,6 +18,7 @@ PATCH    ``/api/v1/namespaces/{ns}/pods/{name}``                                
 POST     ``/api/v1/namespaces/{ns}/pods/{name}/eviction``                       pods/eviction create
 GET      ``/api/v1/nodes/{name}``                                               nodes get
 POST     ``/api/v1/namespaces/{ns}/events``                                     events create
+GET      ``/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices?...``         discovery.k8s.io/endpointslices list
 =======  =====================================================================  ==================
 
 What it models, roughly as upstream does:
@@ -44,6 +45,15 @@ What it models, roughly as upstream does:
   ``!=``, comma-joined); any other field answers 400 as upstream does. :meth:`add_pod` adds a
   standalone pod (no owner) with a node, a pod IP, a phase and a Ready condition that stays as
   set (:meth:`set_pod_ready` changes it), as the agent's engine-pod discovery needs.
+* **EndpointSlices** (:mod:`ebb.testing.kube_slices`): the EndpointSlice controller keeps, for every
+  Service added with :meth:`add_service`, the slices upstream's would (endpoints with addresses,
+  conditions, ``nodeName``, ``targetRef``; named target ports resolved per pod), synchronously
+  before every request; a slice keeps its name while its group exists and gets a new
+  ``resourceVersion`` only when its content changes. Lists filter by ``labelSelector`` (e.g.
+  ``kubernetes.io/service-name=NAME``); ``fieldSelector`` accepts only ``metadata.name`` and
+  ``metadata.namespace`` (else 400, as upstream); ``limit`` pages with a ``continue`` token over one
+  consistent snapshot, and :meth:`compact` expires the issued tokens (410 ``Expired``).
+  ``watch`` is not served (400): nothing in Ebb watches.
 * **Fault injection**: :meth:`inject` makes the next N requests to a path answer 409, 429 (with
   ``Retry-After``) or 500; :meth:`before` runs a callback before a matching request is served
   (a concurrent writer). :attr:`requests` logs every request (verb, path, status, body).
@@ -89,6 +99,13 @@ from ebb.testing.kube_wire import (
     scale_view,
     status_body,
     unsupported_media_type,
+)
+from ebb.testing.kube_slices import (
+    EXPIRED_MESSAGE,
+    decode_continue,
+    desired_slices,
+    encode_continue,
+    slice_field_selector,
 )
 
 __all__ = ["FakeKubeApiServer", "Fault", "RequestRecord", "rbac_permission"]
@@ -137,6 +154,11 @@ class FakeKubeApiServer:
         self.nodes: dict[str, dict[str, Any]] = {}
         self.pdbs: dict[tuple[str, str], dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
+        self.services: dict[tuple[str, str], dict[str, Any]] = {}
+        self.slices: dict[tuple[str, str], dict[str, Any]] = {}
+        self._slice_names: dict[tuple[Any, ...], str] = {}
+        self._snapshots: dict[int, tuple[str, list[dict[str, Any]]]] = {}  # id → (resourceVersion, items)
+        self._snapshot_seq = 0
         self.requests: list[RequestRecord] = []
         self._faults: list[Fault] = []
         self._hooks: list[tuple[str, str, Callable[[], None], list[int]]] = []
@@ -259,9 +281,32 @@ class FakeKubeApiServer:
                     and (terminating is None or ("deletionTimestamp" in p["metadata"]) == terminating)]
             return [p["metadata"]["name"] for p in sorted(pods, key=age_key)]
 
+    def add_service(self, name: str, selector: Mapping[str, str], ports: Mapping[str, int | str], *,
+                    namespace: str = "default", port: int = 80) -> None:
+        """A Service selecting ``selector``; ``ports`` maps each port name to its ``targetPort`` (a
+        number, or a container port name resolved per pod). The EndpointSlice controller follows it."""
+        with self._lock:
+            self.services[(namespace, name)] = {
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": name, "namespace": namespace, "uid": str(uuid.uuid4()),
+                             "resourceVersion": self._next_rv()},
+                "spec": {"selector": dict(selector),
+                         "ports": [{"name": n, "port": port + i, "targetPort": t, "protocol": "TCP"}
+                                   for i, (n, t) in enumerate(ports.items())]}}
+            self._sync_slices()
+
+    def compact(self) -> None:
+        """Forget every list snapshot: the ``continue`` tokens issued so far answer 410 Expired."""
+        with self._lock:
+            self._snapshots.clear()
+
     def add_pod(self, name: str, labels: Mapping[str, str], *, node: str, ip: str = "", namespace: str = "default",
-                phase: str = "Running", ready: bool = True, terminating: bool = False) -> None:
-        """A standalone pod (no owner, no Deployment reconciles it) whose readiness stays as given."""
+                phase: str = "Running", ready: bool = True, terminating: bool = False,
+                ports: Mapping[str, int] | None = None, host_network: bool = False) -> None:
+        """A standalone pod (no owner, no Deployment reconciles it) whose readiness stays as given.
+
+        ``ports``: its container's named ports. ``host_network``: the pod IP is the node's, as
+        upstream sets it, so two such pods on one node share ``ip``."""
         now = self._clock()
         with self._lock:
             self.pods[(namespace, name)] = {
@@ -270,8 +315,12 @@ class FakeKubeApiServer:
                              "resourceVersion": self._next_rv(), "creationTimestamp": now_text(now),
                              "labels": dict(labels), "annotations": {},
                              **({"deletionTimestamp": now_text(now)} if terminating else {})},
-                "spec": {"nodeName": node, "containers": [{"name": "engine", "image": "ebb/fake-engine:1"}]},
-                "status": {"phase": phase, **({"podIP": ip} if ip else {}),
+                "spec": {"nodeName": node, **({"hostNetwork": True} if host_network else {}),
+                         "containers": [{"name": "engine", "image": "ebb/fake-engine:1",
+                                         **({"ports": [{"name": n, "containerPort": p, "protocol": "TCP"}
+                                                       for n, p in ports.items()]} if ports else {})}]},
+                "status": {"phase": phase, **({"podIP": ip, "podIPs": [{"ip": ip}]} if ip else {}),
+                           **({"hostIP": ip} if host_network and ip else {}),
                            "conditions": [{"type": "Ready", "status": "True" if ready else "False",
                                            "lastTransitionTime": now_text(now)}]},
                 "_created_s": now, "_fixed_ready": True,
@@ -367,6 +416,7 @@ class FakeKubeApiServer:
                 fault.times -= 1
                 return fault_response(fault.status, fault.retry_after_s)
         self._reconcile()
+        self._sync_slices()
         for verb, pattern, route, _ in ROUTES:
             m = pattern.match(path)
             if verb == method and m:
@@ -456,6 +506,64 @@ class FakeKubeApiServer:
             self._terminate(pod, self._clock())
             self._reconcile()
         return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    def _sync_slices(self) -> None:
+        """Run the EndpointSlice controller: keep each Service's slices equal to :func:`desired_slices`."""
+        keep: set[tuple[str, str]] = set()
+        for (ns, svc), service in self.services.items():
+            seen: dict[tuple[Any, ...], int] = {}
+            for want in desired_slices(service, (p for (pns, _n), p in self.pods.items() if pns == ns)):
+                group = (ns, svc, want["addressType"], tuple((p["name"], p["port"]) for p in want["ports"]))
+                seen[group] = seen.get(group, -1) + 1
+                key = (*group, seen[group])
+                if key not in self._slice_names:  # generateName: SERVICE-xxxxx
+                    self._slice_names[key] = f"{svc}-{uuid.uuid4().hex[:5]}"
+                name = self._slice_names[key]
+                old = self.slices.get((ns, name))
+                body = {**want, "metadata": {**want["metadata"], "name": name,
+                                             "generateName": f"{svc}-",
+                                             "uid": old["metadata"]["uid"] if old else str(uuid.uuid4())}}
+                if old is None or {k: v for k, v in old.items() if k != "metadata"} != \
+                        {k: v for k, v in body.items() if k != "metadata"}:
+                    body["metadata"]["resourceVersion"] = self._next_rv()
+                    self.slices[(ns, name)] = body
+                keep.add((ns, name))
+        for k in [k for k in self.slices if k not in keep]:
+            del self.slices[k]
+        live = set(keep)
+        self._slice_names = {k: n for k, n in self._slice_names.items() if (k[0], n) in live}
+
+    def _list_endpointslices(self, *, ns: str, query: dict[str, str], **_: Any) -> tuple[int, dict[str, Any]]:
+        if query.get("watch") in ("1", "true"):
+            raise ApiError(400, status_body(400, "BadRequest", "the fake API server serves no watch"))
+        limit = int(query.get("limit") or 0)
+        if limit < 0:
+            raise ApiError(400, status_body(400, "BadRequest", "limit must be non-negative"))
+        token = query.get("continue", "")
+        if token:
+            if query.get("resourceVersion") not in (None, "", "0"):
+                raise ApiError(400, status_body(400, "BadRequest",
+                                                "specifying resource version is not allowed when using continue"))
+            snap_id, offset = decode_continue(token)
+            if snap_id not in self._snapshots:
+                raise ApiError(410, status_body(410, "Expired", EXPIRED_MESSAGE))
+            rv, snapshot = self._snapshots[snap_id]
+        else:
+            match = parse_selector(query.get("labelSelector", ""))
+            fields = slice_field_selector(query.get("fieldSelector", ""))
+            snapshot = [public_view(s) for (sns, name), s in sorted(self.slices.items())
+                        if sns == ns and match(s["metadata"]["labels"])
+                        and fields.get("metadata.name", name) == name and fields.get("metadata.namespace", ns) == ns]
+            self._snapshot_seq += 1
+            snap_id, offset, rv = self._snapshot_seq, 0, str(self._rv)
+        end = offset + limit if limit else len(snapshot)
+        meta: dict[str, Any] = {"resourceVersion": rv}
+        if end < len(snapshot):
+            self._snapshots[snap_id] = (rv, snapshot)
+            meta["continue"] = encode_continue(snap_id, end)
+            meta["remainingItemCount"] = len(snapshot) - end
+        return 200, {"kind": "EndpointSliceList", "apiVersion": "discovery.k8s.io/v1", "metadata": meta,
+                     "items": snapshot[offset:end]}
 
     def _get_node(self, *, name: str, **_: Any) -> tuple[int, dict[str, Any]]:
         node = self.nodes.get(name)

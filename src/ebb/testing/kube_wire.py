@@ -53,6 +53,8 @@ ROUTES: tuple[tuple[str, re.Pattern[str], str, str], ...] = (
     ("PATCH", re.compile(rf"^/api/v1{_NS}/pods/(?P<name>[^/]+)$"), "patch_pod", " pods patch"),
     ("POST", re.compile(rf"^/api/v1{_NS}/pods/(?P<name>[^/]+)/eviction$"), "evict", " pods/eviction create"),
     ("GET", re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$"), "get_node", " nodes get"),
+    ("GET", re.compile(rf"^/apis/discovery.k8s.io/v1{_NS}/endpointslices$"), "list_endpointslices",
+     "discovery.k8s.io endpointslices list"),
     ("POST", re.compile(rf"^/api/v1{_NS}/events$"), "create_event", " events create"),
 )
 _MODIFIED = "the object has been modified; please apply your changes to the latest version and try again"

@@ -42,6 +42,51 @@ def test_only_the_controller_reaches_etcd_and_only_prometheus_scrapes_the_contro
     assert names == {str({"app.kubernetes.io/name": "ebb-controller"}), str({"app.kubernetes.io/name": "prometheus"})}
 
 
+def egress(name: str) -> set[tuple[str, str, int]]:
+    """(destination, protocol, port) the policy allows; destination is ``any`` or the peer as text."""
+    out = set()
+    for rule in policies()[name]["egress"]:
+        for peer in rule.get("to") or [None]:
+            for p in rule["ports"]:
+                out.add(("any" if peer is None else str(peer), p.get("protocol", "TCP"), p["port"]))
+    return out
+
+
+def test_egress_is_denied_unless_allowed_and_each_pod_reaches_only_its_peers() -> None:
+    p = policies()
+    deny = p["default-deny-egress"]
+    assert deny["podSelector"] == {} and deny["policyTypes"] == ["Egress"] and "egress" not in deny
+    dns = str({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+               "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}})
+    assert p["ebb-dns-egress"]["podSelector"] == {} and egress("ebb-dns-egress") == {(dns, "UDP", 53), (dns, "TCP", 53)}
+
+    def pod(name: str) -> str:
+        return str({"podSelector": {"matchLabels": {"app.kubernetes.io/name": name}}})
+    prom = str({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}})
+    assert egress("ebb-controller-egress") == {("any", "TCP", 443), ("any", "TCP", 6443), (pod("etcd"), "TCP", 2379),
+                                               (pod("ebb-agent"), "TCP", 9401), (prom, "TCP", 9090)}
+    serving = str({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "serving"}}})
+    assert egress("ebb-agent-egress") == {(serving, "TCP", 8080), (serving, "TCP", 8000)}
+    assert egress("ebb-etcd-egress") == {(pod("etcd"), "TCP", 2380)}
+    for name in ("ebb-controller-egress", "ebb-agent-egress", "ebb-etcd-egress"):
+        assert p[name]["policyTypes"] == ["Egress"]
+
+
+def test_egress_ports_match_the_controllers_and_agents_urls() -> None:
+    """Every URL the shipped args name is on a port its pod's egress allows (a moved port fails here)."""
+    from urllib.parse import urlsplit
+
+    allowed = {n: {port for _, _, port in egress(f"ebb-{n}-egress")} for n in ("controller", "agent")}
+    for f, n in (("controller-deployment.yaml", "controller"), ("agent-daemonset.yaml", "agent")):
+        (d,) = docs(f)
+        urls = [a.split("=", 1)[1] for a in d["spec"]["template"]["spec"]["containers"][0]["args"]
+                if "=" in a and "://" in a]
+        assert urls, f
+        for u in urls:
+            assert urlsplit(u.replace("etcd+https", "https").replace("etcd://", "http://")).port in allowed[n], u
+
+
 def test_the_policies_ports_are_the_ones_the_containers_listen_on() -> None:
     ports = {}
     for f, kind in (("controller-deployment.yaml", "ebb-controller"), ("agent-daemonset.yaml", "ebb-agent")):
@@ -50,11 +95,15 @@ def test_the_policies_ports_are_the_ones_the_containers_listen_on() -> None:
     assert ports["ebb-controller"] == {9400} and ports["ebb-agent"] == {9401}
 
 
+def policy_named(name: str, kind: str = "ValidatingAdmissionPolicy") -> dict[str, Any]:
+    (found,) = [d for d in docs("admission-policy.yaml") if d["kind"] == kind and d["metadata"]["name"] == name]
+    return found
+
+
 def admits(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """The messages of the validations the update ``old → new`` fails (empty: admitted)."""
     celpy = pytest.importorskip("celpy", reason="cel-python (a dev dependency) evaluates the policy's CEL")
-    (policy, _binding) = docs("admission-policy.yaml")
-    spec = policy["spec"]
+    spec = policy_named("ebb-controller-pod-patch")["spec"]
     env = celpy.Environment()
 
     def ev(expr: str, act: dict[str, Any]) -> Any:
@@ -94,7 +143,49 @@ def test_the_controller_may_set_the_pod_deletion_cost_and_nothing_else() -> None
 
 
 def test_the_policy_applies_to_the_controller_identity_only() -> None:
-    (policy, binding) = docs("admission-policy.yaml")
-    (cond,) = policy["spec"]["matchConditions"]
-    assert "system:serviceaccount:ebb-system:ebb-controller" in cond["expression"]
-    assert binding["spec"]["validationActions"] == ["Deny"] and policy["spec"]["failurePolicy"] == "Fail"
+    for name in ("ebb-controller-pod-patch", "ebb-controller-eviction"):
+        policy, binding = policy_named(name), policy_named(name, "ValidatingAdmissionPolicyBinding")
+        (cond,) = policy["spec"]["matchConditions"]
+        assert "system:serviceaccount:ebb-system:ebb-controller" in cond["expression"]
+        assert binding["spec"]["validationActions"] == ["Deny"] and policy["spec"]["failurePolicy"] == "Fail"
+        assert binding["spec"]["policyName"] == name
+        assert binding["spec"]["matchResources"]["namespaceSelector"]["matchLabels"] == {
+            "kubernetes.io/metadata.name": "serving"}
+
+
+def evicts(pod_name: str, eviction: dict[str, Any] | None = None) -> list[str]:
+    """The messages of the eviction policy's validations an eviction of ``pod_name`` fails. The request
+    is what the API server passes: ``object`` = the Eviction, ``oldObject`` = null, ``request.name``
+    = the pod's name (the pod and its labels are not passed)."""
+    celpy = pytest.importorskip("celpy", reason="cel-python (a dev dependency) evaluates the policy's CEL")
+    spec = policy_named("ebb-controller-eviction")["spec"]
+    rule = spec["matchConstraints"]["resourceRules"][0]
+    assert rule["resources"] == ["pods/eviction"] and rule["operations"] == ["CREATE"]
+    assert "variables" not in spec and not any("oldObject" in v["expression"] for v in spec["validations"])
+    body = eviction or {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod_name,
+                                                                                    "namespace": "serving"}}
+    env = celpy.Environment()
+    act = {"object": celpy.json_to_cel(body), "oldObject": None,
+           "request": celpy.json_to_cel({"name": pod_name, "namespace": "serving", "subResource": "eviction",
+                                         "userInfo": {"username": "x"}})}
+    return [v["message"] for v in spec["validations"] if not env.program(env.compile(v["expression"])).evaluate(act)]
+
+
+def test_the_controller_may_evict_only_the_scaled_deployments_pods() -> None:
+    assert evicts("llm-serving-7c9b4f6d8-x7k2p") == []
+    for other in ("llm-serving-canary-7c9b4f6d8-x7k2p", "llm-serving-0", "payments-7c9b4f6d8-x7k2p",
+                  "llm-serving-7c9b4f6d8-x7k2p-extra", "llm-serving-7c9b4f6d8-X7K2P", "llm-serving"):
+        assert evicts(other) == ["ebb-controller may only evict pods of the Deployment it scales"], other
+    forced = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "llm-serving-7c9b4f6d8-x7k2p"},
+              "deleteOptions": {"gracePeriodSeconds": 0}}
+    assert evicts("llm-serving-7c9b4f6d8-x7k2p", forced) == ["ebb-controller may not set deleteOptions on an eviction"]
+
+
+def test_the_eviction_fence_names_the_deployment_the_controller_scales() -> None:
+    import re as _re
+
+    (dep,) = docs("controller-deployment.yaml")
+    args = dict(a.lstrip("-").split("=", 1) for a in dep["spec"]["template"]["spec"]["containers"][0]["args"]
+                if "=" in a)
+    expr = policy_named("ebb-controller-eviction")["spec"]["validations"][0]["expression"]
+    assert _re.search(r"'\^([a-z0-9-]+)-\[", expr).group(1) == args["deployment"]  # type: ignore[union-attr]

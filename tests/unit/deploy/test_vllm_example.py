@@ -153,10 +153,12 @@ def test_ebb_pods_keep_every_hardening_rule_of_the_base(docs: list[dict[str, Any
             assert c["resources"] == b["resources"] and c["ports"] == b["ports"]
 
 
-def test_the_agent_may_only_list_pods_in_the_serving_namespace(docs: list[dict[str, Any]]) -> None:
-    role, binding = one(docs, "Role", "ebb-agent-pods"), one(docs, "RoleBinding", "ebb-agent-pods")
+def test_the_agent_may_only_list_endpointslices_in_the_serving_namespace(docs: list[dict[str, Any]]) -> None:
+    """T3-M6: no grant on pods (whose env a pod list returns), only the slices discovery reads."""
+    role = one(docs, "Role", "ebb-agent-endpointslices")
+    binding = one(docs, "RoleBinding", "ebb-agent-endpointslices")
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "serving"
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+    assert role["rules"] == [{"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list"]}]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "ebb-agent", "namespace": "ebb-system"}]
     spec = one(docs, "DaemonSet", "ebb-agent")["spec"]["template"]["spec"]
     assert spec["automountServiceAccountToken"] is True
@@ -185,14 +187,20 @@ def test_names_labels_ports_and_concurrency_agree_across_the_files(docs: list[di
     assert [r["resourceNames"] for r in role["rules"] if r["apiGroups"] == ["apps"]] == [["vllm"], ["vllm"]]
     fence = one(docs, "ValidatingAdmissionPolicy", "ebb-controller-pod-patch")["spec"]["validations"][0]["expression"]
     assert "== 'vllm'" in fence
-    assert agent["pod-selector"] == ",".join(f"{k}={v}" for k, v in labels.items())
+    assert "pod-selector" not in agent and agent["pod-service"] == "vllm"
     # how it is read: one engine, one concurrency, one port
     assert agent["engine"] == ctrl["engine"] == "vllm"
     assert agent["max-concurrency"] == ctrl["max-concurrency"] == vllm_args["max-num-seqs"]
     port = int(vllm_args["port"])
-    assert int(agent["pod-port"]) == port and c["ports"] == [{"name": "http", "containerPort": port, "protocol": "TCP"}]
+    assert c["ports"] == [{"name": "http", "containerPort": port, "protocol": "TCP"}]
     svc = one(docs, "Service", "vllm")
     assert svc["spec"]["selector"] == labels and svc["spec"]["ports"][0]["targetPort"] == "http"
+    # the agent's port is the Service port's name: its EndpointSlices carry it with the pod's number
+    assert agent["pod-port"] == svc["spec"]["ports"][0]["name"] == "http"
+    evict = one(docs, "ValidatingAdmissionPolicy", "ebb-controller-eviction")["spec"]["validations"][0]["expression"]
+    assert "'^vllm-[" in evict
+    egress = one(docs, "NetworkPolicy", "ebb-agent-egress")["spec"]["egress"]
+    assert {p["port"] for r in egress if r.get("to") for p in r["ports"]} == {port}
     assert one(docs, "PodDisruptionBudget", "vllm")["spec"]["selector"]["matchLabels"] == labels
     pm = one(docs, "PodMonitor", "vllm")
     assert pm["apiVersion"] == "monitoring.coreos.com/v1" and pm["spec"]["selector"]["matchLabels"] == labels
@@ -247,3 +255,39 @@ def test_ebb_lint_finds_nothing_in_the_example() -> None:
 if __name__ == "__main__":
     write_ebb()
     print(f"wrote {EXAMPLE / 'ebb.yaml'}")
+
+
+def test_the_agents_discovery_finds_the_vllm_pods_from_the_example_objects(docs: list[dict[str, Any]]) -> None:
+    """The DaemonSet's args, run through the real CLI parser, discover the example's pods from the
+    slices the fake API server derives from the example's Service, with only the Role's grants."""
+    client = pytest.importorskip("kubernetes.client")
+    from typer.main import get_command
+
+    import ebb.cli.main  # noqa: F401
+    from ebb.agent.kube_pods import EndpointSliceLister, parse_port_flag
+    from ebb.cli.app import app
+    from ebb.testing.fake_kube import FakeKubeApiServer, rbac_permission
+
+    args = one(docs, "DaemonSet", "ebb-agent")["spec"]["template"]["spec"]["containers"][0]["args"]
+    group: Any = get_command(app)
+    p = group.commands["agent"].make_context("agent", list(args[1:]), resilient_parsing=False).params
+    svc, dep = one(docs, "Service", "vllm"), one(docs, "Deployment", "vllm")
+    port = dep["spec"]["template"]["spec"]["containers"][0]["ports"][0]
+    with FakeKubeApiServer() as fake:
+        fake.add_pod("vllm-a", dep["spec"]["selector"]["matchLabels"], node="gpu-1", ip="10.4.0.7",
+                     namespace="serving", ports={port["name"]: port["containerPort"]})
+        fake.add_pod("vllm-b", dep["spec"]["selector"]["matchLabels"], node="gpu-2", ip="10.4.1.7",
+                     namespace="serving", ports={port["name"]: port["containerPort"]})
+        fake.add_service(svc["metadata"]["name"], svc["spec"]["selector"],
+                         {q["name"]: q["targetPort"] for q in svc["spec"]["ports"]}, namespace="serving")
+        api = client.ApiClient(fake.configuration())
+        try:
+            lister = EndpointSliceLister(p["pod_service"], "gpu-1", parse_port_flag(p["pod_port"]),
+                                         namespace=p["pod_namespace"], api_client=api)
+            assert lister() == ("http://10.4.0.7:8000/metrics",)
+        finally:
+            api.close()
+        role = one(docs, "Role", "ebb-agent-endpointslices")
+        grants = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+                  for v in rule["verbs"]}
+        assert {rbac_permission(r.method, r.path) for r in fake.requests} == grants
