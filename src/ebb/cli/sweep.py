@@ -5,7 +5,8 @@ The spec format, the job ids and the determinism guarantees are :mod:`ebb.sim.sw
 :mod:`ebb.sources`), the backend choice and the output:
 
 * stderr: one plain line per finished job (``[i/n] ID ok|FAILED in S s``), failures with their
-  one-line error; never a traceback.
+  one-line error, a job rerun after its pool worker died says so; never a traceback. A
+  ``--workers`` lowered by :func:`~ebb.sim.sweep_backends.cap_workers` (CPUs, memory) says so first.
 * ``--out`` (default ``sweep-results.json``): a JSON list sorted by job id, each entry the job
   (id, scenario, kind, policy, knobs, seed, fidelity), its ``scorecard`` (null when it failed) and
   ``error`` when it failed. No timing in it: the file is byte-identical whichever backend ran it.
@@ -40,7 +41,16 @@ from ebb.sim.sweep import (
     results_json,
     violation_pct,
 )
-from ebb.sim.sweep_backends import Backend, LocalPool, RayBackend, Serial, run_sweep
+from ebb.sim.sweep_backends import (
+    MEMORY_SHARE,
+    WORKER_PEAK_MIB,
+    Backend,
+    LocalPool,
+    RayBackend,
+    Serial,
+    cap_workers,
+    run_sweep,
+)
 from ebb.sim.sweep import run_job as _sim_run_job
 from ebb.sources.traces import open_trace
 
@@ -132,6 +142,8 @@ def _progress(total: int) -> Any:
             line = f"{head} ok in {o.seconds:.1f} s ({o.job.policy})"
         else:
             line = f"{head} FAILED in {o.seconds:.1f} s: {o.error}"
+        if o.attempts > 1 and o.error is None:
+            line += f"; run {o.attempts} times: its worker process died"
         print(" ".join(line.splitlines()), file=sys.stderr, flush=True)
 
     return on_done
@@ -141,7 +153,10 @@ def _progress(total: int) -> Any:
 def sweep(
     spec: Annotated[Path, typer.Argument(help="Sweep spec YAML: scenarios, policies, knobs, seed (docs/sweep.md)")],
     workers: Annotated[int | None, typer.Option(help="Worker processes (default: the CPU count); with "
-                                                "--ray-address local, the CPUs of the local Ray")] = None,
+                                                "--ray-address local, the CPUs of the local Ray. Capped at "
+                                                "min(usable CPUs, floor({share} x MemAvailable / {peak} MiB)), "
+                                                "at least 1; a lowered value is reported".format(
+                                                    share=MEMORY_SHARE, peak=WORKER_PEAK_MIB))] = None,
     ray_address: Annotated[str | None, typer.Option(help="Run on Ray: auto | ray://HOST:PORT | local "
                                                     "(needs pip install 'ebb\\[ray]')")] = None,
     serial: Annotated[bool, typer.Option(help="Run every job in this process, one by one (debugging)")] = False,
@@ -159,6 +174,11 @@ def sweep(
         raise typer.BadParameter("--serial and --ray-address exclude each other")
     parsed = load_sweep_spec(spec)
     jobs = expand_jobs(parsed)
+    if not serial and (ray_address is None or ray_address.strip() == "local"):
+        # Processes on this machine: more than its CPUs only queue, more than its memory holds get killed.
+        workers, lowered = cap_workers(workers)
+        if lowered is not None:
+            print(f"sweep: {lowered}", file=sys.stderr, flush=True)
     backend: Backend
     if serial:
         backend = Serial()
@@ -166,8 +186,12 @@ def sweep(
         backend = RayBackend(ray_address, workers)
     else:
         backend = LocalPool(workers)
-    where = {"serial": "in this process", "pool": f"on {getattr(backend, 'workers', os.cpu_count())} worker "
-             "processes", "ray": f"on Ray ({ray_address})"}[backend.name]
+    n_workers = getattr(backend, "workers", os.cpu_count())
+    local_ray = ray_address is not None and ray_address.strip() == "local"
+    cpus = f"{n_workers} CPU{'s' if n_workers != 1 else ''}"
+    where = {"serial": "in this process", "pool": f"on {n_workers} worker processes",
+             "ray": f"on a private local Ray ({cpus}, 127.0.0.1 only)" if local_ray
+             else f"on Ray ({ray_address})"}[backend.name]
     print(f"sweep {spec}: {len(jobs)} jobs {where}", file=sys.stderr, flush=True)
     outcomes = run_sweep(run_job, jobs, backend, on_done=_progress(len(jobs)))
     text = results_json(outcomes)

@@ -247,6 +247,9 @@ class JobOutcome:
     error: str | None
     seconds: float
     """Wall seconds the job took where it ran (progress only; never written into a scorecard)."""
+    attempts: int = 1
+    """Times the job was started: 2 when its process-pool worker died and it ran once more
+    (progress only; never in the results file, which stays byte-identical across backends)."""
 
 
 def canonical_json(value: Any) -> str:
