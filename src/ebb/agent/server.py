@@ -18,17 +18,22 @@ Endpoints:
   ``ebb_agent_refused_endpoints{reason}``, ``ebb_agent_name_collisions``,
   ``ebb_agent_refused_requests_total{reason}``, ``ebb_agent_refused_connections_total{reason}``,
   and the latest ``ebb_agent_gpu{series}`` / ``ebb_agent_host{series}`` sampler values.
-* ``GET /healthz`` → 200 while the poll loop has closed a bucket within the last 5 s, else 503; also
-  503 while the agent polls no endpoint because its last discovery failed (a misconfigured router
-  URL, an API server that refuses the listing): the body's ``reason`` says which. A node whose
-  discovery answers with no pod is healthy (``"endpoints": 0``).
+* ``GET /readyz`` (readiness; ``/healthz`` is the same) → 200 while the poll loop has closed a
+  bucket within the last 5 s, else 503; also 503 while the agent polls no endpoint because its last
+  discovery failed (a misconfigured router URL, an API server that refuses the listing): the
+  body's ``reason`` says which. A node whose discovery answers with no pod is ready
+  (``"endpoints": 0``).
+* ``GET /livez`` (liveness) → 200 while the poll loop runs: it has tried to close a bucket, with
+  success or not, within the last 60 s; else 503. A transient overload (slow engines, a bucket
+  that fails to close, a discovery that fails) makes the agent unready, never dead, so a liveness
+  probe on ``/livez`` restarts only an agent whose loop has stopped, not one in a restart loop.
 
 Security of the server (the details: :mod:`ebb.agent.serving`; every number is a
 :class:`~ebb.agent.serving.ServerLimits` default): with a ``token``, ``/v1/buckets`` (and
 ``/metrics`` with ``protect_metrics``) answer 401 without ``Authorization: Bearer <token>``, while
-``/healthz`` stays open; with an ``ssl_context``, https only (a TLS handshake within 5 s); at most
-256 open connections, 64 per peer address (past either: ``503`` and closed); a request head must
-be complete within 5 s (slowloris), and a page not written within 10 s is cut. **The poller is not
+``/healthz``, ``/readyz`` and ``/livez`` stay open; with an ``ssl_context``, https only (a TLS
+handshake within 5 s); at most 256 open connections, 64 per peer address (past either: ``503`` and
+closed); a request head must be complete within 5 s (slowloris), and a page not written within 10 s is cut. **The poller is not
 starved by readers.** Each bucket is encoded once, when it closes, so a page costs a join of ready
 bytes; pages are written at most 4 at a time.
 
@@ -97,6 +102,7 @@ __all__ = ["Agent", "ClientErrorLogFilter", "ServerLimits", "quiet_client_errors
 
 log = logging.getLogger(__name__)
 _HEALTHY_TICK_S: Final = 5.0
+_LIVE_TICK_S: Final = 60.0
 _POLL_HEADERS: Final = {"Accept": "application/json", "Accept-Encoding": "identity"}
 _STATS_FIX: Final = "check that the URL points at an Ebb worker or router"
 
@@ -227,12 +233,15 @@ class Agent:
 
     async def _main(self) -> None:
         self._last_tick_s = time.monotonic()  # healthz counts from the start, not from construction
+        self._last_attempt_s = self._last_tick_s
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         app = web.Application()
         app.router.add_get("/v1/buckets", self._buckets)
         app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/healthz", self._readyz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/livez", self._livez)
         lim = self.limits
         # keepalive_timeout doubles as the request-head deadline: aiohttp arms it at connect and
         # after each answer, and closes a connection whose next request is still incomplete then
@@ -274,6 +283,7 @@ class Agent:
         end = self._next_end(time.time_ns())
         while True:
             await asyncio.sleep(max(0.0, (end - time.time_ns()) / 1e9))
+            self._last_attempt_s = time.monotonic()
             try:
                 await self._tick(session, end)
             except Exception as exc:  # the loop must outlive any one bucket's trouble
@@ -493,7 +503,7 @@ class Agent:
             if size > self.limits.max_page_bytes and parts:
                 break  # the oldest buckets that fit: the reader's next since_ns continues from there
             parts.append(b)
-        return page_json(self.name, self.bucket_ms, self.aggregator.newest_ns, parts)
+        return page_json(self.name, self.bucket_ms, self.aggregator.newest_ns, parts, time.time_ns())
 
     async def _metrics(self, request: web.Request) -> web.Response:
         if self._protect_metrics and (denied := self._denied(request)) is not None:
@@ -501,7 +511,15 @@ class Agent:
         return web.Response(body=generate_latest(self.metrics.registry),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    async def _healthz(self, request: web.Request) -> web.Response:
+    async def _livez(self, request: web.Request) -> web.Response:
+        age = time.monotonic() - self._last_attempt_s
+        why = f"the poll loop has not tried to close a bucket for {age:.1f} s" if age >= _LIVE_TICK_S else ""
+        body: dict[str, object] = {"ok": not why, "agent": self.name, "last_attempt_age_s": round(age, 3)}
+        if why:
+            body["reason"] = why
+        return web.json_response(body, status=503 if why else 200)
+
+    async def _readyz(self, request: web.Request) -> web.Response:
         age = time.monotonic() - self._last_tick_s
         n = len(self.aggregator.endpoints)
         why = (f"no bucket closed for {age:.1f} s" if age >= _HEALTHY_TICK_S else
