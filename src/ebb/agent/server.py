@@ -63,6 +63,9 @@ Engines (:mod:`ebb.agent.engine_poll`): with ``engine`` (an ``EngineProfile``), 
 ``engine_endpoints`` (full metrics URLs) is GET once per bucket under the same timeout, missing and
 never-stops rules (4 MiB at most) and is a worker named ``host:port``; a router's ``/workers`` are
 then polled at ``{url}{metrics_path}`` while the router stays a ``/stats`` endpoint (client view).
+Each page is parsed off the event loop within ``parse_budget_s`` (:mod:`ebb.agent.parse_pool`:
+by default half a bucket, at least 50 ms; a page over it lists its endpoint as missing for that
+bucket, counted in ``ebb_agent_poll_errors_total``).
 ``engine_pods`` (blocking, e.g. :class:`~ebb.agent.kube_pods.PodLister`) runs every ``discover_s``
 in a thread; the URLs it returns are engine endpoints, a failing call keeps the current ones.
 """
@@ -88,6 +91,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ebb.agent.buckets import MAX_STATS_BYTES, BucketAggregator, decode_stats
 from ebb.agent.discovery import MAX_ENDPOINTS, MAX_WORKERS_BYTES, check_endpoint, parse_workers, plan
 from ebb.agent.engine_poll import EnginePoller, read_capped
+from ebb.agent.parse_pool import ParsePool, default_budget_s
 from ebb.log_limit import LogLimiter, held_note
 from ebb.agent.metrics import AgentMetrics
 from ebb.agent.serving import (ClientErrorLogFilter, ConnectionGate, GatedSite, ServerLimits, close_runner,
@@ -123,12 +127,16 @@ class Agent:
                  limits: ServerLimits = ServerLimits(), max_endpoints: int = MAX_ENDPOINTS,
                  engine: EngineProfile | None = None, engine_endpoints: Sequence[str] = (),
                  max_concurrency: int | None = None,
-                 engine_pods: Callable[[], Sequence[str]] | None = None) -> None:
+                 engine_pods: Callable[[], Sequence[str]] | None = None,
+                 parse_budget_s: float | None = None) -> None:
         if not endpoints and endpoints_from is None and not engine_endpoints and engine_pods is None:
             raise ValueError("Agent needs endpoints, engine_endpoints, engine_pods or endpoints_from (a router URL)")
         if (engine_endpoints or engine_pods is not None) and engine is None:
             raise ConfigError("engine endpoints need an engine profile (fix: give --engine NAME)")
         self._engines = EnginePoller(engine, max_concurrency) if engine is not None else None
+        if parse_budget_s is not None and not parse_budget_s > 0:
+            raise ConfigError(f"--parse-budget-ms must be > 0, got {parse_budget_s * 1000:g}")
+        self._parser = ParsePool(parse_budget_s or default_budget_s(bucket_ms))
         try:
             static = list(dict.fromkeys(check_endpoint(u) for u in endpoints))
             source = check_endpoint(endpoints_from) if endpoints_from is not None else None
@@ -272,6 +280,7 @@ class Agent:
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
         finally:
+            self._parser.close()
             await close_runner(runner, site.listening_fds if site is not None else ())
 
     # -- polling -----------------------------------------------------------------------------
@@ -329,9 +338,13 @@ class Agent:
     async def _poll(self, session: aiohttp.ClientSession, url: str, end: int) -> None:
         try:
             if self._engines is not None and url in self._engine_urls:
-                raw = await self._engines.fetch(session, url)
+                eng = self._engines
+                self._parser.check(url)  # an endpoint whose page overran the parse budget rests first
+                raw = await eng.fetch(session, url)
+                received_s = time.monotonic()
+                reading = await self._parser.parse(url, lambda: eng.parse(url, raw))
                 if url in self.aggregator.endpoints:  # not removed by discovery while in flight
-                    self.aggregator.engine_ok(url, self._engines.observe(url, raw), end)
+                    self.aggregator.engine_ok(url, eng.advance(url, reading, received_s), end)
             else:
                 params = {"since": str(self.aggregator.cursor(url))}
                 async with session.get(f"{url}/stats", params=params, headers=_POLL_HEADERS,
@@ -435,6 +448,7 @@ class Agent:
         self._engine_urls.discard(url)
         if self._engines is not None:
             self._engines.forget(url)
+            self._parser.forget(url)
         self._log.forget(url)
         try:
             self.metrics.poll_errors.remove(url)

@@ -31,7 +31,7 @@ from ebb.model.observation import FineSignals, Observation, PodView
 from ebb.model.spans import Spans
 from ebb.sources.live import SignalSource
 
-__all__ = ["Sensed", "Sensor", "actuated", "empty_fine", "observation", "rebase", "victim_names"]
+__all__ = ["Sensed", "Sensor", "actuated", "covered", "empty_fine", "observation", "rebase", "victim_names"]
 
 log = logging.getLogger("ebb.live.controller")
 
@@ -110,6 +110,7 @@ class Sensor:
         """Unix time the next read continues from."""
         self.newest_s: float | None = None
         """The freshest sample any read returned since the last clock step (Unix s)."""
+        self._coverage: tuple[int, int] | None = None  # (seen, ready) of the incomplete fleet last logged
         self.freshness = "fresh"
         """The data's state after the last read: ``fresh`` (backs any decision), ``aged`` (older than
         :data:`~ebb.decide.semantics.DEFAULT_MAX_STALENESS_S`: scale-ups only) or ``stale`` (older
@@ -174,21 +175,40 @@ class Sensor:
             log.info("data fresh again: newest sample %.1f s old", age_s)
 
     def sense(self, source: SignalSource, actuator: Actuator, span: Spans, tick: Tick) -> Sensed:
-        """Read the source, then the fleet, then check the read covers the fleet. Samples over fewer
-        replicas than are ready understate demand: they back no scale-down (the note locks it), but
-        the policy still sees them, the served demand extrapolated to the ready fleet (``× ready /
-        seen``: the silent replicas taken as loaded as the average of those reporting), so one bad
-        pod never stops a scale-up on the others' overload nor teaches the policy's memory a need
-        that is too low."""
+        """Read the source, then the fleet, then check the read covers the fleet (:func:`covered`)."""
         sig, note = self.read(source, span, tick)
         with span.layer("ebb.actuate.state"):
             state = actuator.state()
-        seen, ready = sig.replicas_seen, state.ready_replicas
-        if not note and seen is not None and seen < ready:
-            log.warning("source covers %d of %d ready replicas — scale-down blocked", seen, ready)
-            sig = extrapolated(sig, ready / seen) if seen > 0 else LiveSignals(empty_fine(), newest_sample_s=sig.newest_sample_s)
-            note = f"incomplete fleet: {seen} of {ready} ready replicas reported (their demand extrapolated)"
+        if not note:
+            sig, note = covered(sig, state.ready_replicas)
+            self._note_coverage(sig.replicas_seen if note else None, state.ready_replicas)
         return Sensed(sig, state, note, self.staleness(tick), self.max_staleness_s, DEFAULT_MAX_STALENESS_S)
+
+    def _note_coverage(self, seen: int | None, ready: int) -> None:
+        """Log an incomplete fleet when it starts or its counts change, and its end (never per cycle)."""
+        now = None if seen is None else (seen, ready)
+        if now == self._coverage:
+            return
+        if now is not None:
+            log.warning("source covers %d of %d ready replicas: scale-down blocked, their demand extrapolated "
+                        "for scale-ups, until every ready replica reports", seen, ready)
+        else:
+            log.info("source covers every ready replica again")
+        self._coverage = now
+
+
+def covered(sig: LiveSignals, ready: int) -> tuple[LiveSignals, str]:
+    """``sig`` as the policy sees it over ``ready`` replicas, and why it cannot back a scale-down
+    ("" when it can). Samples over fewer replicas than are ready understate demand: they back no
+    scale-down, but their served demand is extrapolated to the ready fleet (``× ready / seen``: the
+    silent replicas taken as loaded as the average of those reporting), so one bad pod never stops
+    a scale-up on the others' overload nor teaches the policy's memory a need that is too low. The
+    cycle and the fast path both see the fleet through this."""
+    seen = sig.replicas_seen
+    if seen is None or seen >= ready:
+        return sig, ""
+    out = extrapolated(sig, ready / seen) if seen > 0 else LiveSignals(empty_fine(), newest_sample_s=sig.newest_sample_s)
+    return out, f"incomplete fleet: {seen} of {ready} ready replicas reported (their demand extrapolated)"
 
 
 def extrapolated(sig: LiveSignals, factor: float) -> LiveSignals:

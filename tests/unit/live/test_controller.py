@@ -846,3 +846,21 @@ def test_the_datas_freshness_is_logged_once_per_change_of_state(caplog: pytest.L
     assert [line.split(":")[0] for line in lines] == [
         "newest sample is 2.1 s old", "data fresh again", "newest sample is 2.1 s old",
         "newest sample is 5.1 s old, over the 5 s allowed (--max-staleness-s)", "data fresh again"], lines
+
+
+def test_the_fast_path_sees_an_incomplete_fleets_demand_extrapolated_as_the_cycle_does() -> None:
+    # One pod's page is missing (2 of 4 ready report, 0.5 busy each): the cycle extrapolated their
+    # demand to the fleet, the fast path fed the policy the raw half, so its memory averaged both.
+    clock = Clock()
+    seen: list[float] = []
+
+    def wish(o: Observation) -> None:
+        assert o.fine is not None
+        seen.append(float(o.fine.prefill_replicas[-1]))
+
+    pol = ReactingPolicy(lambda o: o.spec_replicas, wish=wish)
+    c = make(pol, clock, source=fresh_signals(clock, prefill=1.0, slots=1.0, replicas_seen=2))
+    c.cycle()
+    clock.t += 0.1
+    assert c.react() is None
+    assert seen == [pytest.approx(2.0)]  # × 4 ready / 2 seen
