@@ -18,6 +18,14 @@ Each page is served by an in-process ``http.server`` on 127.0.0.1 (one thread pe
 * **per 100-pod node** = 100 sequential GETs (pod paths ``/pod/N/metrics``) + parse (+ read for
   ours): what one agent polling every engine pod of a dense node does per poll.
 
+Then **cost per MiB and per series** of synthetic vLLM pages at 1 and 4 MiB (the agent's page cap),
+three shapes: *plain* (distinct ``vllm:num_requests_running{pod=...}`` series, the fast path),
+*escaped* (16 KB lines of ``\\"`` in a label value, prometheus_client's slow path: the review's
+quadratic suspect) and *label bomb* (60k-series lines with a second label). Parse + read is timed
+for ours and ``text_string_to_metric_families`` for the peer (median of ``--repeat`` runs, at
+least 3); **linearity** = the cost per MiB at 4 MiB over that at 1 MiB (1.0 = linear; the agent's
+parse budget, :mod:`ebb.agent.parse_pool`, assumes it stays near 1).
+
 Each figure is the median of ``--repeat`` runs (each of ``--inner`` calls for the per-pod ones);
 ratio = ours / peer (> 1 means ours costs more). Absolute times are for this machine.
 """
@@ -85,6 +93,45 @@ def peer_parse(text: str) -> int:
         for _ in fam.samples:
             n += 1
     return n
+
+
+MIB = 1 << 20
+HEAD = ('vllm:num_requests_running{model_name="m"} 3\nvllm:num_requests_waiting{model_name="m"} 1\n'
+        'vllm:kv_cache_usage_perc{model_name="m"} 0.25\nvllm:request_prefill_time_seconds_sum{model_name="m"} 1\n')
+
+
+def shaped(shape: str, size: int) -> tuple[bytes, int]:
+    """A page of ``shape`` about ``size`` bytes long, and its number of series lines."""
+    if shape == "plain":
+        line = 'vllm:num_requests_running{model_name="m",pod="%07d"} 0\n'
+        n = size // len(line % 0)
+        return (HEAD + "".join(line % i for i in range(n))).encode(), n
+    if shape == "escaped":
+        line = 'junk{a="' + '\\"' * 8000 + '"} 1\n'
+        n = size // len(line)
+        return (HEAD + line * n).encode(), n
+    line = 'vllm:num_requests_running{model_name="m",x="%d",y="yyyyyyyyyyyyyyyyyyyyyy"} 0\n'
+    n = size // len(line % 100000)
+    return (HEAD + "".join(line % i for i in range(n))).encode(), n
+
+
+def sizes(repeat: int) -> dict[str, Any]:
+    """Cost per MiB and per series, ours and the peer's, at 1 and 4 MiB (module docstring)."""
+    profile, out = PROFILES["vllm"], {}
+    for shape in ("plain", "escaped", "label bomb"):
+        row: dict[str, Any] = {}
+        for mib in (1, 4):
+            body, n = shaped(shape, mib * MIB)
+            text = body.decode()
+            ours = median_s(lambda: read_engine(parse_exposition(body, source=shape), profile, source=shape),
+                            max(3, repeat // 2), 1)
+            peer = median_s(lambda: peer_parse(text), max(3, repeat // 2), 1)
+            row[f"{mib}MiB"] = {"bytes": len(body), "series": n, "ours_s": ours, "peer_s": peer,
+                                "ours_ms_per_mib": ours * 1e3 * MIB / len(body),
+                                "ours_us_per_series": ours * 1e6 / n, "ratio": ours / peer}
+        row["linearity"] = row["4MiB"]["ours_ms_per_mib"] / row["1MiB"]["ours_ms_per_mib"]
+        out[shape] = row
+    return out
 
 
 def median_s(fn: Callable[[], object], repeat: int, inner: int) -> float:
@@ -156,11 +203,14 @@ def main() -> int:
     finally:
         server.shutdown()
         server.server_close()
+    results["sizes"] = sizes(args.repeat)
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
     print(f"engine scrape cost (median of {args.repeat} runs; per-pod runs of {args.inner} calls; loopback HTTP)")
     for engine, r in results.items():
+        if engine == "sizes":
+            continue
         print(f"\n{engine}: {r['bytes']:,} bytes, {r['lines']} lines, {r['samples']} samples kept "
               f"(prometheus_client: {r['peer_samples']}); read running={r['running']:g} waiting={r['waiting']:g}")
         print(f"  {'step':<34}{'ours':>12}{'prometheus_client':>20}{'ratio':>8}")
@@ -172,6 +222,14 @@ def main() -> int:
               f"{r['peer_pod_s'] * 1e6:>18.0f}µs{r['pod_ratio']:>8.2f}")
         print(f"  {f'{PODS}-pod node (sequential GETs)':<34}{r['ours_node_s'] * 1e3:>10.1f}ms"
               f"{r['peer_node_s'] * 1e3:>18.1f}ms{r['node_ratio']:>8.2f}")
+    print("\ncost by page size (parse + read_engine; peer: prometheus_client parse)")
+    print(f"  {'shape':<12}{'size':>6}{'series':>9}{'ours ms/MiB':>13}{'ours µs/series':>16}{'ratio':>7}{'linearity':>11}")
+    for shape, row in results["sizes"].items():
+        for mib in (1, 4):
+            c = row[f"{mib}MiB"]
+            lin = f"{row['linearity']:>11.2f}" if mib == 4 else ""
+            print(f"  {shape:<12}{mib:>4}Mi{c['series']:>9,}{c['ours_ms_per_mib']:>13.0f}"
+                  f"{c['ours_us_per_series']:>16.1f}{c['ratio']:>7.2f}{lin}")
     return 0
 
 

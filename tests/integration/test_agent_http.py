@@ -21,6 +21,7 @@ from aiohttp import web
 from ebb.agent.server import Agent
 from ebb.errors import InputError, SourceUnavailable
 from ebb.model.live import LiveSignals
+from ebb.sources.agent_wire import Bucket, WorkerGauges, encode_bucket_json, page_json
 from ebb.sources.agents import AgentSource
 from ebb.sources.live import SignalSource
 from ebb.testing.etcd import free_port
@@ -602,3 +603,59 @@ def test_an_agent_stopped_while_clients_connect_leaves_no_socket_open() -> None:
         for c in clients:
             c.join()
     assert len(os.listdir("/proc/self/fd")) <= before
+
+
+def _skewed_agent(skew_s: float, names: tuple[str, ...]) -> web.Application:
+    """An agent double whose clock is ``skew_s`` off: 100 ms buckets of 0.5-busy workers up to its
+    own now, and its own now stamped on each page (``now_ns``), as a real agent writes it."""
+    async def buckets(request: web.Request) -> web.Response:
+        now = time.time_ns() + int(skew_s * 1e9)
+        end = now // 100_000_000 * 100_000_000
+        since = int(request.query.get("since_ns", "0"))
+        parts = [encode_bucket_json(Bucket(ts, workers={n: WorkerGauges(1.0, 0.0, 4, True, 0.5, 0.5) for n in names}))
+                 for ts in range(max(end - 50 * 100_000_000, (since // 100_000_000 + 1) * 100_000_000), end + 1,
+                                 100_000_000)]
+        return web.Response(body=page_json("skewed", 100, end, parts, now), content_type="application/json")
+    app = web.Application()
+    app.router.add_get("/v1/buckets", buckets)
+    return app
+
+
+def test_an_agent_whose_clock_is_three_seconds_behind_is_corrected_and_its_data_is_fresh(servers: Servers) -> None:
+    on_time = servers.serve(_skewed_agent(0.0, ("a0", "a1")))
+    behind = servers.serve(_skewed_agent(-3.0, ("b0", "b1")))
+    src = AgentSource([on_time, behind])
+    first = src.read(time.time() - 10)  # measured here, corrected from the next read on
+    assert first.newest_sample_s is not None and time.time() - first.newest_sample_s > 2.5
+    sig = src.read(time.time() - 10)
+    assert sig.newest_sample_s is not None and time.time() - sig.newest_sample_s < 1.0
+    assert sig.replicas_seen == 4  # both agents' workers merged on the same bucket times
+    assert src.clock_offsets_s()[behind] == pytest.approx(-3.0, abs=0.1)
+    assert abs(src.clock_offsets_s()[on_time]) < 0.1
+
+
+def _probe(url: str) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_an_agent_whose_buckets_keep_failing_is_unready_but_alive(servers: Servers) -> None:
+    # Readiness follows the data (no bucket closed for 5 s: take it out of service); liveness
+    # follows the loop (it still tries every bucket), so a liveness probe never restart-loops an
+    # agent through a transient overload or a bad bucket.
+    agent = Agent([servers.serve(FakeStats("worker", "w0", busy_share=0.1).app())])
+
+    def broken(end_ns: int) -> Any:
+        raise RuntimeError("every bucket fails")
+
+    agent.aggregator.close = broken  # type: ignore[method-assign]
+    with agent:
+        until(lambda: _probe(f"{agent.url}/readyz")[0] == 503, "unready once no bucket closed for 5 s", within_s=15)
+        status, body = _probe(f"{agent.url}/readyz")
+        assert status == 503 and body["reason"].startswith("no bucket closed for")
+        assert _probe(f"{agent.url}/healthz")[0] == 503  # the same check, under its old name
+        status, body = _probe(f"{agent.url}/livez")
+        assert status == 200 and body["ok"] is True and body["last_attempt_age_s"] < 5

@@ -163,9 +163,19 @@ class EnginePoller:
                                      f"check that the URL is the {self.profile.title} metrics page")
 
     def observe(self, url: str, raw: bytes, t_s: float | None = None) -> EnginePoll:
-        """The bucket entry for one answer of ``url`` received at ``t_s`` (monotonic s; now when None)."""
+        """The bucket entry for one answer of ``url`` received at ``t_s`` (monotonic s; now when None):
+        :meth:`parse` then :meth:`advance`."""
         t = time.monotonic() if t_s is None else t_s
-        reading = read_engine_text(raw, self.profile, source=url)
+        return self.advance(url, self.parse(url, raw), t)
+
+    def parse(self, url: str, raw: bytes) -> EngineReading:
+        """One answer of ``url`` read with the profile (pure, thread-safe: the agent runs it in a
+        worker thread, :mod:`ebb.agent.parse_pool`); InputError for an unusable page."""
+        return read_engine_text(raw, self.profile, source=url)
+
+    def advance(self, url: str, reading: EngineReading, t: float) -> EnginePoll:
+        """The bucket entry of ``reading`` (``url``'s answer received at ``t``, monotonic s), against
+        the previous good one; moves the endpoint's state (on the agent's loop, never in a thread)."""
         if reading.dropped:
             self.dropped += len(reading.dropped)
             if (held := self._log.allow("dropped")) is not None:

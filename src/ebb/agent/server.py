@@ -18,17 +18,22 @@ Endpoints:
   ``ebb_agent_refused_endpoints{reason}``, ``ebb_agent_name_collisions``,
   ``ebb_agent_refused_requests_total{reason}``, ``ebb_agent_refused_connections_total{reason}``,
   and the latest ``ebb_agent_gpu{series}`` / ``ebb_agent_host{series}`` sampler values.
-* ``GET /healthz`` → 200 while the poll loop has closed a bucket within the last 5 s, else 503; also
-  503 while the agent polls no endpoint because its last discovery failed (a misconfigured router
-  URL, an API server that refuses the listing): the body's ``reason`` says which. A node whose
-  discovery answers with no pod is healthy (``"endpoints": 0``).
+* ``GET /readyz`` (readiness; ``/healthz`` is the same) → 200 while the poll loop has closed a
+  bucket within the last 5 s, else 503; also 503 while the agent polls no endpoint because its last
+  discovery failed (a misconfigured router URL, an API server that refuses the listing): the
+  body's ``reason`` says which. A node whose discovery answers with no pod is ready
+  (``"endpoints": 0``).
+* ``GET /livez`` (liveness) → 200 while the poll loop runs: it has tried to close a bucket, with
+  success or not, within the last 60 s; else 503. A transient overload (slow engines, a bucket
+  that fails to close, a discovery that fails) makes the agent unready, never dead, so a liveness
+  probe on ``/livez`` restarts only an agent whose loop has stopped, not one in a restart loop.
 
 Security of the server (the details: :mod:`ebb.agent.serving`; every number is a
 :class:`~ebb.agent.serving.ServerLimits` default): with a ``token``, ``/v1/buckets`` (and
 ``/metrics`` with ``protect_metrics``) answer 401 without ``Authorization: Bearer <token>``, while
-``/healthz`` stays open; with an ``ssl_context``, https only (a TLS handshake within 5 s); at most
-256 open connections, 64 per peer address (past either: ``503`` and closed); a request head must
-be complete within 5 s (slowloris), and a page not written within 10 s is cut. **The poller is not
+``/healthz``, ``/readyz`` and ``/livez`` stay open; with an ``ssl_context``, https only (a TLS
+handshake within 5 s); at most 256 open connections, 64 per peer address (past either: ``503`` and
+closed); a request head must be complete within 5 s (slowloris), and a page not written within 10 s is cut. **The poller is not
 starved by readers.** Each bucket is encoded once, when it closes, so a page costs a join of ready
 bytes; pages are written at most 4 at a time.
 
@@ -58,6 +63,9 @@ Engines (:mod:`ebb.agent.engine_poll`): with ``engine`` (an ``EngineProfile``), 
 ``engine_endpoints`` (full metrics URLs) is GET once per bucket under the same timeout, missing and
 never-stops rules (4 MiB at most) and is a worker named ``host:port``; a router's ``/workers`` are
 then polled at ``{url}{metrics_path}`` while the router stays a ``/stats`` endpoint (client view).
+Each page is parsed off the event loop within ``parse_budget_s`` (:mod:`ebb.agent.parse_pool`:
+by default half a bucket, at least 50 ms; a page over it lists its endpoint as missing for that
+bucket, counted in ``ebb_agent_poll_errors_total``).
 ``engine_pods`` (blocking, e.g. :class:`~ebb.agent.kube_pods.PodLister`) runs every ``discover_s``
 in a thread; the URLs it returns are engine endpoints, a failing call keeps the current ones.
 """
@@ -83,6 +91,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ebb.agent.buckets import MAX_STATS_BYTES, BucketAggregator, decode_stats
 from ebb.agent.discovery import MAX_ENDPOINTS, MAX_WORKERS_BYTES, check_endpoint, parse_workers, plan
 from ebb.agent.engine_poll import EnginePoller, read_capped
+from ebb.agent.parse_pool import ParsePool, default_budget_s
 from ebb.log_limit import LogLimiter, held_note
 from ebb.agent.metrics import AgentMetrics
 from ebb.agent.serving import (ClientErrorLogFilter, ConnectionGate, GatedSite, ServerLimits, close_runner,
@@ -97,6 +106,7 @@ __all__ = ["Agent", "ClientErrorLogFilter", "ServerLimits", "quiet_client_errors
 
 log = logging.getLogger(__name__)
 _HEALTHY_TICK_S: Final = 5.0
+_LIVE_TICK_S: Final = 60.0
 _POLL_HEADERS: Final = {"Accept": "application/json", "Accept-Encoding": "identity"}
 _STATS_FIX: Final = "check that the URL points at an Ebb worker or router"
 
@@ -117,12 +127,16 @@ class Agent:
                  limits: ServerLimits = ServerLimits(), max_endpoints: int = MAX_ENDPOINTS,
                  engine: EngineProfile | None = None, engine_endpoints: Sequence[str] = (),
                  max_concurrency: int | None = None,
-                 engine_pods: Callable[[], Sequence[str]] | None = None) -> None:
+                 engine_pods: Callable[[], Sequence[str]] | None = None,
+                 parse_budget_s: float | None = None) -> None:
         if not endpoints and endpoints_from is None and not engine_endpoints and engine_pods is None:
             raise ValueError("Agent needs endpoints, engine_endpoints, engine_pods or endpoints_from (a router URL)")
         if (engine_endpoints or engine_pods is not None) and engine is None:
             raise ConfigError("engine endpoints need an engine profile (fix: give --engine NAME)")
         self._engines = EnginePoller(engine, max_concurrency) if engine is not None else None
+        if parse_budget_s is not None and not parse_budget_s > 0:
+            raise ConfigError(f"--parse-budget-ms must be > 0, got {parse_budget_s * 1000:g}")
+        self._parser = ParsePool(parse_budget_s or default_budget_s(bucket_ms))
         try:
             static = list(dict.fromkeys(check_endpoint(u) for u in endpoints))
             source = check_endpoint(endpoints_from) if endpoints_from is not None else None
@@ -227,12 +241,15 @@ class Agent:
 
     async def _main(self) -> None:
         self._last_tick_s = time.monotonic()  # healthz counts from the start, not from construction
+        self._last_attempt_s = self._last_tick_s
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         app = web.Application()
         app.router.add_get("/v1/buckets", self._buckets)
         app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/healthz", self._readyz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/livez", self._livez)
         lim = self.limits
         # keepalive_timeout doubles as the request-head deadline: aiohttp arms it at connect and
         # after each answer, and closes a connection whose next request is still incomplete then
@@ -263,6 +280,7 @@ class Agent:
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
         finally:
+            self._parser.close()
             await close_runner(runner, site.listening_fds if site is not None else ())
 
     # -- polling -----------------------------------------------------------------------------
@@ -274,6 +292,7 @@ class Agent:
         end = self._next_end(time.time_ns())
         while True:
             await asyncio.sleep(max(0.0, (end - time.time_ns()) / 1e9))
+            self._last_attempt_s = time.monotonic()
             try:
                 await self._tick(session, end)
             except Exception as exc:  # the loop must outlive any one bucket's trouble
@@ -319,9 +338,13 @@ class Agent:
     async def _poll(self, session: aiohttp.ClientSession, url: str, end: int) -> None:
         try:
             if self._engines is not None and url in self._engine_urls:
-                raw = await self._engines.fetch(session, url)
+                eng = self._engines
+                self._parser.check(url)  # an endpoint whose page overran the parse budget rests first
+                raw = await eng.fetch(session, url)
+                received_s = time.monotonic()
+                reading = await self._parser.parse(url, lambda: eng.parse(url, raw))
                 if url in self.aggregator.endpoints:  # not removed by discovery while in flight
-                    self.aggregator.engine_ok(url, self._engines.observe(url, raw), end)
+                    self.aggregator.engine_ok(url, eng.advance(url, reading, received_s), end)
             else:
                 params = {"since": str(self.aggregator.cursor(url))}
                 async with session.get(f"{url}/stats", params=params, headers=_POLL_HEADERS,
@@ -425,6 +448,7 @@ class Agent:
         self._engine_urls.discard(url)
         if self._engines is not None:
             self._engines.forget(url)
+            self._parser.forget(url)
         self._log.forget(url)
         try:
             self.metrics.poll_errors.remove(url)
@@ -493,7 +517,7 @@ class Agent:
             if size > self.limits.max_page_bytes and parts:
                 break  # the oldest buckets that fit: the reader's next since_ns continues from there
             parts.append(b)
-        return page_json(self.name, self.bucket_ms, self.aggregator.newest_ns, parts)
+        return page_json(self.name, self.bucket_ms, self.aggregator.newest_ns, parts, time.time_ns())
 
     async def _metrics(self, request: web.Request) -> web.Response:
         if self._protect_metrics and (denied := self._denied(request)) is not None:
@@ -501,7 +525,15 @@ class Agent:
         return web.Response(body=generate_latest(self.metrics.registry),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    async def _healthz(self, request: web.Request) -> web.Response:
+    async def _livez(self, request: web.Request) -> web.Response:
+        age = time.monotonic() - self._last_attempt_s
+        why = f"the poll loop has not tried to close a bucket for {age:.1f} s" if age >= _LIVE_TICK_S else ""
+        body: dict[str, object] = {"ok": not why, "agent": self.name, "last_attempt_age_s": round(age, 3)}
+        if why:
+            body["reason"] = why
+        return web.json_response(body, status=503 if why else 200)
+
+    async def _readyz(self, request: web.Request) -> web.Response:
         age = time.monotonic() - self._last_tick_s
         n = len(self.aggregator.endpoints)
         why = (f"no bucket closed for {age:.1f} s" if age >= _HEALTHY_TICK_S else

@@ -6,8 +6,8 @@ Security of the server (every number is a :class:`ServerLimits` default):
 
 * **Authentication.** With a ``token``, ``/v1/buckets`` (and ``/metrics`` with
   ``protect_metrics``) answer 401 unless the request carries ``Authorization: Bearer <token>``
-  (compared in constant time); ``/healthz`` stays open for probes. Without a token every endpoint
-  is open — for a developer run on 127.0.0.1 (the default ``bind``).
+  (compared in constant time); ``/healthz``, ``/readyz`` and ``/livez`` stay open for probes.
+  Without a token every endpoint is open — for a developer run on 127.0.0.1 (the default ``bind``).
 * **TLS.** With an ``ssl_context`` (:func:`server_tls_context`: a certificate and key, and a client
   CA for mutual TLS) the agent serves https only; a TLS handshake must finish within 5 s.
 * **Connections.** At most 256 open connections, 64 from one peer address; past either, a new

@@ -43,7 +43,10 @@ from ebb.decide.served import completion_weights, served_demand
 from ebb.model.observation import FineSignals
 from ebb.window.small import SmallWindow
 
-__all__ = ["EbbState", "burst_after"]
+__all__ = ["READ_LAG_S", "EbbState", "burst_after"]
+
+READ_LAG_S = 1.0
+"""Age (s) of the newest sample up to which a decision's windows end at the decision's own time."""
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -56,7 +59,10 @@ class EbbState:
 
     def __init__(self, *, bound: ComebackBound, slack_s: float, lookahead_s: float, latency_window_s: float,
                  slo_ttft_ms: float, slo_e2e_ms: float, long_window_s: float, queue_surge_s: float,
-                 sizing_window_s: float, weight: float, cold_start_s: float) -> None:
+                 sizing_window_s: float, weight: float, cold_start_s: float,
+                 max_staleness_s: float = math.inf) -> None:
+        self.max_staleness_s = max_staleness_s
+        """Samples older than this (s) are no evidence; :meth:`read_time` never reads further back."""
         self.queue_surge_s = queue_surge_s
         """Requests queued at every sample of this long (s) make a persistent queue."""
         self.sizing_window_s = sizing_window_s
@@ -117,7 +123,7 @@ class EbbState:
         then forget what aged out by ``t``."""
         f = fine
         if f is None or not len(f.t_s):
-            self.trim(t)
+            self.trim(self.read_time(t))
             return
         demand = served_demand(f.prefill_replicas, f.slot_replicas, ready)
         # One sample (the fluid engine's 1 s bins): scalar reads of the same values, not array ops.
@@ -139,7 +145,20 @@ class EbbState:
             if busy.any():
                 self.last_busy_t = max(self.last_busy_t, float(f.t_s[np.flatnonzero(busy)[-1]]))
         self.latency.add(f.done_t_s, f.done_ttft_ms, f.done_e2e_ms, f.done_weight, f.done_wait_ms)
-        self.trim(t)
+        self.trim(self.read_time(t))
+
+    def read_time(self, t: float) -> float:
+        """When the windows (sizing, L1, queue, latency) end for a decision at ``t``: ``t`` while the
+        newest sample is at most :data:`READ_LAG_S` (1 s) old — always so in the simulator, whose
+        samples are at most one 1 s bin old — or older than ``max_staleness_s`` (no evidence: the
+        windows end at ``t`` and hold none of it), else the newest sample's time + :data:`READ_LAG_S`.
+        So data that arrives late (an agent 3 s behind) still sizes a scale-up on what it shows,
+        instead of reading as no demand; whether it may back a scale-down is the freshness rule's
+        call (``ebb.live.sensed``), not this. Never decreases while ``t`` and the newest sample do not."""
+        age = t - self.last_signal_t
+        if age <= READ_LAG_S or age > self.max_staleness_s:
+            return t
+        return self.last_signal_t + READ_LAG_S
 
     def ingest_held(self, ticks: FloatArray, demand: FloatArray, queued: FloatArray, needs: FloatArray,
                     ends: IntArray, fine: FineSignals) -> None:

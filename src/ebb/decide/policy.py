@@ -162,7 +162,8 @@ class EbbPolicy:
             bound=bound, slack_s=p.slack_fraction * self.slo_ttft_ms / 1000.0, lookahead_s=FAST_LOOKAHEAD_S,
             latency_window_s=self.latency_window_s, slo_ttft_ms=self.slo_ttft_ms, slo_e2e_ms=self.slo_e2e_ms,
             long_window_s=p.breach_horizons * bound.horizon_s, queue_surge_s=p.queue_surge_s,
-            sizing_window_s=p.sizing_window_s, weight=self.base_weight, cold_start_s=self.cold_start_s)
+            sizing_window_s=p.sizing_window_s, weight=self.base_weight, cold_start_s=self.cold_start_s,
+            max_staleness_s=self.max_staleness_s)
         self.workload_class = WorkloadClass(
             name="llm-serving", base_weight=self.base_weight, alpha=self.alpha,
             p99_latency_ms=self.slo_ttft_ms, veto_margin=self.profile.veto_margin,
@@ -237,7 +238,7 @@ class EbbPolicy:
         p, st, t = self.profile, self.state, obs.t_s
         spec, ready = obs.spec_replicas, max(obs.ready_replicas, 1)
         st.ingest(obs.fine, obs.ready_replicas, t)
-        d = st.l1.quantile(0.99, int(t * _NS))
+        d = st.l1.quantile(0.99, int(st.read_time(t) * _NS))
         d = 0.0 if math.isnan(d) else d
         queued = st.persistent_queue()
         if queued and obs.ready_replicas >= spec and st.reading.rate_replicas >= st.served_now * (1 - 1e-9) and \

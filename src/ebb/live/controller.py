@@ -115,7 +115,7 @@ from ebb.model.decisions import CycleRecord
 from ebb.model.ids import CycleId
 from ebb.model.observation import Observation, ScaleRequest
 from ebb.model.spans import NO_SPANS, Spans
-from ebb.sources.live import SignalSource
+from ebb.sources.live import ClockedSource, SignalSource
 from ebb.telemetry.metrics import EbbMetrics
 from ebb.telemetry.tracing import CycleSpan, CycleTracer
 
@@ -283,6 +283,8 @@ class Controller:
         self.outcomes.append(out)
         if self.metrics is not None:
             self.metrics.observe_cycle(out.action, time.perf_counter() - start, out.staleness_s)
+            if isinstance(self.source, ClockedSource):
+                self.metrics.agent_clock_offsets(self.source.clock_offsets_s())
         return out
 
     def _follow(self, tick: Tick, start: float) -> CycleOutcome:

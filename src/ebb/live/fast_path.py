@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from ebb.actuate.base import FleetState
 from ebb.decide.base import Policy, Reactive, react_of
-from ebb.live.sensed import Sensor, rebase
+from ebb.live.sensed import Sensor, covered, rebase
 from ebb.live.timeline import Tick
 from ebb.model.decision import Decision
 from ebb.model.live import LiveSignals
@@ -68,6 +68,7 @@ class FastPath:
         if note or not len(sig.fine.t_s) or self.counts is None:
             return None
         spec, ready = self.counts
+        sig, _ = covered(sig, ready)  # as the cycle sees it: an incomplete fleet's demand extrapolated
         obs = Observation(t_s=tick.t_s, spec_replicas=spec, ready_replicas=ready, pods=(), total_qps=sig.total_qps,
                           total_inflight=None, queued=sig.queued, fine=rebase(sig.fine, tick))
         wish = self.reactive.react(obs)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ebb.actuate.base import ActuationResult, Actuator, FleetState
+from ebb.decide.semantics import DEFAULT_MAX_STALENESS_S
 from ebb.errors import EbbError
 from ebb.live.settings import CycleOutcome
 from ebb.live.timeline import Tick
@@ -30,7 +31,7 @@ from ebb.model.observation import FineSignals, Observation, PodView
 from ebb.model.spans import Spans
 from ebb.sources.live import SignalSource
 
-__all__ = ["Sensed", "Sensor", "actuated", "empty_fine", "observation", "rebase", "victim_names"]
+__all__ = ["Sensed", "Sensor", "actuated", "covered", "empty_fine", "observation", "rebase", "victim_names"]
 
 log = logging.getLogger("ebb.live.controller")
 
@@ -46,13 +47,21 @@ class Sensed:
     stale_s: float | None
     """Age of the freshest sample ever seen (s); None when the source has never answered."""
     max_staleness_s: float
+    """Data older than this (s) backs no decision at all."""
+    down_fresh_s: float = DEFAULT_MAX_STALENESS_S
+    """Data older than this (s; capped at ``max_staleness_s``) backs scale-ups only (the freshness rule)."""
 
     @property
     def unfit(self) -> str:
-        """Why this data must not back a scale-down; "" when it may."""
+        """Why this data must not back a scale-down; "" when it may (module docstring: the freshness rule)."""
         if self.note:
             return self.note
-        return "no fresh data" if self.stale_s is None or self.stale_s > self.max_staleness_s else ""
+        if self.stale_s is None or self.stale_s > self.max_staleness_s:
+            return "no fresh data"
+        fresh = min(self.down_fresh_s, self.max_staleness_s)
+        if self.stale_s > fresh:
+            return f"data {self.stale_s:.1f} s old: a scale-down needs data at most {fresh:g} s old"
+        return ""
 
     def outcome(self, n: int, t_s: float, action: str, to_replicas: int, decision_id: DecisionId | None = None,
                 *, acted: bool = False, note: str = "", signals: Mapping[str, float] | None = None) -> CycleOutcome:
@@ -101,6 +110,11 @@ class Sensor:
         """Unix time the next read continues from."""
         self.newest_s: float | None = None
         """The freshest sample any read returned since the last clock step (Unix s)."""
+        self._coverage: tuple[int, int] | None = None  # (seen, ready) of the incomplete fleet last logged
+        self.freshness = "fresh"
+        """The data's state after the last read: ``fresh`` (backs any decision), ``aged`` (older than
+        :data:`~ebb.decide.semantics.DEFAULT_MAX_STALENESS_S`: scale-ups only) or ``stale`` (older
+        than ``max_staleness_s``, or never seen: no decision); each change is logged once."""
 
     def staleness(self, tick: Tick) -> float | None:
         """Age of the freshest sample seen (s); None when the source has never answered."""
@@ -134,26 +148,67 @@ class Sensor:
             self.newest_s = max(self.newest_s or -math.inf, newest)
         if len(sig.fine.t_s):
             self.cursor_s = max(self.cursor_s, min(float(np.max(sig.fine.t_s)), now))
-        if self.newest_s is None or now - self.newest_s > self.max_staleness_s:
+        age = None if self.newest_s is None else now - self.newest_s
+        self._note_freshness(age, quiet)
+        if age is None or age > self.max_staleness_s:
             return LiveSignals(empty_fine(), newest_sample_s=newest), "stale data"
         return sig, ""
 
+    def _note_freshness(self, age_s: float | None, quiet: bool) -> None:
+        """Log the data's freshness when it changes state (never once per cycle; see :attr:`freshness`)."""
+        down = min(DEFAULT_MAX_STALENESS_S, self.max_staleness_s)
+        state = ("stale" if age_s is None or age_s > self.max_staleness_s else
+                 "aged" if age_s > down else "fresh")
+        if state == self.freshness or quiet:
+            return
+        self.freshness = state
+        if age_s is None:
+            log.warning("no sample from the source yet: no decision until one arrives")
+        elif state == "stale":
+            log.warning("newest sample is %.1f s old, over the %g s allowed (--max-staleness-s): no decision "
+                        "on it until fresher data arrives (an agent behind, stalled or with its clock behind)",
+                        age_s, self.max_staleness_s)
+        elif state == "aged":
+            log.warning("newest sample is %.1f s old: scale-ups only; a scale-down needs data at most %g s old "
+                        "(an agent behind or with its clock behind: see ebb_agent_clock_offset_seconds)", age_s, down)
+        else:
+            log.info("data fresh again: newest sample %.1f s old", age_s)
+
     def sense(self, source: SignalSource, actuator: Actuator, span: Spans, tick: Tick) -> Sensed:
-        """Read the source, then the fleet, then check the read covers the fleet. Samples over fewer
-        replicas than are ready understate demand: they back no scale-down (the note locks it), but
-        the policy still sees them, the served demand extrapolated to the ready fleet (``× ready /
-        seen``: the silent replicas taken as loaded as the average of those reporting), so one bad
-        pod never stops a scale-up on the others' overload nor teaches the policy's memory a need
-        that is too low."""
+        """Read the source, then the fleet, then check the read covers the fleet (:func:`covered`)."""
         sig, note = self.read(source, span, tick)
         with span.layer("ebb.actuate.state"):
             state = actuator.state()
-        seen, ready = sig.replicas_seen, state.ready_replicas
-        if not note and seen is not None and seen < ready:
-            log.warning("source covers %d of %d ready replicas — scale-down blocked", seen, ready)
-            sig = extrapolated(sig, ready / seen) if seen > 0 else LiveSignals(empty_fine(), newest_sample_s=sig.newest_sample_s)
-            note = f"incomplete fleet: {seen} of {ready} ready replicas reported (their demand extrapolated)"
-        return Sensed(sig, state, note, self.staleness(tick), self.max_staleness_s)
+        if not note:
+            sig, note = covered(sig, state.ready_replicas)
+            self._note_coverage(sig.replicas_seen if note else None, state.ready_replicas)
+        return Sensed(sig, state, note, self.staleness(tick), self.max_staleness_s, DEFAULT_MAX_STALENESS_S)
+
+    def _note_coverage(self, seen: int | None, ready: int) -> None:
+        """Log an incomplete fleet when it starts or its counts change, and its end (never per cycle)."""
+        now = None if seen is None else (seen, ready)
+        if now == self._coverage:
+            return
+        if now is not None:
+            log.warning("source covers %d of %d ready replicas: scale-down blocked, their demand extrapolated "
+                        "for scale-ups, until every ready replica reports", seen, ready)
+        else:
+            log.info("source covers every ready replica again")
+        self._coverage = now
+
+
+def covered(sig: LiveSignals, ready: int) -> tuple[LiveSignals, str]:
+    """``sig`` as the policy sees it over ``ready`` replicas, and why it cannot back a scale-down
+    ("" when it can). Samples over fewer replicas than are ready understate demand: they back no
+    scale-down, but their served demand is extrapolated to the ready fleet (``× ready / seen``: the
+    silent replicas taken as loaded as the average of those reporting), so one bad pod never stops
+    a scale-up on the others' overload nor teaches the policy's memory a need that is too low. The
+    cycle and the fast path both see the fleet through this."""
+    seen = sig.replicas_seen
+    if seen is None or seen >= ready:
+        return sig, ""
+    out = extrapolated(sig, ready / seen) if seen > 0 else LiveSignals(empty_fine(), newest_sample_s=sig.newest_sample_s)
+    return out, f"incomplete fleet: {seen} of {ready} ready replicas reported (their demand extrapolated)"
 
 
 def extrapolated(sig: LiveSignals, factor: float) -> LiveSignals:

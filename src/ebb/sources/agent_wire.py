@@ -1,6 +1,8 @@
 """The agent's ``/v1/buckets`` wire format (:data:`~ebb.model.live.BUCKETS_VERSION`): records, codec.
 
-A page is ``{"version": 1, "agent": NAME, "bucket_ms": 100, "newest_ns": N|null, "buckets": [...]}``;
+A page is ``{"version": 1, "agent": NAME, "bucket_ms": 100, "newest_ns": N|null, "now_ns": T, "buckets": [...]}``
+(``now_ns``, the agent's wall clock as it wrote the page, is optional: the controller measures the
+agent's clock offset with it, and a page without it is read as before);
 each bucket is ``{"ts_ns", "workers": {name: {...}}, "routers": {name: {...}}, "latency_from",
 "latency_names", "ttft_ms": SKETCH, "e2e_ms": SKETCH, "missing": [url, ...], "gpu": {series: v},
 "host": {series: v}}`` (see :class:`Bucket` for every field). A latency sketch travels as
@@ -11,7 +13,7 @@ keys, so the value ``2γ^k / (γ + 1)`` is within ``α`` = 1 % of every sample i
 Guarantees:
 
 * ``decode_page_json(page_json(p.agent, p.bucket_ms, p.newest_ns, [encode_bucket_json(b) for b in
-  p.buckets]), url) == p`` for every valid page (floats travel as their ``repr``, which JSON reads
+  p.buckets], p.now_ns), url) == p`` for every valid page (floats travel as their ``repr``, which JSON reads
   back exactly; property-tested against the reference encoder :func:`ebb.testing.wire.encode_page`).
 * Decoding is strict: a version other than :data:`BUCKETS_VERSION`, an unknown or missing field, a
   non-finite or negative number, a ratio outside [0, 1], an integer outside the int64 range, a
@@ -245,6 +247,8 @@ class BucketPage:
     dropped: tuple[str, ...] = field(default=(), compare=False)
     """Why entries were left out while decoding (one line per dropped worker, router or series; never
     on the wire, so not part of a page's equality: what an agent serves has none)."""
+    now_ns: int | None = None
+    """The agent's wall clock as it wrote the page (Unix ns); None from an agent that does not say."""
 
 
 # -- encode ------------------------------------------------------------------------------------
@@ -297,10 +301,10 @@ class _Reader:
     def fail(self, where: str, problem: str) -> InputError:
         return InputError(f"field {where}: {problem}", path=self.url, fix=_FIX)
 
-    def obj(self, v: object, where: str, fields: tuple[str, ...]) -> dict[str, Any]:
+    def obj(self, v: object, where: str, fields: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, Any]:
         if not isinstance(v, dict):
             raise self.fail(where, f"expected an object, got {type(v).__name__}")
-        unknown = sorted(set(v) - set(fields))
+        unknown = sorted(set(v) - set(fields) - set(optional))
         if unknown:
             more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
             raise self.fail(where, f"unknown field(s) {', '.join(brief(k, 40) for k in unknown[:5])}{more}")
@@ -408,16 +412,17 @@ def decode_page(obj: object, url: str) -> BucketPage:
         version = obj.get("version")
         if isinstance(version, bool) or not isinstance(version, int) or version != BUCKETS_VERSION:
             raise r.fail("version", f"{brief(version)} is not the supported {BUCKETS_VERSION}")
-    d = r.obj(obj, "(page)", ("version", "agent", "bucket_ms", "newest_ns", "buckets"))
+    d = r.obj(obj, "(page)", ("version", "agent", "bucket_ms", "newest_ns", "buckets"), optional=("now_ns",))
     if not isinstance(d["buckets"], list):
         raise r.fail("buckets", f"expected a list, got {type(d['buckets']).__name__}")
     buckets = tuple(r.bucket(b, f"buckets[{i}]") for i, b in enumerate(d["buckets"]))
     for i in range(1, len(buckets)):
         if buckets[i].ts_ns <= buckets[i - 1].ts_ns:
             raise r.fail(f"buckets[{i}].ts_ns", "bucket times must increase strictly")
-    newest = d["newest_ns"]
+    newest, now = d["newest_ns"], d.get("now_ns")
     return BucketPage(r.str_(d["agent"], "agent"), r.int_(d["bucket_ms"], "bucket_ms", lo=1),
-                      None if newest is None else r.int_(newest, "newest_ns"), buckets, tuple(r.dropped))
+                      None if newest is None else r.int_(newest, "newest_ns"), buckets, tuple(r.dropped),
+                      None if now is None else r.int_(now, "now_ns"))
 
 
 def decode_page_json(raw: bytes | str, url: str) -> BucketPage:
@@ -431,8 +436,13 @@ def encode_bucket_json(bucket: Bucket) -> bytes:
     return json.dumps(_enc_bucket(bucket), separators=(",", ":"), allow_nan=False).encode()
 
 
-def page_json(agent: str, bucket_ms: int, newest_ns: int | None, buckets: Sequence[bytes]) -> bytes:
-    """The page JSON (format in the module docstring) around buckets from :func:`encode_bucket_json`."""
-    head = json.dumps({"version": BUCKETS_VERSION, "agent": agent, "bucket_ms": bucket_ms,
-                       "newest_ns": newest_ns}, separators=(",", ":"))
+def page_json(agent: str, bucket_ms: int, newest_ns: int | None, buckets: Sequence[bytes],
+              now_ns: int | None = None) -> bytes:
+    """The page JSON (format in the module docstring) around buckets from :func:`encode_bucket_json`;
+    ``now_ns`` is written when given."""
+    fields: dict[str, object] = {"version": BUCKETS_VERSION, "agent": agent, "bucket_ms": bucket_ms,
+                                 "newest_ns": newest_ns}
+    if now_ns is not None:
+        fields["now_ns"] = now_ns
+    head = json.dumps(fields, separators=(",", ":"))
     return b"".join((head[:-1].encode(), b',"buckets":[', b",".join(buckets), b"]}"))

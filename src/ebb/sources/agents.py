@@ -28,6 +28,11 @@ then merges the pages by bucket time into :class:`~ebb.model.live.LiveSignals`:
   ``replicas_seen``: the fewest workers behind any emitted fine sample (the controller compares it
   with the ready replicas: fewer is no data for scale-down).
 
+Clocks: each agent's offset from the controller's clock is measured from the ``now_ns`` its pages
+carry, and an agent off by more than half a bucket has its bucket times corrected before the merge
+(:mod:`ebb.sources.agent_clock`; :meth:`AgentSource.clock_offsets_s` for the controller's
+``ebb_agent_clock_offset_seconds``).
+
 Failures: an agent that does not answer, answers 5xx, truncates its answer or overruns the
 deadline raises
 :class:`~ebb.errors.SourceUnavailable` naming its URL — by default even when others answered,
@@ -43,12 +48,14 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ebb.sources.agent_clock import AgentClocks
 from ebb.sources.agent_wire import Bucket, BucketPage, Sketch, decode_page_json
 from ebb.errors import InputError, SourceUnavailable
 from ebb.log_limit import LogLimiter, held_note
@@ -89,12 +96,21 @@ class AgentSource:
         self.dropped_total = 0
         """Entries (workers, routers, series) dropped for a value out of range, since the start."""
         self._drop_log = LogLimiter()
+        self.clocks = AgentClocks()
+        """Each agent's measured clock offset and the correction its bucket times get (:mod:`ebb.sources.agent_clock`)."""
+
+    def clock_offsets_s(self) -> dict[str, float]:
+        """Agent URL → its clock's offset from this controller's (s, + ahead), for agents that stamp pages."""
+        return self.clocks.offsets_s()
 
     # -- fetching ----------------------------------------------------------------------------
     def _fetch(self, url: str, since_ns: int) -> BucketPage:
-        target = f"{url}/v1/buckets?since_ns={since_ns}"
+        shift = self.clocks.shift_ns(url)
+        target = f"{url}/v1/buckets?since_ns={max(0, since_ns + shift)}"
         try:
+            sent_s = time.time()
             reply = get(target, self._limits)
+            received_s = time.time()
         except SourceUnavailable as exc:
             raise SourceUnavailable(f"agent {url}: {exc} (fix: check that `ebb agent` runs there and the URL "
                                     "is right)") from exc
@@ -109,7 +125,8 @@ class AgentSource:
         page = decode_page_json(reply.body, target)
         if page.dropped:
             self._note_dropped(url, page.dropped)
-        return page
+        self.clocks.observe(url, page.now_ns, sent_s, received_s, page.bucket_ms)
+        return shifted(page, shift)
 
     def _note_dropped(self, url: str, dropped: tuple[str, ...]) -> None:
         """Count the entries a page dropped; log the first, at most one line per agent per 10 s
@@ -153,6 +170,14 @@ class AgentSource:
             log.warning("agent %s skipped this cycle: %s", u, e)
         self.last_failed = tuple(failed)
         return _merge(pages, since_s)
+
+
+def shifted(page: BucketPage, shift_ns: int) -> BucketPage:
+    """``page`` with its bucket times (and newest time) moved ``shift_ns`` earlier (the clock correction)."""
+    if not shift_ns:
+        return page
+    return replace(page, newest_ns=None if page.newest_ns is None else page.newest_ns - shift_ns,
+                   buckets=tuple(replace(b, ts_ns=b.ts_ns - shift_ns) for b in page.buckets))
 
 
 def _merge(pages: list[BucketPage], since_s: float) -> LiveSignals:

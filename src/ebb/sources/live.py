@@ -21,7 +21,7 @@ from typing import Protocol, runtime_checkable
 
 from ebb.model.live import LiveSignals
 
-__all__ = ["SignalSource"]
+__all__ = ["ClockedSource", "SignalSource"]
 
 
 @runtime_checkable
@@ -30,4 +30,14 @@ class SignalSource(Protocol):
 
     def read(self, since_s: float) -> LiveSignals:
         """Samples newer than ``since_s`` (Unix s) and the newest gauges, each with its time."""
+        ...
+
+
+@runtime_checkable
+class ClockedSource(Protocol):
+    """A source whose peers stamp their data with their own clocks and which measures how far those
+    clocks are from the controller's (the agents: :mod:`ebb.sources.agent_clock`)."""
+
+    def clock_offsets_s(self) -> dict[str, float]:
+        """Peer → its clock's offset from the controller's (s, + ahead); peers not measured are absent."""
         ...

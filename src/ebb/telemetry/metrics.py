@@ -13,6 +13,8 @@ metric                               type       labels / unit
 ``ebb_data_staleness_seconds``       gauge      age of the newest sample at the last cycle (NaN: none yet)
 ``ebb_cycle_duration_seconds``       histogram  wall time of one cycle
 ``ebb_leader``                       gauge      1 while this replica holds the leader lease
+``ebb_agent_clock_offset_seconds``   gauge      ``agent``: its clock minus the controller's (agents that stamp
+                                               their pages; corrected past half a bucket)
 ``ebb_ledger_write_errors_total``    counter
 ``ebb_telemetry_errors_total``       counter    ``where`` = the method that swallowed an error
 ===================================  =========  ==========================================================
@@ -35,7 +37,7 @@ import functools
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Concatenate, Final, ParamSpec, TypeVar
 from wsgiref.simple_server import WSGIServer
 
@@ -116,6 +118,10 @@ class EbbMetrics:
         self._duration = Histogram("ebb_cycle_duration_seconds", "Wall time of one decision cycle.",
                                    buckets=CYCLE_BUCKETS_S, registry=r)
         self._leader = Gauge("ebb_leader", "1 while this replica holds the leader lease.", registry=r)
+        self._clock_offset = Gauge("ebb_agent_clock_offset_seconds",
+                                   "Each agent's clock minus the controller's (s; median of its last 5 pages).",
+                                   ["agent"], registry=r)
+        self._agent = _Bounded()
         self._ledger_errors = Counter("ebb_ledger_write_errors",
                                       "Failed writes to the decision ledger.", registry=r)
         self._errors = Counter("ebb_telemetry_errors", "Errors swallowed by Ebb's telemetry.",
@@ -162,6 +168,12 @@ class EbbMetrics:
         self._cycles.labels(result=result).inc()
         self._duration.observe(duration_s)
         self._staleness.set(math.nan if staleness_s is None else staleness_s)
+
+    @_swallow
+    def agent_clock_offsets(self, offsets_s: Mapping[str, float]) -> None:
+        """Set ``ebb_agent_clock_offset_seconds{agent}`` for each measured agent (label set bounded)."""
+        for agent, offset in offsets_s.items():
+            self._clock_offset.labels(agent=self._agent(agent)).set(offset)
 
     @_swallow
     def decision(self, action: str, veto_reasons: Iterable[str] = ()) -> None:

@@ -18,5 +18,6 @@ __all__ = ["encode_page"]
 
 def encode_page(page: BucketPage) -> dict[str, Any]:
     """The JSON-ready dict of a page (``json.dumps`` it)."""
-    raw = page_json(page.agent, page.bucket_ms, page.newest_ns, [encode_bucket_json(b) for b in page.buckets])
+    raw = page_json(page.agent, page.bucket_ms, page.newest_ns, [encode_bucket_json(b) for b in page.buckets],
+                    page.now_ns)
     return cast(dict[str, Any], json.loads(raw))

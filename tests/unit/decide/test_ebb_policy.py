@@ -590,3 +590,21 @@ def test_one_sample_of_served_demand_has_the_bits_of_the_array_path() -> None:
                 one = served_demand(np.array([p]), np.array([s]), ready)
                 two = served_demand(np.array([p, 0.0]), np.array([s, 0.0]), ready)
                 assert one.tobytes() == two[:1].tobytes(), (p, s, ready)
+
+
+@pytest.mark.parametrize("age_s", [0.0, 3.0, 4.5])
+def test_demand_that_arrives_seconds_late_still_sizes_the_scale_up_it_shows(age_s: float) -> None:
+    # An agent 3 s behind (its clock, or its buckets): the samples end age_s before the decision.
+    # They used to age out of the 2 s sizing window on arrival, and the need read 0 on a saturated
+    # fleet; the windows now end at the newest sample (EbbState.read_time), up to max_staleness_s.
+    pol = policy()
+    pods = [pod(i) for i in range(2)]
+    d = pol.decide(observe(1.0 + age_s, pods, fine(1.0, 8.0)))
+    assert d.action == "scale_up" and d.signals["need_replicas"] == pytest.approx(4.0)
+
+
+def test_demand_older_than_the_staleness_limit_sizes_nothing() -> None:
+    pol = policy()
+    pods = [pod(i) for i in range(2)]
+    d = pol.decide(observe(7.0, pods, fine(1.0, 8.0)))  # 6 s old > max_staleness_s 5
+    assert d.action != "scale_up" and d.signals.get("need_replicas", 0.0) == 0.0

@@ -803,3 +803,64 @@ def test_a_proposal_is_committed_only_by_the_controller_that_proposed_it() -> No
     assert isinstance(p, Proposal)
     assert b.commit(p).action == "error" and act.applied_ids == []
     assert a.commit(p).acted
+
+
+def late_signals(clock: Clock, age_s: Callable[[], float]) -> FakeSignalSource:
+    """Ten 100 ms samples of 0.2 busy replicas ending ``age_s()`` before the clock (an agent behind)."""
+    def produce(since_s: float) -> LiveSignals:
+        end = clock.t - age_s()
+        t = end - 0.1 * np.arange(10)[::-1]
+        t = t[t > since_s]
+        z = np.zeros(len(t))
+        return LiveSignals(FineSignals(t_s=t, prefill_replicas=z + 0.2, slot_replicas=z + 0.2, queued=z),
+                           total_qps=1.0, queued=0.0, newest_sample_s=end)
+    return FakeSignalSource(produce)
+
+
+@pytest.mark.parametrize("want", [6, 2])
+def test_data_three_seconds_old_backs_a_scale_up_and_never_a_scale_down(want: int) -> None:
+    clock = Clock()
+    act = FakeActuator(4, clock=clock)
+    out = make(ScriptedPolicy(lambda o: want), clock, source=late_signals(clock, lambda: 3.0), actuator=act).cycle()
+    if want > 4:
+        assert out.action == "scale_up" and out.acted and act.state().spec_replicas == 6
+    else:
+        assert out.action == "veto" and act.state().spec_replicas == 4
+        assert "data 3.0 s old: a scale-down needs data at most 2 s old" in out.note
+
+
+def test_the_datas_freshness_is_logged_once_per_change_of_state(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    # late for three cycles, on time, then stalled (nothing newer arrives) for six, then on time; the
+    # age is the freshest sample *seen*'s, so the first late cycle still reads 1.1 s (fresh)
+    ages = [0.1, 3.0, 3.0, 3.0, 0.1, 0.1] + [100.0] * 6 + [0.1, 0.1]
+    age = [0.1]
+    c = make(ScriptedPolicy(lambda o: o.spec_replicas), clock, source=late_signals(clock, lambda: age[0]))
+    with caplog.at_level("INFO", logger="ebb.live.controller"):
+        for a in ages:
+            age[0] = a
+            clock.t += 1.0
+            c.cycle()
+    lines = [r.getMessage() for r in caplog.records if "newest sample" in r.getMessage() or "fresh again" in
+             r.getMessage()]
+    assert [line.split(":")[0] for line in lines] == [
+        "newest sample is 2.1 s old", "data fresh again", "newest sample is 2.1 s old",
+        "newest sample is 5.1 s old, over the 5 s allowed (--max-staleness-s)", "data fresh again"], lines
+
+
+def test_the_fast_path_sees_an_incomplete_fleets_demand_extrapolated_as_the_cycle_does() -> None:
+    # One pod's page is missing (2 of 4 ready report, 0.5 busy each): the cycle extrapolated their
+    # demand to the fleet, the fast path fed the policy the raw half, so its memory averaged both.
+    clock = Clock()
+    seen: list[float] = []
+
+    def wish(o: Observation) -> None:
+        assert o.fine is not None
+        seen.append(float(o.fine.prefill_replicas[-1]))
+
+    pol = ReactingPolicy(lambda o: o.spec_replicas, wish=wish)
+    c = make(pol, clock, source=fresh_signals(clock, prefill=1.0, slots=1.0, replicas_seen=2))
+    c.cycle()
+    clock.t += 0.1
+    assert c.react() is None
+    assert seen == [pytest.approx(2.0)]  # × 4 ready / 2 seen

@@ -50,7 +50,8 @@ def pages(draw: st.DrawFn) -> BucketPage:
     start = draw(st.integers(0, 2**60))
     n = draw(st.integers(0, 4))
     bs = tuple(draw(buckets(start + k * 100_000_000)) for k in range(n))
-    return BucketPage(draw(names), 100, bs[-1].ts_ns if bs else None, bs)
+    return BucketPage(draw(names), 100, bs[-1].ts_ns if bs else None, bs,
+                      now_ns=draw(st.none() | st.integers(0, 2**63 - 1)))
 
 
 def roundtrip(page: BucketPage) -> BucketPage:
@@ -208,5 +209,6 @@ def test_decode_page_json_turns_any_bad_text_into_an_input_error(raw: bytes) -> 
 @settings(max_examples=60, deadline=None)
 @given(page=pages())
 def test_pages_joined_from_pre_encoded_buckets_decode_to_the_same_page(page: BucketPage) -> None:
-    raw = page_json(page.agent, page.bucket_ms, page.newest_ns, [encode_bucket_json(b) for b in page.buckets])
+    raw = page_json(page.agent, page.bucket_ms, page.newest_ns, [encode_bucket_json(b) for b in page.buckets],
+                    page.now_ns)
     assert decode_page_json(raw, URL) == page
