@@ -66,7 +66,8 @@ then polled at ``{url}{metrics_path}`` while the router stays a ``/stats`` endpo
 Each page is parsed off the event loop within ``parse_budget_s`` (:mod:`ebb.agent.parse_pool`:
 by default half a bucket, at least 50 ms; a page over it lists its endpoint as missing for that
 bucket, counted in ``ebb_agent_poll_errors_total``).
-``engine_pods`` (blocking, e.g. :class:`~ebb.agent.kube_pods.PodLister`) runs every ``discover_s``
+``engine_pods`` (blocking: :class:`~ebb.agent.kube_pods.EndpointSliceLister` or
+:class:`~ebb.agent.kube_pods.PodLister`) runs every ``discover_s``
 in a thread; the URLs it returns are engine endpoints, a failing call keeps the current ones.
 """
 
@@ -134,8 +135,8 @@ class Agent:
         if (engine_endpoints or engine_pods is not None) and engine is None:
             raise ConfigError("engine endpoints need an engine profile (fix: give --engine NAME)")
         self._engines = EnginePoller(engine, max_concurrency) if engine is not None else None
-        if parse_budget_s is not None and not parse_budget_s > 0:
-            raise ConfigError(f"--parse-budget-ms must be > 0, got {parse_budget_s * 1000:g}")
+        if parse_budget_s is not None and not 0 < parse_budget_s <= 60:
+            raise ConfigError(f"--parse-budget-ms must be in (0, 60000], got {parse_budget_s * 1000:g}")
         self._parser = ParsePool(parse_budget_s or default_budget_s(bucket_ms))
         try:
             static = list(dict.fromkeys(check_endpoint(u) for u in endpoints))

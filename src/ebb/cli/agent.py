@@ -153,6 +153,9 @@ def agent_command(
     pod_namespace: str = typer.Option("default", "--pod-namespace", envvar="POD_NAMESPACE",
                                       help="Namespace of the engine pods."),
     dcgm: str | None = typer.Option(None, "--dcgm", help="DCGM exporter URL to read the GPUs from (instead of NVML)."),
+    parse_budget_ms: float | None = typer.Option(None, "--parse-budget-ms", help="Time one engine page may take to "
+                                                 "parse before its pod counts as missing for that bucket (default: "
+                                                 "half a bucket, at least 50 ms; a 52 KB vLLM page takes ~4 ms)."),
 ) -> None:
     """Run the node agent: 100 ms sketch buckets at /v1/buckets, Prometheus text at /metrics."""
     if not endpoint and endpoints_from is None and pod_selector is None and pod_service is None:
@@ -199,7 +202,8 @@ def agent_command(
     agent = Agent([] if profile else endpoint, port=port, bucket_ms=bucket_ms, name=name,
                   endpoints_from=endpoints_from, bind=bind, token=token, protect_metrics=protect_metrics,
                   ssl_context=tls, limits=limits, max_endpoints=max_endpoints, engine=profile,
-                  engine_endpoints=endpoint if profile else (), max_concurrency=max_concurrency, engine_pods=pods)
+                  engine_endpoints=endpoint if profile else (), max_concurrency=max_concurrency, engine_pods=pods,
+                  parse_budget_s=None if parse_budget_ms is None else parse_budget_ms / 1000)
     if token is None and not _loopback(bind):
         typer.echo(f"warning: serving /v1/buckets on {bind} without a token: anyone who can connect reads the "
                    f"fleet's data (fix: --token-file PATH or ${TOKEN_ENV})", err=True)

@@ -184,6 +184,10 @@ def test_serving_beyond_loopback_without_a_token_warns() -> None:
     (["--engine", "vllm", "--pod-selector", "app=vllm", "--node-name", ""], "--node-name"),
     (["--engine", "vllm", "--pod-selector", "novalue", "--node-name", "n1"], "--pod-selector"),
     (["--engine", "vllm", "--endpoint", "http://10.0.0.1:8000/metrics?x=1"], "query"),
+    (["--engine", "vllm", "--endpoint", "http://10.0.0.1:8000/metrics", "--parse-budget-ms", "0"],
+     "--parse-budget-ms"),
+    (["--engine", "vllm", "--endpoint", "http://10.0.0.1:8000/metrics", "--parse-budget-ms", "nan"],
+     "--parse-budget-ms"),
 ], ids=lambda a: " ".join(a) if isinstance(a, list) else a)
 def test_engine_flags_that_cannot_work_are_config_errors(args: list[str], needle: str,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
