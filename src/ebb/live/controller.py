@@ -370,6 +370,11 @@ class Controller:
         self._fault("after_ledger")
         self._books.count(rec)
         if self.settings.mode != "act" or not d.changes:
+            if d.action == "scale_up":
+                # recommended, not applied: until the next cycle reads the fleet, the fast path takes
+                # this size as asked for, so a saturated fleet in recommend mode writes a row a cycle,
+                # not one every 100 ms tick
+                self._fast.applied(rec.to_replicas)
             return replace(seen.outcome(n, tick.t_s, d.action, rec.to_replicas, rec.decision_id,
                                         note=blocked or seen.note, signals=rec.signals), fast=fast)
         return replace(self._act(span, cycle, d, fence, seen, n, tick.t_s), fast=fast)

@@ -864,3 +864,22 @@ def test_the_fast_path_sees_an_incomplete_fleets_demand_extrapolated_as_the_cycl
     clock.t += 0.1
     assert c.react() is None
     assert seen == [pytest.approx(2.0)]  # × 4 ready / 2 seen
+
+
+def test_in_recommend_mode_the_fast_path_asks_for_a_size_once_a_cycle_not_every_tick() -> None:
+    # The fleet never grows in recommend mode: without this, a saturated fleet wrote a ledger row
+    # every 100 ms tick for the same wish.
+    clock = Clock()
+    pol = ReactingPolicy(lambda o: o.spec_replicas, wish=lambda o: 7)
+    c = make(pol, clock, mode="recommend")
+    c.cycle()
+    fired = []
+    for _ in range(5):
+        clock.t += 0.1
+        fired.append(c.react())
+    assert [o is not None for o in fired] == [True, False, False, False, False]
+    clock.t += 0.5
+    c.cycle()  # reads the fleet: still 4, so the next tick may ask again (once)
+    clock.t += 0.1
+    assert c.react() is not None
+    assert len(c.ledger.decisions(RunId("r1"))) == 2
