@@ -18,7 +18,9 @@ Guarantees of the local backends (``docs/sweep.md``):
 * :class:`RayBackend` with ``local``: the private Ray listens on loopback only (127.0.0.1; checked
   after start, a Ray that is not is stopped and refused) and, where the installed Ray has token
   authentication (detected by feature: Ray 2.60 has it), requires a random 256-bit token made for
-  this sweep and held only in the environment of this process and of Ray's processes.
+  this sweep and held only in the environment of this process and of Ray's processes. A task
+  whose Ray worker dies runs once more (Ray's ``max_retries`` = :data:`WORKER_DEATH_RETRIES`); a
+  job that raises is never rerun.
 """
 
 from __future__ import annotations
@@ -358,7 +360,8 @@ class RayBackend:
                     raise ConfigError(f"--ray-address {self.address}: cannot start or reach Ray: {_one_line(exc)} "
                                       "(fix: auto inside a Ray cluster, ray://HOST:10001, or local)") from exc
         try:
-            remote = ray.remote(num_cpus=1, max_retries=0)(_call)
+            # a task whose worker died runs once more, as in the pool (Ray never retries an exception)
+            remote = ray.remote(num_cpus=1, max_retries=WORKER_DEATH_RETRIES)(_call)
             pending = {remote.remote(fn, job): job for job in jobs}
             out: list[JobOutcome] = []
             while pending:

@@ -202,8 +202,9 @@ def _cut(conn: http.client.HTTPConnection, expired: threading.Event) -> None:
 
 
 def _timeout(url: str, limits: HttpLimits) -> SourceUnavailable:
+    # no "retrying": a one-shot caller (ebb probe) does not retry, and the loops say so themselves
     return SourceUnavailable(f"{_safe(url)} did not finish answering within {limits.deadline_s:g} s "
-                             "(total deadline); retrying next cycle")
+                             "(total deadline)")
 
 
 def _safe(url: str) -> str:

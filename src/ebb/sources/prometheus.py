@@ -102,8 +102,6 @@ from ebb.sources.prometheus_api import MAX_BYTES, MAX_SERIES, MAX_WARNINGS_LOGGE
 from ebb.sources.engines.profiles import EngineProfile
 from ebb.sources.prometheus_engine import ENGINE_ABSENT, EngineMode, engine_signals
 from ebb.sources.prometheus_grid import Grid as _Grid, Key, age_problem as _age_problem, lay
-from ebb.sources.engines.profiles import EngineProfile
-from ebb.sources.prometheus_engine import ENGINE_ABSENT, EngineMode, engine_signals
 from ebb.sources.prometheus_grid import bucket_bound as _bucket_bound
 from ebb.sources.prometheus_grid import Fleet, per_bucket, signals, step_increase
 from ebb.sources.promql import (DEFAULT_SELECTOR, LABEL_NAME, MAX_SELECTOR_CHARS, LabelMatcher, MatchOp,

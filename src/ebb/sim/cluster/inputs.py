@@ -21,6 +21,8 @@ CLI and the sweep) and does the rest itself:
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -62,6 +64,16 @@ class ScenarioSeries(Protocol):
         ...
 
 
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{i\}|\{client\}")
+
+
+def _fill(text: str, i: int, client: int) -> str:
+    """``text`` with ``{i}`` and ``{client}`` filled and ``{{``/``}}`` unescaped — literally, never
+    through ``str.format`` (no attribute access, no padding, whatever the scenario reader let by)."""
+    values = {"{{": "{", "}}": "}", "{i}": str(i), "{client}": str(client)}
+    return _PLACEHOLDER.sub(lambda m: values[m.group()], text)
+
+
 def expand_services(sc: Scenario, series: ScenarioSeries) -> tuple[ServiceSpec, ...]:
     """The scenario's services plus one per generated ServeGen client (validated like the rest)."""
     out = list(sc.services)
@@ -70,7 +82,7 @@ def expand_services(sc: Scenario, series: ScenarioSeries) -> tuple[ServiceSpec, 
         ids = series.client_ids(g["path"], g.get("clients", 10))
         keys = {k: v for k, v in g.items() if k not in ("servegen", "clients", "rate_scale", "path", "where")}
         for i, cid in enumerate(ids):
-            entry = {k: (v.format(i=i, client=cid) if isinstance(v, str) else v) for k, v in keys.items()}
+            entry = {k: (_fill(v, i, cid) if isinstance(v, str) else v) for k, v in keys.items()}
             entry.setdefault("name", f"{Path(g['path']).name}-{cid}")
             entry.setdefault("namespace", "default")
             entry["arrivals"] = {"servegen": g["servegen"], "client": cid, "rate_scale": g.get("rate_scale", 1.0)}

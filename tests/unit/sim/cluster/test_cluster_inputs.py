@@ -86,6 +86,16 @@ generate:
     assert all(s.arrivals is not None and s.arrivals["kind"] == "servegen" for s in extra)
 
 
+def test_doubled_braces_in_a_generated_name_are_literal_braces() -> None:
+    text = SCENARIO + """
+generate:
+  - {servegen: language/m-mid, clients: 1, name: "mmid-{{x}}-{client}", class: realtime-recommendation,
+     capacity_rps: 1}
+"""
+    services = expand_services(parse_scenario(text, source="tiny.yaml"), FakeSeries(clients=(7,)))
+    assert [s.name for s in services if s.name.startswith("mmid-")] == ["mmid-{x}-7"]
+
+
 def test_two_services_of_one_name_are_refused_naming_the_scenario() -> None:
     text = SCENARIO + "generate:\n  - {servegen: m, clients: 2, name: same, class: order-fulfilment}\n"
     with pytest.raises(InputError, match="two services are named 'same'") as exc:
