@@ -20,7 +20,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ebb.actuate.base import ActuationResult, Actuator, FleetState
-from ebb.decide.semantics import DEFAULT_MAX_STALENESS_S
 from ebb.errors import EbbError
 from ebb.live.settings import CycleOutcome
 from ebb.live.timeline import Tick
@@ -29,7 +28,7 @@ from ebb.model.ids import DecisionId, ReplicaId
 from ebb.model.live import LiveSignals
 from ebb.model.observation import FineSignals, Observation, PodView
 from ebb.model.spans import Spans
-from ebb.sources.live import SignalSource
+from ebb.sources.live import FreshSource, SignalSource
 
 __all__ = ["Sensed", "Sensor", "actuated", "covered", "empty_fine", "observation", "rebase", "victim_names"]
 
@@ -48,8 +47,9 @@ class Sensed:
     """Age of the freshest sample ever seen (s); None when the source has never answered."""
     max_staleness_s: float
     """Data older than this (s) backs no decision at all."""
-    down_fresh_s: float = DEFAULT_MAX_STALENESS_S
-    """Data older than this (s; capped at ``max_staleness_s``) backs scale-ups only (the freshness rule)."""
+    down_fresh_s: float = math.inf
+    """Data older than this (s; capped at ``max_staleness_s``) backs scale-ups only (the freshness
+    rule: the source's :attr:`~ebb.sources.live.FreshSource.down_fresh_s`, else the staleness limit)."""
 
     @property
     def unfit(self) -> str:
@@ -110,10 +110,12 @@ class Sensor:
         """Unix time the next read continues from."""
         self.newest_s: float | None = None
         """The freshest sample any read returned since the last clock step (Unix s)."""
+        self.down_fresh_s = math.inf
+        """The source's scale-down freshness (:class:`~ebb.sources.live.FreshSource`; inf: the staleness limit)."""
         self._coverage: tuple[int, int] | None = None  # (seen, ready) of the incomplete fleet last logged
         self.freshness = "fresh"
         """The data's state after the last read: ``fresh`` (backs any decision), ``aged`` (older than
-        :data:`~ebb.decide.semantics.DEFAULT_MAX_STALENESS_S`: scale-ups only) or ``stale`` (older
+        the source's :attr:`down_fresh_s`: scale-ups only) or ``stale`` (older
         than ``max_staleness_s``, or never seen: no decision); each change is logged once."""
 
     def staleness(self, tick: Tick) -> float | None:
@@ -156,7 +158,7 @@ class Sensor:
 
     def _note_freshness(self, age_s: float | None, quiet: bool) -> None:
         """Log the data's freshness when it changes state (never once per cycle; see :attr:`freshness`)."""
-        down = min(DEFAULT_MAX_STALENESS_S, self.max_staleness_s)
+        down = min(self.down_fresh_s, self.max_staleness_s)
         state = ("stale" if age_s is None or age_s > self.max_staleness_s else
                  "aged" if age_s > down else "fresh")
         if state == self.freshness or quiet:
@@ -176,13 +178,14 @@ class Sensor:
 
     def sense(self, source: SignalSource, actuator: Actuator, span: Spans, tick: Tick) -> Sensed:
         """Read the source, then the fleet, then check the read covers the fleet (:func:`covered`)."""
+        self.down_fresh_s = source.down_fresh_s if isinstance(source, FreshSource) else math.inf
         sig, note = self.read(source, span, tick)
         with span.layer("ebb.actuate.state"):
             state = actuator.state()
         if not note:
             sig, note = covered(sig, state.ready_replicas)
             self._note_coverage(sig.replicas_seen if note else None, state.ready_replicas)
-        return Sensed(sig, state, note, self.staleness(tick), self.max_staleness_s, DEFAULT_MAX_STALENESS_S)
+        return Sensed(sig, state, note, self.staleness(tick), self.max_staleness_s, self.down_fresh_s)
 
     def _note_coverage(self, seen: int | None, ready: int) -> None:
         """Log an incomplete fleet when it starts or its counts change, and its end (never per cycle)."""

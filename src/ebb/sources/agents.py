@@ -67,6 +67,8 @@ __all__ = ["AgentSource"]
 
 log = logging.getLogger(__name__)
 _SLACK_NS = 1_000_000  # ask 1 ms early, then filter with the caller's own float comparison
+AGENT_FRESH_S = 2.0
+"""Age (s) past which agent data backs no scale-down: twenty 100 ms buckets."""
 
 
 @dataclass
@@ -98,6 +100,12 @@ class AgentSource:
         self._drop_log = LogLimiter()
         self.clocks = AgentClocks()
         """Each agent's measured clock offset and the correction its bucket times get (:mod:`ebb.sources.agent_clock`)."""
+
+    @property
+    def down_fresh_s(self) -> float:
+        """2 s (twenty 100 ms buckets): agent data older than that means an agent is behind, so it
+        backs scale-ups only (:class:`~ebb.sources.live.FreshSource`)."""
+        return AGENT_FRESH_S
 
     def clock_offsets_s(self) -> dict[str, float]:
         """Agent URL → its clock's offset from this controller's (s, + ahead), for agents that stamp pages."""

@@ -21,7 +21,7 @@ from typing import Protocol, runtime_checkable
 
 from ebb.model.live import LiveSignals
 
-__all__ = ["ClockedSource", "SignalSource"]
+__all__ = ["ClockedSource", "FreshSource", "SignalSource"]
 
 
 @runtime_checkable
@@ -40,4 +40,16 @@ class ClockedSource(Protocol):
 
     def clock_offsets_s(self) -> dict[str, float]:
         """Peer → its clock's offset from the controller's (s, + ahead); peers not measured are absent."""
+        ...
+
+
+@runtime_checkable
+class FreshSource(Protocol):
+    """A source that says how old its newest sample may be while it keeps up (the agents: 2 s, twenty
+    100 ms buckets). The controller lets a scale-down through only on data that fresh; a source
+    without it (Prometheus, whose scrape interval sets the age) is fresh up to the staleness limit."""
+
+    @property
+    def down_fresh_s(self) -> float:
+        """Seconds; data older than this backs scale-ups only."""
         ...

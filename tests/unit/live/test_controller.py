@@ -805,8 +805,17 @@ def test_a_proposal_is_committed_only_by_the_controller_that_proposed_it() -> No
     assert a.commit(p).acted
 
 
-def late_signals(clock: Clock, age_s: Callable[[], float]) -> FakeSignalSource:
-    """Ten 100 ms samples of 0.2 busy replicas ending ``age_s()`` before the clock (an agent behind)."""
+class AgentLike(FakeSignalSource):
+    """A source that, like the agents', backs scale-downs only on data at most 2 s old."""
+
+    @property
+    def down_fresh_s(self) -> float:
+        return 2.0
+
+
+def late_signals(clock: Clock, age_s: Callable[[], float], *, agent: bool = True) -> FakeSignalSource:
+    """Ten 100 ms samples of 0.2 busy replicas ending ``age_s()`` before the clock (an agent behind;
+    ``agent`` False: a source without its own freshness, such as Prometheus)."""
     def produce(since_s: float) -> LiveSignals:
         end = clock.t - age_s()
         t = end - 0.1 * np.arange(10)[::-1]
@@ -814,7 +823,16 @@ def late_signals(clock: Clock, age_s: Callable[[], float]) -> FakeSignalSource:
         z = np.zeros(len(t))
         return LiveSignals(FineSignals(t_s=t, prefill_replicas=z + 0.2, slot_replicas=z + 0.2, queued=z),
                            total_qps=1.0, queued=0.0, newest_sample_s=end)
-    return FakeSignalSource(produce)
+    return AgentLike(produce) if agent else FakeSignalSource(produce)
+
+
+def test_a_source_without_its_own_freshness_backs_scale_downs_up_to_the_staleness_limit() -> None:
+    # Prometheus: its scrape interval sets the age (2-3 s at a 1 s scrape), so 3 s old is fresh
+    clock = Clock()
+    act = FakeActuator(4, clock=clock)
+    src = late_signals(clock, lambda: 3.0, agent=False)
+    out = make(ScriptedPolicy(lambda o: 2), clock, source=src, actuator=act).cycle()
+    assert out.action == "scale_down" and act.state().spec_replicas == 2
 
 
 @pytest.mark.parametrize("want", [6, 2])
