@@ -78,6 +78,8 @@ class Sampler:
             except OSError:
                 self.skipped += 1  # a server stopped between the listing and the read (a drain ended)
                 continue
+            except RuntimeError:
+                return  # the demo stopped its router before this sampler's stop: the run is over
             readings = [read_engine_text(t, PROFILE, source=u) for t, u in zip(texts, urls)]
             self.rows.append({"t": time.time(), "r0": before["inflight"], "r1": after["inflight"],
                               "q0": before["queued"], "running": sum(r.running for r in readings),
