@@ -54,6 +54,7 @@ from ebb.score.verdict import meets_slo, verdict
 from ebb.sim.compare import FIDELITIES, Comparison, compare
 from ebb.sim.policies import KNOWN_POLICIES, POLICY_HELP
 from ebb.sim.service_time import ServiceTimeModel
+from ebb.sim.sleepers import parse_tier
 from ebb.sim.settings import (
     ClusterSettings,
     FaultSettings,
@@ -63,8 +64,8 @@ from ebb.sim.settings import (
 )
 from ebb.sources.traces import BUNDLED_TRACES, FORMATS, open_trace
 
-_NARROWEST = ("canary ok/abort", "dropped", "misjudged", "cost $", "TTFT p50/p99 ms", "E2E p50/p99 ms", "peak",
-             "ups/downs")
+_NARROWEST = ("canary ok/abort", "dropped", "misjudged", "cost $", "wakeups", "TTFT p50/p99 ms", "E2E p50/p99 ms",
+             "peak", "ups/downs")
 """Columns given up, first to last, until the table fits the terminal; every number stays in --json."""
 POLICY_LABEL_CHARS = 16
 """Longer policy specs appear as P1, P2, ... in the table, spelled out in a legend below it."""
@@ -97,13 +98,19 @@ def _table(cmp: Comparison, width: int = 80, *, service_model: bool = False) -> 
         "canary ok/abort": lambda c: f"{c.canary_passes}/{c.canary_aborts}",
         "dropped": lambda c: str(c.dropped_requests),
     }
+    if any(c.asleep_gpu_hours or c.wakeups for c in cards):  # an asleep tier: which GPU-hours slept
+        columns = {k: v for k, v in columns.items() if k != "policy"}
+        columns = {"policy": lambda c: escape(labels[c.policy]), "GPU-h": columns.pop("GPU-h"),
+                   "asleep GPU-h": lambda c: f"{c.asleep_gpu_hours:,.2f}", "wakeups": lambda c: str(c.wakeups),
+                   **columns}
     if ratios:
         columns["vs HPA frontier"] = lambda c: _ratio(ratios.get(c.policy))
     title = (f"{cmp.workload_name}: {human_count(cmp.requests)} requests over {human_span(cmp.duration_s)} "
              f"(load x{cmp.load_scale:.3g}, {cmp.fidelity}{_warmup_note(cards)})")
     shown = [k for k in columns if k not in ("TTFT p99 ms", "E2E p99 ms")]
     console = Console(width=10_000, file=io.StringIO())  # measures natural widths, prints nothing
-    short = {"SLO viol %": "viol %", "TTFT p99 ms": "TTFT p99", "E2E p99 ms": "E2E p99", "vs HPA frontier": "vs HPA"}
+    short = {"SLO viol %": "viol %", "TTFT p99 ms": "TTFT p99", "E2E p99 ms": "E2E p99", "vs HPA frontier": "vs HPA",
+             "asleep GPU-h": "asleep"}
     for drop in (None, *_NARROWEST, "short headers"):
         if drop in _NARROWEST:
             pair = {"TTFT p50/p99 ms": "TTFT p99 ms", "E2E p50/p99 ms": "E2E p99 ms"}.get(drop)
@@ -118,6 +125,9 @@ def _table(cmp: Comparison, width: int = 80, *, service_model: bool = False) -> 
         if Measurement.get(console, console.options.update_width(10_000), t).maximum <= width:
             break
     legend_lines = [f"{short} = {spec}" for short, spec in legend(labels)]
+    if "asleep GPU-h" in columns:
+        legend_lines.append("GPU-h are billed, asleep ones included: a sleeping replica holds its GPU; its HBM is "
+                            "freed and lendable, the GPU itself only where the cluster shares or lends devices")
     if drop is not None:
         legend_lines.append(f"{width}-column terminal: some columns left out; every number is in --json")
     if drop == "short headers":
@@ -240,6 +250,7 @@ def simulate(
     = SimModelSettings.kubelet_resolution_s,
     seed: Annotated[int, settings_option(SimModelSettings, "seed")] = SimModelSettings.seed,
     warmup_s: Annotated[float | None, settings_option(SimModelSettings, "warmup_s")] = None,
+    tier: Annotated[str | None, settings_option(SimModelSettings, "tier")] = None,
     fault_slowdown: Annotated[float | None, settings_option(FaultInjectionSettings, "fault_slowdown")] = None,
     fault_after_s: Annotated[float, settings_option(FaultInjectionSettings, "fault_after_s")]
     = FaultInjectionSettings.fault_after_s,
@@ -291,7 +302,8 @@ def _sim_settings(s: SimulateSettings, service: ServiceTimeModel | None) -> SimS
     m, f = s.model, s.fault
     return SimSettings(
         slo=SloSettings(m.slo_ttft_ms, m.slo_e2e_ms),
-        cluster=ClusterSettings(cold_start_s=m.cold_start_s, gpu_hour_usd=m.gpu_hour_usd, service=service),
+        cluster=ClusterSettings(cold_start_s=m.cold_start_s, gpu_hour_usd=m.gpu_hour_usd, service=service,
+                                sleep=None if m.tier is None else parse_tier(m.tier)),
         pipeline=MetricPipelineSettings(kubelet_resolution_s=m.kubelet_resolution_s,
                                         metrics_server_resolution_s=m.metric_resolution_s,
                                         scrape_interval_s=m.scrape_interval_s, hpa_sync_s=m.hpa_sync_s),
@@ -397,6 +409,9 @@ def _write_report(report: Path, s: SimulateSettings, cmp: Comparison, tr: Reques
         "oracle": f"headroom x{o.headroom:.3f}, smoothing {o.smoothing_s} s",
         "seed": str(m.seed),
     }
+    if m.tier is not None:
+        settings_txt["asleep tier"] = (f"{parse_tier(m.tier).describe()} for ebb and static-sleep (a sleeping "
+                                       "replica holds its GPU: billed, its HBM lendable)")
     if m.warmup_s:
         settings_txt["warm-up"] = (f"first {m.warmup_s:g} s fed every policy but are not scored (figures count "
                                    "from then on)")

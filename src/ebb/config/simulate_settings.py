@@ -243,6 +243,16 @@ class SimModelSettings:
     scorecard (table title, JSON ``warmup_s``, report) says when one was used. Unset: none (0 s);
     with ``--cluster``, the scenario's own ``warmup_s`` (whole seconds, rounded up)."""
 
+    tier: str | None = None
+    """An asleep tier: asleep:wake_s=S,max=N,ttl_s=S (each key optional)
+
+    Replicas that policies which sleep (``ebb``, ``static-sleep``) remove go to sleep instead, while
+    fewer than ``max`` (8) sleep, and scale-ups wake them first, each ready ``wake_s`` (2 s) later;
+    one asleep ``ttl_s`` (1800 s) is released. A sleeping replica holds its GPU: it is billed, and
+    the scorecard says which GPU-hours slept. Peers keep their upstream behaviour (they remove
+    replicas). Default wake time: vLLM sleep mode level 1 wakes in 0.26-0.82 s, level 2 in
+    0.85-2.58 s (A100, vLLM blog 2025-10-26); docs/tiers.md. Unset: no tier."""
+
     def __post_init__(self) -> None:
         checks.positive("--slo-ttft-ms", self.slo_ttft_ms, fix="e.g. --slo-ttft-ms 2000")
         checks.positive("--slo-e2e-ms", self.slo_e2e_ms, fix="e.g. --slo-e2e-ms 60000")

@@ -110,6 +110,10 @@ class EbbState:
         """(time, replicas per mean need) of each latency surge the need did not see coming."""
         self.bound = bound
         """The comeback bound (:mod:`ebb.decide.comeback`)."""
+        self.wake_bound: ComebackBound | None = None
+        """The comeback bound at an asleep tier's wake horizon (the same needs); None without a tier."""
+        self.cold_floor: int | None = None
+        """With a tier: the last comeback floor (replicas) a cold start's bound held, running or asleep."""
         self.bursts = BurstMemory(bound.horizon_s, bound.memory_s)
         """Past bursts' onsets and peaks, for days (:mod:`ebb.decide.recurrence`)."""
         self.first_t: float | None = None
@@ -198,6 +202,8 @@ class EbbState:
         the memory's mean need) when it outgrew ``ready_capacity`` or a recurrence holds capacity for
         it — a burst the fleet was not ready for, or one it was kept ready for; start the next cycle's."""
         self.bound.record(self.cycle_peak)
+        if self.wake_bound is not None:
+            self.wake_bound.record(self.cycle_peak)
         rec = self.bursts.expect(t)
         if self.cycle_peak > ready_capacity or (rec is not None and rec.holding(t)):
             self.bursts.observe(t, recorded(self.cycle_peak), self.bound.mean_need)

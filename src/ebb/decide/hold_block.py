@@ -49,7 +49,8 @@ IntArray = npt.NDArray[np.int64]
 def holds_possible(pol: EbbConfig) -> bool:
     """Whether a block could prove any hold now: no detected period sets the floor (its phase rise
     is not bounded) and the latency window is calm (:func:`~ebb.decide.ebb_rules.calm_window`)."""
-    return not pol.state.bound.period_found and calm_window(pol)
+    # with an asleep tier the floor reads a second bound the blocks do not mirror: decide ticks one by one
+    return pol.state.wake_bound is None and not pol.state.bound.period_found and calm_window(pol)
 
 
 def hold_ticks(pol: EbbConfig, ticks_s: FloatArray, fine: FineSignals, spec: int, ready_replicas: int) -> int:

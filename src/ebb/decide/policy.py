@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -139,6 +139,10 @@ class EbbPolicy:
     spec: str = "ebb"
     interval_s: float = 1.0
     pipeline: Pipeline = field(default_factory=lambda: Pipeline(1, 1, fine_ms=100))
+    sleeps: ClassVar[bool] = True
+    """Its scale-downs put replicas to sleep when the fleet has an asleep tier (the simulator's
+    ``--tier``, :mod:`ebb.sim.sleepers`), and its scale-ups wake them first; with :attr:`wake_s`
+    set, the floor it scales down to counts on them (:meth:`_tiered`)."""
     latency_window_s: float = 30.0
     max_staleness_s: float = 5.0
     base_weight: float = 0.65
@@ -149,6 +153,12 @@ class EbbPolicy:
     detection, the comeback horizon. Raised to the slowest cold start the policy sees."""
     warmup_s: float | None = None
     """No scale-down before this much history (s); None = ``warmup_horizons`` horizons."""
+    wake_s: float | None = None
+    """The asleep tier's wake time (s; :mod:`ebb.sim.sleepers`): replicas this policy removes sleep,
+    and up to :attr:`sleep_max` of the replicas a cold start's comeback bound holds may sleep, as
+    long as the bound at the wake horizon holds the rest (:meth:`_tiered`). None: no tier."""
+    sleep_max: int = 0
+    """Replicas the tier lets sleep at once."""
     state: EbbState = field(init=False, repr=False, compare=False)
     """What the policy remembers between decisions (:class:`~ebb.decide.ebb_state.EbbState`)."""
     workload_class: WorkloadClass = field(init=False, repr=False, compare=False)
@@ -158,12 +168,16 @@ class EbbPolicy:
     def __post_init__(self) -> None:
         p = self.profile
         bound = self._new_bound(self.cold_start_s)
+        if self.wake_s is not None and not (self.wake_s >= 0 and self.sleep_max >= 1):
+            raise ValueError(f"a tier needs wake_s >= 0 and sleep_max >= 1, got {self.wake_s!r}, {self.sleep_max!r}")
         self.state = EbbState(
             bound=bound, slack_s=p.slack_fraction * self.slo_ttft_ms / 1000.0, lookahead_s=FAST_LOOKAHEAD_S,
             latency_window_s=self.latency_window_s, slo_ttft_ms=self.slo_ttft_ms, slo_e2e_ms=self.slo_e2e_ms,
             long_window_s=p.breach_horizons * bound.horizon_s, queue_surge_s=p.queue_surge_s,
             sizing_window_s=p.sizing_window_s, weight=self.base_weight, cold_start_s=self.cold_start_s,
             max_staleness_s=self.max_staleness_s)
+        if self.wake_s is not None:  # the same memory as the cold bound: rises within a wake, for an hour
+            self.state.wake_bound = self._new_bound(self.wake_s, memory_s=bound.memory_s)
         self.workload_class = WorkloadClass(
             name="llm-serving", base_weight=self.base_weight, alpha=self.alpha,
             p99_latency_ms=self.slo_ttft_ms, veto_margin=self.profile.veto_margin,
@@ -181,9 +195,10 @@ class EbbPolicy:
             return None
         return self.pipeline.fine_ms / 1000.0
 
-    def _new_bound(self, cold_start_s: float) -> ComebackBound:
+    def _new_bound(self, cold_start_s: float, memory_s: float | None = None) -> ComebackBound:
         h = cold_start_s + self.interval_s + (self.pipeline.fine_ms or 0) / 1000.0
-        return ComebackBound(h, memory_s=max(self.profile.memory_horizons * h, 2 * h + 1.0),
+        memory = max(self.profile.memory_horizons * h, 2 * h + 1.0) if memory_s is None else memory_s
+        return ComebackBound(h, memory_s=memory,
                              level_s=self.profile.level_horizons * h, period_s=self.interval_s,
                              tail=self.profile.tail, level_peak=self.profile.level_peak,
                              periodic=self.profile.forecast)
@@ -209,7 +224,8 @@ class EbbPolicy:
             learned = st.learned_floor(t)
             signals = self._signals(l1, est, learned)
             if grows(self, need_now, l1.spec, surge or l1.burst):
-                return self._scale_up(l1, need_now, surge, landing, signals)
+                return self._scale_up(l1, self._awoken(need_now, l1.spec, obs.asleep_replicas), surge, landing,
+                                      signals)
             rec = st.bursts.expect(t)
             held = bounded(self, st.replicas(rec.peak_need_replicas, self.profile.target_util)) \
                 if rec is not None and rec.holding(t) else 0
@@ -219,7 +235,9 @@ class EbbPolicy:
             if math.isnan(est.floor_replicas):
                 return self._hold(t, l1.spec)  # no rise with a complete horizon yet: no evidence
             held_at, why_floor = self._comeback_floor(est, signals)
-            floor = max(held, hold_floor(self, held_at, learned, st.replicas(l1.need, self.profile.target_util)))
+            sized = st.replicas(l1.need, self.profile.target_util)
+            floor = max(held, hold_floor(self, held_at, learned, sized))
+            floor, why_floor = self._tiered(floor, why_floor, sized, l1.spec + obs.asleep_replicas, signals)
             signals.update(comeback_period_s=est.period_s, comeback_periods=float(est.periods))
             if est.periods and floor > l1.spec:
                 return self._forecast_up(l1, floor, est, signals)
@@ -331,7 +349,47 @@ class EbbPolicy:
             f"forecast: a rise to {est.floor_replicas:.1f} replicas recurs every {est.period_s:.0f} s "
             f"(seen at this phase in {est.periods} periods); asked {est.horizon_s:.0f} s ahead",))
 
-    def _comeback_floor(self, est: ComebackEstimate, signals: dict[str, float]) -> tuple[int, str]:
+    def _awoken(self, want: int, spec: int, asleep: int) -> int:
+        """A scale-up to ``want`` with sleepers at hand wakes every one the cold floor counted on at
+        once (up to :attr:`max_replicas`): a wake is the first answer to a burst, it costs seconds of
+        running GPUs that are held anyway, and one replica a tick would leave the burst queueing."""
+        cold = self.state.cold_floor
+        if self.wake_s is None or not asleep or cold is None:
+            return want
+        return min(self.max_replicas, max(want, min(spec + asleep, cold)))
+
+    def asleep_wanted(self, running: int) -> int | None:
+        """Sleepers to keep beside ``running`` replicas: what the last cold floor holds beyond them
+        (those it counted on: :meth:`_tiered`); None before any floor (the tier's TTL decides)."""
+        cold = self.state.cold_floor
+        return None if cold is None else max(0, cold - running)
+
+    def _tiered(self, floor: int, why: str, sized: int, reachable: int, signals: dict[str, float]) -> tuple[int, str]:
+        """The floor with an asleep tier. Of the ``floor`` replicas a cold start's rules hold (the
+        comeback bound, the learned and recurring floors) — or of the ``reachable`` ones, running or
+        asleep, when fewer —, up to :attr:`sleep_max` may sleep: a sleeper comes back in
+        :attr:`wake_s`, so what the fleet can field within a cold start never shrinks, while the
+        running replicas cover the need now (``sized``) and what the comeback bound at the wake
+        horizon holds (the same rules over the rises within a wake). Unchanged without a tier."""
+        st = self.state
+        if st.wake_bound is None or self.wake_s is None:
+            return floor, why
+        st.cold_floor = floor
+        est = st.wake_bound.floor(self.profile.budget)
+        if math.isnan(est.floor_replicas):
+            return floor, why  # no rise over a whole wake horizon yet: no evidence to sleep on
+        wake_at, _ = self._comeback_floor(est, {}, st.wake_bound)
+        tiered = hold_floor(self, wake_at, 0, max(sized, min(floor, reachable) - self.sleep_max))
+        signals.update(tier_wake_s=self.wake_s, tier_wake_floor_replicas=float(wake_at),
+                       tier_cold_floor_replicas=float(floor))
+        if tiered >= floor:
+            return floor, why
+        return tiered, (f"{why}; " if why else "") + (
+            f"{floor - tiered} of the {floor} replicas a cold start needs may sleep: back in "
+            f"{self.wake_s:g} s, and {max(wake_at, sized)} hold the need and what can arrive within a wake")
+
+    def _comeback_floor(self, est: ComebackEstimate, signals: dict[str, float],
+                        bound: ComebackBound | None = None) -> tuple[int, str]:
         """Step 3's comeback floor (replicas) and what raised it. Past a detected period, the phase
         rise as estimated. Otherwise no lower than what the history has shown necessary (level + the
         largest rise seen, :meth:`~ebb.decide.comeback.HistoryBound.held_replicas`) while the history
@@ -344,7 +402,7 @@ class EbbPolicy:
         at = st.replicas(est.floor_replicas, p.down_util)
         if est.periods:
             return at, ""
-        hist = st.bound.history_bound()
+        hist = (bound or st.bound).history_bound()
         signals.update(comeback_risk_bound=hist.risk_bound, comeback_history_s=hist.history_s)
         if not hist.risk_bound > p.budget:
             return at, ""
@@ -503,6 +561,7 @@ class EbbPolicy:
         want = min(self.max_replicas, st.replicas(size, self.profile.target_util))
         if want <= obs.spec_replicas:
             return None  # capacity already on its way covers it
+        want = self._awoken(want, obs.spec_replicas, obs.asleep_replicas)
         st.last_up = obs.t_s
         with spans.layer("ebb.fast") as s:
             s.set(**{"ebb.fast.need_replicas": need, "ebb.fast.need_ahead_replicas": ahead,

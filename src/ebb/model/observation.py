@@ -221,3 +221,6 @@ class Observation:
     serving: ServingCounters | None = None
     """Cumulative serving counters (requests, tokens, TTFT/ITL/queue-time sums and the queue-time
     histogram) at the newest pipeline sample; None where the source has none."""
+    asleep_replicas: int = 0
+    """Replicas asleep (an asleep tier): not serving, not in ``spec_replicas``, back within the tier's
+    wake time; 0 without a tier."""

@@ -30,7 +30,8 @@ class Scorecard:
     requests: int
     gpu_hours: float
     """Replica-seconds billed / 3600: a replica is billed from the moment it is requested
-    (cold start included) until its drain finishes."""
+    (cold start included) until its drain finishes — and while it sleeps, with an asleep tier (a
+    sleeping replica holds its GPU: :attr:`asleep_gpu_hours` of these served nothing)."""
     cost_usd: float
     slo_violations: int
     """Requests whose TTFT or end-to-end latency exceeded the SLO (dropped requests count too)."""
@@ -63,13 +64,25 @@ class Scorecard:
     warmup_s: float = 0.0
     """Seconds at the start of the trace that fed the policy but were not judged or billed: every
     figure above counts from this time on (:mod:`ebb.sim.warmup`); 0 = the whole run."""
+    asleep_gpu_hours: float = 0.0
+    """Of :attr:`gpu_hours`, those billed while replicas slept (an asleep tier, :mod:`ebb.sim.sleepers`):
+    held, lendable HBM, no service. Running GPU-hours = ``gpu_hours - asleep_gpu_hours``."""
+    wakeups: int = 0
+    """Sleeping replicas woken by scale-ups (each ready after the tier's wake time, not a cold start)."""
+
+    @property
+    def running_gpu_hours(self) -> float:
+        """GPU-hours of replicas starting, serving or draining (billed minus asleep)."""
+        return self.gpu_hours - self.asleep_gpu_hours
 
     def as_dict(self) -> dict[str, Any]:
-        """Every field by name; ``warmup_s`` only when a warm-up was used (so a run without one
-        writes the same JSON as before warm-ups existed)."""
+        """Every field by name; ``warmup_s`` only when a warm-up was used and the tier's fields only
+        with a tier (so a run without them writes the same JSON as before they existed)."""
         out = asdict(self)
         if not self.warmup_s:
             del out["warmup_s"]
+        if not self.asleep_gpu_hours and not self.wakeups:
+            del out["asleep_gpu_hours"], out["wakeups"]
         return out
 
 

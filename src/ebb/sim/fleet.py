@@ -42,6 +42,18 @@ class FleetLog:
     noteworthy: tuple[Decision, ...] = ()
     """The policy's decisions worth recording (changes, vetoes, gate steps; :attr:`Decision.noteworthy`)
     in time order, the initial fleet at t = 0 excluded."""
+    asleep: tuple[tuple[float, float], ...] = ()
+    """Sleep intervals (start s, end s) of the asleep tier (:mod:`ebb.sim.sleepers`); none without one."""
+    wakeups: int = 0
+    """Sleeping replicas woken by scale-ups."""
+
+    def asleep_seconds(self, from_s: float = 0.0) -> float:
+        """Asleep replica-seconds over [from_s, end_s] (held GPUs that served nothing)."""
+        if not self.asleep:
+            return 0.0
+        a = np.asarray(self.asleep, dtype=np.float64)
+        start, stop = np.clip(a[:, 0], from_s, self.end_s), np.clip(a[:, 1], from_s, self.end_s)
+        return float(np.sum(stop - start))
 
     def replica_seconds(self, from_s: float = 0.0) -> float:
         """Billed replica-seconds over [from_s, end_s] (the whole run by default; ``from_s`` > 0 is a

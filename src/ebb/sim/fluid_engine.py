@@ -45,6 +45,7 @@ from ebb.sim.fleet import FleetLog, choose_victims, zone_of
 from ebb.sim.fluid_pool import Pool, PoolState
 from ebb.sim.lifecycle import DRAINING, READY, STARTING, STOPPED, Lifecycles
 from ebb.sim.settings import SimSettings
+from ebb.sim.sleepers import Sleeps, sleep_tier
 
 FloatArray = npt.NDArray[np.float64]
 _BLOCK_BINS = (64, 256)
@@ -103,7 +104,8 @@ class FluidRun:
     """One run's state and its steps: the fleet (:attr:`fleet`), the fluid pool (active, decoding,
     queue, prefill backlog), the per-second signals the pipelines read, and the per-bin outputs."""
 
-    __slots__ = ("policy", "settings", "dt", "cold", "mb", "slo_ttft", "slo_e2e", "pf_list", "out_list", "ns",
+    __slots__ = ("sleeper", "policy", "settings", "dt", "cold", "mb", "slo_ttft", "slo_e2e", "pf_list", "out_list",
+                 "ns",
                  "mean_pf", "mean_out", "d_base", "d_per", "u_cap", "counts", "nb", "viol", "ttft_base", "tau_arr",
                  "n_sec", "cum_busy", "cum_done", "inflight_g", "cum_arr", "total_inflight", "queued_g",
                  "fleet", "starting", "draining", "spec", "waiting_g", "serving_on", "cum_serving",
@@ -140,7 +142,9 @@ class FluidRun:
         nb = self.nb = len(self.counts)
         self.viol, self.ttft_base, self.tau_arr = np.zeros(nb), np.zeros(nb), np.zeros(nb)
         self._init_signals(int(math.ceil(nb * self.dt + settings.drain_horizon_s)) + 2)
-        self.fleet = Lifecycles()
+        tier = sleep_tier(policy, settings.cluster.sleep)
+        self.fleet = Lifecycles(tier)
+        self.sleeper: Sleeps | None = policy if tier is not None and isinstance(policy, Sleeps) else None
         self.starting: list[tuple[float, int]] = []  # (ready at, rid), in request order
         self.draining: list[tuple[float, int]] = []  # (stops at, rid)
         self.spec = self.scale_ups = self.scale_downs = 0
@@ -235,7 +239,7 @@ class FluidRun:
                     next_react += react_dt
                 if next_tick > t + 1e-9:
                     d = fast.react(Observation(t, self.spec, len(self.fleet.ready), (), None, None, None,
-                                               self.fine_buf.take()))
+                                               self.fine_buf.take(), asleep_replicas=self.fleet.sleep.asleep(t)))
                     if d is not None:
                         self._apply(d, t)
             while next_tick <= t:
@@ -305,7 +309,8 @@ class FluidRun:
         qq = float(self.queued_g[s]) if s >= 0 else None
         fine = self.fine_buf.take() if self.fine_on else None
         return Observation(t, self.spec, len(self.fleet.ready), pods, tq, ti, qq, fine,
-                           serving=self._serving(s) if self.serving_on and s >= 0 else None)
+                           serving=self._serving(s) if self.serving_on and s >= 0 else None,
+                           asleep_replicas=self.fleet.sleep.asleep(t))
 
     def _serving(self, s: int) -> ServingCounters:
         """The fleet's cumulative serving counters at second ``s``. Fluid approximation: a bin's
@@ -374,7 +379,8 @@ class FluidRun:
         if desired > spec:
             self.scale_ups += 1
             for _ in range(desired - spec):
-                self.starting.append((t + self.cold, self.fleet.add(t, warm=False)))
+                rid, delay = self.fleet.request(t, self.cold)  # a sleeper wakes first (asleep tier)
+                self.starting.append((t + delay, rid))
         else:
             self.scale_downs += 1
             fleet = self.fleet
@@ -383,6 +389,8 @@ class FluidRun:
                 fleet.move(rid, STOPPED, t)
             self._drain(drain, t)
         self.spec = desired
+        if self.sleeper is not None:  # sleepers past what the policy counts on are released
+            self.fleet.keep_asleep(t, self.sleeper.asleep_wanted(desired))
 
     def _drain(self, victims: list[int], t: float) -> None:
         """Ready ``victims`` drain: each takes its share of the pool and stops after the expected drain."""

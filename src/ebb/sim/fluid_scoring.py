@@ -90,7 +90,8 @@ def score_fluid(policy: str, demand: FluidDemand, out: FluidOutcome, fleet: Flee
     # (never an understatement), capped at the arrivals so the rate stays within 0–100 %. The
     # dropped are the last arrivals (FIFO), after any warm-up.
     v = min(float(np.where(judged, out.violations, 0.0).sum()) + out.dropped, float(scored.sum()))
-    replica_s = fleet.replica_seconds(warm)
+    asleep_s = fleet.asleep_seconds(warm)
+    replica_s = fleet.replica_seconds(warm) + asleep_s  # a sleeping replica holds its GPU
     gpu_hours = replica_s / 3600.0
     billed, ready = fleet.per_bin(tl_edges)
     demand_tl = np.bincount(tl_idx, weights=counts, minlength=ntl) / tl_bin
@@ -111,11 +112,12 @@ def score_fluid(policy: str, demand: FluidDemand, out: FluidOutcome, fleet: Flee
         ttft_p50_ms=ttft_q[0], ttft_p99_ms=ttft_q[1], e2e_p50_ms=e2e_q[0], e2e_p99_ms=e2e_q[1],
         scale_ups=ups, scale_downs=downs,
         dropped_requests=int(round(out.dropped)), peak_replicas=fleet.peak_replicas(warm),
-        mean_replicas=replica_s / (fleet.end_s - warm) if fleet.end_s > warm else 0.0,
+        mean_replicas=(replica_s - asleep_s) / (fleet.end_s - warm) if fleet.end_s > warm else 0.0,
         slo_ttft_ms=settings.slo.ttft_ms, slo_e2e_ms=settings.slo.e2e_ms, wall_s=wall_s,
         misjudged_scale_downs=judged_run.misjudged_scale_downs,
         sla_violation_delay_ms=judged_run.sla_violation_delay_ms,
         breach_episodes=judged_run.breach_episodes, warmup_s=warm,
+        asleep_gpu_hours=asleep_s / 3600.0, wakeups=fleet.wakeups,
     )
     tl = Timeline(tl_edges[:-1].copy(), tl_bin, demand_tl, billed, ready, tt50, tt99, e50, e99, viol_tl)
     return PolicyRun(card, tl)

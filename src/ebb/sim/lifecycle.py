@@ -9,6 +9,12 @@ warm fleet at t = 0 — and then moves only along :data:`TRANSITIONS`:
 * ``READY → STOPPED``: the run ended while it served;
 * ``DRAINING → STOPPED``: its last in-flight request finished (or its expected drain elapsed).
 
+With an asleep tier (:mod:`ebb.sim.sleepers`), a replica whose drain ends (``DRAINING → STOPPED``)
+goes to sleep in the run's :class:`~ebb.sim.sleepers.SleepPool` when there is room, and
+:meth:`Lifecycles.request` wakes a sleeper before it cold-starts one: the woken replica is a new id,
+``STARTING`` for the tier's wake time. Its sleep is billed from the pool's intervals, not from a
+replica's log, so every replica log keeps one ready interval.
+
 These are exactly the moves the engines make; :meth:`Lifecycles.move` refuses every other one
 (including any move out of ``STOPPED``) with a :class:`ValueError` naming the replica and both
 phases, before changing anything. A move costs one tuple lookup plus list appends; removal from
@@ -33,6 +39,7 @@ from typing import Final
 from ebb.model.decision import Decision
 from ebb.model.ids import ReplicaId
 from ebb.sim.fleet import FleetLog, ReplicaLog
+from ebb.sim.sleepers import SleepPool, SleepTier
 
 __all__ = ["DRAINING", "READY", "STARTING", "STOPPED", "TRANSITIONS", "Lifecycles", "Phase", "is_legal"]
 
@@ -77,9 +84,14 @@ class Lifecycles:
     their loops) and change them only through :meth:`add`, :meth:`move` and :meth:`stop_all`.
     """
 
-    __slots__ = ("phase", "requested_s", "ready_s", "stopped_s", "live", "ready")
+    __slots__ = ("phase", "requested_s", "ready_s", "stopped_s", "live", "ready", "sleep", "_woken", "_ending")
 
-    def __init__(self) -> None:
+    def __init__(self, tier: SleepTier | None = None) -> None:
+        self.sleep = SleepPool(tier)
+        """The run's sleeping replicas (:mod:`ebb.sim.sleepers`): a drained replica sleeps while there
+        is room, a requested one wakes a sleeper first; no tier, no sleeper."""
+        self._woken: set[int] = set()
+        self._ending = False
         self.phase: list[int] = []
         """Phase of replica ``rid`` (a :class:`Phase` value as a plain int)."""
         self.requested_s: list[float] = []
@@ -109,6 +121,23 @@ class Lifecycles:
             self.ready.append(rid)
         return rid
 
+    def keep_asleep(self, t: float, wanted: int | None) -> None:
+        """After a decision at ``t``: release the oldest sleepers past ``wanted`` (None: keep them,
+        the tier's TTL decides)."""
+        if wanted is not None:
+            self.sleep.release(t, wanted)
+
+    def request(self, t: float, cold_s: float) -> tuple[int, float]:
+        """A replica requested at ``t`` by a scale-up: a sleeper woken when one sleeps, else a cold
+        start. Returns its id (``STARTING``) and the seconds until it serves (the tier's wake time
+        or ``cold_s``)."""
+        wake_s = self.sleep.wake(t)
+        rid = self.add(t, warm=False)
+        if wake_s is None:
+            return rid, cold_s
+        self._woken.add(rid)
+        return rid, wake_s
+
     def move(self, rid: int, to: int, t: float) -> None:
         """Move replica ``rid`` to phase ``to`` at time ``t``; :class:`ValueError` (naming the replica,
         its phase and ``to``) when :data:`TRANSITIONS` does not allow it, with nothing changed."""
@@ -126,6 +155,9 @@ class Lifecycles:
         if to == STOPPED:
             self.stopped_s[rid] = t
             self.live.remove(rid)
+            # a drain that ended, or a woken replica cancelled before it served, sleeps (room permitting)
+            if not self._ending and (frm == DRAINING or rid in self._woken):
+                self.sleep.put(t)
 
     def starting(self) -> list[int]:
         """Replicas still ``STARTING``, oldest first."""
@@ -133,7 +165,8 @@ class Lifecycles:
         return [rid for rid in self.live if phase[rid] == STARTING]
 
     def stop_all(self, t: float) -> None:
-        """Stop every live replica at ``t`` (the end of the run), oldest first."""
+        """Stop every live replica at ``t`` (the end of the run), oldest first; none goes to sleep."""
+        self._ending = True
         for rid in list(self.live):
             self.move(rid, STOPPED, t)
 
@@ -146,4 +179,4 @@ class Lifecycles:
                   decisions: list[tuple[float, int, int]], noteworthy: list[Decision]) -> FleetLog:
         """The run's :class:`FleetLog`: these replicas plus the engine's decision counts and records."""
         return FleetLog(self.logs(), scale_ups, scale_downs, end_s=end_s, decisions=tuple(decisions),
-                        noteworthy=tuple(noteworthy))
+                        noteworthy=tuple(noteworthy), asleep=self.sleep.close(end_s), wakeups=self.sleep.wakeups)

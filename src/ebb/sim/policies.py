@@ -18,6 +18,9 @@
            metric, AverageValue); ``polling`` (30 s) activation loop; ``min`` (KEDA's
            minReplicaCount; default 1 here, 0 enables scale-to-zero after ``cooldown`` 300 s).
 ``static`` ``replicas`` fixed; default the oracle's peak.
+``static-sleep``
+           The static fleet with a hand-made idle timer (:mod:`ebb.sim.baselines.static_sleep`):
+           a replica idle for ``idle_s`` (300 s) sleeps, a queue wakes sleepers; with ``--tier``.
 ``oracle`` Perfect foresight (:mod:`ebb.sim.baselines.oracle`); the lower bound.
 ``kpa`` ``ray`` ``keda-vllm`` ``wva`` ``dynamo`` ``aibrix``
            The LLM-serving autoscalers, each emulating its upstream controller (:mod:`ebb.sim.peers`;
@@ -49,6 +52,7 @@ from ebb.sim.baselines.hpa_calc import PodMetricSample, PodRecord, ReadyConditio
 from ebb.sim.baselines.hpa_controller import HpaConfig, HpaController, MetricSpec
 from ebb.sim.baselines.oracle import OraclePolicy
 from ebb.sim.baselines.static import StaticPolicy
+from ebb.sim.baselines.static_sleep import StaticSleepPolicy
 from ebb.sim.policy import Observation, Pipeline, Policy
 from ebb.sim.policy_context import MAX_REPLICAS, PolicyContext
 from ebb.sim.peers import aibrix, dynamo, keda_vllm, kpa, ray_serve, wva
@@ -59,7 +63,7 @@ PEERS: dict[str, PeerModule] = {
 }
 """The peer autoscalers by policy name (each module: ``KEYS``, ``HELP``, ``build``)."""
 
-KNOWN_POLICIES = ("hpa", "keda", "static", "oracle", "ebb", *PEERS)
+KNOWN_POLICIES = ("hpa", "keda", "static", "static-sleep", "oracle", "ebb", *PEERS)
 
 POLICY_HELP: dict[str, str] = {
     "hpa": "Kubernetes HPA, upstream algorithm: metric=gpu|inflight|qps|waiting|kv, target (0.6 / 32 / 10 / 5 / "
@@ -67,6 +71,8 @@ POLICY_HELP: dict[str, str] = {
     "keda": "KEDA Prometheus trigger + its HPA: metric=inflight|qps, threshold (32 / 10), polling (30 s), "
             "cooldown (300 s), min (1; 0 = scale to zero), max",
     "static": "a fixed fleet: replicas (default: the oracle's peak)",
+    "static-sleep": "the static fleet whose replicas sleep after idle_s (300 s) without work and wake on a queue "
+                    "(needs --tier asleep:...; without one it removes and cold-starts them): replicas, idle_s",
     "oracle": "perfect foresight: the cheapest schedule that meets the SLO (the lower bound)",
     "ebb": "Ebb: profile=cautious|balanced|lean (balanced), canary=on|off, min (1), max; any profile field "
            "(budget 0.001, slack_fraction 0.5, target_util 0.9, ...) and forecast|fast_path|tail|level_peak=on|off",
@@ -200,6 +206,12 @@ def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
         if n > MAX_REPLICAS:
             raise ConfigError(f"policy {item.text!r}: replicas={n} exceeds the simulator's {MAX_REPLICAS:,}")
         return StaticPolicy(n, spec=item.text)
+    if item.name == "static-sleep":
+        check_keys(item, ("replicas", "idle_s"))
+        n = param_int(item, "replicas", ctx.oracle_peak, lo=1)
+        if n > MAX_REPLICAS:
+            raise ConfigError(f"policy {item.text!r}: replicas={n} exceeds the simulator's {MAX_REPLICAS:,}")
+        return StaticSleepPolicy(n, param_float(item, "idle_s", 300.0, lo=1.0, hi=86400.0), spec=item.text)
     if item.name == "hpa":
         check_keys(item, ("target", "metric", "min", "max", "stabilization", "tolerance"))
         metric = param_choice(item, "metric", "gpu", ("gpu", "inflight", "qps", "waiting", "kv"))
@@ -247,9 +259,12 @@ def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
         mx = param_int(item, "max", min(MAX_REPLICAS, max(8, 4 * ctx.oracle_peak)), lo=1)
         if mx > MAX_REPLICAS or mn > mx:
             raise ConfigError(f"policy {item.text!r}: need 1 <= min={mn} <= max={mx} <= {MAX_REPLICAS:,}")
+        tier = ctx.settings.cluster.sleep
         ebb = EbbPolicy(profile, ctx.settings.slo.ttft_ms, ctx.settings.slo.e2e_ms, min_replicas=mn,
                         max_replicas=mx, initial=min(mx, ctx.initial_replicas), spec=item.text,
-                        cold_start_s=ctx.settings.cluster.cold_start_s)
+                        cold_start_s=ctx.settings.cluster.cold_start_s,
+                        wake_s=None if tier is None else tier.wake_s,
+                        sleep_max=0 if tier is None else tier.max_replicas)
         if param_choice(item, "canary", "off", ("on", "off")) == "on":
             return CanaryGuard(ebb, ttft_gate(ctx.settings.slo.ttft_ms, profile.veto_margin))
         return ebb

@@ -46,6 +46,7 @@ from ebb.sim.fleet import FleetLog, choose_victims, zone_of
 from ebb.sim.lifecycle import DRAINING, READY, STARTING, STOPPED, Lifecycles
 from ebb.sim.service_time import service_admitter, service_times
 from ebb.sim.settings import SimSettings
+from ebb.sim.sleepers import Sleeps, sleep_tier
 
 _INF = math.inf
 _PREFILL_TAU_S = 1.0
@@ -91,7 +92,8 @@ class _RequestRun:
     """One run's state and its steps. Per-replica state lives in parallel lists indexed by replica
     id (ids are never reused); phases and times live in :attr:`fleet`."""
 
-    __slots__ = ("policy", "settings", "cold", "max_batch", "pf_floor", "pf_per_tok", "d_base", "d_per", "u_cap",
+    __slots__ = ("sleeper", "policy", "settings", "cold", "max_batch", "pf_floor", "pf_per_tok", "d_base", "d_per",
+                 "u_cap",
                  "arr", "tin", "tout", "n", "first_tok", "finish", "where", "fleet", "active", "pf_free",
                  "pf_work", "pf_t", "busy_since", "busy_cum", "done_cum", "starting", "queue", "fin_heap",
                  "counters", "horizon", "t_end_arrivals", "spec", "scale_ups", "scale_downs", "decisions",
@@ -112,7 +114,9 @@ class _RequestRun:
         self.tout: list[int] = trace.tokens_out.tolist()
         n = self.n = len(self.arr)
         self.first_tok, self.finish, self.where = [math.nan] * n, [math.nan] * n, [-1] * n
-        self.fleet = Lifecycles()
+        tier = sleep_tier(policy, settings.cluster.sleep)
+        self.fleet = Lifecycles(tier)
+        self.sleeper: Sleeps | None = policy if tier is not None and isinstance(policy, Sleeps) else None
         self.active: list[int] = []
         self.pf_free: list[float] = []
         self.pf_work: list[float] = []
@@ -168,8 +172,9 @@ class _RequestRun:
         self.spec = init
 
     def _new_replica(self, t: float, warm: bool) -> None:
-        """Request a replica at ``t`` (ready at once when ``warm``, else after the cold start)."""
-        rid = self.fleet.add(t, warm=warm)
+        """Request a replica at ``t`` (ready at once when ``warm``, else after the cold start, or after
+        the wake when a sleeper is woken)."""
+        rid, delay = (self.fleet.add(t, warm=True), 0.0) if warm else self.fleet.request(t, self.cold)
         self.active.append(0)
         self.pf_free.append(t)
         self.pf_work.append(0.0)
@@ -179,7 +184,7 @@ class _RequestRun:
         self.done_cum.append(0.0)
         self.kv_held.append(0.0)
         if not warm:
-            heapq.heappush(self.starting, (t + self.cold, rid))
+            heapq.heappush(self.starting, (t + delay, rid))
 
     def _ready(self, admit: _Admit) -> None:
         """The earliest cold start ends: the replica serves and takes what the router queue holds."""
@@ -300,7 +305,8 @@ class _RequestRun:
 
     def _react(self, fast: Reactive, t: float) -> None:
         """The fast path at fine sample ``t``: the policy sees the new samples and the fleet's counts."""
-        d = fast.react(Observation(t, self.spec, len(self.fleet.ready), (), None, None, None, self.fine_buf.take()))
+        d = fast.react(Observation(t, self.spec, len(self.fleet.ready), (), None, None, None, self.fine_buf.take(),
+                                   asleep_replicas=self.fleet.sleep.asleep(t)))
         if d is not None:
             self._apply(d, t)
 
@@ -322,7 +328,7 @@ class _RequestRun:
         fine = self.fine_buf.take() if self.fine_ms else None
         serving = c.serving[s] if self.serving_on and 0 <= s < len(c.serving) else None
         return Observation(t, self.spec, len(self.fleet.ready), pods, total_qps, total_inflight, queued, fine,
-                           serving=serving)
+                           serving=serving, asleep_replicas=self.fleet.sleep.asleep(t))
 
     def _pods(self, s: int, win: int) -> list[PodView]:
         """Every live replica but the draining ones, oldest first, read at sample second ``s``."""
@@ -381,6 +387,8 @@ class _RequestRun:
                 if self.active[rid] == 0:
                     fleet.move(rid, STOPPED, t)
         self.spec = desired
+        if self.sleeper is not None:  # sleepers past what the policy counts on are released
+            self.fleet.keep_asleep(t, self.sleeper.asleep_wanted(desired))
 
     def _fault_step(self, desired: int, t: float) -> None:
         """Arm the injected fault on the first scale-down after ``after_s``; clear it once the target

@@ -37,7 +37,8 @@ def score_requests(policy: str, trace: RequestTrace, outcome: RequestOutcome, fl
     warm = settings.warmup_s
     judged = scored_arrivals(arr, warm)
     n = int(judged.sum())
-    replica_s = fleet.replica_seconds(warm)
+    asleep_s = fleet.asleep_seconds(warm)
+    replica_s = fleet.replica_seconds(warm) + asleep_s  # a sleeping replica holds its GPU
     gpu_hours = replica_s / 3600.0
 
     edges = timeline_edges(max(fleet.end_s, trace.duration_s), settings.timeline_bin_s)
@@ -72,7 +73,7 @@ def score_requests(policy: str, trace: RequestTrace, outcome: RequestOutcome, fl
         scale_downs=downs,
         dropped_requests=int((~done & judged).sum()),
         peak_replicas=fleet.peak_replicas(warm),
-        mean_replicas=replica_s / (fleet.end_s - warm) if fleet.end_s > warm else 0.0,
+        mean_replicas=(replica_s - asleep_s) / (fleet.end_s - warm) if fleet.end_s > warm else 0.0,
         slo_ttft_ms=slo.ttft_ms,
         slo_e2e_ms=slo.e2e_ms,
         wall_s=wall_s,
@@ -80,6 +81,8 @@ def score_requests(policy: str, trace: RequestTrace, outcome: RequestOutcome, fl
         sla_violation_delay_ms=judged_run.sla_violation_delay_ms,
         breach_episodes=judged_run.breach_episodes,
         warmup_s=warm,
+        asleep_gpu_hours=asleep_s / 3600.0,
+        wakeups=fleet.wakeups,
     )
     tl = Timeline(edges[:-1].copy(), bin_s, demand, billed, ready, tt50, tt99, e50, e99, vbin)
     return PolicyRun(card, tl)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ebb.model.latency import H200_DEFAULT, LatencyModel
 from ebb.sim.service_time import ServiceTimeModel
+from ebb.sim.sleepers import SleepTier
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class ClusterSettings:
     service: ServiceTimeModel | None = None
     """Any-service model instead of the LLM one (slots × per-request service time; see
     ``ebb.sim.service_time``); None = the LLM prefill/decode model above."""
+    sleep: SleepTier | None = None
+    """The engines' asleep tier (``--tier``, :mod:`ebb.sim.sleepers`) for the policies that sleep
+    replicas (Ebb, static + sleep); None = a scale-down removes replicas, for every policy."""
 
     def __post_init__(self) -> None:
         # ``not x >= 0`` also refuses NaN (``nan < 0`` is False); infinity would never finish a cold start.

@@ -93,3 +93,25 @@ def test_simulate_runs_the_llm_serving_peers_with_inline_knobs(tmp_path: Path) -
     cards = cards["scorecards"] if isinstance(cards, dict) else cards
     assert [c["policy"] for c in cards][:3] == ["kpa:target=8", "ray:target=4", "keda-vllm"]
     assert all(c["gpu_hours"] > 0 for c in cards)
+
+
+def test_an_asleep_tier_splits_the_gpu_hours_and_the_report_says_which_are_billed(tmp_path: Path) -> None:
+    counts = tmp_path / "counts.txt"  # 4-minute waves: the lulls are where replicas sleep
+    counts.write_text("# bin_s=1\n" + "\n".join(str(40 if (i // 240) % 2 == 0 else 4) for i in range(1800)) + "\n")
+    out, rep = tmp_path / "s.json", tmp_path / "r.html"
+    res = CliRunner().invoke(app, ["simulate", "--trace", str(counts), "--peak-replicas", "8", "--quiet",
+                                   "--cold-start-s", "20", "--policy", "ebb,static,static-sleep",
+                                   "--tier", "asleep:wake_s=2,max=8", "--json", str(out), "--report", str(rep)],
+                             env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    cards = {c["policy"]: c for c in json.loads(out.read_text())}
+    assert cards["ebb"]["asleep_gpu_hours"] > 0 and cards["ebb"]["wakeups"] > 0
+    assert "asleep_gpu_hours" not in cards["static"]  # a peer never sleeps
+    assert "asleep GPU-h" in res.output and "a sleeping replica holds its GPU" in res.output
+    assert "asleep:wake_s=2,max=8,ttl_s=1800" in rep.read_text()
+
+
+def test_a_tier_that_cannot_work_exits_2_with_one_line() -> None:
+    res = _ebb("simulate", "--tier", "asleep:wake=2", "--quiet")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "--tier" in res.stderr and "wake_s=2" in res.stderr and len(res.stderr.strip().splitlines()) == 1

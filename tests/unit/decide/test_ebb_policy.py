@@ -608,3 +608,39 @@ def test_demand_older_than_the_staleness_limit_sizes_nothing() -> None:
     pods = [pod(i) for i in range(2)]
     d = pol.decide(observe(7.0, pods, fine(1.0, 8.0)))  # 6 s old > max_staleness_s 5
     assert d.action != "scale_up" and d.signals.get("need_replicas", 0.0) == 0.0
+
+
+def _ramps(pol: EbbPolicy, *, sleep_max: int) -> tuple[list[int], list[Decision]]:
+    """A fleet of 10 under 10 s ramps from 0.5 to 4 replicas every 40 s; what it removes sleeps (up to
+    ``sleep_max``) and a scale-up wakes sleepers first. Returns the fleet sizes and the scale-downs."""
+    fleet = Fleet([pod(i) for i in range(10)], cold_s=20.0)
+    asleep, sizes, downs = 0, [], []
+    for t in range(1, 400):
+        phase = t % 40
+        demand = 0.5 + 3.5 * min(1.0, phase / 10.0) if phase < 15 else 0.5
+        obs = replace(fleet.observe(float(t), fine(t, demand)), asleep_replicas=asleep)
+        answer = pol.decide(obs)
+        if answer.to_replicas < obs.spec_replicas:
+            asleep = min(sleep_max, asleep + obs.spec_replicas - answer.to_replicas)
+            downs.append(answer)
+        else:
+            asleep = max(0, asleep - (answer.to_replicas - obs.spec_replicas))
+        fleet.apply(float(t), answer)
+        sizes.append(len(fleet.pods))
+    return sizes, downs
+
+
+def test_with_an_asleep_tier_up_to_max_of_the_cold_floor_sleeps_and_what_a_wake_horizon_holds_runs() -> None:
+    cold, _ = _ramps(policy(quick(), cold_start_s=20.0), sleep_max=3)
+    tiered, downs = _ramps(policy(quick(), cold_start_s=20.0, wake_s=0.5, sleep_max=3), sleep_max=3)
+    late = slice(200, None)  # past the warm-up, both have seen the ramps
+    assert min(tiered[late]) < min(cold[late])
+    assert min(tiered[late]) >= min(cold[late]) - 3
+    slept = [d for d in downs if any("may sleep: back in 0.5 s" in r for r in d.reasons)]
+    assert slept and all(d.signals["tier_cold_floor_replicas"] - d.to_replicas <= 3 for d in slept)
+
+
+def test_without_a_tier_the_policy_decides_as_before() -> None:
+    a, _ = _ramps(policy(quick(), cold_start_s=20.0), sleep_max=0)
+    b, _ = _ramps(policy(quick(), cold_start_s=20.0), sleep_max=3)  # sleepers it was never told of
+    assert a == b

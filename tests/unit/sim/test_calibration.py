@@ -108,8 +108,8 @@ CAP = 5
 
 
 def _capped(name: str) -> str:
-    if name == "static":
-        return f"static:replicas={CAP}"
+    if name in ("static", "static-sleep"):
+        return f"{name}:replicas={CAP}"
     return name if name == "oracle" else f"{name}:max={CAP}"
 
 

@@ -1,0 +1,127 @@
+"""The asleep tier: its flag, the pool of sleeping replicas, and the lifecycle that fills and drains it."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ebb.errors import ConfigError
+from ebb.sim.lifecycle import DRAINING, READY, STOPPED, Lifecycles
+from ebb.sim.sleepers import DEFAULT_TTL_S, DEFAULT_WAKE_S, SleepPool, SleepTier, parse_tier
+
+TIER = SleepTier(wake_s=2.0, max_replicas=2, ttl_s=100.0)
+
+
+def test_the_flag_reads_every_key_and_defaults_the_rest() -> None:
+    assert parse_tier("asleep") == SleepTier(DEFAULT_WAKE_S, 8, DEFAULT_TTL_S)
+    assert parse_tier("asleep:wake_s=0.5,max=3,ttl_s=60") == SleepTier(0.5, 3, 60.0)
+    assert parse_tier(parse_tier("asleep:max=4").describe()) == parse_tier("asleep:max=4")
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("snapshot:restore_s=10", "unknown tier 'snapshot'"),
+    ("asleep:wake=2", "'wake=2' is not one of"),
+    ("asleep:wake_s=fast", "is not a number"),
+    ("asleep:max=2,max=3", "given twice"),
+    ("asleep:wake_s=-1", "wake_s must be in"),
+    ("asleep:wake_s=nan", "wake_s must be in"),
+    ("asleep:max=0", "max must be in"),
+    ("asleep:ttl_s=0", "ttl_s must be in"),
+])
+def test_a_bad_flag_is_one_line_naming_the_part_and_the_fix(text: str, needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle) as err:
+        parse_tier(text)
+    assert "\n" not in str(err.value)
+
+
+def test_a_drained_replica_sleeps_while_there_is_room_and_the_rest_are_removed() -> None:
+    pool = SleepPool(TIER)
+    assert [pool.put(t) for t in (10.0, 11.0, 12.0)] == [True, True, False]
+    assert pool.asleep(12.0) == 2
+
+
+def test_a_wake_takes_the_latest_sleeper_and_returns_the_wake_time() -> None:
+    pool = SleepPool(TIER)
+    pool.put(10.0)
+    pool.put(20.0)
+    assert pool.wake(30.0) == 2.0 and pool.wakeups == 1
+    assert pool.intervals == [(20.0, 30.0)]  # the one that slept last, whose TTL ends last
+
+
+def test_a_sleeper_past_its_ttl_is_released_at_its_own_instant() -> None:
+    pool = SleepPool(TIER)
+    pool.put(10.0)
+    assert pool.asleep(109.9) == 1 and pool.asleep(110.0) == 0
+    assert pool.wake(150.0) is None
+    assert pool.close(200.0) == ((10.0, 110.0),)
+
+
+def test_release_frees_the_oldest_sleepers_past_what_is_wanted() -> None:
+    pool = SleepPool(TIER)
+    pool.put(10.0)
+    pool.put(20.0)
+    assert pool.release(30.0, keep=1) == 1
+    assert pool.close(40.0) == ((10.0, 30.0), (20.0, 40.0))
+
+
+def test_without_a_tier_nothing_ever_sleeps() -> None:
+    pool = SleepPool(None)
+    assert not pool.put(1.0) and pool.wake(2.0) is None and pool.close(3.0) == ()
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["put", "wake", "release"]), st.floats(0.0, 30.0),
+                              st.integers(0, 3)), max_size=40))
+def test_sleep_intervals_are_ordered_within_the_run_and_never_more_than_max_at_once(
+        ops: list[tuple[str, float, int]]) -> None:
+    pool, t = SleepPool(TIER), 0.0
+    for op, dt, keep in ops:
+        t += dt
+        if op == "put":
+            pool.put(t)
+        elif op == "wake":
+            pool.wake(t)
+        else:
+            pool.release(t, keep)
+        assert pool.asleep(t) <= TIER.max_replicas
+    end = t + 1.0
+    spans = pool.close(end)
+    assert all(0.0 <= s <= e <= end and e - s <= TIER.ttl_s + 1e-9 for s, e in spans)
+    edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda x: (x[0], x[1]))
+    live = 0
+    for _, d in edges:
+        live += d
+        assert live <= TIER.max_replicas
+
+
+def test_the_lifecycle_sleeps_a_drained_replica_and_wakes_it_for_the_next_request() -> None:
+    fleet = Lifecycles(TIER)
+    rid = fleet.add(0.0, warm=True)
+    fleet.move(rid, DRAINING, 10.0)
+    fleet.move(rid, STOPPED, 12.0)  # its drain ended: asleep from 12 s
+    new, delay = fleet.request(20.0, cold_s=60.0)
+    assert delay == TIER.wake_s and new != rid
+    fleet.move(new, READY, 22.0)
+    cold, delay2 = fleet.request(30.0, cold_s=60.0)
+    assert delay2 == 60.0  # nobody left asleep: a cold start
+    log = fleet.fleet_log(scale_ups=2, scale_downs=1, end_s=100.0, decisions=[], noteworthy=[])
+    assert log.asleep == ((12.0, 20.0),) and log.wakeups == 1 and log.asleep_seconds() == 8.0
+
+
+def test_the_runs_end_stops_every_replica_without_putting_any_to_sleep() -> None:
+    fleet = Lifecycles(TIER)
+    rid = fleet.add(0.0, warm=True)
+    fleet.move(rid, DRAINING, 5.0)
+    fleet.stop_all(6.0)
+    assert fleet.fleet_log(scale_ups=0, scale_downs=1, end_s=6.0, decisions=[], noteworthy=[]).asleep == ()
+
+
+def test_a_woken_replica_cancelled_before_it_served_goes_back_to_sleep() -> None:
+    fleet = Lifecycles(TIER)
+    rid = fleet.add(0.0, warm=True)
+    fleet.move(rid, DRAINING, 1.0)
+    fleet.move(rid, STOPPED, 2.0)
+    woken, _ = fleet.request(3.0, cold_s=60.0)
+    fleet.move(woken, STOPPED, 4.0)  # a scale-down cancelled its wake
+    assert fleet.sleep.asleep(4.0) == 1

@@ -1,0 +1,56 @@
+"""Runs with an asleep tier (``--tier``): Ebb sleeps what it removes and counts on it, peers do not."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import cache
+
+import numpy as np
+import pytest
+
+from ebb.config.policy_specs import parse_policies
+from ebb.model.ids import TraceName
+from ebb.model.trace import CountSeries
+from ebb.score.results import Scorecard
+from ebb.sim.compare import compare
+from ebb.sim.policies import KNOWN_POLICIES
+from ebb.sim.settings import ClusterSettings, SimSettings
+from ebb.sim.sleepers import SleepTier
+
+TIER = SleepTier(wake_s=2.0, max_replicas=8, ttl_s=1800.0)
+
+
+def waves() -> CountSeries:
+    """30 minutes of 4-minute waves: 40 req/s, then 4 req/s (lulls Ebb scales down in)."""
+    t = np.arange(1800)
+    rate = np.where((t // 240) % 2 == 0, 40.0, 4.0)
+    return CountSeries(TraceName("waves"), np.random.default_rng(4).poisson(rate).astype(np.int64), bin_s=1.0)
+
+
+@cache
+def cards(fidelity: str, tier: bool) -> dict[str, Scorecard]:
+    s = SimSettings(seed=3, cluster=ClusterSettings(cold_start_s=20.0, sleep=TIER if tier else None))
+    c = compare(waves(), parse_policies("ebb,static,hpa", KNOWN_POLICIES), s, fidelity=fidelity, peak_replicas=8)
+    return {r.scorecard.policy: r.scorecard for r in c.runs}
+
+
+@pytest.mark.parametrize("fidelity", ["fluid", "request"])
+def test_ebb_sleeps_what_it_removes_wakes_it_for_the_waves_and_runs_fewer_gpu_hours(fidelity: str) -> None:
+    with_tier, without = cards(fidelity, True)["ebb"], cards(fidelity, False)["ebb"]
+    assert with_tier.asleep_gpu_hours > 0 and with_tier.wakeups > 0
+    assert with_tier.running_gpu_hours < without.running_gpu_hours
+    assert with_tier.slo_violation_pct <= 0.1
+    assert without.asleep_gpu_hours == 0 and without.wakeups == 0
+
+
+@pytest.mark.parametrize("fidelity", ["fluid", "request"])
+def test_peers_keep_their_upstream_behaviour_whatever_the_tier(fidelity: str) -> None:
+    for name in ("static", "hpa"):
+        a, b = cards(fidelity, True)[name], cards(fidelity, False)[name]
+        assert repr(replace(a, wall_s=0.0)) == repr(replace(b, wall_s=0.0))  # NaN-aware
+
+
+def test_a_run_without_a_tier_writes_no_tier_fields() -> None:
+    card = cards("fluid", False)["ebb"].as_dict()
+    assert "asleep_gpu_hours" not in card and "wakeups" not in card
+    assert "asleep_gpu_hours" in cards("fluid", True)["ebb"].as_dict()
