@@ -9,8 +9,10 @@ seconds. :class:`ParsePool` guarantees instead:
 * **The loop never parses.** Pages are parsed in at most ``workers`` (2) threads; the loop only
   awaits them. The threads share the interpreter lock with the loop, which still gets a turn every
   5 ms (Python's switch interval), so buckets keep closing while a page is parsed.
-* **A budget per page.** A page not parsed within ``budget_s`` (by default half a bucket, at least
-  50 ms: a 52 KB page takes 4 ms) raises :class:`~ebb.errors.InputError` naming the endpoint and
+* **A budget per page.** A page not parsed within ``budget_s`` (by default a bucket, at least
+  250 ms: a 52 KB page takes 4 ms of CPU, and an agent throttled at its CPU limit can stall for
+  half a 100 ms CFS period or more, so a tighter budget would drop healthy pods; a hostile 4 MiB
+  page takes 1-3 s) raises :class:`~ebb.errors.InputError` naming the endpoint and
   the budget: the agent lists the endpoint as missing for that bucket, and the controller sees an
   incomplete fleet (no scale-down; scale-ups on the others' demand extrapolated). A page still
   waiting for a thread when its budget ends is never parsed.
@@ -36,16 +38,16 @@ __all__ = ["COOLDOWN_FACTOR", "MIN_BUDGET_S", "ParsePool", "default_budget_s"]
 
 T = TypeVar("T")
 
-MIN_BUDGET_S: Final = 0.05
-"""Smallest default budget (s): about 12 times a real vLLM page's parse."""
+MIN_BUDGET_S: Final = 0.25
+"""Smallest default budget (s): about 60 times a real vLLM page's parse, above a CFS throttling stall."""
 COOLDOWN_FACTOR: Final = 9.0
 """An overrunning endpoint rests this many times its parse's duration (so it gets at most 1/10)."""
 
 
 def default_budget_s(bucket_ms: int) -> float:
-    """Half a bucket, at least :data:`MIN_BUDGET_S`: a page parsed within it leaves the bucket's
-    other half for the fetches and the close."""
-    return max(MIN_BUDGET_S, bucket_ms / 2000)
+    """A bucket, at least :data:`MIN_BUDGET_S` (a bucket's close waits for its parses: an overrun
+    delays it by at most this much, and the overrunning pod then rests)."""
+    return max(MIN_BUDGET_S, bucket_ms / 1000)
 
 
 class ParsePool:

@@ -64,7 +64,7 @@ Engines (:mod:`ebb.agent.engine_poll`): with ``engine`` (an ``EngineProfile``), 
 never-stops rules (4 MiB at most) and is a worker named ``host:port``; a router's ``/workers`` are
 then polled at ``{url}{metrics_path}`` while the router stays a ``/stats`` endpoint (client view).
 Each page is parsed off the event loop within ``parse_budget_s`` (:mod:`ebb.agent.parse_pool`:
-by default half a bucket, at least 50 ms; a page over it lists its endpoint as missing for that
+by default a bucket, at least 250 ms; a page over it lists its endpoint as missing for that
 bucket, counted in ``ebb_agent_poll_errors_total``).
 ``engine_pods`` (blocking: :class:`~ebb.agent.kube_pods.EndpointSliceLister` or
 :class:`~ebb.agent.kube_pods.PodLister`) runs every ``discover_s``

@@ -155,7 +155,7 @@ def agent_command(
     dcgm: str | None = typer.Option(None, "--dcgm", help="DCGM exporter URL to read the GPUs from (instead of NVML)."),
     parse_budget_ms: float | None = typer.Option(None, "--parse-budget-ms", help="Time one engine page may take to "
                                                  "parse before its pod counts as missing for that bucket (default: "
-                                                 "half a bucket, at least 50 ms; a 52 KB vLLM page takes ~4 ms)."),
+                                                 "a bucket, at least 250 ms; a 52 KB vLLM page takes ~4 ms)."),
 ) -> None:
     """Run the node agent: 100 ms sketch buckets at /v1/buckets, Prometheus text at /metrics."""
     if not endpoint and endpoints_from is None and pod_selector is None and pod_service is None:

@@ -76,9 +76,9 @@ def test_other_pods_parse_while_one_overruns() -> None:
     pool.close()
 
 
-def test_the_default_budget_is_half_a_bucket_and_at_least_50_ms() -> None:
-    assert default_budget_s(100) == MIN_BUDGET_S == 0.05
-    assert default_budget_s(1000) == 0.5
+def test_the_default_budget_is_a_bucket_and_at_least_250_ms() -> None:
+    assert default_budget_s(100) == MIN_BUDGET_S == 0.25
+    assert default_budget_s(1000) == 1.0
 
 
 def test_a_budget_must_be_positive() -> None:
