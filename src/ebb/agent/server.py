@@ -63,9 +63,10 @@ Engines (:mod:`ebb.agent.engine_poll`): with ``engine`` (an ``EngineProfile``), 
 ``engine_endpoints`` (full metrics URLs) is GET once per bucket under the same timeout, missing and
 never-stops rules (4 MiB at most) and is a worker named ``host:port``; a router's ``/workers`` are
 then polled at ``{url}{metrics_path}`` while the router stays a ``/stats`` endpoint (client view).
-Each page is parsed off the event loop within ``parse_budget_s`` (:mod:`ebb.agent.parse_pool`:
-by default a bucket, at least 250 ms; a page over it lists its endpoint as missing for that
-bucket, counted in ``ebb_agent_poll_errors_total``).
+Each page is parsed off the event loop within ``parse_budget_s`` of CPU (:mod:`ebb.agent.parse_pool`:
+by default a bucket, at least 100 ms) and 4 budgets of wall time (at least 1 s); a page past the
+wall limit lists its endpoint as missing for that bucket (counted in
+``ebb_agent_poll_errors_total``), and an endpoint over its CPU budget rests 9 times that time.
 ``engine_pods`` (blocking: :class:`~ebb.agent.kube_pods.EndpointSliceLister` or
 :class:`~ebb.agent.kube_pods.PodLister`) runs every ``discover_s``
 in a thread; the URLs it returns are engine endpoints, a failing call keeps the current ones.

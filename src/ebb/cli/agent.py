@@ -153,9 +153,10 @@ def agent_command(
     pod_namespace: str = typer.Option("default", "--pod-namespace", envvar="POD_NAMESPACE",
                                       help="Namespace of the engine pods."),
     dcgm: str | None = typer.Option(None, "--dcgm", help="DCGM exporter URL to read the GPUs from (instead of NVML)."),
-    parse_budget_ms: float | None = typer.Option(None, "--parse-budget-ms", help="Time one engine page may take to "
-                                                 "parse before its pod counts as missing for that bucket (default: "
-                                                 "a bucket, at least 250 ms; a 52 KB vLLM page takes ~4 ms)."),
+    parse_budget_ms: float | None = typer.Option(None, "--parse-budget-ms", help="CPU time one engine page may take "
+                                                 "to parse before its pod rests (default: a bucket, at least 100 ms; "
+                                                 "a 52 KB vLLM page takes ~4 ms); past 4 budgets (at least 1 s) of "
+                                                 "wall time its pod counts as missing for that bucket."),
 ) -> None:
     """Run the node agent: 100 ms sketch buckets at /v1/buckets, Prometheus text at /metrics."""
     if not endpoint and endpoints_from is None and pod_selector is None and pod_service is None:
