@@ -1,7 +1,7 @@
 """One hostile engine pod among four never blinds the controller (issue #32's live acceptance).
 
 Four vLLM-style pods behind one real :class:`~ebb.agent.server.Agent`: three healthy and saturated
-(``evil_engine.py ok``: 3 running of 4 slots, the busy counter past the wall clock), one serving a
+(3 running of 4 slots, busy the whole time: the counter follows the wall clock), one serving a
 hostile page — each mode of ``../shared/redteam/review2/evil_engine.py`` in turn (negative, NaN,
 overflowing or absurd gauges, 2^64 histogram counts, 4 MiB of escaped quotes, a label bomb, binary,
 redirects, a hang, a trickle, an endless chunked body, a lying length, HTTP 500 …). Two controllers
@@ -18,7 +18,7 @@ busy replicas / 0.9) and one that always wants 2. For every mode:
 Modes left out, with why: ``gzipbomb`` (the double compresses 200 MB per request, an attack on the
 test machine rather than the agent; the agent never decompresses: ``auto_decompress`` off, covered
 by the agent's size cap) and ``huge20``/``quadratic16`` (20 and 16 MiB bodies: the 4 MiB cap cuts
-them as it cuts ``huge``, at 5x the test's time). About 4.5 s per mode. Skipped with a reason
+them as it cuts ``huge``, at 5x the test's time). About 2.5 s per mode. Skipped with a reason
 without ``../shared``; failed under CI=true.
 """
 
@@ -75,11 +75,43 @@ def _start(mode: str, folder: str, life_s: int = 60) -> tuple[subprocess.Popen[b
     raise AssertionError(f"evil_engine.py {mode} did not start")
 
 
+_SATURATED = r"""
+import http.server, os, socketserver, sys, time
+T0 = time.monotonic()
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_GET(self):
+        busy = time.monotonic() - T0  # busy the whole time: a busy share of 1 however often it is read
+        b = ('vllm:num_requests_running{model_name="m"} 3\nvllm:num_requests_waiting{model_name="m"} 1\n'
+             'vllm:kv_cache_usage_perc{model_name="m"} 0.25\n'
+             f'vllm:request_prefill_time_seconds_sum{{model_name="m"}} {busy}\n').encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer): daemon_threads = True
+s = S(("127.0.0.1", 0), H)
+open(sys.argv[1] + ".t", "w").write(str(s.server_address[1])); os.replace(sys.argv[1] + ".t", sys.argv[1])
+s.serve_forever()
+"""
+
+
+def _saturated(folder: str) -> tuple[subprocess.Popen[bytes], str]:
+    """A saturated vLLM-style pod whose busy counter follows the wall clock (``evil_engine.py ok``
+    counts busy time per scrape, so an agent that scrapes it late reads a lull)."""
+    portfile = os.path.join(folder, f"ok-{time.monotonic_ns()}.port")
+    proc = subprocess.Popen([sys.executable, "-c", _SATURATED, portfile], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    for _ in range(200):
+        if os.path.exists(portfile):
+            return proc, f"http://127.0.0.1:{Path(portfile).read_text()}/metrics"
+        time.sleep(0.02)
+    proc.kill()
+    raise AssertionError("the saturated pod did not start")
+
+
 @pytest.fixture(scope="module")
 def healthy() -> Iterator[list[str]]:
     """Three saturated, well-behaved pods for the whole module."""
     with tempfile.TemporaryDirectory() as folder:
-        started = [_start("ok", folder, life_s=600) for _ in range(3)]
+        started = [_saturated(folder) for _ in range(3)]
         try:
             yield [url for _, url in started]
         finally:
@@ -129,10 +161,7 @@ def test_one_hostile_pod_never_stops_the_scale_up_for_the_others_nor_lets_a_scal
         evil, evil_url = _start(mode, folder)
         try:
             with Agent(engine=PROFILES["vllm"], engine_endpoints=[*healthy, evil_url], max_concurrency=4) as agent:
-                # every healthy pod has a busy share, and a hostile page slow to parse has passed the
-                # agent's 1 s wall limit once (the stall it caused is past: these doubles count busy
-                # time per scrape, so a delayed scrape reads as a lull)
-                time.sleep(3.0)
+                time.sleep(1.2)  # two scrapes: every healthy pod has a busy share
                 up, down = controller(Wants(sized), agent.url), controller(Wants(lambda o: 2), agent.url)
                 ups, downs = [], []
                 for _ in range(CYCLES):
