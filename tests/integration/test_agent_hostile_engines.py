@@ -10,8 +10,10 @@ fleet of 4 ready replicas: one whose policy sizes the fleet to the demand it is 
 busy replicas / 0.9) and one that always wants 2. For every mode:
 
 * every cycle decides (no cycle fails on a read error: the bad pod is dropped alone);
-* the sizing controller asks to scale up on the three healthy pods' overload every cycle (their
-  demand, 3 busy replicas, is extrapolated to the 4 ready ones when the bad pod is missing);
+* the sizing controller asks to scale up on the three healthy pods' overload in every cycle but at
+  most one (their demand, 3 busy replicas, is extrapolated to the 4 ready ones when the bad pod is
+  missing; a page past the agent's 1 s wall limit delays one bucket's close, and a cycle that read
+  no new sample then holds);
 * the other controller's scale-down goes through only on cycles whose data covers all four pods,
   and is vetoed ("incomplete fleet") on every other.
 
@@ -51,7 +53,7 @@ EVIL = Path(__file__).resolve().parents[2].parent / "shared" / "redteam" / "revi
 MODES = ("ok", "huge", "nan", "neg", "negonce", "negsmall", "overflow", "bigrun", "labelbomb", "reset", "noinf",
          "dup", "quadratic", "slowlines", "histbomb", "bigcount", "binary", "empty", "redirect_file",
          "redirect_host", "redirect_self", "hang", "trickle", "chunked_forever", "status500", "lie_length")
-CYCLES = 3
+CYCLES = 4
 
 
 def _evil() -> Path:
@@ -171,8 +173,12 @@ def test_one_hostile_pod_never_stops_the_scale_up_for_the_others_nor_lets_a_scal
         finally:
             evil.kill()
             evil.wait()
-    assert [o.action for o in ups] == ["scale_up"] * CYCLES, [(o.action, o.note) for o in ups]
-    assert all(o.to_replicas >= 5 for o in ups), [(o.to_replicas, o.note) for o in ups]
+    # Every cycle decides; each asks for the healthy pods' overload, except at most one that read no
+    # new sample: a page past the agent's 1 s wall limit delays its bucket's close once per cooldown
+    # (nine times the page's CPU time), and a cycle in that second holds (never shrinks).
+    assert all(o.action in ("scale_up", "hold") for o in ups), [(o.action, o.note) for o in ups]
+    asked = [o for o in ups if o.action == "scale_up"]
+    assert len(asked) >= CYCLES - 1 and all(o.to_replicas >= 5 for o in asked), [(o.action, o.note) for o in ups]
     for o in downs:
         if "incomplete fleet" in o.note:
             assert o.action == "veto", (o.action, o.note)
