@@ -141,11 +141,23 @@ class _Shared:
     """URLs that more than one pod resolved to in the last call, with those pods' names (one socket:
     polled once). Logged at WARNING when it changes."""
 
-    def _note_shared(self, shared: dict[str, tuple[str, ...]]) -> None:
+    metrics_path: str
+    _owns: bool
+    _client: Any
+
+    def _urls(self, found: list[tuple[str, int, str, str]]) -> tuple[str, ...]:
+        """The metrics URLs of ``found`` (address, port, key, name), one per socket; pods sharing one
+        are noted (:attr:`shared`) and logged at WARNING when that changes."""
+        urls, shared = _urls(found, self.metrics_path)
         if shared and shared != self.shared:
             log.warning("pods share one metrics URL (polled once; give each its own port, e.g. --pod-port NAME): %s",
                         "; ".join(f"{u}: {', '.join(p)}" for u, p in sorted(shared.items())))
         self.shared = shared
+        return urls
+
+    def close(self) -> None:
+        if self._owns:
+            self._client.close()
 
 
 class PodLister(_Shared):
@@ -199,13 +211,7 @@ class PodLister(_Shared):
             if port is not None:
                 name = str(meta.name) if meta else "?"
                 found.append((st.pod_ip, port, str(meta.uid or name) if meta else name, name))
-        urls, shared = _urls(found, self.metrics_path)
-        self._note_shared(shared)
-        return urls
-
-    def close(self) -> None:
-        if self._owns:
-            self._client.close()
+        return self._urls(found)
 
 
 class EndpointSliceLister(_Shared):
@@ -282,10 +288,4 @@ class EndpointSliceLister(_Shared):
                     continue
                 for port in ports:
                     found.append((ep.addresses[0], port, str(ref.uid or ref.name), str(ref.name)))
-        urls, shared = _urls(found, self.metrics_path)
-        self._note_shared(shared)
-        return urls
-
-    def close(self) -> None:
-        if self._owns:
-            self._client.close()
+        return self._urls(found)
