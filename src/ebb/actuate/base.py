@@ -23,10 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from ebb.config.tiers import SleepTier
 from ebb.model.ids import DecisionId, ReplicaId
 from ebb.model.observation import ScaleRequest
 
-__all__ = ["ActuationResult", "Actuator", "FleetState", "ReplicaState"]
+__all__ = ["ActuationResult", "Actuator", "FleetState", "ReplicaState", "SleepingActuator"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,9 @@ class FleetState:
     """Replicas counted in ``spec_replicas``, oldest first."""
     draining: int = 0
     """Replicas removed from service and still finishing in-flight work."""
+    asleep: tuple[ReplicaState, ...] = ()
+    """Replicas asleep (an asleep tier, :class:`SleepingActuator`): out of routing, not in
+    ``spec_replicas``, holding their GPU; oldest sleeper first. Always empty without a tier."""
 
     @property
     def ready_replicas(self) -> int:
@@ -91,4 +95,30 @@ class Actuator(Protocol):
     def apply(self, decision_id: DecisionId, request: ScaleRequest) -> ActuationResult:
         """Bring the fleet to ``request.replicas``, removing ``request.victims`` first; at most
         once per ``decision_id``."""
+        ...
+
+
+@runtime_checkable
+class SleepingActuator(Actuator, Protocol):
+    """An :class:`Actuator` with an asleep tier (``tier``; None: it behaves exactly as a plain one).
+
+    The same lifecycle as the simulator's (:mod:`ebb.sim.sleepers`), so a policy decides alike on both:
+
+    * **Who sleeps.** A victim leaves routing and drains first (as every actuator's victims do); when
+      its drain ends and fewer than ``tier.max_replicas`` sleep, it is put to sleep through its
+      engine (vLLM ``POST /sleep``) instead of removed, and shows in :attr:`FleetState.asleep`.
+    * **Who wakes.** A scale-up in ``apply`` wakes sleepers first, the most recent sleeper first,
+      and starts cold replicas only for the rest. A woken replica rejoins routing once its engine
+      says it is awake (``GET /is_sleeping`` false) and answers. A wake that fails or takes past
+      ``max(10 s, 5 x tier.wake_s)`` falls back at once: the sleeper is removed and a cold replica
+      started in its place, and the fault is logged.
+    * **How long.** A sleeper past ``tier.ttl_s`` is released (stopped, its GPU freed);
+      :meth:`keep_asleep` releases the oldest past what the policy still counts on.
+    """
+
+    tier: SleepTier | None
+
+    def keep_asleep(self, keep: int | None) -> tuple[str, ...]:
+        """Release the oldest sleepers until at most ``keep`` sleep (None: only the TTL decides);
+        the names released."""
         ...

@@ -54,7 +54,7 @@ from ebb.score.verdict import meets_slo, verdict
 from ebb.sim.compare import FIDELITIES, Comparison, compare
 from ebb.sim.policies import KNOWN_POLICIES, POLICY_HELP
 from ebb.sim.service_time import ServiceTimeModel
-from ebb.sim.sleepers import parse_tier
+from ebb.config.tiers import parse_tier
 from ebb.sim.settings import (
     ClusterSettings,
     FaultSettings,

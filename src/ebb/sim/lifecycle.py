@@ -39,7 +39,8 @@ from typing import Final
 from ebb.model.decision import Decision
 from ebb.model.ids import ReplicaId
 from ebb.sim.fleet import FleetLog, ReplicaLog
-from ebb.sim.sleepers import SleepPool, SleepTier
+from ebb.config.tiers import SleepTier
+from ebb.sim.sleepers import SleepPool
 
 __all__ = ["DRAINING", "READY", "STARTING", "STOPPED", "TRANSITIONS", "Lifecycles", "Phase", "is_legal"]
 

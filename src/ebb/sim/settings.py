@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ebb.model.latency import H200_DEFAULT, LatencyModel
 from ebb.sim.service_time import ServiceTimeModel
-from ebb.sim.sleepers import SleepTier
+from ebb.config.tiers import SleepTier
 
 
 @dataclass(frozen=True)

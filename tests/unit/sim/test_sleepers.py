@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from ebb.errors import ConfigError
 from ebb.sim.lifecycle import DRAINING, READY, STOPPED, Lifecycles
-from ebb.sim.sleepers import DEFAULT_TTL_S, DEFAULT_WAKE_S, SleepPool, SleepTier, parse_tier
+from ebb.config.tiers import DEFAULT_TTL_S, DEFAULT_WAKE_S, SleepTier, parse_tier
+from ebb.sim.sleepers import SleepPool
 
 TIER = SleepTier(wake_s=2.0, max_replicas=2, ttl_s=100.0)
 

@@ -15,7 +15,7 @@ from ebb.score.results import Scorecard
 from ebb.sim.compare import compare
 from ebb.sim.policies import KNOWN_POLICIES
 from ebb.sim.settings import ClusterSettings, SimSettings
-from ebb.sim.sleepers import SleepTier
+from ebb.config.tiers import SleepTier
 
 TIER = SleepTier(wake_s=2.0, max_replicas=8, ttl_s=1800.0)
 
