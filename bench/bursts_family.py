@@ -16,6 +16,11 @@ the same per group (burst kind, diurnal, step, lulls, long-service). Writes ``DI
 (every scorecard and the summary) and ``DIR/bursts_family.md``.
 
     python bench/bursts_family.py [--n 60] [--seed 0] [--jobs 2] [--quick] [--real] [--out DIR]
+                                  [--tier asleep:wake_s=2,max=20]
+
+``--tier`` (issue #33) runs static, Ebb, the oracle and ``static-sleep`` with an asleep tier and adds
+Ebb's *running* GPU-hours (held minus asleep) over static's, and how often Ebb meets the SLO where
+static does; it writes ``bursts_family_tier.json``/``.md`` beside the plain ones.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any
 from ebb.cli.trace_options import check_trace_flags
 from ebb.config.policy_specs import parse_policies
 from ebb.config.simulate_settings import TraceInputSettings
+from ebb.config.tiers import parse_tier
 from ebb.errors import EbbError
 from ebb.model.trace import CountSeries, RequestTrace
 from ebb.score.frontier import PEER_FAMILIES, family
@@ -49,6 +55,9 @@ from ebb.testing.traffic_family import (TrafficShape, burst_onsets_s, family as 
 
 POLICIES = "hpa,keda,static,ebb,oracle,kpa,ray,keda-vllm,wva,dynamo,aibrix"
 """Every policy at its default setting."""
+TIER_POLICIES = "static,ebb,oracle,static-sleep"
+"""With ``--tier``: the policies the tier changes (Ebb, the static + idle-sleep baseline) and the
+references; the peers keep their upstream behaviour (no tier), so their figures are the plain run's."""
 PEAK_REPLICAS = 20
 """The default ``--peak-replicas``: each trace's load is calibrated to an oracle peak of 20 replicas."""
 QUICK_DURATION_S = 900
@@ -66,8 +75,9 @@ class Case:
 
 
 def _simulate(settings_in: TraceInputSettings, objective: SloSettings, trace: RequestTrace | CountSeries | None = None,
-              fidelity: str | None = None, warmup_s: float = 0.0) -> dict[str, Any]:
-    """Read the trace as ``ebb simulate`` does (unless given), then compare every policy."""
+              fidelity: str | None = None, warmup_s: float = 0.0, tier: str | None = None) -> dict[str, Any]:
+    """Read the trace as ``ebb simulate`` does (unless given), then compare every policy (with
+    ``tier``: :data:`TIER_POLICIES` on a cluster with that asleep tier)."""
     tflags = check_trace_flags(settings_in)
     if trace is None:
         trace = tflags.after_load(open_trace(
@@ -76,8 +86,9 @@ def _simulate(settings_in: TraceInputSettings, objective: SloSettings, trace: Re
             service_col=settings_in.service_time_column))
     fid = fidelity or ("fluid" if isinstance(trace, CountSeries) and tflags.model is None else "request")
     load_scale, peak = settings_in.scaling
-    cmp = compare(trace, parse_policies(POLICIES, KNOWN_POLICIES), SimSettings(slo=objective, cluster=ClusterSettings(service=tflags.model),
-                                                                           warmup_s=warmup_s),
+    cluster = ClusterSettings(service=tflags.model, sleep=None if tier is None else parse_tier(tier))
+    policies = parse_policies(POLICIES if tier is None else TIER_POLICIES, KNOWN_POLICIES)
+    cmp = compare(trace, policies, SimSettings(slo=objective, cluster=cluster, warmup_s=warmup_s),
                   fidelity=fid, load_scale=load_scale, peak_replicas=peak)
     cards = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.scorecard.as_dict().items()}
              for r in cmp.runs]
@@ -123,7 +134,8 @@ def judged_bursts(shape: TrafficShape, warmup_s: float) -> int:
     return int((burst_onsets_s(shape) >= warmup_s).sum())
 
 
-def run_case(case: Case, workdir: str, peak: int | None = PEAK_REPLICAS, seen: bool = False) -> dict[str, Any]:
+def run_case(case: Case, workdir: str, peak: int | None = PEAK_REPLICAS, seen: bool = False,
+             tier: str | None = None) -> dict[str, Any]:
     """One trace: its record (shape, tags, the ``ebb simulate`` command, scorecards), or its error;
     with ``seen``, a recurring shape is judged after its second burst (:func:`seen_warmup_s`)."""
     t0 = time.perf_counter()
@@ -138,15 +150,16 @@ def run_case(case: Case, workdir: str, peak: int | None = PEAK_REPLICAS, seen: b
             warm = seen_warmup_s(case.shape) if seen else 0.0
             rec["warmup_s"] = warm
             rec["judged_bursts"] = judged_bursts(case.shape, warm)
-            rec.update(_simulate(settings_in, objective, warmup_s=warm))
+            rec.update(_simulate(settings_in, objective, warmup_s=warm, tier=tier))
         else:
             assert case.real is not None
             settings_in, tr, fid = _real_trace(case.real, peak)
             objective = SloSettings()
-            rec.update(_simulate(settings_in, objective, tr, fid))
+            rec.update(_simulate(settings_in, objective, tr, fid, tier=tier))
         warm_flag = ["--warmup-s", f"{rec['warmup_s']:.0f}"] if rec.get("warmup_s") else []
-        rec["command"] = " ".join(["ebb simulate", *simulate_argv(settings_in, objective), *warm_flag,
-                                   "--policy", POLICIES])
+        tier_flag = [] if tier is None else ["--tier", tier]
+        rec["command"] = " ".join(["ebb simulate", *simulate_argv(settings_in, objective), *warm_flag, *tier_flag,
+                                   "--policy", POLICIES if tier is None else TIER_POLICIES])
     except EbbError as exc:  # one trace the simulator refuses does not stop the bench
         rec["error"] = f"{type(exc).__name__}: {exc}"
     rec["wall_s"] = time.perf_counter() - t0
@@ -199,6 +212,14 @@ def _ratio(cards: Sequence[Mapping[str, Any]], fam: str) -> float | None:
     return float(ours["gpu_hours"]) / float(other["gpu_hours"])
 
 
+def _running_ratio(cards: Sequence[Mapping[str, Any]]) -> float | None:
+    """Ebb's running GPU-h (held minus asleep: an asleep tier) over static's GPU-h."""
+    ours, other = card_of(cards, "ebb"), card_of(cards, "static")
+    if ours is None or other is None or not float(other["gpu_hours"]) > 0:
+        return None
+    return (float(ours["gpu_hours"]) - float(ours.get("asleep_gpu_hours") or 0.0)) / float(other["gpu_hours"])
+
+
 def _meets(card: Mapping[str, Any] | None) -> bool:
     p = None if card is None else _point(card)
     return p is not None and p[0] <= SLO_VIOLATION_LIMIT_PCT
@@ -214,6 +235,7 @@ def trace_verdict(cards: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "dominated_by": dominators(cards),
         "weakly_dominated_by": dominators(cards, weak=True),
         "ebb_over_static": _ratio(cards, "static"),
+        "ebb_running_over_static": _running_ratio(cards),
         "ebb_over_oracle": _ratio(cards, "oracle"),
         "ebb_meets_slo": _meets(card_of(cards, "ebb")),
         "static_meets_slo": _meets(card_of(cards, "static")),
@@ -241,6 +263,9 @@ def summarise(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "ebb_meets_slo": sum(v["ebb_meets_slo"] for v in vs),
             "ebb_misses_slo_static_meets": sum(v["static_meets_slo"] and not v["ebb_meets_slo"] for v in vs),
             "median_ebb_over_static": _median(v["ebb_over_static"] for v in vs),
+            "median_ebb_running_over_static": _median(v.get("ebb_running_over_static") for v in vs),
+            "static_meets_slo": sum(v["static_meets_slo"] for v in vs),
+            "ebb_meets_slo_where_static_does": sum(v["static_meets_slo"] and v["ebb_meets_slo"] for v in vs),
             "median_ebb_over_oracle": _median(v["ebb_over_oracle"] for v in vs),
             "oracle_beaten_at_slo": sum(bool(v["peers_cheaper_than_oracle_at_slo"]) for v in vs),
         }
@@ -301,6 +326,9 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
              f"{_fmt(a['median_ebb_over_oracle'], '.3f')}",
              f"- traces where a peer meets the SLO cheaper than the oracle: {pct(a['oracle_beaten_at_slo'])}",
              _recurring_line(summary["recurring"]),
+             f"- Ebb meets the SLO on {a['ebb_meets_slo_where_static_does']} of the {a['static_meets_slo']} traces "
+             f"where static does; median Ebb running GPU-h (held minus asleep) / static: "
+             f"{_fmt(a['median_ebb_running_over_static'], '.3f')}",
              "", "| group | traces | dominated by static | by a peer | weakly by a peer | Ebb meets SLO | "
              "median Ebb/static | median Ebb/oracle |", "|---|---|---|---|---|---|---|---|"]
     for tag, b in {"all": a, **summary["by_tag"]}.items():
@@ -349,25 +377,26 @@ def cases(n: int, seed: int, *, quick: bool, real: bool) -> list[Case]:
 
 
 def run_all(todo: Sequence[Case], jobs: int, workdir: str, peak: int | None = PEAK_REPLICAS,
-            seen: bool = False) -> list[dict[str, Any]]:
+            seen: bool = False, tier: str | None = None) -> list[dict[str, Any]]:
     """Every case's record (in ``todo``'s order), with its verdict; ``jobs`` > 1 runs them in processes."""
     # Longest first so that the workers finish together.
     order = sorted(range(len(todo)), key=lambda i: -(shape.duration_s if (shape := todo[i].shape) else 86_400))
     if jobs > 1:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             done = list(pool.map(run_case, [todo[i] for i in order], [workdir] * len(order), [peak] * len(order),
-                                 [seen] * len(order)))
+                                 [seen] * len(order), [tier] * len(order)))
     else:
-        done = [run_case(todo[i], workdir, peak, seen) for i in order]
+        done = [run_case(todo[i], workdir, peak, seen, tier) for i in order]
     records = [rec for _, rec in sorted(zip(order, done), key=lambda p: p[0])]
     for rec in records:
         rec["verdict"] = trace_verdict(rec["cards"]) if rec["error"] is None else None
     return records
 
 
-def render(records: Sequence[Mapping[str, Any]], summary: Mapping[str, Any], header: str) -> str:
+def render(records: Sequence[Mapping[str, Any]], summary: Mapping[str, Any], header: str,
+           policies: str = POLICIES) -> str:
     """The markdown report: summary, per-group table, then every trace's row."""
-    order = POLICIES.split(",")
+    order = policies.split(",")
     return "\n".join(["# Ebb on a family of bursty traces", "", header, "", "## Summary", "", *summary_lines(summary),
                       "", "## Per trace: violations % / GPU-h", "", *trace_rows(records, order)]) + "\n"
 
@@ -384,7 +413,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seen", action="store_true",
                     help="judge periodic and irregular traces after their second burst (a --warmup-s): bursts seen recur")
     ap.add_argument("--traces-dir", type=Path, default=None, help="keep the generated CSVs here (default: a temp dir)")
+    ap.add_argument("--tier", default=None,
+                    help="an asleep tier (asleep:wake_s=2,max=20): static, Ebb, the oracle and static-sleep run with it")
     args = ap.parse_args(argv)
+    if args.tier is not None:
+        try:
+            parse_tier(args.tier)
+        except EbbError as exc:
+            print(str(exc), file=sys.stderr)
+            return 2
     if args.n < 1 or args.jobs < 1:
         print(f"--n {args.n} / --jobs {args.jobs}: both must be >= 1 (fix: e.g. --n 60 --jobs 2)", file=sys.stderr)
         return 2
@@ -393,29 +430,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"--peak-replicas {args.peak_replicas!r}: a whole number >= 1 or 'off' (fix: e.g. --peak-replicas 20)",
               file=sys.stderr)
         return 2
+    policies = POLICIES if args.tier is None else TIER_POLICIES
     t0 = time.perf_counter()
     todo = cases(args.n, args.seed, quick=args.quick, real=args.real)
     with tempfile.TemporaryDirectory(prefix="ebb-bursts-") as tmp:
         workdir = args.traces_dir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        records = run_all(todo, args.jobs, str(workdir), peak, args.seen)
+        records = run_all(todo, args.jobs, str(workdir), peak, args.seen, args.tier)
     wall = time.perf_counter() - t0
     summary = summarise(records)
     header = (f"Generated by `python bench/bursts_family.py --n {args.n} --seed {args.seed}"
-              f"{' --quick' if args.quick else ''}{' --real' if args.real else ''}{' --seen' if args.seen else ''}` "
+              f"{' --quick' if args.quick else ''}{' --real' if args.real else ''}{' --seen' if args.seen else ''}"
+              f"{'' if args.tier is None else ' --tier ' + args.tier}` "
               f"in {wall:.0f} s "
-              f"({args.jobs} jobs); `--peak-replicas {args.peak_replicas}`, default SLO (long service: 30 s wait), policies `{POLICIES}` at their "
+              f"({args.jobs} jobs); `--peak-replicas {args.peak_replicas}`, default SLO (long service: 30 s wait), policies `{policies}` at their "
               "defaults. Dominated = another policy both cheaper and with fewer violations; weakly = no worse on "
               "both, better on one. Peers = " + ", ".join(PEER_FAMILIES) + " (the oracle never).")
-    text = render(records, summary, header)
+    text = render(records, summary, header, policies)
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
     doc = {"settings": {"n": args.n, "seed": args.seed, "quick": args.quick, "real": args.real, "seen": args.seen,
-                        "peak_replicas": args.peak_replicas, "policies": POLICIES, "wall_s": wall},
+                        "peak_replicas": args.peak_replicas, "policies": policies, "tier": args.tier, "wall_s": wall},
            "summary": summary, "traces": records}
-    (args.out / "bursts_family.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    (args.out / "bursts_family.md").write_text(text, encoding="utf-8")
-    print(f"wrote {args.out / 'bursts_family.json'} and {args.out / 'bursts_family.md'}; wall time {wall:.1f} s")
+    stem = "bursts_family" if args.tier is None else "bursts_family_tier"
+    (args.out / f"{stem}.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    (args.out / f"{stem}.md").write_text(text, encoding="utf-8")
+    print(f"wrote {args.out / (stem + '.json')} and {args.out / (stem + '.md')}; wall time {wall:.1f} s")
     return 0
 
 

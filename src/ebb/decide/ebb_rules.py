@@ -39,7 +39,7 @@ from ebb.decide.semantics import WorkloadSignals, veto
 from ebb.model.observation import FineSignals
 
 __all__ = ["LATE_MIN_WEIGHT", "LATE_SHARE", "LONG_MIN_WEIGHT", "EbbConfig", "bounded", "bounded_many",
-           "calm_window", "cooldown_s", "down_interval_s", "down_vetoes", "grows", "grows_many", "hold_floor",
+           "calm_window", "cooldown_s", "down_interval_s", "pace_horizon_s", "down_vetoes", "grows", "grows_many", "hold_floor",
            "hold_floors", "late", "late_rows", "repeats_last_veto", "veto_key", "warmup_s"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -154,14 +154,27 @@ def warmup_s(cfg: EbbConfig) -> float:
     return cfg.warmup_s if cfg.warmup_s is not None else cfg.profile.warmup_horizons * cfg.state.bound.horizon_s
 
 
-def cooldown_s(cfg: EbbConfig) -> float:
-    """No scale-down this long (s) after a scale-up."""
-    return cfg.profile.cooldown_horizons * cfg.state.bound.horizon_s
+def cooldown_s(cfg: EbbConfig, spec: int | None = None) -> float:
+    """No scale-down this long (s) after a scale-up (of a fleet of ``spec``: :func:`pace_horizon_s`)."""
+    return cfg.profile.cooldown_horizons * pace_horizon_s(cfg, spec)
 
 
-def down_interval_s(cfg: EbbConfig) -> float:
+def down_interval_s(cfg: EbbConfig, spec: int | None = None) -> float:
     """No scale-down this long (s) after the last one: a wanted one holds, recording nothing."""
-    return cfg.profile.down_interval_horizons * cfg.state.bound.horizon_s
+    return cfg.profile.down_interval_horizons * pace_horizon_s(cfg, spec)
+
+
+def pace_horizon_s(cfg: EbbConfig, spec: int | None = None) -> float:
+    """The horizon a fleet of ``spec`` replicas paces its scale-downs by: the cold start's (61 s at the
+    default 60 s cold start); with an asleep tier, once the cold floor counts on every replica it
+    runs (``spec`` ≤ :attr:`~ebb.decide.ebb_state.EbbState.cold_floor`: its victims would sleep),
+    the wake's (3.1 s at a 2 s wake) — a scale-down undone then costs a wake, not a cold start, and
+    pacing by the cold start kept the whole cold floor running for a minute after each wake."""
+    st = cfg.state
+    cold = st.cold_floor
+    if st.wake_bound is None or spec is None or cold is None or spec > cold:
+        return st.bound.horizon_s
+    return st.wake_bound.horizon_s
 
 
 def down_vetoes(cfg: EbbConfig, t: float, spec: int, ready_replicas: int, latency_ms: float, burst: bool,
@@ -176,10 +189,10 @@ def down_vetoes(cfg: EbbConfig, t: float, spec: int, ready_replicas: int, latenc
     vetoes = []
     if t - st.first_t < warm:
         vetoes.append(f"warming up: {t - st.first_t:.0f} s of history < {warm:.0f} s")
-    cool = cooldown_s(cfg)
+    cool = cooldown_s(cfg, spec)
     if t - st.last_up < cool:
         vetoes.append(f"cooldown: {t - st.last_up:.0f} s since the last scale-up < {cool:.0f} s")
-    if t - st.last_down < down_interval_s(cfg):
+    if t - st.last_down < down_interval_s(cfg, spec):
         return None
     cls = cfg.workload_class
     vetoes.extend(veto(cls, WorkloadSignals(

@@ -237,7 +237,8 @@ class EbbPolicy:
             held_at, why_floor = self._comeback_floor(est, signals)
             sized = st.replicas(l1.need, self.profile.target_util)
             floor = max(held, hold_floor(self, held_at, learned, sized))
-            floor, why_floor = self._tiered(floor, why_floor, sized, l1.spec + obs.asleep_replicas, signals)
+            floor, why_floor = self._tiered(floor, why_floor, max(sized, learned), l1.spec + obs.asleep_replicas,
+                                            signals)
             signals.update(comeback_period_s=est.period_s, comeback_periods=float(est.periods))
             if est.periods and floor > l1.spec:
                 return self._forecast_up(l1, floor, est, signals)
@@ -369,8 +370,9 @@ class EbbPolicy:
         comeback bound, the learned and recurring floors) — or of the ``reachable`` ones, running or
         asleep, when fewer —, up to :attr:`sleep_max` may sleep: a sleeper comes back in
         :attr:`wake_s`, so what the fleet can field within a cold start never shrinks, while the
-        running replicas cover the need now (``sized``) and what the comeback bound at the wake
-        horizon holds (the same rules over the rises within a wake). Unchanged without a tier."""
+        running replicas cover the need now and what the latency surges taught (``sized``: the
+        sized need and the learned floor) and what the comeback bound at the wake horizon holds (the
+        same rules over the rises within a wake). Unchanged without a tier."""
         st = self.state
         if st.wake_bound is None or self.wake_s is None:
             return floor, why
@@ -453,16 +455,34 @@ class EbbPolicy:
             return self._explained(l1.t, "veto", spec, spec, self._recorded(signals), ("scale-down wanted",), limits)
         target = spec - len(victims)
         st.last_down = l1.t
-        risk = st.bound.risk(target * p.down_util * st.capacity) if not est.periods else 0.0
+        # With an asleep tier the replicas back within a cold start are the running ones and the sleepers
+        # the cold floor counts on (victims sleep while there is room); within a wake, the running ones.
+        asleep = self._asleep_after(obs.asleep_replicas, len(victims), target)
+        reach = target + asleep
+        risk = st.bound.risk(reach * p.down_util * st.capacity) if not est.periods else 0.0
         signals["comeback_risk"] = risk
         basis = (f"the rise seen at this phase of {est.periods} periods of {est.period_s:.0f} s" if est.periods
                  else f"over {est.samples} s of history")
-        return self._explained(
-            l1.t, "scale_down", spec, target, self._recorded(signals),
-            (f"comeback: {target} replicas hold a {est.horizon_s:.0f} s rise with estimated risk "
-             f"{risk:.2%} <= budget {p.budget:.2%} (level {est.level_replicas:.1f} + rise "
-             f"{est.rise_replicas:.1f} replicas, {basis})", *((why_floor,) if why_floor else ()), *limits),
-            victims=tuple(victims))
+        held = f"{target} replicas" if not asleep else f"{target} running + {asleep} asleep replicas"
+        reasons = [f"comeback: {held} hold a {est.horizon_s:.0f} s rise with estimated risk {risk:.2%} "
+                   f"{_vs(risk, p.budget)} budget {p.budget:.2%} (level {est.level_replicas:.1f} + rise "
+                   f"{est.rise_replicas:.1f} replicas, {basis})"]
+        if asleep and st.wake_bound is not None and self.wake_s is not None:
+            wake_risk = st.wake_bound.risk(target * p.down_util * st.capacity)
+            signals["tier_wake_risk"] = wake_risk
+            reasons.append(f"within a wake ({st.wake_bound.horizon_s:.1f} s: {self.wake_s:g} s to wake + a decision) "
+                           f"the {target} running hold a rise with estimated risk {wake_risk:.2%} "
+                           f"{_vs(wake_risk, p.budget)} budget {p.budget:.2%}")
+        return self._explained(l1.t, "scale_down", spec, target, self._recorded(signals),
+                               (*reasons, *((why_floor,) if why_floor else ()), *limits), victims=tuple(victims))
+
+    def _asleep_after(self, asleep: int, victims: int, running: int) -> int:
+        """Sleepers once this scale-down's victims drained: at most :attr:`sleep_max`, and no more than
+        the cold floor counts on beyond ``running`` (the rest are released); 0 without a tier."""
+        wanted = self.asleep_wanted(running)
+        if self.wake_s is None or wanted is None:
+            return 0
+        return min(self.sleep_max, asleep + victims, wanted)
 
     # -- what the policy learns ------------------------------------------------------------------
     def _learn_cold_start(self, pods: tuple[PodView, ...]) -> None:
@@ -624,3 +644,8 @@ def plan_victims(pods: tuple[PodView, ...], remove: int,
                            pdb_max_unavailable=max(1, math.floor(ready_n * max_unavailable)))
     victims.extend(ReplicaId(int(v.replica_id)) for v in plan.victims)
     return victims, plan.limits
+
+
+def _vs(risk: float, budget: float) -> str:
+    """How a risk compares with the budget, as the explanation says it."""
+    return "<=" if risk <= budget else ">"

@@ -108,3 +108,25 @@ def test_seen_judges_a_recurring_trace_after_its_second_burst_and_others_whole(b
     assert warm > onsets[1] or warm == pytest.approx(0.9 * recurring.duration_s)  # the second burst is warm-up
     assert bench.judged_bursts(recurring, warm) == int((onsets >= warm).sum())
     assert all(bench.seen_warmup_s(s) == 0.0 for s in shapes if s.burst_kind not in ("periodic", "irregular"))
+
+
+def test_with_a_tier_the_summary_gives_ebb_s_running_hours_and_the_slo_where_static_meets_it(bench: ModuleType) -> None:
+    def rec(name: str, cards: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"name": name, "group": "family", "tags": ["none"], "error": None, "cards": cards,
+                "verdict": bench.trace_verdict(cards)}
+
+    asleep = {**card("ebb", 0.05, 10.0), "asleep_gpu_hours": 4.0}  # 6 running of 10 held
+    records = [rec("a", [asleep, card("static", 0.0, 12.0), card("oracle", 0.0, 5.0)]),
+               rec("b", [card("ebb", 0.5, 8.0), card("static", 0.0, 10.0), card("oracle", 0.0, 5.0)]),
+               rec("c", [card("ebb", 0.0, 8.0), card("static", 0.4, 10.0), card("oracle", 0.0, 5.0)])]
+    a = bench.summarise(records)["all"]
+    assert a["static_meets_slo"] == 2 and a["ebb_meets_slo_where_static_does"] == 1
+    assert a["median_ebb_running_over_static"] == pytest.approx(0.8)  # of 0.5, 0.8, 0.8
+    assert "Ebb meets the SLO on 1 of the 2 traces where static does" in "\n".join(
+        bench.summary_lines(bench.summarise(records)))
+
+
+def test_a_bad_tier_is_one_line_and_exit_2(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--tier", "asleep:wake=2", "--n", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "wake=2" in err

@@ -640,6 +640,31 @@ def test_with_an_asleep_tier_up_to_max_of_the_cold_floor_sleeps_and_what_a_wake_
     assert slept and all(d.signals["tier_cold_floor_replicas"] - d.to_replicas <= 3 for d in slept)
 
 
+def test_with_an_asleep_tier_the_running_fleet_keeps_what_its_latency_surges_taught() -> None:
+    # Mooncake's conversation trace, before: the running fleet went below the learned floor again
+    # and again (5 -> 4, surge, 4 -> 5, five times: 0.252 % violations). A surge says what the
+    # demand needs running, whatever the tier. Here one is learned at t = 100 s (6 replicas).
+    pol = policy(quick(), cold_start_s=20.0, wake_s=0.5, sleep_max=3)
+    fleet = Fleet([pod(i) for i in range(10)], cold_s=20.0)
+    asleep, downs = 0, []
+    for t in range(1, 400):
+        phase = t % 40
+        demand = 0.5 + 3.5 * min(1.0, phase / 10.0) if phase < 15 else 0.5
+        if t == 100:
+            pol.state.learn_shortfall(float(t), 6)
+        obs = replace(fleet.observe(float(t), fine(t, demand)), asleep_replicas=asleep)
+        answer = pol.decide(obs)
+        if answer.action == "scale_down":
+            downs.append((t, pol.state.learned_floor(float(t)), answer))
+            asleep = min(3, asleep + obs.spec_replicas - answer.to_replicas)
+        else:
+            asleep = max(0, asleep - (answer.to_replicas - obs.spec_replicas))
+        fleet.apply(float(t), answer)
+    later = [(floor, d) for t, floor, d in downs if t >= 100]
+    assert later and all(floor >= 6 for floor, _ in later)
+    assert all(d.to_replicas >= floor for floor, d in later)
+
+
 def test_without_a_tier_the_policy_decides_as_before() -> None:
     a, _ = _ramps(policy(quick(), cold_start_s=20.0), sleep_max=0)
     b, _ = _ramps(policy(quick(), cold_start_s=20.0), sleep_max=3)  # sleepers it was never told of
