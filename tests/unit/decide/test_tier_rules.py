@@ -73,7 +73,7 @@ def test_ebb_policy_keeps_the_sleepers_the_scalar_rule_keeps(cold: int | None, r
 
 
 # -- FleetEbb with tiers ---------------------------------------------------------------------------------
-def fleet(n: int, wake_s: np.ndarray | float | None, sleep_max: int = 4) -> FleetEbb:
+def fleet(n: int, wake_s: np.ndarray | float | None, sleep_max: np.ndarray | int = 4) -> FleetEbb:
     cols = FleetClasses.guarding(base_weight=0.65, alpha=1.2, veto_margin=0.8, slo_ms=np.full(n, SLO_MS),
                                  min_replicas=1)
     return FleetEbb(n, slo_ttft_ms=np.full(n, SLO_MS), cold_start_s=np.full(n, 28.0),
@@ -128,3 +128,36 @@ def test_a_tier_lets_part_of_the_cold_floor_sleep_and_a_scale_up_wakes_what_it_c
                 woke += 1
                 assert got.desired[0] >= min(spec[0] + asleep[0], cold)
     assert slept and woke
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(2, 4), data=st.data())
+def test_fleet_ebb_decides_each_workload_as_a_fleet_of_that_workload_alone(n: int, data: st.DataObject) -> None:
+    """Per-workload tiers, sleepers and loads in one FleetEbb: each workload's answers are those a
+    FleetEbb of it alone gives (no rule reads another workload's row)."""
+    wake = np.array(data.draw(st.lists(st.none() | st.floats(0.3, 6.0), min_size=n, max_size=n)), dtype=float)
+    sleep_max = np.array(data.draw(st.lists(st.integers(1, 6), min_size=n, max_size=n)), dtype=np.int64)
+    base = np.array(data.draw(st.lists(st.floats(2.0, 40.0), min_size=n, max_size=n)))
+    seed = data.draw(st.integers(0, 2**32))
+    rng = np.random.default_rng(seed)
+    t_n = 400
+    load = rng.poisson(base[None, :] * np.where(rng.random((t_n, n)) < 0.05, 3.0, 1.0)).astype(float)
+    asleep = rng.integers(0, sleep_max + 1, size=(t_n, n))
+
+    def answers(cols: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+        k = len(cols)
+        l1 = fleet(k, wake[cols], sleep_max=sleep_max[cols])
+        spec, out = np.full(k, 8, dtype=np.int64), []
+        for t in range(t_n):
+            l1.observe(float(t), arrivals=load[t, cols], queue=np.zeros(k), ready=spec,
+                       starting=np.zeros(k, dtype=np.int64), ttft_ms=np.full(k, 100.0))
+            got = l1.decide(float(t), asleep=asleep[t, cols])
+            out.append((got.desired.copy(), got.asleep_wanted.copy()))
+            spec = np.maximum(got.desired, 1)
+        return out
+
+    together = answers(list(range(n)))
+    for i in range(n):
+        alone = answers([i])
+        assert all(d[i] == a[0] and w[i] == b[0] for (d, w), (a, b) in zip(together, alone))
+    assert all((w[np.isnan(wake)] == NO_FLOOR).all() for _, w in together)
