@@ -64,7 +64,7 @@ from ebb.sim.settings import (
 )
 from ebb.sources.traces import BUNDLED_TRACES, FORMATS, open_trace
 
-_NARROWEST = ("canary ok/abort", "dropped", "misjudged", "cost $", "wakeups", "TTFT p50/p99 ms", "E2E p50/p99 ms",
+_NARROWEST = ("canary ok/abort", "dropped", "misjudged", "cost $", "failed wakes", "wakeups", "TTFT p50/p99 ms", "E2E p50/p99 ms",
              "peak", "ups/downs")
 """Columns given up, first to last, until the table fits the terminal; every number stays in --json."""
 POLICY_LABEL_CHARS = 16
@@ -102,6 +102,7 @@ def _table(cmp: Comparison, width: int = 80, *, service_model: bool = False) -> 
         columns = {k: v for k, v in columns.items() if k != "policy"}
         columns = {"policy": lambda c: escape(labels[c.policy]), "GPU-h": columns.pop("GPU-h"),
                    "asleep GPU-h": lambda c: f"{c.asleep_gpu_hours:,.2f}", "wakeups": lambda c: str(c.wakeups),
+                   "failed wakes": lambda c: str(c.failed_wakes),
                    **columns}
     if ratios:
         columns["vs HPA frontier"] = lambda c: _ratio(ratios.get(c.policy))

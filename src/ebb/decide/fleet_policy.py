@@ -38,6 +38,16 @@ arrays, and omits or simplifies what 1 s fluid bins and a numpy state make costl
   step then vetoes still starts the interval), or vetoed by L2 on its own signals (latency ≥ the
   class's veto margin of its SLO, a burst, its floor; :func:`~ebb.decide.fleet_rank.veto_fleet`).
 
+* **Asleep tier** (optional; ``wake_s`` and ``sleep_max`` per workload or one for all, ``wake_s`` NaN =
+  no tier; ``decide(t, asleep=...)`` takes each workload's sleepers): EbbPolicy's three tier rules, the
+  fleet twins of :mod:`ebb.decide.tier_rules` (tested equal to the scalar rules). Of the hold floor
+  the cold rules give, up to ``sleep_max`` replicas may sleep while the running ones hold the need
+  and a second comeback bound's floor, at the wake horizon ``wake_s + 2 s`` over the same blocks
+  and memory. A scale-up with sleepers wakes every one the last cold floor counted on, and
+  :attr:`FleetTargets.asleep_wanted` says how many sleepers to keep. A workload without a tier
+  decides exactly as before, and so does a fleet without any: the second bound then does not exist
+  and costs nothing.
+
 What this module does *not* decide: the cluster's rules — quota, L2 rank, the disruption budget,
 zones — which the fleet step applies to its proposals as to EbbPolicy's
 (:mod:`ebb.decide.fleet_step`).
@@ -65,9 +75,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ebb.decide.columns import column
 from ebb.decide.comeback.streams import GUMBEL_SCALE, gumbel_z
 from ebb.decide.fleet_rank import FleetClasses, recalibrate_fleet, veto_fleet
 from ebb.decide.profiles import EbbProfile
+from ebb.decide.tier_rules import NO_FLOOR, asleep_kept_many, awoken_many, tier_floors
 
 __all__ = ["BLOCK_S", "FleetEbb", "FleetTargets"]
 
@@ -105,6 +117,10 @@ class FleetTargets:
     latency_ms: FloatArray
     """The latency L2 reads: the worst TTFT of the latency window (ms); 0 when nothing arrived in it
     (idle: nothing can be late); NaN when nothing was measured yet."""
+    asleep_wanted: IntArray
+    """With an asleep tier: the sleepers to keep beside ``desired`` (what the last cold floor holds
+    beyond it; the actuator or engine releases the oldest past it); -1 = no opinion (no tier, or no
+    cold floor yet: the tier's TTL decides). :func:`~ebb.decide.tier_rules.asleep_kept_many`."""
 
 
 class FleetEbb:
@@ -115,7 +131,8 @@ class FleetEbb:
 
     def __init__(self, n: int, *, slo_ttft_ms: FloatArray, cold_start_s: FloatArray, min_replicas: IntArray,
                  max_replicas: IntArray, capacity_rps: FloatArray, classes: FleetClasses | None = None,
-                 profile: EbbProfile | None = None) -> None:
+                 profile: EbbProfile | None = None, wake_s: FloatArray | float | None = None,
+                 sleep_max: IntArray | int | None = None) -> None:
         p = profile if profile is not None else EbbProfile()
         self.n = n
         self.profile = p
@@ -126,8 +143,20 @@ class FleetEbb:
         self.max_r = np.asarray(max_replicas, dtype=np.int64).reshape(n)
         cold = _arr(cold_start_s, n, "cold_start_s")
         self.horizon_s = cold + 2.0
-        self.h_blocks = np.ceil(self.horizon_s / BLOCK_S).astype(np.int64)
-        self.m_blocks = int(np.ceil(p.memory_horizons * float(self.horizon_s.max()) / BLOCK_S))
+        m_blocks = int(np.ceil(p.memory_horizons * float(self.horizon_s.max()) / BLOCK_S))
+        self._cold = _Bound(self.horizon_s, m_blocks, p)
+        """The comeback bound at a cold start's horizon."""
+        self.sleep_max = column(0 if sleep_max is None else sleep_max, n, "sleep_max", np.int64)
+        wake = np.full(n, np.nan) if wake_s is None else column(wake_s, n, "wake_s", np.float64)
+        self.tiered = ~np.isnan(wake)
+        """Workloads with an asleep tier (a finite ``wake_s``)."""
+        if np.any(self.tiered & ~((wake >= 0) & (self.sleep_max >= 1))):
+            raise ValueError("a tier needs wake_s >= 0 and sleep_max >= 1 for every workload that has one")
+        # the same memory as the cold bound (as EbbPolicy's): rises within a wake, for as long
+        self._wake = _Bound(np.where(self.tiered, wake, 0.0) + 2.0, m_blocks, p) if self.tiered.any() else None
+        """The comeback bound at the tier's wake horizon (wake + 2 s); None when no workload has a tier."""
+        self._cold_floor = np.full(n, NO_FLOOR, dtype=np.int64)
+        """With a tier: the last floor a cold start's rules held (replicas); NO_FLOOR before one."""
         self.classes = classes if classes is not None else FleetClasses.guarding(
             base_weight=np.full(n, 0.65), alpha=1.2, veto_margin=p.veto_margin, slo_ms=self.slo_ms,
             min_replicas=self.min_r)
@@ -138,18 +167,7 @@ class FleetEbb:
         self._lat = np.full((n, _LATENCY_WINDOW_S), np.nan)  # worst TTFT per second (ms), NaN = none
         self._arr = np.zeros((n, _HIST))
         self._t_i = -1
-        h = int(self.h_blocks.max())
-        self._ring = max(self.m_blocks, h + 1) + h + 1  # block peaks and levels, oldest overwritten
-        self._peak = np.zeros((n, self._ring))
-        self._level = np.zeros((n, self._ring))
-        self._rises = np.full((n, self.m_blocks), -np.inf)  # -inf = empty slot
-        self._rn = np.zeros(n)  # running count, sum and sum of squares of the rises in memory
-        self._rsum = np.zeros(n)
-        self._rsq = np.zeros(n)
-        self._blocks = 0
         self._block_peak = np.zeros(n)
-        self.level = np.zeros(n)
-        self._floor = np.full(n, np.nan)
         self.need = np.zeros(n)
         self._queue_since = np.full(n, np.inf)
         self._queue = np.zeros(n)
@@ -197,52 +215,15 @@ class FleetEbb:
         return best * self.cost_s
 
     def _close_block(self) -> None:
-        k = self._blocks
-        slot = k % self._ring
-        self._peak[:, slot] = self._block_peak
+        self._cold.close(self._block_peak)
+        if self._wake is not None:
+            self._wake.close(self._block_peak)
         self._block_peak = np.zeros(self.n)
-        # newest-first suffix maxima over the ring: max of the last j+1 blocks at column j
-        depth = int(self.h_blocks.max())
-        cols = (k - np.arange(min(depth, k + 1))) % self._ring
-        suffix = np.maximum.accumulate(self._peak[:, cols], axis=1)
-        hb = np.minimum(self.h_blocks, suffix.shape[1]) - 1
-        self.level = np.take_along_axis(suffix, hb[:, None], axis=1)[:, 0]
-        self._level[:, slot] = self.level
-        # the block h back now has its whole horizon: rise = peak over the next h blocks − its level
-        past = k - self.h_blocks
-        ok = past >= self.h_blocks - 1  # its level covered a whole horizon
-        if ok.any():
-            ahead = np.take_along_axis(suffix, hb[:, None], axis=1)[:, 0]
-            lvl = self._level[np.arange(self.n), np.where(ok, past, 0) % self._ring]
-            self._push_rise(k % self.m_blocks, np.where(ok, ahead - lvl, -np.inf))
-        self._blocks += 1
-        self._floor = self._floor_now()
-
-    def _push_rise(self, slot: int, rise: FloatArray) -> None:
-        # running moments: O(N) per block instead of a pass over the whole memory
-        old = self._rises[:, slot]
-        had, has = np.isfinite(old), np.isfinite(rise)
-        o, r = np.where(had, old, 0.0), np.where(has, rise, 0.0)
-        self._rn += has.astype(float) - had.astype(float)
-        self._rsum += r - o
-        self._rsq += r * r - o * o
-        self._rises[:, slot] = rise
-
-    def _floor_now(self) -> FloatArray:
-        n = self._rn
-        some = n > 0
-        top = self._rises.max(axis=1)
-        mean = np.where(some, self._rsum / np.maximum(n, 1), 0.0)
-        std = np.sqrt(np.maximum(np.where(some, self._rsq / np.maximum(n, 1), 0.0) - mean * mean, 0.0))
-        b = self.profile.budget
-        rise = np.where(some, top, 0.0)
-        if self.profile.tail and 0.0 < b < 1.0:
-            rise = np.maximum(rise, mean + GUMBEL_SCALE * gumbel_z(b) * std)
-        return np.where(some, self.level + np.maximum(rise, 0.0), np.nan)
 
     # -- decision ---------------------------------------------------------------------------------
-    def decide(self, t_s: float) -> FleetTargets:
-        """Every workload's wanted replicas now (see the module docstring)."""
+    def decide(self, t_s: float, asleep: IntArray | int | None = None) -> FleetTargets:
+        """Every workload's wanted replicas now (see the module docstring), with ``asleep`` replicas
+        asleep per workload (an asleep tier; None = none)."""
         p = self.profile
         spec, ready = self._spec, self._ready
         latency = self._latency_ms()
@@ -255,9 +236,13 @@ class FleetEbb:
         want_up = np.where(surge, np.maximum(need_now, surge_to), need_now)
         want_up = np.clip(want_up, self.min_r, self.max_r)
         up = (want_up > spec) & (surge | (want_up > spec * (1.0 + p.up_hysteresis)))
-        known = ~np.isnan(self._floor)
-        floor = np.where(known, _replicas(np.nan_to_num(self._floor), p.down_util), self.max_r)
+        known = ~np.isnan(self._cold.floor)
+        floor = np.where(known, _replicas(np.nan_to_num(self._cold.floor), p.down_util), self.max_r)
         hold_at = np.clip(np.maximum(floor, need_now), self.min_r, self.max_r)
+        if self._wake is not None:
+            want_up, hold_at = self._tier(want_up, hold_at, need_now, up & self.tiered, known & ~up,
+                                          np.zeros(self.n, dtype=np.int64) if asleep is None else
+                                          column(asleep, self.n, "asleep", np.int64))
         wants_down = ~up & known & (hold_at < spec)
         warm = (t_s - self._first_t) < p.warmup_horizons * self.horizon_s
         cool = (t_s - self._last_up) < p.cooldown_horizons * self.horizon_s
@@ -284,13 +269,97 @@ class FleetEbb:
         reason[up & surge & queued] = 2
         reason[up & surge & self._burst & ~queued] = 3
         return FleetTargets(desired=desired.astype(np.int64), remove=np.maximum(spec - desired, 0),
-                            need_replicas=self.need.copy(), floor_replicas=self._floor.copy(),
-                            burst=self._burst.copy(), reason=reason, weight=self.weight.copy(), latency_ms=latency)
+                            need_replicas=self.need.copy(), floor_replicas=self._cold.floor.copy(),
+                            burst=self._burst.copy(), reason=reason, weight=self.weight.copy(), latency_ms=latency,
+                            asleep_wanted=asleep_kept_many(self._cold_floor, desired))
+
+    def _tier(self, want_up: IntArray, hold_at: IntArray, sized: IntArray, up: BoolArray, floored: BoolArray,
+              asleep: IntArray) -> tuple[IntArray, IntArray]:
+        """The asleep tier's rules (:mod:`ebb.decide.tier_rules`, as EbbPolicy applies them): a
+        scale-up wakes every sleeper the last cold floor counted on; where a floor is decided
+        (``floored``), it is the cold floor remembered, and of it up to ``sleep_max`` may sleep while
+        the running replicas hold the need and the floor at the wake horizon."""
+        assert self._wake is not None
+        want_up = np.where(up, awoken_many(want_up, self._spec, asleep, self._cold_floor, self.max_r), want_up)
+        floored = floored & self.tiered
+        self._cold_floor = np.where(floored, hold_at, self._cold_floor)
+        wake = self._wake.floor
+        wake_at = _replicas(np.nan_to_num(wake), self.profile.down_util)
+        hold_at = tier_floors(hold_at, wake_at, sized, self._spec + asleep, self.sleep_max, self.min_r, self.max_r,
+                              floored & ~np.isnan(wake))
+        return want_up, hold_at
 
     def _latency_ms(self) -> FloatArray:
         """The worst TTFT of the window; 0 where nothing arrived in it, NaN where nothing was measured."""
         worst = np.fmax.reduce(self._lat, axis=1)  # NaN (nothing measured) is skipped unless all are
         return np.asarray(np.where(np.isneginf(worst), 0.0, worst), dtype=np.float64)
+
+
+class _Bound:
+    """One comeback bound over N workloads on blocks of :data:`BLOCK_S` seconds (the module
+    docstring): the block peaks of the need, the level over a horizon, the rises in memory and the
+    floor. FleetEbb keeps one at the cold start's horizon and, with a tier, one at the wake's."""
+
+    def __init__(self, horizon_s: FloatArray, m_blocks: int, profile: EbbProfile) -> None:
+        n = len(horizon_s)
+        self.n, self.profile, self.m_blocks = n, profile, m_blocks
+        self.h_blocks = np.ceil(horizon_s / BLOCK_S).astype(np.int64)
+        h = int(self.h_blocks.max())
+        self._ring = max(m_blocks, h + 1) + h + 1  # block peaks and levels, oldest overwritten
+        self._peak = np.zeros((n, self._ring))
+        self._level = np.zeros((n, self._ring))
+        self._rises = np.full((n, m_blocks), -np.inf)  # -inf = empty slot
+        self._rn = np.zeros(n)  # running count, sum and sum of squares of the rises in memory
+        self._rsum = np.zeros(n)
+        self._rsq = np.zeros(n)
+        self._blocks = 0
+        self.level = np.zeros(n)
+        self.floor = np.full(n, np.nan)
+        """The comeback floor (replica units); NaN before the first closed rise."""
+
+    def close(self, block_peak: FloatArray) -> None:
+        """Close a block whose peak need was ``block_peak``: its level, the rise it closes, the floor."""
+        k = self._blocks
+        slot = k % self._ring
+        self._peak[:, slot] = block_peak
+        # newest-first suffix maxima over the ring: max of the last j+1 blocks at column j
+        depth = int(self.h_blocks.max())
+        cols = (k - np.arange(min(depth, k + 1))) % self._ring
+        suffix = np.maximum.accumulate(self._peak[:, cols], axis=1)
+        hb = np.minimum(self.h_blocks, suffix.shape[1]) - 1
+        self.level = np.take_along_axis(suffix, hb[:, None], axis=1)[:, 0]
+        self._level[:, slot] = self.level
+        # the block h back now has its whole horizon: rise = peak over the next h blocks − its level
+        past = k - self.h_blocks
+        ok = past >= self.h_blocks - 1  # its level covered a whole horizon
+        if ok.any():
+            ahead = np.take_along_axis(suffix, hb[:, None], axis=1)[:, 0]
+            lvl = self._level[np.arange(self.n), np.where(ok, past, 0) % self._ring]
+            self._push_rise(k % self.m_blocks, np.where(ok, ahead - lvl, -np.inf))
+        self._blocks += 1
+        self.floor = self._floor_now()
+
+    def _push_rise(self, slot: int, rise: FloatArray) -> None:
+        # running moments: O(N) per block instead of a pass over the whole memory
+        old = self._rises[:, slot]
+        had, has = np.isfinite(old), np.isfinite(rise)
+        o, r = np.where(had, old, 0.0), np.where(has, rise, 0.0)
+        self._rn += has.astype(float) - had.astype(float)
+        self._rsum += r - o
+        self._rsq += r * r - o * o
+        self._rises[:, slot] = rise
+
+    def _floor_now(self) -> FloatArray:
+        n = self._rn
+        some = n > 0
+        top = self._rises.max(axis=1)
+        mean = np.where(some, self._rsum / np.maximum(n, 1), 0.0)
+        std = np.sqrt(np.maximum(np.where(some, self._rsq / np.maximum(n, 1), 0.0) - mean * mean, 0.0))
+        b = self.profile.budget
+        rise = np.where(some, top, 0.0)
+        if self.profile.tail and 0.0 < b < 1.0:
+            rise = np.maximum(rise, mean + GUMBEL_SCALE * gumbel_z(b) * std)
+        return np.where(some, self.level + np.maximum(rise, 0.0), np.nan)
 
 
 def _replicas(demand: FloatArray, util: float) -> IntArray:

@@ -82,6 +82,7 @@ from ebb.decide.hold_block import hold_ticks, holds_possible
 from ebb.decide.latency import E2E, TTFT, WAIT
 from ebb.decide.profiles import EbbProfile
 from ebb.decide.semantics import recalibrate_weight
+from ebb.decide.tier_rules import asleep_kept, awoken, tier_floor
 from ebb.model.decision import Decision
 from ebb.model.decisions import Action
 from ebb.model.ids import ReplicaId
@@ -353,17 +354,17 @@ class EbbPolicy:
     def _awoken(self, want: int, spec: int, asleep: int) -> int:
         """A scale-up to ``want`` with sleepers at hand wakes every one the cold floor counted on at
         once (up to :attr:`max_replicas`): a wake is the first answer to a burst, it costs seconds of
-        running GPUs that are held anyway, and one replica a tick would leave the burst queueing."""
-        cold = self.state.cold_floor
-        if self.wake_s is None or not asleep or cold is None:
+        running GPUs that are held anyway, and one replica a tick would leave the burst queueing
+        (:func:`~ebb.decide.tier_rules.awoken`)."""
+        if self.wake_s is None:
             return want
-        return min(self.max_replicas, max(want, min(spec + asleep, cold)))
+        return awoken(want, spec, asleep, self.state.cold_floor, self.max_replicas)
 
     def asleep_wanted(self, running: int) -> int | None:
         """Sleepers to keep beside ``running`` replicas: what the last cold floor holds beyond them
-        (those it counted on: :meth:`_tiered`); None before any floor (the tier's TTL decides)."""
-        cold = self.state.cold_floor
-        return None if cold is None else max(0, cold - running)
+        (those it counted on: :meth:`_tiered`); None before any floor (the tier's TTL decides).
+        :func:`~ebb.decide.tier_rules.asleep_kept`."""
+        return asleep_kept(self.state.cold_floor, running)
 
     def _tiered(self, floor: int, why: str, sized: int, reachable: int, signals: dict[str, float]) -> tuple[int, str]:
         """The floor with an asleep tier. Of the ``floor`` replicas a cold start's rules hold (the
@@ -372,7 +373,8 @@ class EbbPolicy:
         :attr:`wake_s`, so what the fleet can field within a cold start never shrinks, while the
         running replicas cover the need now and what the latency surges taught (``sized``: the
         sized need and the learned floor) and what the comeback bound at the wake horizon holds (the
-        same rules over the rises within a wake). Unchanged without a tier."""
+        same rules over the rises within a wake). Unchanged without a tier. The arithmetic is
+        :func:`~ebb.decide.tier_rules.tier_floor` (FleetEbb applies its fleet twin)."""
         st = self.state
         if st.wake_bound is None or self.wake_s is None:
             return floor, why
@@ -381,7 +383,7 @@ class EbbPolicy:
         if math.isnan(est.floor_replicas):
             return floor, why  # no rise over a whole wake horizon yet: no evidence to sleep on
         wake_at, _ = self._comeback_floor(est, {}, st.wake_bound)
-        tiered = hold_floor(self, wake_at, 0, max(sized, min(floor, reachable) - self.sleep_max))
+        tiered = tier_floor(floor, wake_at, sized, reachable, self.sleep_max, self.min_replicas, self.max_replicas)
         signals.update(tier_wake_s=self.wake_s, tier_wake_floor_replicas=float(wake_at),
                        tier_cold_floor_replicas=float(floor))
         if tiered >= floor:

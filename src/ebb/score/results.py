@@ -68,7 +68,11 @@ class Scorecard:
     """Of :attr:`gpu_hours`, those billed while replicas slept (an asleep tier, :mod:`ebb.sim.sleepers`):
     held, lendable HBM, no service. Running GPU-hours = ``gpu_hours - asleep_gpu_hours``."""
     wakeups: int = 0
-    """Sleeping replicas woken by scale-ups (each ready after the tier's wake time, not a cold start)."""
+    """Sleeping replicas woken by scale-ups (each ready after the tier's wake time, not a cold start),
+    failed wakes included."""
+    failed_wakes: int = 0
+    """Of :attr:`wakeups`, those that failed (the tier's ``fail``, a tier fault): the sleeper was
+    released and a cold replica started instead."""
 
     @property
     def running_gpu_hours(self) -> float:
@@ -82,7 +86,7 @@ class Scorecard:
         if not self.warmup_s:
             del out["warmup_s"]
         if not self.asleep_gpu_hours and not self.wakeups:
-            del out["asleep_gpu_hours"], out["wakeups"]
+            del out["asleep_gpu_hours"], out["wakeups"], out["failed_wakes"]
         return out
 
 

@@ -45,7 +45,9 @@ class FleetLog:
     asleep: tuple[tuple[float, float], ...] = ()
     """Sleep intervals (start s, end s) of the asleep tier (:mod:`ebb.sim.sleepers`); none without one."""
     wakeups: int = 0
-    """Sleeping replicas woken by scale-ups."""
+    """Sleeping replicas woken by scale-ups (failed wakes included)."""
+    failed_wakes: int = 0
+    """Of :attr:`wakeups`, those that failed (the tier's ``fail``) and fell back to a cold start."""
 
     def asleep_seconds(self, from_s: float = 0.0) -> float:
         """Asleep replica-seconds over [from_s, end_s] (held GPUs that served nothing)."""

@@ -143,7 +143,7 @@ class FluidRun:
         self.viol, self.ttft_base, self.tau_arr = np.zeros(nb), np.zeros(nb), np.zeros(nb)
         self._init_signals(int(math.ceil(nb * self.dt + settings.drain_horizon_s)) + 2)
         tier = sleep_tier(policy, settings.cluster.sleep)
-        self.fleet = Lifecycles(tier)
+        self.fleet = Lifecycles(tier, settings.seed)
         self.sleeper: Sleeps | None = policy if tier is not None and isinstance(policy, Sleeps) else None
         self.starting: list[tuple[float, int]] = []  # (ready at, rid), in request order
         self.draining: list[tuple[float, int]] = []  # (stops at, rid)

@@ -118,6 +118,7 @@ def score_fluid(policy: str, demand: FluidDemand, out: FluidOutcome, fleet: Flee
         sla_violation_delay_ms=judged_run.sla_violation_delay_ms,
         breach_episodes=judged_run.breach_episodes, warmup_s=warm,
         asleep_gpu_hours=asleep_s / 3600.0, wakeups=fleet.wakeups,
+        failed_wakes=fleet.failed_wakes,
     )
     tl = Timeline(tl_edges[:-1].copy(), tl_bin, demand_tl, billed, ready, tt50, tt99, e50, e99, viol_tl)
     return PolicyRun(card, tl)

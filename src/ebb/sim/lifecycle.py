@@ -12,7 +12,8 @@ warm fleet at t = 0 — and then moves only along :data:`TRANSITIONS`:
 With an asleep tier (:mod:`ebb.sim.sleepers`), a replica whose drain ends (``DRAINING → STOPPED``)
 goes to sleep in the run's :class:`~ebb.sim.sleepers.SleepPool` when there is room, and
 :meth:`Lifecycles.request` wakes a sleeper before it cold-starts one: the woken replica is a new id,
-``STARTING`` for the tier's wake time. Its sleep is billed from the pool's intervals, not from a
+``STARTING`` for the tier's wake time — or, when the wake fails (the tier's ``fail``, seeded by the
+run's seed), a cold start: the sleeper is released and the new id is an ordinary cold replica. Its sleep is billed from the pool's intervals, not from a
 replica's log, so every replica log keeps one ready interval.
 
 These are exactly the moves the engines make; :meth:`Lifecycles.move` refuses every other one
@@ -87,10 +88,11 @@ class Lifecycles:
 
     __slots__ = ("phase", "requested_s", "ready_s", "stopped_s", "live", "ready", "sleep", "_woken", "_ending")
 
-    def __init__(self, tier: SleepTier | None = None) -> None:
-        self.sleep = SleepPool(tier)
+    def __init__(self, tier: SleepTier | None = None, seed: int = 0) -> None:
+        self.sleep = SleepPool(tier, seed)
         """The run's sleeping replicas (:mod:`ebb.sim.sleepers`): a drained replica sleeps while there
-        is room, a requested one wakes a sleeper first; no tier, no sleeper."""
+        is room, a requested one wakes a sleeper first; no tier, no sleeper. ``seed`` (the run's)
+        decides which wakes fail under the tier's ``fail``."""
         self._woken: set[int] = set()
         self._ending = False
         self.phase: list[int] = []
@@ -130,8 +132,8 @@ class Lifecycles:
 
     def request(self, t: float, cold_s: float) -> tuple[int, float]:
         """A replica requested at ``t`` by a scale-up: a sleeper woken when one sleeps, else a cold
-        start. Returns its id (``STARTING``) and the seconds until it serves (the tier's wake time
-        or ``cold_s``)."""
+        start — also when the wake fails (a tier fault: the sleeper is released at ``t``). Returns its
+        id (``STARTING``) and the seconds until it serves (the tier's wake time or ``cold_s``)."""
         wake_s = self.sleep.wake(t)
         rid = self.add(t, warm=False)
         if wake_s is None:
@@ -180,4 +182,5 @@ class Lifecycles:
                   decisions: list[tuple[float, int, int]], noteworthy: list[Decision]) -> FleetLog:
         """The run's :class:`FleetLog`: these replicas plus the engine's decision counts and records."""
         return FleetLog(self.logs(), scale_ups, scale_downs, end_s=end_s, decisions=tuple(decisions),
-                        noteworthy=tuple(noteworthy), asleep=self.sleep.close(end_s), wakeups=self.sleep.wakeups)
+                        noteworthy=tuple(noteworthy), asleep=self.sleep.close(end_s), wakeups=self.sleep.wakeups,
+                        failed_wakes=self.sleep.failed_wakes)

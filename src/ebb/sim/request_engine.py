@@ -115,7 +115,7 @@ class _RequestRun:
         n = self.n = len(self.arr)
         self.first_tok, self.finish, self.where = [math.nan] * n, [math.nan] * n, [-1] * n
         tier = sleep_tier(policy, settings.cluster.sleep)
-        self.fleet = Lifecycles(tier)
+        self.fleet = Lifecycles(tier, settings.seed)
         self.sleeper: Sleeps | None = policy if tier is not None and isinstance(policy, Sleeps) else None
         self.active: list[int] = []
         self.pf_free: list[float] = []

@@ -83,6 +83,7 @@ def score_requests(policy: str, trace: RequestTrace, outcome: RequestOutcome, fl
         warmup_s=warm,
         asleep_gpu_hours=asleep_s / 3600.0,
         wakeups=fleet.wakeups,
+        failed_wakes=fleet.failed_wakes,
     )
     tl = Timeline(edges[:-1].copy(), bin_s, demand, billed, ready, tt50, tt99, e50, e99, vbin)
     return PolicyRun(card, tl)

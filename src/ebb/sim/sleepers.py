@@ -14,6 +14,10 @@ for both engines:
   before. A run's end stops every replica, asleep or not.
 * **Who wakes.** A scale-up takes sleeping replicas first, the most recent sleeper first (the one
   whose sleep lasts longest), each ready ``wake_s`` later; the rest cold-start.
+* **Tier faults.** With the tier's ``fail`` > 0, that share of wakes fails: the sleeper is released
+  at the wake's instant and the replica cold-starts instead (:meth:`SleepPool.wake` returns None).
+  Which wakes fail is drawn from ``numpy.random.default_rng([seed, 0x51EE9])`` — one uniform per
+  wake, in wake order —, so a run's seed decides it; ``fail`` = 0 draws nothing.
 * **How long.** A replica asleep for ``ttl_s`` is released then (its GPU freed: the TTL ladder a
   team builds by hand), and after each decision the policy may say how many sleepers it still
   wants (:meth:`Sleeps.asleep_wanted`: Ebb keeps those its comeback bound counts on); the oldest
@@ -29,24 +33,32 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+import numpy as np
+
 from ebb.config.tiers import SleepTier
 
 __all__ = ["Sleeps", "SleepPool", "sleep_tier"]
+
+_FAULT_TAG = 0x51EE9
+"""A second seed word for the wake-fault draws, so they never reuse another generator's stream."""
 
 
 class SleepPool:
     """One run's sleeping replicas (see the module docstring); ``tier`` None: nothing ever sleeps."""
 
-    __slots__ = ("tier", "_starts", "intervals", "wakeups")
+    __slots__ = ("tier", "_starts", "intervals", "wakeups", "failed_wakes", "_faults")
 
-    def __init__(self, tier: SleepTier | None) -> None:
+    def __init__(self, tier: SleepTier | None, seed: int = 0) -> None:
         self.tier = tier
         self._starts: list[float] = []
         """Start times of the replicas asleep (or released by their TTL, not yet swept), oldest first."""
         self.intervals: list[tuple[float, float]] = []
         """Ended sleeps: (start s, end s)."""
         self.wakeups = 0
-        """Replicas woken."""
+        """Wakes asked of sleepers (failed ones included)."""
+        self.failed_wakes = 0
+        """Of :attr:`wakeups`, those that failed (tier faults): each fell back to a cold start."""
+        self._faults = np.random.default_rng([seed, _FAULT_TAG]) if tier is not None and tier.fail > 0 else None
 
     def _sweep(self, t: float) -> None:
         """End the sleeps whose TTL passed by ``t`` (at their own instant)."""
@@ -71,11 +83,15 @@ class SleepPool:
         return True
 
     def wake(self, t: float) -> float | None:
-        """Take a sleeper at ``t`` (the most recent); its wake time (s), or None when none sleeps."""
+        """Take a sleeper at ``t`` (the most recent); its wake time (s), or None when none sleeps or
+        the wake failed (a tier fault: the sleeper is released at ``t``, the caller cold-starts)."""
         if self.tier is None or not self.asleep(t):
             return None
         self.intervals.append((self._starts.pop(), t))
         self.wakeups += 1
+        if self._faults is not None and self._faults.random() < self.tier.fail:
+            self.failed_wakes += 1
+            return None
         return self.tier.wake_s
 
     def release(self, t: float, keep: int) -> int:

@@ -109,6 +109,21 @@ def test_an_asleep_tier_splits_the_gpu_hours_and_the_report_says_which_are_bille
     assert "asleep_gpu_hours" not in cards["static"]  # a peer never sleeps
     assert "asleep GPU-h" in res.output and "a sleeping replica holds its GPU" in res.output
     assert "asleep:wake_s=2,max=8,ttl_s=1800" in rep.read_text()
+    assert cards["ebb"]["failed_wakes"] == 0 and "failed wakes" in res.output
+
+
+def test_tier_faults_turn_every_wake_into_a_cold_start_and_the_scorecard_counts_them(tmp_path: Path) -> None:
+    counts = tmp_path / "counts.txt"
+    counts.write_text("# bin_s=1\n" + "\n".join(str(40 if (i // 240) % 2 == 0 else 4) for i in range(1800)) + "\n")
+    out, rep = tmp_path / "s.json", tmp_path / "r.html"
+    res = CliRunner().invoke(app, ["simulate", "--trace", str(counts), "--peak-replicas", "8", "--quiet",
+                                   "--cold-start-s", "20", "--policy", "ebb,static",
+                                   "--tier", "asleep:wake_s=2,max=8,fail=1", "--json", str(out), "--report", str(rep)],
+                             env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    ebb = {c["policy"]: c for c in json.loads(out.read_text())}["ebb"]
+    assert ebb["failed_wakes"] == ebb["wakeups"] > 0
+    assert "failed wakes" in res.output and "fail=1.0" in rep.read_text()
 
 
 def test_a_tier_that_cannot_work_exits_2_with_one_line() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +20,9 @@ def test_the_flag_reads_every_key_and_defaults_the_rest() -> None:
     assert parse_tier("asleep") == SleepTier(DEFAULT_WAKE_S, 8, DEFAULT_TTL_S)
     assert parse_tier("asleep:wake_s=0.5,max=3,ttl_s=60") == SleepTier(0.5, 3, 60.0)
     assert parse_tier(parse_tier("asleep:max=4").describe()) == parse_tier("asleep:max=4")
+    assert parse_tier("asleep:fail=0.05") == SleepTier(DEFAULT_WAKE_S, 8, DEFAULT_TTL_S, fail=0.05)
+    assert parse_tier("asleep").fail == 0.0 and "fail" not in parse_tier("asleep").describe()
+    assert parse_tier(parse_tier("asleep:fail=0.1,max=3").describe()) == SleepTier(DEFAULT_WAKE_S, 3, DEFAULT_TTL_S, 0.1)
 
 
 @pytest.mark.parametrize("text, needle", [
@@ -29,6 +34,10 @@ def test_the_flag_reads_every_key_and_defaults_the_rest() -> None:
     ("asleep:wake_s=nan", "wake_s must be in"),
     ("asleep:max=0", "max must be in"),
     ("asleep:ttl_s=0", "ttl_s must be in"),
+    ("asleep:fail=1.5", "fail must be in"),
+    ("asleep:fail=-0.1", "fail must be in"),
+    ("asleep:fail=nan", "fail must be in"),
+    ("asleep:fail=often", "is not a number"),
 ])
 def test_a_bad_flag_is_one_line_naming_the_part_and_the_fix(text: str, needle: str) -> None:
     with pytest.raises(ConfigError, match=needle) as err:
@@ -71,21 +80,52 @@ def test_without_a_tier_nothing_ever_sleeps() -> None:
     assert not pool.put(1.0) and pool.wake(2.0) is None and pool.close(3.0) == ()
 
 
+def test_a_failed_wake_releases_its_sleeper_at_once_and_asks_for_a_cold_start() -> None:
+    pool = SleepPool(replace(TIER, fail=1.0))
+    pool.put(10.0)
+    pool.put(20.0)
+    assert pool.wake(30.0) is None  # failed: the caller cold-starts
+    assert pool.wakeups == 1 and pool.failed_wakes == 1 and pool.asleep(30.0) == 1
+    assert pool.intervals == [(20.0, 30.0)]  # the sleeper asked is released at the wake's instant
+
+
+def _fails(fail: float, seed: int, wakes: int = 64) -> list[bool]:
+    pool = SleepPool(replace(TIER, max_replicas=wakes, ttl_s=1e6, fail=fail), seed)
+    for k in range(wakes):
+        pool.put(float(k))
+    return [pool.wake(100.0 + k) is None for k in range(wakes)]
+
+
+def test_which_wakes_fail_is_decided_by_the_seed() -> None:
+    assert _fails(0.5, seed=3) == _fails(0.5, seed=3)
+    assert _fails(0.5, seed=3) != _fails(0.5, seed=4)
+    assert 8 < sum(_fails(0.5, seed=3)) < 56  # about half of 64
+    assert not any(_fails(0.0, seed=3)) and all(_fails(1.0, seed=3))
+
+
 @settings(max_examples=200, deadline=None)
 @given(ops=st.lists(st.tuples(st.sampled_from(["put", "wake", "release"]), st.floats(0.0, 30.0),
-                              st.integers(0, 3)), max_size=40))
+                              st.integers(0, 3)), max_size=40),
+       fail=st.sampled_from([0.0, 0.3, 1.0]), seed=st.integers(0, 2**32))
 def test_sleep_intervals_are_ordered_within_the_run_and_never_more_than_max_at_once(
-        ops: list[tuple[str, float, int]]) -> None:
-    pool, t = SleepPool(TIER), 0.0
+        ops: list[tuple[str, float, int]], fail: float, seed: int) -> None:
+    tier = replace(TIER, fail=fail)
+    pool, t, woken, slept = SleepPool(tier, seed), 0.0, 0, 0
     for op, dt, keep in ops:
         t += dt
         if op == "put":
-            pool.put(t)
+            slept += pool.put(t)
         elif op == "wake":
-            pool.wake(t)
+            before = pool.asleep(t)
+            got = pool.wake(t)
+            assert pool.asleep(t) == max(0, before - 1)  # a failed wake releases its sleeper too
+            woken += got is not None
+            assert got in (None, tier.wake_s)
         else:
             pool.release(t, keep)
         assert pool.asleep(t) <= TIER.max_replicas
+        assert woken + pool.failed_wakes == pool.wakeups and pool.wakeups <= slept
+    assert pool.failed_wakes == (0 if fail == 0 else pool.wakeups if fail == 1 else pool.failed_wakes)
     end = t + 1.0
     spans = pool.close(end)
     assert all(0.0 <= s <= e <= end and e - s <= TIER.ttl_s + 1e-9 for s, e in spans)
@@ -116,6 +156,40 @@ def test_the_runs_end_stops_every_replica_without_putting_any_to_sleep() -> None
     fleet.move(rid, DRAINING, 5.0)
     fleet.stop_all(6.0)
     assert fleet.fleet_log(scale_ups=0, scale_downs=1, end_s=6.0, decisions=[], noteworthy=[]).asleep == ()
+
+
+def test_a_failed_wake_is_a_cold_replica_and_is_not_put_back_to_sleep_when_cancelled() -> None:
+    fleet = Lifecycles(replace(TIER, fail=1.0))
+    rid = fleet.add(0.0, warm=True)
+    fleet.move(rid, DRAINING, 1.0)
+    fleet.move(rid, STOPPED, 2.0)
+    new, delay = fleet.request(3.0, cold_s=60.0)
+    assert delay == 60.0 and fleet.sleep.asleep(3.0) == 0
+    fleet.move(new, STOPPED, 4.0)  # a cancelled cold start: removed, as without a tier
+    log = fleet.fleet_log(scale_ups=1, scale_downs=1, end_s=10.0, decisions=[], noteworthy=[])
+    assert log.asleep == ((2.0, 3.0),) and log.wakeups == 1 and log.failed_wakes == 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["drain", "request", "ready", "cancel"]), st.floats(0.0, 5.0)),
+                    max_size=50), seed=st.integers(0, 2**32))
+def test_with_every_wake_failing_every_scale_up_is_a_cold_start(ops: list[tuple[str, float]], seed: int) -> None:
+    fleet, t = Lifecycles(replace(TIER, fail=1.0), seed), 0.0
+    for _ in range(3):
+        fleet.add(0.0, warm=True)
+    for op, dt in ops:
+        t += dt
+        if op == "drain" and fleet.ready:
+            rid = fleet.ready[0]
+            fleet.move(rid, DRAINING, t)
+            fleet.move(rid, STOPPED, t)
+        elif op == "request":
+            assert fleet.request(t, cold_s=60.0)[1] == 60.0
+        elif op in ("ready", "cancel") and fleet.starting():
+            fleet.move(fleet.starting()[0], READY if op == "ready" else STOPPED, t)
+        assert fleet.sleep.asleep(t) <= TIER.max_replicas
+    log = fleet.fleet_log(scale_ups=0, scale_downs=0, end_s=t + 1.0, decisions=[], noteworthy=[])
+    assert log.failed_wakes == log.wakeups == len(log.asleep) - sum(e == t + 1.0 for _, e in log.asleep)
 
 
 def test_a_woken_replica_cancelled_before_it_served_goes_back_to_sleep() -> None:

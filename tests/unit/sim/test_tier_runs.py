@@ -28,8 +28,9 @@ def waves() -> CountSeries:
 
 
 @cache
-def cards(fidelity: str, tier: bool) -> dict[str, Scorecard]:
-    s = SimSettings(seed=3, cluster=ClusterSettings(cold_start_s=20.0, sleep=TIER if tier else None))
+def cards(fidelity: str, tier: bool, fail: float = 0.0, seed: int = 3) -> dict[str, Scorecard]:
+    s = SimSettings(seed=seed, cluster=ClusterSettings(cold_start_s=20.0,
+                                                       sleep=replace(TIER, fail=fail) if tier else None))
     c = compare(waves(), parse_policies("ebb,static,hpa", KNOWN_POLICIES), s, fidelity=fidelity, peak_replicas=8)
     return {r.scorecard.policy: r.scorecard for r in c.runs}
 
@@ -52,5 +53,26 @@ def test_peers_keep_their_upstream_behaviour_whatever_the_tier(fidelity: str) ->
 
 def test_a_run_without_a_tier_writes_no_tier_fields() -> None:
     card = cards("fluid", False)["ebb"].as_dict()
-    assert "asleep_gpu_hours" not in card and "wakeups" not in card
+    assert "asleep_gpu_hours" not in card and "wakeups" not in card and "failed_wakes" not in card
+    assert cards("fluid", True)["ebb"].as_dict()["failed_wakes"] == 0
     assert "asleep_gpu_hours" in cards("fluid", True)["ebb"].as_dict()
+
+
+@pytest.mark.parametrize("fidelity", ["fluid", "request"])
+def test_when_every_wake_fails_each_is_a_cold_start_and_the_waves_are_late(fidelity: str) -> None:
+    ok, failing = cards(fidelity, True)["ebb"], cards(fidelity, True, fail=1.0)["ebb"]
+    assert ok.failed_wakes == 0 and ok.wakeups > 0
+    assert failing.failed_wakes == failing.wakeups > 0  # every wake asked fell back to a cold start
+    # a 20 s cold start where a 2 s wake was counted on: the waves' rises queue
+    assert failing.slo_violation_pct > ok.slo_violation_pct + 1.0
+
+
+@pytest.mark.parametrize("fidelity", ["fluid", "request"])
+def test_which_wakes_fail_is_the_runs_seed(fidelity: str) -> None:
+    a = cards(fidelity, True, fail=0.3)["ebb"]
+    b = cards.__wrapped__(fidelity, True, 0.3)["ebb"]  # a second run, not the cached one
+    assert repr(replace(a, wall_s=0.0)) == repr(replace(b, wall_s=0.0))
+    assert 0 < a.failed_wakes < a.wakeups
+    for name in ("static", "hpa"):  # peers never sleep: no wake to fail
+        assert repr(replace(cards(fidelity, True, fail=1.0)[name], wall_s=0.0)) == \
+            repr(replace(cards(fidelity, False)[name], wall_s=0.0))

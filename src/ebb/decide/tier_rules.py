@@ -1,0 +1,86 @@
+"""The asleep tier's decision rules for one workload, and beside each the same rule over a fleet.
+
+With an asleep tier (:mod:`ebb.config.tiers`) Ebb lets part of the floor a cold start needs sleep,
+wakes the sleepers it counted on at a scale-up, and releases those it no longer counts on. These are
+the three rules. :class:`~ebb.decide.policy.EbbPolicy` applies the one-workload functions
+(``_tiered``, ``_awoken``, ``asleep_wanted``), and :class:`~ebb.decide.fleet_policy.FleetEbb` applies
+their twins to N workloads at once. A twin does the same integer operations element-wise and is
+tested equal to its scalar rule (``tests/unit/decide/test_tier_rules.py``):
+
+=======================  ==========================  =================================================
+one workload             a fleet                     the rule
+=======================  ==========================  =================================================
+:func:`tier_floor`       :func:`tier_floors`         of the cold floor, up to ``sleep_max`` may sleep
+                                                     while the running ones hold the need and the
+                                                     floor at the wake horizon
+:func:`awoken`           :func:`awoken_many`         a scale-up wakes every sleeper the cold floor
+                                                     counted on, at once
+:func:`asleep_kept`      :func:`asleep_kept_many`    the sleepers to keep: what the cold floor holds
+                                                     beyond the running replicas
+=======================  ==========================  =================================================
+
+In the fleet twins a workload without a tier, or without a cold floor yet, is marked by
+``cold_floor`` < 0 (the scalar rules' None), and "no opinion" is -1. Pure: no I/O, no state.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["NO_FLOOR", "asleep_kept", "asleep_kept_many", "awoken", "awoken_many", "tier_floor", "tier_floors"]
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+NO_FLOOR = -1
+"""In the fleet twins: no cold floor yet, or no tier (the scalar rules' None); also "no opinion"."""
+
+
+# -- the floor with a tier ---------------------------------------------------------------------------
+def tier_floor(floor: int, wake_at: int, sized: int, reachable: int, sleep_max: int,
+               min_replicas: int, max_replicas: int) -> int:
+    """The floor with an asleep tier. Of the ``floor`` replicas a cold start's rules hold, or of the
+    ``reachable`` ones (running or asleep) when fewer, up to ``sleep_max`` may sleep. The running
+    replicas hold the need now (``sized``) and the comeback floor at the wake horizon (``wake_at``),
+    within ``[min_replicas, max_replicas]`` as every hold floor is. The result is never above ``floor``."""
+    tiered = min(max_replicas, max(min_replicas, wake_at, 0, max(sized, min(floor, reachable) - sleep_max)))
+    return floor if tiered >= floor else tiered
+
+
+def tier_floors(floor: IntArray, wake_at: IntArray, sized: IntArray, reachable: IntArray, sleep_max: IntArray,
+                min_replicas: IntArray, max_replicas: IntArray, on: BoolArray) -> IntArray:
+    """:func:`tier_floor` element-wise where ``on`` (a tier, and a floor at its wake horizon), else ``floor``."""
+    held = np.maximum(sized, np.minimum(floor, reachable) - sleep_max)
+    tiered = np.minimum(max_replicas, np.maximum(np.maximum(min_replicas, wake_at), np.maximum(held, 0)))
+    return np.asarray(np.where(on & (tiered < floor), tiered, floor), dtype=np.int64)
+
+
+# -- waking ------------------------------------------------------------------------------------------
+def awoken(want: int, spec: int, asleep: int, cold_floor: int | None, max_replicas: int) -> int:
+    """A scale-up to ``want`` with ``asleep`` sleepers at hand wakes every one the last cold floor
+    counted on, at once (up to ``max_replicas``). A wake is the first answer to a burst: it costs
+    seconds of GPUs that are held anyway, and one replica a tick would leave the burst queueing.
+    ``want`` unchanged without a sleeper or a cold floor."""
+    if not asleep or cold_floor is None:
+        return want
+    return min(max_replicas, max(want, min(spec + asleep, cold_floor)))
+
+
+def awoken_many(want: IntArray, spec: IntArray, asleep: IntArray, cold_floor: IntArray,
+                max_replicas: IntArray) -> IntArray:
+    """:func:`awoken` element-wise; ``cold_floor`` < 0 is None."""
+    woken = np.minimum(max_replicas, np.maximum(want, np.minimum(spec + asleep, cold_floor)))
+    return np.asarray(np.where((asleep != 0) & (cold_floor >= 0), woken, want), dtype=np.int64)
+
+
+# -- keeping sleepers --------------------------------------------------------------------------------
+def asleep_kept(cold_floor: int | None, running: int) -> int | None:
+    """Sleepers to keep beside ``running`` replicas: what the last cold floor holds beyond them;
+    None before any cold floor (the tier's TTL decides)."""
+    return None if cold_floor is None else max(0, cold_floor - running)
+
+
+def asleep_kept_many(cold_floor: IntArray, running: IntArray) -> IntArray:
+    """:func:`asleep_kept` element-wise; ``cold_floor`` < 0 is None, and None is :data:`NO_FLOOR`."""
+    return np.asarray(np.where(cold_floor >= 0, np.maximum(0, cold_floor - running), NO_FLOOR), dtype=np.int64)
