@@ -98,11 +98,13 @@ def _table(cmp: Comparison, width: int = 80, *, service_model: bool = False) -> 
         "canary ok/abort": lambda c: f"{c.canary_passes}/{c.canary_aborts}",
         "dropped": lambda c: str(c.dropped_requests),
     }
-    if any(c.asleep_gpu_hours or c.wakeups for c in cards):  # an asleep tier: which GPU-hours slept
+    if any(c.asleep_gpu_hours or c.wakeups or c.released_replica_hours for c in cards):  # a tier
         columns = {k: v for k, v in columns.items() if k != "policy"}
+        released = {"released h": lambda c: f"{c.released_replica_hours:,.2f}"} \
+            if any(c.released_replica_hours for c in cards) else {}
         columns = {"policy": lambda c: escape(labels[c.policy]), "GPU-h": columns.pop("GPU-h"),
-                   "asleep GPU-h": lambda c: f"{c.asleep_gpu_hours:,.2f}", "wakeups": lambda c: str(c.wakeups),
-                   "failed wakes": lambda c: str(c.failed_wakes),
+                   "asleep GPU-h": lambda c: f"{c.asleep_gpu_hours:,.2f}", **released,
+                   "wakeups": lambda c: str(c.wakeups), "failed wakes": lambda c: str(c.failed_wakes),
                    **columns}
     if ratios:
         columns["vs HPA frontier"] = lambda c: _ratio(ratios.get(c.policy))
@@ -111,7 +113,7 @@ def _table(cmp: Comparison, width: int = 80, *, service_model: bool = False) -> 
     shown = [k for k in columns if k not in ("TTFT p99 ms", "E2E p99 ms")]
     console = Console(width=10_000, file=io.StringIO())  # measures natural widths, prints nothing
     short = {"SLO viol %": "viol %", "TTFT p99 ms": "TTFT p99", "E2E p99 ms": "E2E p99", "vs HPA frontier": "vs HPA",
-             "asleep GPU-h": "asleep"}
+             "asleep GPU-h": "asleep", "released h": "released"}
     for drop in (None, *_NARROWEST, "short headers"):
         if drop in _NARROWEST:
             pair = {"TTFT p50/p99 ms": "TTFT p99 ms", "E2E p50/p99 ms": "E2E p99 ms"}.get(drop)
@@ -126,7 +128,10 @@ def _table(cmp: Comparison, width: int = 80, *, service_model: bool = False) -> 
         if Measurement.get(console, console.options.update_width(10_000), t).maximum <= width:
             break
     legend_lines = [f"{short} = {spec}" for short, spec in legend(labels)]
-    if "asleep GPU-h" in columns:
+    if "released h" in columns:
+        legend_lines.append("GPU-h are billed: a snapshotted replica is billed while its snapshot saves (asleep "
+                            "GPU-h), then releases its GPU (released h: not billed, back in the restore time)")
+    elif "asleep GPU-h" in columns:
         legend_lines.append("GPU-h are billed, asleep ones included: a sleeping replica holds its GPU; its HBM is "
                             "freed and lendable, the GPU itself only where the cluster shares or lends devices")
     if drop is not None:
@@ -411,8 +416,10 @@ def _write_report(report: Path, s: SimulateSettings, cmp: Comparison, tr: Reques
         "seed": str(m.seed),
     }
     if m.tier is not None:
-        settings_txt["asleep tier"] = (f"{parse_tier(m.tier).describe()} for ebb and static-sleep (a sleeping "
-                                       "replica holds its GPU: billed, its HBM lendable)")
+        tier = parse_tier(m.tier)
+        settings_txt[f"{tier.kind} tier"] = f"{tier.describe()} for ebb and static-sleep " + (
+            "(a sleeping replica holds its GPU: billed, its HBM lendable)" if tier.holds_gpu else
+            "(a snapshotted replica is billed while it saves, then releases its GPU)")
     if m.warmup_s:
         settings_txt["warm-up"] = (f"first {m.warmup_s:g} s fed every policy but are not scored (figures count "
                                    "from then on)")

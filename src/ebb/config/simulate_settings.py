@@ -253,7 +253,10 @@ class SimModelSettings:
     ``failed_wakes``). A sleeping replica holds its GPU: it is billed, and the scorecard says which
     GPU-hours slept. Peers keep their upstream behaviour (they remove
     replicas). Default wake time: vLLM sleep mode level 1 wakes in 0.26-0.82 s, level 2 in
-    0.85-2.58 s (A100, vLLM blog 2025-10-26); docs/tiers.md. Unset: no tier."""
+    0.85-2.58 s (A100, vLLM blog 2025-10-26); docs/tiers.md. Or a GPU-snapshot tier,
+    snapshot:restore_s=S,save_s=S,max=N,ttl_s=S,fail=F: a snapshotted replica is billed while it
+    saves (save_s, 10 s), then releases its GPU (the scorecard's released_replica_hours) and comes
+    back in restore_s (15 s: gpt-oss-120b, NVIDIA blog 2026-05-27); ttl_s 86400. Unset: no tier."""
 
     def __post_init__(self) -> None:
         checks.positive("--slo-ttft-ms", self.slo_ttft_ms, fix="e.g. --slo-ttft-ms 2000")

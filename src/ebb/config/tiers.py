@@ -1,7 +1,15 @@
-"""The asleep tier's configuration: wake time, how many replicas may sleep, how long each may sleep.
+"""A return tier's configuration: how fast a put-away replica comes back, how many, how long, and whether it holds its GPU.
 
-``--tier asleep:wake_s=2,max=8,ttl_s=1800[,fail=0.05]`` (the simulator) and a workload's ``tier:`` (``workloads.yaml``)
-parse into one :class:`SleepTier`. What the tier does is the simulator's :mod:`ebb.sim.sleepers` and the
+Two kinds, both parsed into one :class:`SleepTier`:
+
+* ``--tier asleep:wake_s=2,max=8,ttl_s=1800[,fail=0.05]``: engine sleep (vLLM ``/sleep``). The
+  replica keeps its pod and GPU (billed; its HBM freed) and wakes in seconds.
+* ``--tier snapshot:restore_s=15,save_s=10,max=8,ttl_s=86400[,fail=0.05]``: a GPU snapshot (CRIU +
+  cuda-checkpoint: NVIDIA Dynamo Snapshot, Modal GPU memory snapshots). The replica's state is saved
+  (``save_s``, GPU still held) and its GPU released (not billed); a restore takes ``restore_s``
+  (gpt-oss-120b: 119 s cold → 15 s restored, under 5 s from local NVMe; NVIDIA blog 2026-05-27).
+
+The simulator reads ``--tier``; the live actuators read the same dataclass. What the tier does is the simulator's :mod:`ebb.sim.sleepers` and the
 actuators' (:class:`ebb.actuate.base.SleepingActuator`); how Ebb decides with it is
 ``EbbPolicy._tiered``; the engines' sleep modes and published wake times are in ``docs/tiers.md``.
 """
@@ -13,7 +21,8 @@ from dataclasses import dataclass
 
 from ebb.errors import ConfigError
 
-__all__ = ["DEFAULT_FAIL", "DEFAULT_MAX", "DEFAULT_TTL_S", "DEFAULT_WAKE_S", "SleepTier", "parse_tier"]
+__all__ = ["DEFAULT_FAIL", "DEFAULT_MAX", "DEFAULT_RESTORE_S", "DEFAULT_SAVE_S", "DEFAULT_SNAPSHOT_TTL_S",
+           "DEFAULT_TTL_S", "DEFAULT_WAKE_S", "KINDS", "SleepTier", "parse_tier"]
 
 DEFAULT_MAX = 8
 """Default number of replicas asleep at once at most."""
@@ -24,14 +33,25 @@ DEFAULT_TTL_S = 1800.0
 """Default time a replica may sleep before it is released (s)."""
 DEFAULT_FAIL = 0.0
 """Default share of wakes that fail (the simulator's tier faults): none."""
+DEFAULT_RESTORE_S = 15.0
+"""Default snapshot restore time (s): gpt-oss-120b restored in 15 s instead of a 119 s cold start
+(NVIDIA Dynamo Snapshot, NVIDIA blog 2026-05-27; under 5 s from local NVMe)."""
+DEFAULT_SAVE_S = 10.0
+"""Default time (s) a snapshot takes to save, GPU still held: an assumption (no upstream figure for
+the checkpoint side was found); set it from a measured save."""
+DEFAULT_SNAPSHOT_TTL_S = 86400.0
+"""Default time a snapshot is kept (s): it holds no GPU, only storage."""
+KINDS = ("asleep", "snapshot")
+"""The tier kinds: engine sleep (GPU held) and GPU snapshot (GPU released)."""
 
 
 @dataclass(frozen=True)
 class SleepTier:
-    """An asleep tier: wake time, how many replicas may sleep at once, how long each may sleep."""
+    """A return tier: comeback time, how many replicas may be put away at once, how long each may
+    stay, and (:attr:`kind`) whether a put-away replica holds its GPU."""
 
     wake_s: float = DEFAULT_WAKE_S
-    """From a wake request to serving (s)."""
+    """From a wake (asleep) or restore (snapshot) request to serving (s)."""
     max_replicas: int = DEFAULT_MAX
     """Replicas asleep at once at most; a drain past it removes its replica."""
     ttl_s: float = DEFAULT_TTL_S
@@ -39,44 +59,73 @@ class SleepTier:
     fail: float = DEFAULT_FAIL
     """Share of wakes that fail (the simulator's tier faults, :mod:`ebb.sim.sleepers`): a failed wake
     releases its sleeper and falls back to a cold start at once. 0: every wake succeeds."""
+    kind: str = "asleep"
+    """``asleep``: engine sleep, the GPU stays held (billed). ``snapshot``: the GPU is released once
+    the state is saved (:attr:`save_s`), so only the save is billed."""
+    save_s: float = 0.0
+    """Snapshot: seconds from the drain's end until the GPU is released (billed); 0 for ``asleep``."""
 
     def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ConfigError(f"--tier: kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        where, back = f"--tier {self.kind}", "wake_s" if self.kind == "asleep" else "restore_s"
         if not (0 <= self.wake_s < 3600 and math.isfinite(self.wake_s)):
-            raise ConfigError(f"--tier asleep: wake_s must be in [0, 3600) s, got {self.wake_s!r}")
+            raise ConfigError(f"{where}: {back} must be in [0, 3600) s, got {self.wake_s!r}")
         if not 1 <= self.max_replicas <= 100_000:
-            raise ConfigError(f"--tier asleep: max must be in [1, 100000], got {self.max_replicas!r}")
+            raise ConfigError(f"{where}: max must be in [1, 100000], got {self.max_replicas!r}")
         if not (0 < self.ttl_s <= 30 * 86400 and math.isfinite(self.ttl_s)):
-            raise ConfigError(f"--tier asleep: ttl_s must be in (0, 2592000] s, got {self.ttl_s!r}")
+            raise ConfigError(f"{where}: ttl_s must be in (0, 2592000] s, got {self.ttl_s!r}")
         if not 0 <= self.fail <= 1:  # NaN fails both comparisons
-            raise ConfigError(f"--tier asleep: fail must be in [0, 1], got {self.fail!r}")
+            raise ConfigError(f"{where}: fail must be in [0, 1], got {self.fail!r}")
+        if not (0 <= self.save_s < 3600 and math.isfinite(self.save_s)) or (self.kind == "asleep" and self.save_s):
+            raise ConfigError(f"{where}: save_s must be in [0, 3600) s (snapshots only), got {self.save_s!r}")
+
+    @property
+    def holds_gpu(self) -> bool:
+        """Whether a put-away replica keeps its GPU (engine sleep) rather than releasing it (snapshot)."""
+        return self.kind == "asleep"
+
+    def billed_s(self, held_s: float) -> float:
+        """Of ``held_s`` seconds put away, those billed: all of them asleep, the save for a snapshot."""
+        return held_s if self.holds_gpu else min(held_s, self.save_s)
 
     def describe(self) -> str:
-        """``asleep:wake_s=2,max=8,ttl_s=1800`` (what :func:`parse_tier` reads back; ``,fail=F`` when
-        wakes fail)."""
+        """``asleep:wake_s=2,max=8,ttl_s=1800`` or ``snapshot:restore_s=15,save_s=10,max=8,ttl_s=86400``
+        (what :func:`parse_tier` reads back; ``,fail=F`` when wakes fail)."""
         fail = f",fail={self.fail!r}" if self.fail else ""
-        return f"asleep:wake_s={self.wake_s:g},max={self.max_replicas},ttl_s={self.ttl_s:g}{fail}"
+        back = f"wake_s={self.wake_s:g}" if self.holds_gpu else f"restore_s={self.wake_s:g},save_s={self.save_s:g}"
+        return f"{self.kind}:{back},max={self.max_replicas},ttl_s={self.ttl_s:g}{fail}"
 
 
-_KEYS = {"wake_s": float, "max": int, "ttl_s": float, "fail": float}
+_KEYS = {"asleep": {"wake_s": float, "max": int, "ttl_s": float, "fail": float},
+         "snapshot": {"restore_s": float, "save_s": float, "max": int, "ttl_s": float, "fail": float}}
+_FIX = {"asleep": "write --tier asleep:wake_s=2,max=8,ttl_s=1800 (every key optional)",
+        "snapshot": "write --tier snapshot:restore_s=15,save_s=10,max=8,ttl_s=86400 (every key optional)"}
 
 
 def parse_tier(text: str) -> SleepTier:
-    """``asleep[:wake_s=S,max=N,ttl_s=S,fail=F]`` → :class:`SleepTier`; ConfigError naming the part and the fix."""
-    fix = "write --tier asleep:wake_s=2,max=8,ttl_s=1800 (every key optional)"
+    """``asleep[:wake_s=S,max=N,ttl_s=S,fail=F]`` or ``snapshot[:restore_s=S,save_s=S,max=N,ttl_s=S,fail=F]``
+    → :class:`SleepTier`; ConfigError naming the part and the fix."""
     name, _, params = text.strip().partition(":")
-    if name != "asleep":
-        raise ConfigError(f"--tier {text!r}: unknown tier {name!r}; the simulator knows 'asleep' (fix: {fix})")
+    if name not in _KEYS:
+        raise ConfigError(f"--tier {text!r}: unknown tier {name!r}; known: {', '.join(KINDS)} "
+                          f"(fix: {_FIX['asleep']}, or {_FIX['snapshot'].removeprefix('write ')})")
+    fix, keys = _FIX[name], _KEYS[name]
     values: dict[str, float | int] = {}
     for part in filter(None, (p.strip() for p in params.split(","))):
         key, eq, raw = part.partition("=")
-        if not eq or key not in _KEYS:
-            raise ConfigError(f"--tier {text!r}: {part!r} is not one of {', '.join(_KEYS)}=VALUE (fix: {fix})")
+        if not eq or key not in keys:
+            raise ConfigError(f"--tier {text!r}: {part!r} is not one of {', '.join(keys)}=VALUE (fix: {fix})")
         if key in values:
             raise ConfigError(f"--tier {text!r}: {key} given twice (fix: {fix})")
         try:
-            values[key] = _KEYS[key](raw)
+            values[key] = keys[key](raw)
         except ValueError:
             raise ConfigError(f"--tier {text!r}: {key}={raw!r} is not a number (fix: {fix})") from None
-    return SleepTier(wake_s=float(values.get("wake_s", DEFAULT_WAKE_S)),
-                     max_replicas=int(values.get("max", DEFAULT_MAX)), ttl_s=float(values.get("ttl_s", DEFAULT_TTL_S)),
-                     fail=float(values.get("fail", DEFAULT_FAIL)))
+    most, fail = int(values.get("max", DEFAULT_MAX)), float(values.get("fail", DEFAULT_FAIL))
+    if name == "snapshot":
+        return SleepTier(wake_s=float(values.get("restore_s", DEFAULT_RESTORE_S)), max_replicas=most,
+                         ttl_s=float(values.get("ttl_s", DEFAULT_SNAPSHOT_TTL_S)), fail=fail, kind="snapshot",
+                         save_s=float(values.get("save_s", DEFAULT_SAVE_S)))
+    return SleepTier(wake_s=float(values.get("wake_s", DEFAULT_WAKE_S)), max_replicas=most,
+                     ttl_s=float(values.get("ttl_s", DEFAULT_TTL_S)), fail=fail)

@@ -73,6 +73,9 @@ class Scorecard:
     failed_wakes: int = 0
     """Of :attr:`wakeups`, those that failed (the tier's ``fail``, a tier fault): the sleeper was
     released and a cold replica started instead."""
+    released_replica_hours: float = 0.0
+    """Replica-hours put away with their GPU released (a snapshot tier, after its save): not in
+    :attr:`gpu_hours`, not billed; each comes back in the tier's restore time."""
 
     @property
     def running_gpu_hours(self) -> float:
@@ -85,8 +88,8 @@ class Scorecard:
         out = asdict(self)
         if not self.warmup_s:
             del out["warmup_s"]
-        if not self.asleep_gpu_hours and not self.wakeups:
-            del out["asleep_gpu_hours"], out["wakeups"], out["failed_wakes"]
+        if not self.asleep_gpu_hours and not self.wakeups and not self.released_replica_hours:
+            del out["asleep_gpu_hours"], out["wakeups"], out["failed_wakes"], out["released_replica_hours"]
         return out
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ebb.config.tiers import SleepTier
 from ebb.model.decision import Decision
 from ebb.model.ids import ReplicaId
 
@@ -49,12 +50,14 @@ class FleetLog:
     failed_wakes: int = 0
     """Of :attr:`wakeups`, those that failed (the tier's ``fail``) and fell back to a cold start."""
 
-    def asleep_seconds(self, from_s: float = 0.0) -> float:
-        """Asleep replica-seconds over [from_s, end_s] (held GPUs that served nothing)."""
+    def asleep_seconds(self, from_s: float = 0.0, cap_s: float | None = None) -> float:
+        """Put-away replica-seconds over [from_s, end_s]; with ``cap_s``, each interval's first
+        ``cap_s`` seconds only (a snapshot tier's save, when its GPU is still held)."""
         if not self.asleep:
             return 0.0
         a = np.asarray(self.asleep, dtype=np.float64)
-        start, stop = np.clip(a[:, 0], from_s, self.end_s), np.clip(a[:, 1], from_s, self.end_s)
+        ends = a[:, 1] if cap_s is None else np.minimum(a[:, 1], a[:, 0] + cap_s)
+        start, stop = np.clip(a[:, 0], from_s, self.end_s), np.clip(ends, from_s, self.end_s)
         return float(np.sum(stop - start))
 
     def replica_seconds(self, from_s: float = 0.0) -> float:
@@ -169,3 +172,13 @@ def _interval_mean(start: FloatArray, stop: FloatArray, edges: FloatArray) -> Fl
 
     c = cover(edges.astype(np.float64))
     return np.asarray(np.diff(c) / width, dtype=np.float64)
+
+
+def billed_sleep(fleet: FleetLog, tier: SleepTier | None, from_s: float = 0.0) -> tuple[float, float]:
+    """(billed, released) put-away replica-seconds over [from_s, end_s]: asleep replicas hold their GPU
+    (all billed); a snapshot's are billed for its save only, the rest released."""
+    put_away = fleet.asleep_seconds(from_s)
+    if tier is None or tier.holds_gpu:
+        return put_away, 0.0
+    billed = fleet.asleep_seconds(from_s, cap_s=tier.save_s)
+    return billed, put_away - billed

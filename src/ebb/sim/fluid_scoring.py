@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ebb.sim import judgement
-from ebb.sim.fleet import FleetLog
+from ebb.sim.fleet import FleetLog, billed_sleep
 from ebb.sim.fluid_engine import FluidDemand, FluidOutcome
 from ebb.score.results import PolicyRun, Scorecard, Timeline
 from ebb.score.percentiles import timeline_edges
@@ -90,7 +90,7 @@ def score_fluid(policy: str, demand: FluidDemand, out: FluidOutcome, fleet: Flee
     # (never an understatement), capped at the arrivals so the rate stays within 0–100 %. The
     # dropped are the last arrivals (FIFO), after any warm-up.
     v = min(float(np.where(judged, out.violations, 0.0).sum()) + out.dropped, float(scored.sum()))
-    asleep_s = fleet.asleep_seconds(warm)
+    asleep_s, released_s = billed_sleep(fleet, settings.cluster.sleep, warm)
     replica_s = fleet.replica_seconds(warm) + asleep_s  # a sleeping replica holds its GPU
     gpu_hours = replica_s / 3600.0
     billed, ready = fleet.per_bin(tl_edges)
@@ -117,7 +117,7 @@ def score_fluid(policy: str, demand: FluidDemand, out: FluidOutcome, fleet: Flee
         misjudged_scale_downs=judged_run.misjudged_scale_downs,
         sla_violation_delay_ms=judged_run.sla_violation_delay_ms,
         breach_episodes=judged_run.breach_episodes, warmup_s=warm,
-        asleep_gpu_hours=asleep_s / 3600.0, wakeups=fleet.wakeups,
+        asleep_gpu_hours=asleep_s / 3600.0, released_replica_hours=released_s / 3600.0, wakeups=fleet.wakeups,
         failed_wakes=fleet.failed_wakes,
     )
     tl = Timeline(tl_edges[:-1].copy(), tl_bin, demand_tl, billed, ready, tt50, tt99, e50, e99, viol_tl)

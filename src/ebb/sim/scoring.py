@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from ebb.model.trace import RequestTrace
 from ebb.sim import judgement
-from ebb.sim.fleet import FleetLog
+from ebb.sim.fleet import FleetLog, billed_sleep
 from ebb.sim.request_engine import RequestOutcome
 from ebb.sim.service_time import service_times
 from ebb.score.percentiles import grouped_percentiles, percentile_or_nan, timeline_edges
@@ -37,7 +37,7 @@ def score_requests(policy: str, trace: RequestTrace, outcome: RequestOutcome, fl
     warm = settings.warmup_s
     judged = scored_arrivals(arr, warm)
     n = int(judged.sum())
-    asleep_s = fleet.asleep_seconds(warm)
+    asleep_s, released_s = billed_sleep(fleet, settings.cluster.sleep, warm)
     replica_s = fleet.replica_seconds(warm) + asleep_s  # a sleeping replica holds its GPU
     gpu_hours = replica_s / 3600.0
 
@@ -82,6 +82,7 @@ def score_requests(policy: str, trace: RequestTrace, outcome: RequestOutcome, fl
         breach_episodes=judged_run.breach_episodes,
         warmup_s=warm,
         asleep_gpu_hours=asleep_s / 3600.0,
+        released_replica_hours=released_s / 3600.0,
         wakeups=fleet.wakeups,
         failed_wakes=fleet.failed_wakes,
     )

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from ebb.errors import ConfigError
 from ebb.sim.lifecycle import DRAINING, READY, STOPPED, Lifecycles
-from ebb.config.tiers import DEFAULT_TTL_S, DEFAULT_WAKE_S, SleepTier, parse_tier
+from ebb.config.tiers import DEFAULT_RESTORE_S, DEFAULT_SAVE_S, DEFAULT_TTL_S, DEFAULT_WAKE_S, SleepTier, parse_tier
+from ebb.sim.fleet import FleetLog, billed_sleep
 from ebb.sim.sleepers import SleepPool
 
 TIER = SleepTier(wake_s=2.0, max_replicas=2, ttl_s=100.0)
@@ -25,8 +26,27 @@ def test_the_flag_reads_every_key_and_defaults_the_rest() -> None:
     assert parse_tier(parse_tier("asleep:fail=0.1,max=3").describe()) == SleepTier(DEFAULT_WAKE_S, 3, DEFAULT_TTL_S, 0.1)
 
 
+def test_a_snapshot_tier_restores_in_its_restore_time_and_bills_only_its_save() -> None:
+    snap = parse_tier("snapshot")
+    assert (snap.kind, snap.wake_s, snap.save_s, snap.ttl_s) == ("snapshot", DEFAULT_RESTORE_S, DEFAULT_SAVE_S, 86400.0)
+    assert not snap.holds_gpu and parse_tier("asleep").holds_gpu
+    assert parse_tier(parse_tier("snapshot:restore_s=5,save_s=3,max=2").describe()) == parse_tier(
+        "snapshot:restore_s=5,save_s=3,max=2")
+    assert snap.billed_s(600.0) == DEFAULT_SAVE_S and snap.billed_s(4.0) == 4.0
+    assert parse_tier("asleep").billed_s(600.0) == 600.0
+    log = FleetLog((), 0, 0, end_s=1000.0, asleep=((100.0, 400.0), (900.0, 1200.0), (50.0, 55.0)))
+    assert billed_sleep(log, None) == (405.0, 0.0)
+    assert billed_sleep(log, parse_tier("asleep")) == (405.0, 0.0)
+    assert billed_sleep(log, snap) == (25.0, 380.0)  # 10 + 10 + 5 saving; the rest released
+    assert billed_sleep(log, snap, from_s=200.0) == (10.0, 290.0)  # 200 + 100 s put away after 200 s; one save
+
+
 @pytest.mark.parametrize("text, needle", [
-    ("snapshot:restore_s=10", "unknown tier 'snapshot'"),
+    ("frozen:restore_s=10", "unknown tier 'frozen'; known: asleep, snapshot"),
+    ("snapshot:wake_s=2", "'wake_s=2' is not one of restore_s"),
+    ("asleep:save_s=2", "'save_s=2' is not one of wake_s"),
+    ("snapshot:restore_s=-1", "restore_s must be in"),
+    ("snapshot:save_s=inf", "save_s must be in"),
     ("asleep:wake=2", "'wake=2' is not one of"),
     ("asleep:wake_s=fast", "is not a number"),
     ("asleep:max=2,max=3", "given twice"),

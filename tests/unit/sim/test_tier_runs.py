@@ -76,3 +76,14 @@ def test_which_wakes_fail_is_the_runs_seed(fidelity: str) -> None:
     for name in ("static", "hpa"):  # peers never sleep: no wake to fail
         assert repr(replace(cards(fidelity, True, fail=1.0)[name], wall_s=0.0)) == \
             repr(replace(cards(fidelity, False)[name], wall_s=0.0))
+
+
+def test_a_snapshot_tier_bills_only_the_saves_and_reports_the_released_hours() -> None:
+    snap = SleepTier(wake_s=10.0, max_replicas=8, ttl_s=86400.0, kind="snapshot", save_s=5.0)
+    s = SimSettings(seed=3, cluster=ClusterSettings(cold_start_s=60.0, sleep=snap))
+    c = compare(waves(), parse_policies("ebb,static", KNOWN_POLICIES), s, fidelity="fluid", peak_replicas=8)
+    ebb = next(r.scorecard for r in c.runs if r.scorecard.policy == "ebb")
+    assert ebb.released_replica_hours > 0 and ebb.wakeups > 0
+    assert ebb.asleep_gpu_hours <= ebb.wakeups * 5.0 / 3600.0 + 8 * 5.0 / 3600.0  # a save per sleep at most
+    assert ebb.as_dict()["released_replica_hours"] == ebb.released_replica_hours
+    assert "released_replica_hours" not in cards("fluid", False)["ebb"].as_dict()
