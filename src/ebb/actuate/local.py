@@ -1,8 +1,8 @@
 """The local actuator: scales worker processes on this machine behind a :class:`~ebb.demo.router.Router`.
 
-What a worker is comes from a :class:`WorkerLauncher`: by default :class:`EbbWorkerLauncher`
-(``python -m ebb.demo.worker``, the calibrated emulated worker); ``ebb.demo.llamacpp`` has one for
-real ``llama-server`` processes. A launcher builds the command, says how the worker's URL is known
+What a worker is comes from a :class:`WorkerLauncher` (:mod:`ebb.actuate.local_procs`, re-exported
+here): by default :class:`EbbWorkerLauncher` (``python -m ebb.demo.worker``, the calibrated emulated
+worker); ``ebb.demo.llamacpp`` has one for real ``llama-server`` processes. A launcher builds the command, says how the worker's URL is known
 (printed on a ``LISTENING http://…`` stdout line, or fixed by the launcher before start, e.g. a port
 it picked), its health path, and which router API the worker speaks (``add_worker(..., api=)``).
 
@@ -54,22 +54,19 @@ from __future__ import annotations
 import concurrent.futures as cf
 import json
 import logging
-import os
-import selectors
 import signal
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Final, Protocol
 
 from ebb.actuate.base import ActuationResult, FleetState, ReplicaState
-from ebb.actuate.children import spawn
+from ebb.actuate.local_procs import (
+    START_TIMEOUT_S, EbbWorkerLauncher, Launch, WorkerLauncher, atomic_write, healthy, popen, read_listening,
+)
 from ebb.actuate.local_sleep import SleepBook, SleepCounts, SleepingLauncher, awake, post_sleep
 from ebb.config.tiers import SleepTier
 from ebb.errors import ConfigError, EbbError, InputError, PermanentError, TransientError
@@ -78,13 +75,11 @@ from ebb.model.observation import ScaleRequest
 
 __all__ = ["EbbWorkerLauncher", "Launch", "LocalActuator", "WorkerLauncher", "WorkerRegistry"]
 
-START_TIMEOUT_S: Final = 30.0
 KILL_AFTER_S: Final = 15.0
 POLL_S: Final = 0.1
 KEPT_IDS: Final = 10_000
 STATE_VERSION: Final = 1
 log = logging.getLogger(__name__)
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class WorkerRegistry(Protocol):
@@ -94,59 +89,6 @@ class WorkerRegistry(Protocol):
     def add_worker(self, name: str, url: str, max_batch: int, api: str = "ebb") -> None: ...
 
     def drain(self, name: str) -> cf.Future[None]: ...
-
-
-@dataclass(frozen=True)
-class Launch:
-    """How to start one worker process."""
-
-    args: tuple[str, ...]
-    """argv (``args[0]`` is the executable)."""
-    url: str | None = None
-    """``http://HOST:PORT`` when known before start; None = read it from the ``LISTENING`` stdout line."""
-    log_path: Path | None = None
-    """File (appended) for the process' stdout and stderr; None = stderr inherited, stdout read by us."""
-    preexec: Callable[[], None] | None = None
-    """Run in the child before exec, after the tether to the parent (:func:`ebb.actuate.children.spawn`)."""
-
-
-class WorkerLauncher(Protocol):
-    """What a worker is: the command, how its URL is known, its health path and router API."""
-
-    @property
-    def api(self) -> str: ...
-
-    @property
-    def health_path(self) -> str: ...
-
-    def launch(self, name: str, max_batch: int) -> Launch:
-        """The process for worker ``name`` with ``max_batch`` slots (ValueError if it cannot have that many)."""
-        ...
-
-
-@dataclass(frozen=True)
-class EbbWorkerLauncher:
-    """``python -m ebb.demo.worker`` (prints ``LISTENING``, health ``/healthz``, drains itself on SIGTERM,
-    dies with ``--parent-pid``; speaks vLLM's sleep endpoints, waking in ``wake_s``)."""
-
-    warmup_s: float = 5.0
-    speed: float = 1.0
-    python: str = sys.executable
-    drain_timeout_s: float = 120.0
-    api: str = "ebb"
-    health_path: str = "/healthz"
-    wake_s: float = 2.0
-    """Seconds from ``POST /wake_up`` to awake (the worker's ``--wake-s``)."""
-    wake_fails: str = "none"
-    """Test fault (the worker's ``--wake-fails``): ``none``, ``error`` (wakes answer 500), ``hang``."""
-    sleep_level: int = 1
-    """The level victims are put to sleep at (vLLM: 1 offloads the weights to host memory, 2 discards them)."""
-
-    def launch(self, name: str, max_batch: int) -> Launch:
-        return Launch((self.python, "-m", "ebb.demo.worker", "--name", name, "--port", "0",
-                       "--max-batch", str(max_batch), "--warmup-s", str(self.warmup_s), "--speed", str(self.speed),
-                       "--drain-timeout-s", str(self.drain_timeout_s), "--parent-pid", str(os.getpid()),
-                       "--wake-s", str(self.wake_s), "--wake-fails", self.wake_fails))
 
 
 @dataclass(eq=False)
@@ -329,13 +271,13 @@ class LocalActuator:
             for rid in range(first, first + count):
                 name = f"worker-{rid}"
                 launch = self._launcher.launch(name, self._max_batch)
-                proc = _popen(launch)
+                proc = popen(launch)
                 started.append(_Replica(rid, name, self._zones[rid % len(self._zones)], time.time(), proc,
                                         url=launch.url or ""))
             deadline = time.monotonic() + START_TIMEOUT_S
             for r in started:
                 if not r.url:
-                    r.url = _read_listening(r, deadline)
+                    r.url = read_listening(r.name, r.proc, deadline)
         except BaseException:
             self._kill(started)
             raise
@@ -385,7 +327,7 @@ class LocalActuator:
                 drowsy = self._to_sleep()
             health = self._launcher.health_path
             # a woken worker is ready once /is_sleeping reads false, not on its health alone (200 asleep)
-            up = {r: awake(r.url, r.url + health) if r in waking else _healthy(r.url + health) for r in starting}
+            up = {r: awake(r.url, r.url + health) if r in waking else healthy(r.url + health) for r in starting}
             slept = {r: post_sleep(r.url, self._sleep.level) for r in drowsy if self._sleep is not None}
             with self._lock:
                 if self._closed:
@@ -538,7 +480,7 @@ class LocalActuator:
             return
         doc = {"version": STATE_VERSION, "target": self.target, "next_id": self._next_id,
                "decisions": [asdict(r) for r in self._done.values()]}
-        _atomic_write(self._state_file, json.dumps(doc))
+        atomic_write(self._state_file, json.dumps(doc))
 
     def _write_targets(self) -> None:
         if self._targets_file is None:
@@ -547,63 +489,7 @@ class LocalActuator:
             live = [r for r in self._replicas + self._leaving if r.ready_s is not None]
             doc = [{"targets": [r.url.removeprefix("http://") for r in live], "labels": {"job": "ebb-worker"}}]
             try:
-                _atomic_write(self._targets_file, json.dumps(doc))
+                atomic_write(self._targets_file, json.dumps(doc))
             except OSError as exc:
                 raise PermanentError(f"cannot write Prometheus targets to {self._targets_file}: {exc}; "
                                      "make its directory writable") from exc
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def _read_listening(r: _Replica, deadline: float) -> str:
-    out = r.proc.stdout
-    assert out is not None
-    buf = b""
-    with selectors.DefaultSelector() as sel:
-        sel.register(out, selectors.EVENT_READ)
-        while b"\n" not in buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or not sel.select(timeout=left):
-                raise TransientError(f"worker {r.name} printed no LISTENING line within {START_TIMEOUT_S} s; "
-                                     "the machine may be overloaded, retry later", retry_after_s=5.0)
-            chunk = os.read(out.fileno(), 4096)
-            if not chunk:
-                raise TransientError(f"worker {r.name} exited with {r.proc.wait()} before listening; "
-                                     "see its stderr", retry_after_s=5.0)
-            buf += chunk
-    line = buf.split(b"\n", 1)[0].decode(errors="replace").strip()
-    if not line.startswith("LISTENING http://"):
-        raise TransientError(f"worker {r.name} printed {line!r} instead of 'LISTENING http://…'")
-    return line.removeprefix("LISTENING ")
-
-
-def _popen(launch: Launch) -> subprocess.Popen[bytes]:
-    """Start ``launch``, tethered to this process (stdin closed; stdout piped, or both streams appended
-    to its log file)."""
-    try:
-        if launch.log_path is None:
-            return spawn(launch.args, stdout=subprocess.PIPE, preexec=launch.preexec)
-        with open(launch.log_path, "ab") as log_fh:  # the child keeps its own copy of the descriptor
-            return spawn(launch.args, stdout=log_fh, stderr=subprocess.STDOUT, preexec=launch.preexec)
-    except OSError as exc:
-        raise ConfigError(f"cannot start worker {launch.args[0]!r}: {exc}; for the ebb worker pass python= an "
-                          "interpreter that can import ebb, for llama-server check the binary") from exc
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with _NO_PROXY.open(url, timeout=1.0) as resp:
-            return bool(resp.status == 200)
-    except urllib.error.HTTPError as exc:
-        exc.close()  # 503 while warming: the error owns the open response
-        return False
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
