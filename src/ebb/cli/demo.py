@@ -57,11 +57,11 @@ def demo_cmd(
         raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if engine == "llamacpp":
         from ebb.demo.llamacpp import llama_server_binary, tiny_model
-        llama_server_binary()  # MissingExtraError with the fix before anything starts
-        tiny_model()
         settings = llamacpp_settings(minutes=minutes, trace=trace, start_s=start_s, time_scale=time_scale,
                                      source="agents" if source == "auto" else source, report=report,
                                      workdir=workdir, tier=sleep_tier)
+        llama_server_binary()  # MissingExtraError with the fix before anything starts
+        tiny_model()
     else:
         settings = DemoSettings(minutes=minutes, trace=trace, start_s=start_s, time_scale=time_scale, source=source,
                                 report=report, workdir=workdir, tier=sleep_tier)
