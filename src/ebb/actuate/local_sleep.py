@@ -163,7 +163,7 @@ class SleepBook(Generic[W]):
         """A waking ``w`` at ``now``: awake (``is_awake``: :func:`awake` read it), failed (its wake
         call failed or :attr:`deadline_s` passed), else still waiting. Forgets it unless waiting."""
         fut, began = self.waking[w]
-        failed = fut.done() and fut.exception() is not None
+        failed = fut.done() and (fut.cancelled() or fut.exception() is not None)
         if is_awake and not failed:
             del self.waking[w]
             self.counts = _add(self.counts, wakes=1)
@@ -177,7 +177,7 @@ class SleepBook(Generic[W]):
     def wake_error(self, w: W) -> str:
         """Why ``w``'s wake failed (for the log): its call's error, or the deadline."""
         fut = self.waking.get(w)
-        exc = fut[0].exception() if fut is not None and fut[0].done() else None
+        exc = fut[0].exception() if fut is not None and fut[0].done() and not fut[0].cancelled() else None
         return str(exc) if exc is not None else f"not awake within {self.deadline_s:g} s"
 
     def forget(self, w: W) -> None:
