@@ -33,6 +33,9 @@ def demo_cmd(
     engine: Annotated[str, typer.Option(
         help="ebb (emulated workers, the default) or llamacpp (real llama-server processes; build them once "
              "with scripts/build-llama-server.sh).")] = "ebb",
+    warmup_s: Annotated[float, typer.Option(
+        help="Emulated workers' warm-up (s) before they take traffic; the cold start is this plus about 1 s of "
+             "process start. An asleep tier pays off when a cold start is several wakes long.")] = 3.0,
     tier: Annotated[str, typer.Option(
         help="An asleep tier, e.g. asleep:wake_s=2,max=4,ttl_s=1800: drained workers sleep (vLLM's /sleep) and "
              "scale-ups wake them first; empty: none.")] = "",
@@ -64,7 +67,7 @@ def demo_cmd(
         tiny_model()
     else:
         settings = DemoSettings(minutes=minutes, trace=trace, start_s=start_s, time_scale=time_scale, source=source,
-                                report=report, workdir=workdir, tier=sleep_tier)
+                                report=report, workdir=workdir, tier=sleep_tier, warmup_s=warmup_s)
     workdir.mkdir(parents=True, exist_ok=True)
     # The terminal shows the live view; structured logs (with trace ids) go to a file beside the ledger.
     log_file = (workdir / "controller.log").open("a", encoding="utf-8")

@@ -146,6 +146,8 @@ class DemoSettings:
         for flag, value, example in (("--minutes", self.minutes, "3"), ("--time-scale", self.time_scale, "2")):
             if not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"{flag} {value!r}: must be a finite number > 0 (fix: e.g. {flag} {example})")
+        if not (math.isfinite(self.warmup_s) and 0 <= self.warmup_s <= 3600):
+            raise ConfigError(f"--warmup-s {self.warmup_s!r}: must be in [0, 3600] s (fix: e.g. --warmup-s 3)")
         if not (math.isfinite(self.start_s) and self.start_s >= 0):
             raise ConfigError(f"--start-s {self.start_s!r}: must be a finite number >= 0 (fix: e.g. --start-s 1320)")
         if self.engine not in ENGINES:
