@@ -341,9 +341,9 @@ class LocalActuator:
                     # Keep supervising: the next poll retries (a router restarting, a full disk).
                     log.warning("actuator %s: %s", self.target, exc)
 
-    def _promote(self, healthy: list[_Replica]) -> bool:
+    def _promote(self, answering: list[_Replica]) -> bool:
         changed = False
-        for r in healthy:
+        for r in answering:
             if r in self._replicas and r.ready_s is None:
                 self._router.add_worker(r.name, r.url, self._max_batch, api=self._launcher.api)
                 r.ready_s = time.time()
