@@ -2,6 +2,9 @@
 
 To cover a new actuator (e.g. Kubernetes), append an :class:`ActuatorFactory` to ``FACTORIES``: a
 context manager that yields a fresh actuator with exactly one replica, and tears everything down.
+An actuator with an asleep tier (:class:`~ebb.actuate.base.SleepingActuator`) goes in ``FACTORIES``
+built with a tier too, and in ``SLEEPING_FACTORIES`` (a tier of ``max_replicas`` 2 at least): the plain
+guarantees hold with a tier, and the sleeping ones are checked there.
 Drain safety under load ("never fails a request by scaling down") needs traffic, so each actuator
 proves it in its own test (``tests/unit/actuate/test_local_actuator.py`` for the local one).
 """
@@ -16,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from ebb.actuate.base import Actuator, FleetState
+from ebb.actuate.base import Actuator, FleetState, SleepingActuator
 from ebb.actuate.local import LocalActuator
+from ebb.config.tiers import SleepTier
 from ebb.demo.router import Router
 from ebb.model.ids import DecisionId, ReplicaId
 from ebb.model.observation import ScaleRequest
@@ -45,6 +49,14 @@ def local_actuator(tmp: Path) -> Iterator[Actuator]:
 
 
 @contextmanager
+def local_asleep_actuator(tmp: Path) -> Iterator[Actuator]:
+    with Router(queue_timeout_s=30.0) as router, \
+            LocalActuator(router, initial=1, warmup_s=0.3, speed=10.0, max_batch=2, state_file=tmp / "state.json",
+                          tier=SleepTier(wake_s=0.2, max_replicas=2)) as act:
+        yield act
+
+
+@contextmanager
 def kubernetes_actuator(tmp: Path) -> Iterator[Actuator]:
     """KubernetesActuator against the in-process fake API server (no real cluster on build machines)."""
     kube_client = pytest.importorskip("kubernetes.client")
@@ -62,13 +74,22 @@ def kubernetes_actuator(tmp: Path) -> Iterator[Actuator]:
 
 
 FACTORIES = [ActuatorFactory("fake", fake_actuator), ActuatorFactory("local", local_actuator),
-             ActuatorFactory("kubernetes", kubernetes_actuator)]
+             ActuatorFactory("local-asleep", local_asleep_actuator), ActuatorFactory("kubernetes", kubernetes_actuator)]
+SLEEPING_FACTORIES = [ActuatorFactory("local-asleep", local_asleep_actuator)]
 
 
 @pytest.fixture(params=FACTORIES, ids=lambda f: f.name)
 def actuator(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Actuator]:
     factory: ActuatorFactory = request.param
     with factory.make(tmp_path) as act:
+        yield act
+
+
+@pytest.fixture(params=SLEEPING_FACTORIES, ids=lambda f: f.name)
+def sleeping(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SleepingActuator]:
+    factory: ActuatorFactory = request.param
+    with factory.make(tmp_path) as act:
+        assert isinstance(act, SleepingActuator) and act.tier is not None and act.tier.max_replicas >= 2
         yield act
 
 
@@ -141,3 +162,41 @@ def test_asking_for_the_current_size_changes_nothing(actuator: Actuator) -> None
     res = actuator.apply(DecisionId("same"), ScaleRequest(1))
     assert res.applied is False and res.removed == () and res.added == ()
     assert [r.replica for r in actuator.state().replicas] == [r.replica for r in before.replicas]
+
+
+def test_a_fleet_starts_with_no_sleeper(actuator: Actuator) -> None:
+    assert actuator.state().asleep == ()
+
+
+def until_asleep(act: SleepingActuator, count: int, within_s: float = 60.0) -> FleetState:
+    """The fleet once ``count`` replicas sleep and none is still draining."""
+    deadline = time.monotonic() + within_s
+    while True:
+        st = act.state()
+        if len(st.asleep) == count and st.draining == 0:
+            return st
+        assert time.monotonic() < deadline, f"{len(st.asleep)} asleep, {st.draining} draining"
+        time.sleep(0.05)
+
+
+def test_a_drained_victim_sleeps_and_a_scale_up_wakes_it_back_under_its_name(sleeping: SleepingActuator) -> None:
+    sleeping.apply(DecisionId("up"), ScaleRequest(2))
+    victim = settled(sleeping).replicas[-1]
+    down = sleeping.apply(DecisionId("down"), ScaleRequest(1))
+    assert down.removed == (victim.name,)
+    st = until_asleep(sleeping, 1)
+    assert [r.name for r in st.asleep] == [victim.name] and st.spec_replicas == 1
+    up = sleeping.apply(DecisionId("up-again"), ScaleRequest(2))
+    assert up.added == (victim.name,) and sleeping.state().asleep == ()
+    assert [r.name for r in settled(sleeping).replicas] == [sleeping.state().replicas[0].name, victim.name]
+
+
+def test_keep_asleep_releases_the_oldest_and_none_keeps_them_all(sleeping: SleepingActuator) -> None:
+    sleeping.apply(DecisionId("up"), ScaleRequest(3))
+    settled(sleeping)
+    sleeping.apply(DecisionId("down"), ScaleRequest(1))
+    names = [r.name for r in until_asleep(sleeping, 2).asleep]
+    assert sleeping.keep_asleep(None) == () and len(sleeping.state().asleep) == 2
+    assert sleeping.keep_asleep(1) == (names[0],)
+    assert [r.name for r in sleeping.state().asleep] == names[1:]
+    assert sleeping.keep_asleep(0) == (names[1],) and sleeping.state().asleep == ()

@@ -1,8 +1,8 @@
 """The local actuator: scales worker processes on this machine behind a :class:`~ebb.demo.router.Router`.
 
-What a worker is comes from a :class:`WorkerLauncher`: by default :class:`EbbWorkerLauncher`
-(``python -m ebb.demo.worker``, the calibrated emulated worker); ``ebb.demo.llamacpp`` has one for
-real ``llama-server`` processes. A launcher builds the command, says how the worker's URL is known
+What a worker is comes from a :class:`WorkerLauncher` (:mod:`ebb.actuate.local_procs`, re-exported
+here): by default :class:`EbbWorkerLauncher` (``python -m ebb.demo.worker``, the calibrated emulated
+worker); ``ebb.demo.llamacpp`` has one for real ``llama-server`` processes. A launcher builds the command, says how the worker's URL is known
 (printed on a ``LISTENING http://…`` stdout line, or fixed by the launcher before start, e.g. a port
 it picked), its health path, and which router API the worker speaks (``add_worker(..., api=)``).
 
@@ -39,6 +39,14 @@ Keeps every guarantee of :mod:`ebb.actuate.base`, plus:
   two-core machine), so a concurrent ``state()`` waits that long.
 * **targets_file** (Prometheus ``file_sd``) lists the ready and draining workers, rewritten
   atomically on every change. ``close()`` (or leaving the ``with`` block) stops every worker.
+* **An asleep tier** (``tier``, a :class:`~ebb.config.tiers.SleepTier`; a launcher whose workers
+  speak vLLM's sleep endpoints, :class:`~ebb.actuate.local_sleep.SleepingLauncher`: the ebb worker
+  does): the actuator is a :class:`~ebb.actuate.base.SleepingActuator`. Drained victims sleep while
+  fewer than ``tier.max_replicas`` do, scale-ups wake the newest sleepers first and cold-start the
+  rest, a woken worker rejoins the router once ``/is_sleeping`` reads false and it is healthy, a wake
+  that fails or takes past ``max(10 s, 5 × wake_s)`` is replaced by a cold start at once (logged),
+  and sleepers are released at ``tier.ttl_s`` or by :meth:`LocalActuator.keep_asleep`
+  (:mod:`ebb.actuate.local_sleep` states each step). ``tier`` None: none of this, exactly as before.
 """
 
 from __future__ import annotations
@@ -46,35 +54,32 @@ from __future__ import annotations
 import concurrent.futures as cf
 import json
 import logging
-import os
-import selectors
 import signal
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Final, Protocol
 
 from ebb.actuate.base import ActuationResult, FleetState, ReplicaState
-from ebb.actuate.children import spawn
+from ebb.actuate.local_procs import (
+    START_TIMEOUT_S, EbbWorkerLauncher, Launch, WorkerLauncher, atomic_write, healthy, popen, read_listening,
+)
+from ebb.actuate.local_sleep import SleepBook, SleepCounts, SleepingLauncher, awake, post_sleep
+from ebb.config.tiers import SleepTier
 from ebb.errors import ConfigError, EbbError, InputError, PermanentError, TransientError
 from ebb.model.ids import DecisionId, ReplicaId
 from ebb.model.observation import ScaleRequest
 
 __all__ = ["EbbWorkerLauncher", "Launch", "LocalActuator", "WorkerLauncher", "WorkerRegistry"]
 
-START_TIMEOUT_S: Final = 30.0
 KILL_AFTER_S: Final = 15.0
 POLL_S: Final = 0.1
 KEPT_IDS: Final = 10_000
 STATE_VERSION: Final = 1
 log = logging.getLogger(__name__)
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class WorkerRegistry(Protocol):
@@ -84,52 +89,6 @@ class WorkerRegistry(Protocol):
     def add_worker(self, name: str, url: str, max_batch: int, api: str = "ebb") -> None: ...
 
     def drain(self, name: str) -> cf.Future[None]: ...
-
-
-@dataclass(frozen=True)
-class Launch:
-    """How to start one worker process."""
-
-    args: tuple[str, ...]
-    """argv (``args[0]`` is the executable)."""
-    url: str | None = None
-    """``http://HOST:PORT`` when known before start; None = read it from the ``LISTENING`` stdout line."""
-    log_path: Path | None = None
-    """File (appended) for the process' stdout and stderr; None = stderr inherited, stdout read by us."""
-    preexec: Callable[[], None] | None = None
-    """Run in the child before exec, after the tether to the parent (:func:`ebb.actuate.children.spawn`)."""
-
-
-class WorkerLauncher(Protocol):
-    """What a worker is: the command, how its URL is known, its health path and router API."""
-
-    @property
-    def api(self) -> str: ...
-
-    @property
-    def health_path(self) -> str: ...
-
-    def launch(self, name: str, max_batch: int) -> Launch:
-        """The process for worker ``name`` with ``max_batch`` slots (ValueError if it cannot have that many)."""
-        ...
-
-
-@dataclass(frozen=True)
-class EbbWorkerLauncher:
-    """``python -m ebb.demo.worker`` (prints ``LISTENING``, health ``/healthz``, drains itself on SIGTERM,
-    dies with ``--parent-pid``)."""
-
-    warmup_s: float = 5.0
-    speed: float = 1.0
-    python: str = sys.executable
-    drain_timeout_s: float = 120.0
-    api: str = "ebb"
-    health_path: str = "/healthz"
-
-    def launch(self, name: str, max_batch: int) -> Launch:
-        return Launch((self.python, "-m", "ebb.demo.worker", "--name", name, "--port", "0",
-                       "--max-batch", str(max_batch), "--warmup-s", str(self.warmup_s), "--speed", str(self.speed),
-                       "--drain-timeout-s", str(self.drain_timeout_s), "--parent-pid", str(os.getpid())))
 
 
 @dataclass(eq=False)
@@ -144,6 +103,8 @@ class _Replica:
     drain: cf.Future[None] | None = None
     leaving_since: float = 0.0
     term_sent: float | None = None
+    sleep_tried: bool = False
+    """A drained victim already sent ``/sleep`` (or found no room): stopped if it is still leaving."""
 
     def view(self) -> ReplicaState:
         return ReplicaState(ReplicaId(self.rid), self.name, self.created_s, self.ready_s, self.zone, self.url)
@@ -156,7 +117,7 @@ class LocalActuator:
                  max_batch: int = 8, warmup_s: float = 5.0, speed: float = 1.0, python: str = sys.executable,
                  targets_file: Path | None = None, state_file: Path | None = None,
                  zones: tuple[str, ...] = ("a", "b", "c"), drain_timeout_s: float = 120.0,
-                 launcher: WorkerLauncher | None = None) -> None:
+                 launcher: WorkerLauncher | None = None, tier: SleepTier | None = None) -> None:
         if initial < 0 or max_batch < 1 or warmup_s < 0 or speed <= 0 or drain_timeout_s <= 0 or not zones:
             raise ConfigError(f"LocalActuator needs initial ≥ 0, max_batch ≥ 1, warmup_s ≥ 0, speed > 0, "
                               f"drain_timeout_s > 0 and one zone at least; got initial={initial}, "
@@ -166,7 +127,16 @@ class LocalActuator:
         self._router = router
         self._max_batch, self._warmup_s = max_batch, warmup_s
         self._zones, self._drain_timeout_s = zones, drain_timeout_s
-        self._launcher: WorkerLauncher = launcher or EbbWorkerLauncher(warmup_s, speed, python, drain_timeout_s)
+        self._launcher: WorkerLauncher = launcher or EbbWorkerLauncher(
+            warmup_s, speed, python, drain_timeout_s, wake_s=2.0 if tier is None else tier.wake_s)
+        self.tier = tier
+        """The asleep tier (module docstring); None: victims are stopped, as without one."""
+        self._sleep: SleepBook[_Replica] | None = None
+        if tier is not None:
+            if not isinstance(self._launcher, SleepingLauncher):
+                raise ConfigError(f"--tier {tier.describe()}: the {type(self._launcher).__name__} workers have no "
+                                  "sleep endpoints (fix: use the ebb worker, or drop --tier)")
+            self._sleep = SleepBook(tier, self._launcher.sleep_level)
         self._targets_file, self._state_file = targets_file, state_file
         self._lock = threading.RLock()
         self._done, self._next_id = self._load_state()
@@ -183,8 +153,9 @@ class LocalActuator:
 
     def state(self) -> FleetState:
         with self._lock:
+            asleep = () if self._sleep is None else tuple(r.view() for r, _ in self._sleep.asleep)
             return FleetState(self.target, len(self._replicas), tuple(r.view() for r in self._replicas),
-                              len(self._leaving))
+                              len(self._leaving), asleep)
 
     def apply(self, decision_id: DecisionId, request: ScaleRequest) -> ActuationResult:
         with self._lock:
@@ -194,7 +165,8 @@ class LocalActuator:
                 return replace(self._done[decision_id], applied=False)
             before = len(self._replicas)
             want = max(0, request.replicas)
-            new = self._spawn(want - before) if want > before else []
+            woken = [] if self._sleep is None or want <= before else self._sleep.newest(want - before)
+            new = woken + (self._spawn(want - before - len(woken)) if want > before else [])
             gone: list[_Replica] = []
             if want < before:
                 order = [r for v in request.victims for r in self._replicas if r.rid == int(v)]
@@ -205,13 +177,34 @@ class LocalActuator:
             try:
                 self._remember(result)
             except PermanentError:
-                self._kill(new)
+                self._kill(new[len(woken):])
                 raise
+            if woken and self._sleep is not None:
+                self._sleep.take(len(woken), time.monotonic())
+                for r in woken:  # requested again now: a starting replica until awake and healthy
+                    r.created_s, r.ready_s, r.sleep_tried = time.time(), None, False
             self._replicas.extend(new)
             for r in gone:
                 self._retire(r)
             self._write_targets()
             return result
+
+    # ---- the SleepingActuator protocol -------------------------------------------------------------
+
+    def keep_asleep(self, keep: int | None) -> tuple[str, ...]:
+        """Release (stop) the oldest sleepers until at most ``keep`` sleep; None or no tier: none. The
+        names released."""
+        with self._lock:
+            if self._sleep is None or keep is None or self._closed:
+                return ()
+            gone = self._sleep.release(keep)
+            self._stop_sleepers(gone, "the policy no longer counts on it")
+            return tuple(r.name for r in gone)
+
+    def sleep_counts(self) -> SleepCounts:
+        """Sleeps, wakes, failed wakes and releases so far (all 0 without a tier)."""
+        with self._lock:
+            return SleepCounts() if self._sleep is None else self._sleep.counts
 
     # ---- extras ----------------------------------------------------------------------------------
 
@@ -239,7 +232,8 @@ class LocalActuator:
     def pids(self) -> list[int]:
         """Process ids of every worker this actuator still owns (in service or leaving)."""
         with self._lock:
-            return [r.proc.pid for r in self._replicas + self._leaving]
+            asleep = [] if self._sleep is None else [r for r, _ in self._sleep.asleep]
+            return [r.proc.pid for r in self._replicas + self._leaving + asleep]
 
     def close(self) -> None:
         """Stop every worker (SIGTERM, SIGKILL after 15 s) and the supervisor. Idempotent."""
@@ -248,6 +242,8 @@ class LocalActuator:
                 return
             self._closed = True
             everyone = self._replicas + self._leaving
+            if self._sleep is not None:
+                everyone += [r for r in self._sleep.close() if r not in everyone]
             for r in self._replicas:
                 if r.ready_s is not None:
                     try:
@@ -275,13 +271,13 @@ class LocalActuator:
             for rid in range(first, first + count):
                 name = f"worker-{rid}"
                 launch = self._launcher.launch(name, self._max_batch)
-                proc = _popen(launch)
+                proc = popen(launch)
                 started.append(_Replica(rid, name, self._zones[rid % len(self._zones)], time.time(), proc,
                                         url=launch.url or ""))
             deadline = time.monotonic() + START_TIMEOUT_S
             for r in started:
                 if not r.url:
-                    r.url = _read_listening(r, deadline)
+                    r.url = read_listening(r.name, r.proc, deadline)
         except BaseException:
             self._kill(started)
             raise
@@ -290,6 +286,8 @@ class LocalActuator:
     def _retire(self, r: _Replica) -> None:
         self._replicas.remove(r)
         r.leaving_since = time.monotonic()
+        if self._sleep is not None:
+            self._sleep.forget(r)  # a victim still waking is stopped like any starting replica
         if r.ready_s is None:
             self._terminate(r)
         else:
@@ -325,20 +323,27 @@ class LocalActuator:
         while not self._stop.wait(POLL_S):
             with self._lock:
                 starting = [r for r in self._replicas if r.ready_s is None]
-            healthy = [r for r in starting if _healthy(r.url + self._launcher.health_path)]
+                waking = set() if self._sleep is None else {r for r in starting if r in self._sleep.waking}
+                drowsy = self._to_sleep()
+            health = self._launcher.health_path
+            # a woken worker is ready once /is_sleeping reads false, not on its health alone (200 asleep)
+            up = {r: awake(r.url, r.url + health) if r in waking else healthy(r.url + health) for r in starting}
+            slept = {r: post_sleep(r.url, self._sleep.level) for r in drowsy if self._sleep is not None}
             with self._lock:
                 if self._closed:
                     return
                 try:
-                    if self._promote(healthy) | self._reap():
+                    woken = self._tend_sleepers(slept, {r: up[r] for r in waking})
+                    if self._promote([r for r in starting if (up[r] and r not in waking) or r in woken]) \
+                            | self._reap() | bool(slept):
                         self._write_targets()
                 except (EbbError, RuntimeError, ValueError, cf.TimeoutError) as exc:
                     # Keep supervising: the next poll retries (a router restarting, a full disk).
                     log.warning("actuator %s: %s", self.target, exc)
 
-    def _promote(self, healthy: list[_Replica]) -> bool:
+    def _promote(self, answering: list[_Replica]) -> bool:
         changed = False
-        for r in healthy:
+        for r in answering:
             if r in self._replicas and r.ready_s is None:
                 self._router.add_worker(r.name, r.url, self._max_batch, api=self._launcher.api)
                 r.ready_s = time.time()
@@ -353,8 +358,8 @@ class LocalActuator:
         changed = False
         now = time.monotonic()
         for r in list(self._leaving):
-            if r.term_sent is None and ((r.drain is not None and r.drain.done())
-                                        or now - r.leaving_since > self._drain_timeout_s):
+            drained = r.drain is not None and r.drain.done() and (self._sleep is None or r.sleep_tried)
+            if r.term_sent is None and (drained or now - r.leaving_since > self._drain_timeout_s):
                 self._terminate(r)
             if r.proc.poll() is not None:
                 if r.drain is not None and not r.drain.done():
@@ -365,6 +370,61 @@ class LocalActuator:
             elif r.term_sent is not None and now - r.term_sent > KILL_AFTER_S:
                 r.proc.kill()
         return changed
+
+    # ---- the asleep tier (ebb.actuate.local_sleep) -------------------------------------------------
+
+    def _to_sleep(self) -> list[_Replica]:
+        """Drained victims to send ``/sleep`` now, as many as there is room for; the others are marked
+        tried (so :meth:`_reap` stops them). Under the lock."""
+        if self._sleep is None:
+            return []
+        drained = [r for r in self._leaving if r.drain is not None and r.drain.done() and not r.sleep_tried
+                   and r.term_sent is None]
+        for r in drained:
+            r.sleep_tried = True
+        room = max(0, self._sleep.tier.max_replicas - len(self._sleep.asleep))
+        return [r for r in drained if r.proc.poll() is None][:room]
+
+    def _tend_sleepers(self, slept: dict[_Replica, bool], woke: dict[_Replica, bool]) -> set[_Replica]:
+        """Under the lock: put the workers that answered ``/sleep`` to sleep; judge the waking ones
+        (the awake are returned for :meth:`_promote`, the failed replaced by a cold start); release
+        sleepers past their TTL and forget those that exited."""
+        book = self._sleep
+        if book is None:
+            return set()
+        now = time.monotonic()
+        for r, ok in slept.items():
+            if ok and r in self._leaving and r.term_sent is None and book.room():
+                self._leaving.remove(r)
+                r.ready_s, r.drain = None, None
+                book.put(r, now)
+        ready: set[_Replica] = set()
+        for r, is_awake in woke.items():
+            if r not in self._replicas or r not in book.waking:
+                continue
+            why = book.wake_error(r)
+            verdict = book.verdict(r, now, is_awake)
+            if verdict == "awake":
+                ready.add(r)
+            elif verdict == "failed":
+                log.warning("actuator %s: wake of %s failed (%s); stopping it and starting a cold replica",
+                            self.target, r.name, why)
+                self._retire(r)
+                self._replicas.extend(self._spawn(1))
+        for r in [r for r, _ in book.asleep if r.proc.poll() is not None]:
+            log.warning("actuator %s: sleeper %s exited on its own (status %s)", self.target, r.name, r.proc.poll())
+            book.forget(r)
+            self._leaving.append(r)  # reaped by _reap
+        self._stop_sleepers(book.expired(now), f"asleep {book.tier.ttl_s:g} s (ttl_s)")
+        return ready
+
+    def _stop_sleepers(self, gone: list[_Replica], why: str) -> None:
+        """Stop released sleepers (SIGTERM: an idle worker exits at once; reaped by :meth:`_reap`)."""
+        for r in gone:
+            log.info("actuator %s: releasing sleeper %s: %s", self.target, r.name, why)
+            r.leaving_since = time.monotonic()
+            self._terminate(r)
+            self._leaving.append(r)
 
     # ---- files -----------------------------------------------------------------------------------
 
@@ -420,7 +480,7 @@ class LocalActuator:
             return
         doc = {"version": STATE_VERSION, "target": self.target, "next_id": self._next_id,
                "decisions": [asdict(r) for r in self._done.values()]}
-        _atomic_write(self._state_file, json.dumps(doc))
+        atomic_write(self._state_file, json.dumps(doc))
 
     def _write_targets(self) -> None:
         if self._targets_file is None:
@@ -429,63 +489,7 @@ class LocalActuator:
             live = [r for r in self._replicas + self._leaving if r.ready_s is not None]
             doc = [{"targets": [r.url.removeprefix("http://") for r in live], "labels": {"job": "ebb-worker"}}]
             try:
-                _atomic_write(self._targets_file, json.dumps(doc))
+                atomic_write(self._targets_file, json.dumps(doc))
             except OSError as exc:
                 raise PermanentError(f"cannot write Prometheus targets to {self._targets_file}: {exc}; "
                                      "make its directory writable") from exc
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def _read_listening(r: _Replica, deadline: float) -> str:
-    out = r.proc.stdout
-    assert out is not None
-    buf = b""
-    with selectors.DefaultSelector() as sel:
-        sel.register(out, selectors.EVENT_READ)
-        while b"\n" not in buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or not sel.select(timeout=left):
-                raise TransientError(f"worker {r.name} printed no LISTENING line within {START_TIMEOUT_S} s; "
-                                     "the machine may be overloaded, retry later", retry_after_s=5.0)
-            chunk = os.read(out.fileno(), 4096)
-            if not chunk:
-                raise TransientError(f"worker {r.name} exited with {r.proc.wait()} before listening; "
-                                     "see its stderr", retry_after_s=5.0)
-            buf += chunk
-    line = buf.split(b"\n", 1)[0].decode(errors="replace").strip()
-    if not line.startswith("LISTENING http://"):
-        raise TransientError(f"worker {r.name} printed {line!r} instead of 'LISTENING http://…'")
-    return line.removeprefix("LISTENING ")
-
-
-def _popen(launch: Launch) -> subprocess.Popen[bytes]:
-    """Start ``launch``, tethered to this process (stdin closed; stdout piped, or both streams appended
-    to its log file)."""
-    try:
-        if launch.log_path is None:
-            return spawn(launch.args, stdout=subprocess.PIPE, preexec=launch.preexec)
-        with open(launch.log_path, "ab") as log_fh:  # the child keeps its own copy of the descriptor
-            return spawn(launch.args, stdout=log_fh, stderr=subprocess.STDOUT, preexec=launch.preexec)
-    except OSError as exc:
-        raise ConfigError(f"cannot start worker {launch.args[0]!r}: {exc}; for the ebb worker pass python= an "
-                          "interpreter that can import ebb, for llama-server check the binary") from exc
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with _NO_PROXY.open(url, timeout=1.0) as resp:
-            return bool(resp.status == 200)
-    except urllib.error.HTTPError as exc:
-        exc.close()  # 503 while warming: the error owns the open response
-        return False
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-

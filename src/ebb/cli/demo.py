@@ -33,6 +33,12 @@ def demo_cmd(
     engine: Annotated[str, typer.Option(
         help="ebb (emulated workers, the default) or llamacpp (real llama-server processes; build them once "
              "with scripts/build-llama-server.sh).")] = "ebb",
+    warmup_s: Annotated[float, typer.Option(
+        help="Emulated workers' warm-up (s) before they take traffic; the cold start is this plus about 1 s of "
+             "process start. An asleep tier pays off when a cold start is several wakes long.")] = 3.0,
+    tier: Annotated[str, typer.Option(
+        help="An asleep tier, e.g. asleep:wake_s=2,max=4,ttl_s=1800: drained workers sleep (vLLM's /sleep) and "
+             "scale-ups wake them first; empty: none.")] = "",
 ) -> None:
     """Scale real worker processes under a real trace with the live controller, and report what happened."""
     if not live:
@@ -47,18 +53,21 @@ def demo_cmd(
     from ebb.telemetry.logs import configure_logging
     from ebb.telemetry.tracing import CycleTracer, local_provider
 
+    from ebb.config.tiers import parse_tier
+
+    sleep_tier = parse_tier(tier) if tier else None
     if engine not in ENGINES:
         raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if engine == "llamacpp":
         from ebb.demo.llamacpp import llama_server_binary, tiny_model
-        llama_server_binary()  # MissingExtraError with the fix before anything starts
-        tiny_model()
         settings = llamacpp_settings(minutes=minutes, trace=trace, start_s=start_s, time_scale=time_scale,
                                      source="agents" if source == "auto" else source, report=report,
-                                     workdir=workdir)
+                                     workdir=workdir, tier=sleep_tier)
+        llama_server_binary()  # MissingExtraError with the fix before anything starts
+        tiny_model()
     else:
         settings = DemoSettings(minutes=minutes, trace=trace, start_s=start_s, time_scale=time_scale, source=source,
-                                report=report, workdir=workdir)
+                                report=report, workdir=workdir, tier=sleep_tier, warmup_s=warmup_s)
     workdir.mkdir(parents=True, exist_ok=True)
     # The terminal shows the live view; structured logs (with trace ids) go to a file beside the ledger.
     log_file = (workdir / "controller.log").open("a", encoding="utf-8")
@@ -105,5 +114,9 @@ def demo_cmd(
                    f"{c.scale_ups} scale-ups; SLO violations {c.slo_violation_pct:.2f} %; "
                    f"ledger {result.ledger_path} (ebb explain --ledger {result.ledger_path} --list); "
                    f"logs {workdir / 'controller.log'}")
+    if result.sleep is not None:
+        z = result.sleep
+        _console.print(f"asleep tier {sleep_tier.describe() if sleep_tier else ''}: {z.sleeps} sleeps, {z.wakes} wakes, "
+                       f"{z.failed_wakes} failed wakes (cold starts instead), {z.released} released")
     if result.report is not None:
         _console.print(f"report: {result.report}")

@@ -33,6 +33,11 @@ once; the policy answers how many of those reconciles, from the first, it can pr
 answered with a plain hold (no change, nothing recorded), and its state is then exactly what that
 many ``decide`` calls would have left. The engine discards what it served past them and resumes
 with ``decide`` at the first unproven one, so decisions are the same as reconciling every tick.
+
+A policy may also :class:`Sleeps`: with an asleep tier (the simulator's ``--tier``, a
+:class:`~ebb.actuate.base.SleepingActuator` live) its scale-downs put replicas to sleep, and after
+each decision the engine or controller asks it how many sleepers it still counts on and releases the
+oldest past that (:mod:`ebb.sim.sleepers`).
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from ebb.model.decision import Decision
 from ebb.model.observation import FineSignals, Observation, Pipeline
 from ebb.model.spans import Spans
 
-__all__ = ["HoldsInBlocks", "Policy", "Reactive", "holds_in_blocks", "react_of"]
+__all__ = ["HoldsInBlocks", "Policy", "Reactive", "Sleeps", "holds_in_blocks", "react_of"]
 
 
 class Policy(Protocol):
@@ -110,6 +115,19 @@ class HoldsInBlocks(Protocol):
         """The most reconciles from the next one that an engine should serve ahead for
         :meth:`hold_through`: 0 where it could prove none; fewer where the policy expects an early
         stop (an engine serves the bins after a block's last proven hold again)."""
+        ...
+
+
+@runtime_checkable
+class Sleeps(Protocol):
+    """A policy that puts replicas to sleep when the cluster has an asleep tier (Ebb, static + sleep).
+    Peers do not: they keep their upstream behaviour, removing replicas."""
+
+    sleeps: bool
+
+    def asleep_wanted(self, running: int) -> int | None:
+        """How many sleepers to keep beside ``running`` replicas after a decision (the engine
+        releases the oldest past it); None: no opinion, the tier's TTL decides."""
         ...
 
 

@@ -73,6 +73,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from ebb.config.tiers import SleepTier
 from ebb.config.workloads import WorkloadClass
 from ebb.decide.comeback import ComebackBound, ComebackEstimate
 from ebb.decide.coordinate import ReplicaView, plan_scale_down
@@ -89,7 +90,7 @@ from ebb.model.ids import ReplicaId
 from ebb.model.observation import FineSignals, Observation, Pipeline, PodView
 from ebb.model.spans import NO_SPANS, SpanNote, Spans
 
-__all__ = ["FAST_LOOKAHEAD_S", "EbbPolicy", "plan_victims"]
+__all__ = ["FAST_LOOKAHEAD_S", "EbbPolicy", "plan_victims", "tier_knobs"]
 
 _NS = 1_000_000_000
 FAST_LOOKAHEAD_S = 0.5
@@ -651,3 +652,17 @@ def plan_victims(pods: tuple[PodView, ...], remove: int,
 def _vs(risk: float, budget: float) -> str:
     """How a risk compares with the budget, as the explanation says it."""
     return "<=" if risk <= budget else ">"
+
+
+class TierKnobs(NamedTuple):
+    """:class:`EbbPolicy`'s fields for an asleep tier."""
+
+    wake_s: float | None
+    sleep_max: int
+
+
+def tier_knobs(tier: SleepTier | None) -> TierKnobs:
+    """The ``wake_s`` and ``sleep_max`` an :class:`EbbPolicy` gets for ``tier`` (None: no tier, (None, 0)):
+    the one mapping the simulator (:mod:`ebb.sim.policies`) and the live loop
+    (:mod:`ebb.live.policy_spec`) share."""
+    return TierKnobs(None, 0) if tier is None else TierKnobs(tier.wake_s, tier.max_replicas)

@@ -21,6 +21,12 @@ through the ``llamacpp`` engine profile, and the trace's token counts are scaled
 inference serves (``tokens_in_scale`` … ``max_tokens_out``). The source is the agent (Prometheus'
 ``ebb_worker_*`` queries do not apply to llama.cpp's names).
 
+With ``tier`` (``ebb demo --live --tier asleep:wake_s=2,max=4``) the workers speak vLLM's sleep
+endpoints (:mod:`ebb.demo.worker`, waking in ``wake_s``), the actuator puts drained victims to sleep
+and wakes them first (:class:`~ebb.actuate.local.LocalActuator` with the tier), the policy counts on
+them as ``ebb simulate --tier`` does, and the result says how many sleeps, wakes and failed wakes
+happened (:attr:`DemoResult.sleep`).
+
 The default window of the bundled Azure code trace (minutes 22–28 of the slice) opens on the slice's
 busiest stretch after its first quarter hour and calms down with smaller bursts, so a 3-minute run at
 ``time_scale=2`` shows the fleet shrinking as the comeback bound allows while every burst is served
@@ -46,7 +52,10 @@ from typing import Any
 import numpy as np
 
 from ebb.actuate.local import LocalActuator
+from ebb.actuate.local_sleep import SleepCounts
 from ebb.agent.server import Agent
+from ebb.config.tiers import SleepTier
+from ebb.decide.base import Sleeps
 from ebb.errors import ConfigError, InputError, MissingExtraError
 from ebb.ledger import open_ledger
 from ebb.live.controller import Controller, ControllerSettings, CycleOutcome
@@ -129,17 +138,24 @@ class DemoSettings:
     max_tokens_out: int | None = None
     context_tokens: int = 512
     """llamacpp: KV context per slot (tokens); ``max_tokens_in + max_tokens_out`` must fit."""
+    tier: SleepTier | None = None
+    """An asleep tier (``--tier asleep:wake_s=2,max=4``): victims sleep, scale-ups wake them; None: none."""
 
     def __post_init__(self) -> None:
         # Validate first (``ebb demo --live`` flags): before a worker, Prometheus or the load starts.
         for flag, value, example in (("--minutes", self.minutes, "3"), ("--time-scale", self.time_scale, "2")):
             if not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"{flag} {value!r}: must be a finite number > 0 (fix: e.g. {flag} {example})")
+        if not (math.isfinite(self.warmup_s) and 0 <= self.warmup_s <= 3600):
+            raise ConfigError(f"--warmup-s {self.warmup_s!r}: must be in [0, 3600] s (fix: e.g. --warmup-s 3)")
         if not (math.isfinite(self.start_s) and self.start_s >= 0):
             raise ConfigError(f"--start-s {self.start_s!r}: must be a finite number >= 0 (fix: e.g. --start-s 1320)")
         if self.engine not in ENGINES:
             raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if self.engine == "llamacpp":
+            if self.tier is not None:
+                raise ConfigError("--tier needs workers with a sleep endpoint: llama-server has none (it frees its "
+                                  "model only after --sleep-idle-seconds); drop --tier or use --engine ebb")
             if self.source == "prometheus":
                 raise ConfigError("the llamacpp demo reads the agent (source agents or auto): the Prometheus "
                                   "source's ebb_worker_* queries do not match llama.cpp's metric names")
@@ -177,6 +193,8 @@ class DemoResult:
     prometheus_url: str | None
     report: Path | None
     notes: list[str] = field(default_factory=list)
+    sleep: SleepCounts | None = None
+    """With a tier: the sleeps, wakes, failed wakes and releases the actuator made; None without."""
 
 
 def load_window(name: str, start_s: float, length_s: float) -> RequestTrace:
@@ -247,10 +265,16 @@ class LiveDemo:
                 launcher = LlamaServerLauncher(llama_server_binary(), tiny_model(), work / "llama-logs",
                                                slots=s.max_batch, context_tokens=s.context_tokens)
                 engine = engine_profile("llamacpp")
+            policy = build_live_policy(s.policy, slo_ttft_ms=s.slo_ttft_ms, slo_e2e_ms=s.slo_e2e_ms,
+                                       initial=s.initial, max_replicas=s.max_replicas,
+                                       cold_start_s=s.warmup_s + _SPAWN_S, tier=s.tier)
+            tier = s.tier if isinstance(policy, Sleeps) and policy.sleeps else None
+            if s.tier is not None and tier is None:
+                self.notes.append(f"policy {policy.spec} does not sleep (as in ebb simulate): --tier ignored")
             self.actuator = LocalActuator(self.router, name="local/serving", initial=s.initial,
                                           max_batch=s.max_batch, warmup_s=s.warmup_s, speed=s.speed,
                                           targets_file=work / "workers.json", state_file=work / "actuator.json",
-                                          launcher=launcher)
+                                          launcher=launcher, tier=tier)
             stack.callback(self.actuator.close)
             self.actuator.wait_ready(timeout_s=60.0 + s.warmup_s)
             # llamacpp: the router's /stats (client view, queue) plus every server's /metrics it lists
@@ -262,9 +286,6 @@ class LiveDemo:
             ledger_path = work / "ledger.sqlite"
             ledger = open_ledger(str(ledger_path), writer=True)
             stack.callback(ledger.close)
-            policy = build_live_policy(s.policy, slo_ttft_ms=s.slo_ttft_ms, slo_e2e_ms=s.slo_e2e_ms,
-                                       initial=s.initial, max_replicas=s.max_replicas,
-                                       cold_start_s=s.warmup_s + _SPAWN_S)
             lo, hi = replica_bounds(policy)
             self.controller = Controller(policy, source, self.actuator, ledger,
                                          ControllerSettings(run_id=s.run_id, target="local/serving", mode="act",
@@ -297,6 +318,7 @@ class LiveDemo:
             self.controller.run(stop, on_cycle=each)
             load = self.loadgen.stop(wait_s=60.0)
             end = time.time()
+            sleep = None if tier is None else self.actuator.sleep_counts()
         decisions = tuple((o.t_s - (t0 - self.controller.t0), o.spec_replicas, o.to_replicas)
                           for o in self.controller.outcomes if o.acted)
         live = LiveRun(policy=policy.spec, trace=f"{trace.name} [{s.start_s:g} s +{length_s * s.time_scale:g} s, "
@@ -310,9 +332,12 @@ class LiveDemo:
                          trace_desc=live.trace,
                          settings={"source": kind, "workers": _workers_desc(s),
                                    "policy": policy.spec, "requests sent": f"{len(load.sent_s):,}",
-                                   "failed requests": str(load.failed)})
+                                   "failed requests": str(load.failed),
+                                   **({} if sleep is None or tier is None else {
+                                       "asleep tier": tier.describe(), "sleeps / wakes / failed wakes":
+                                       f"{sleep.sleeps} / {sleep.wakes} / {sleep.failed_wakes}"})})
         return DemoResult(list(self.controller.outcomes), load, prun, ledger_path, kind,
-                          None if self.prometheus is None else self.prometheus.url, s.report, self.notes)
+                          None if self.prometheus is None else self.prometheus.url, s.report, self.notes, sleep)
 
 
 def _workers_desc(s: DemoSettings) -> str:

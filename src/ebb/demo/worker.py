@@ -2,7 +2,8 @@
 
 ``python -m ebb.demo.worker --name W --port 0 --max-batch 8 --warmup-s 5 --speed 1.0`` binds
 127.0.0.1, prints exactly one stdout line ``LISTENING http://127.0.0.1:PORT`` once bound, and serves
-``POST /v1/generate``, ``GET /healthz``, ``GET /stats?since=SEQ`` and ``GET /metrics``.
+``POST /v1/generate``, ``GET /healthz``, ``GET /stats?since=SEQ``, ``GET /metrics`` and vLLM's sleep
+endpoints (``POST /sleep``, ``POST /wake_up``, ``GET /is_sleeping``, below).
 
 Service model (:class:`ebb.model.latency.LatencyModel`, the simulator's H200 fit, as in
 ``ebb.sim.request_engine``): requests wait in a FIFO until one of ``max_batch`` slots is free;
@@ -21,6 +22,23 @@ Guarantees:
 * ``/healthz`` and ``/v1/generate`` answer 503 for ``--warmup-s`` after start (cold start) and
   once draining. SIGTERM (or the death of ``--parent-pid``) starts a drain: new requests get 503,
   in-flight ones finish, and the process exits 0 — or 1 if ``--drain-timeout-s`` (120 s) passes.
+
+Sleep mode, with the semantics of vLLM's dev endpoints (``vllm/entrypoints/serve/dev/sleep/api_router.py``):
+
+* ``POST /sleep?level=1|2`` (default 1) answers 200 with an empty body at once; another level is a
+  400. From then ``/v1/generate`` answers 503 (real vLLM V1 parks such a request until the client
+  times out, vllm #45268: an actuator must take a replica out of routing and drain it *before* it
+  sleeps, as :class:`~ebb.actuate.local.LocalActuator` does). Requests already admitted finish.
+* ``POST /wake_up`` (optional repeated ``tags=weights`` / ``tags=kv_cache``; none: both) answers 200
+  with an empty body once the wake completes, ``--wake-s`` (2 s) after the call; a tag not in that
+  list is a 400, and a wake of an awake worker answers at once.
+* ``GET /is_sleeping`` → ``{"is_sleeping": bool}``: true from the sleep until every part (weights,
+  KV cache) is awake again, so through the whole wake. ``/healthz`` stays 200 while asleep (vLLM's
+  ``/health`` does): only ``/is_sleeping`` or the gauge says whether a worker sleeps.
+* The gauge :data:`~ebb.model.live.WORKER_SLEEP_STATE` (``sleep_state`` = awake, weights_offloaded,
+  discard_all; one of them 1) is vLLM's ``vllm:engine_sleep_state`` in the worker's naming.
+* Fault switch for tests: ``--wake-fails error`` answers every wake with 500 at once and stays
+  asleep; ``--wake-fails hang`` never completes a wake (the call hangs, ``is_sleeping`` stays true).
 """
 
 from __future__ import annotations
@@ -47,10 +65,16 @@ from ebb.demo.stats import (
 from ebb.model import live as names
 from ebb.model.latency import H200_DEFAULT, LatencyModel
 
-__all__ = ["Engine", "WorkerServer", "main"]
+__all__ = ["SLEEP_STATES", "WAKE_FAULTS", "Engine", "WorkerServer", "main"]
 
 MAX_LAG_S: Final = 0.05
 """A schedule lag beyond this is dropped instead of being caught up with back-to-back steps."""
+SLEEP_STATES: Final = ("awake", "weights_offloaded", "discard_all")
+"""The gauge's ``sleep_state`` values by sleep level (0 = awake), as vLLM names them."""
+WAKE_FAULTS: Final = ("none", "error", "hang")
+"""``--wake-fails``: wakes work, answer 500 at once, or never complete."""
+_PARTS: Final = frozenset(("weights", "kv_cache"))
+"""What a sleep puts away and ``/wake_up?tags=`` brings back (vLLM's tags)."""
 
 
 @dataclass(eq=False)
@@ -150,17 +174,27 @@ async def _sleep_until(clock: Callable[[], float], deadline: float) -> None:
 class WorkerServer:
     """The HTTP face of one worker: readiness, drain, ``/stats`` and a private metrics registry."""
 
-    def __init__(self, name: str, engine: Engine, warmup_s: float) -> None:
+    def __init__(self, name: str, engine: Engine, warmup_s: float, *, wake_s: float = 2.0,
+                 wake_fails: str = "none") -> None:
+        if wake_fails not in WAKE_FAULTS:
+            raise ValueError(f"wake_fails must be one of {', '.join(WAKE_FAULTS)}, got {wake_fails!r}")
         self.name = name
         self.engine = engine
         self._ready_at = time.monotonic() + warmup_s
         self.draining = False
         self.handling = 0
+        self.wake_s, self.wake_fails = wake_s, wake_fails
+        self.sleep_level = 0
+        """0 awake, else the level of the last sleep (1 weights offloaded, 2 discarded) until fully awake."""
+        self.asleep_parts: frozenset[str] = frozenset()
+        """Parts (weights, kv_cache) still asleep: ``/is_sleeping`` is true while any is."""
         self.registry = CollectorRegistry()
         self.registry.register(self)
         self.app = web.Application(client_max_size=MAX_BODY_BYTES)
         self.app.add_routes([web.post("/v1/generate", self.generate), web.get("/healthz", self.healthz),
-                             web.get("/stats", self.stats), web.get("/metrics", self.metrics)])
+                             web.get("/stats", self.stats), web.get("/metrics", self.metrics),
+                             web.post("/sleep", self.sleep), web.post("/wake_up", self.wake_up),
+                             web.get("/is_sleeping", self.is_sleeping)])
 
     def collect(self) -> Iterator[Metric]:
         """Prometheus collector protocol: every value is read from the engine at scrape time."""
@@ -168,10 +202,15 @@ class WorkerServer:
         for metric, doc, v in ((names.WORKER_RUNNING, "Sequences holding a batch slot", e.slots_used),
                                (names.WORKER_WAITING, "Requests waiting for a batch slot", len(e.waiting)),
                                (names.WORKER_MAX_BATCH, "Batch slots", e.max_batch),
-                               (names.WORKER_READY, "1 once warm and not draining", int(self.ready))):
+                               (names.WORKER_READY, "1 once warm, awake and not draining", int(self.ready))):
             g = GaugeMetricFamily(metric, doc, labels=lbl)
             g.add_metric(val, float(v))
             yield g
+        g = GaugeMetricFamily(names.WORKER_SLEEP_STATE, "Sleep state (vLLM's engine_sleep_state): 1 for the "
+                              "state the worker is in", labels=["worker", "sleep_state"])
+        for level, state in enumerate(SLEEP_STATES):
+            g.add_metric([self.name, state], float(level == self.sleep_level))
+        yield g
         for metric, doc, total in ((names.WORKER_PREFILL_BUSY, "Seconds spent prefilling", e.prefill_busy_s),
                                    (names.WORKER_REQUESTS, "Requests completed", float(e.completed))):
             c = CounterMetricFamily(metric, doc, labels=lbl)
@@ -179,12 +218,21 @@ class WorkerServer:
             yield c
 
     @property
-    def ready(self) -> bool:
+    def healthy(self) -> bool:
+        """Warm and not draining: what ``/healthz`` says (200 even asleep, as vLLM's ``/health``)."""
         return not self.draining and time.monotonic() >= self._ready_at
+
+    @property
+    def ready(self) -> bool:
+        """Healthy and awake: serves ``/v1/generate``."""
+        return self.healthy and not self.asleep_parts
 
     def _unavailable(self) -> web.Response:
         if self.draining:
             return web.Response(status=503, text=f"worker {self.name} is draining; send to another worker\n")
+        if self.asleep_parts:
+            return web.Response(status=503, text=f"worker {self.name} is asleep (level {self.sleep_level}); "
+                                                 "POST /wake_up first\n")
         left = self._ready_at - time.monotonic()
         return web.Response(status=503, text=f"worker {self.name} is warming up; ready in {left:.1f} s\n")
 
@@ -203,7 +251,36 @@ class WorkerServer:
         return web.json_response({"worker": self.name, "ttft_ms": ttft_ms, "e2e_ms": e2e_ms})
 
     async def healthz(self, request: web.Request) -> web.Response:
-        return web.Response(text="ok\n") if self.ready else self._unavailable()
+        return web.Response(text="ok\n") if self.healthy else self._unavailable()
+
+    async def sleep(self, request: web.Request) -> web.Response:
+        """``POST /sleep?level=1|2``: 200, empty, at once (module docstring)."""
+        level = request.query.get("level", "1")
+        if level not in ("1", "2"):
+            return web.Response(status=400, text=f"level must be 1 or 2, got {level[:20]!r}\n")
+        if self.draining:
+            return self._unavailable()
+        self.sleep_level, self.asleep_parts = int(level), _PARTS
+        return web.Response()
+
+    async def wake_up(self, request: web.Request) -> web.Response:
+        """``POST /wake_up[?tags=weights&tags=kv_cache]``: 200, empty, once awake (module docstring)."""
+        tags = frozenset(request.query.getall("tags", ())) or _PARTS
+        if not tags <= _PARTS:
+            return web.Response(status=400, text=f"tags must be among {', '.join(sorted(_PARTS))}\n")
+        if not self.asleep_parts & tags:
+            return web.Response()
+        if self.wake_fails == "error":
+            return web.Response(status=500, text=f"worker {self.name}: wake failed (--wake-fails error)\n")
+        # "hang": a wake that never completes (the server's shutdown cancels it)
+        await asyncio.sleep(self.wake_s if self.wake_fails == "none" else 86_400.0)
+        self.asleep_parts -= tags
+        if not self.asleep_parts:
+            self.sleep_level = 0
+        return web.Response()
+
+    async def is_sleeping(self, request: web.Request) -> web.Response:
+        return web.json_response({"is_sleeping": bool(self.asleep_parts)})
 
     async def stats(self, request: web.Request) -> web.Response:
         try:
@@ -223,7 +300,7 @@ async def serve(args: argparse.Namespace) -> int:
     """Run until drained; returns the exit status."""
     loop = asyncio.get_running_loop()
     engine = Engine(args.max_batch, args.speed)
-    server = WorkerServer(args.name, engine, args.warmup_s)
+    server = WorkerServer(args.name, engine, args.warmup_s, wake_s=args.wake_s, wake_fails=args.wake_fails)
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
@@ -269,14 +346,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--speed", type=float, default=1.0, help="divide every service time by this factor")
     p.add_argument("--drain-timeout-s", type=float, default=120.0, help="give up draining after this long")
     p.add_argument("--parent-pid", type=int, default=0, help="exit (draining) once this process is gone")
+    p.add_argument("--wake-s", type=float, default=2.0, help="seconds from POST /wake_up to awake")
+    p.add_argument("--wake-fails", choices=WAKE_FAULTS, default="none",
+                   help="test fault: wakes answer 500 (error) or never complete (hang)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.max_batch < 1 or args.speed <= 0 or args.warmup_s < 0 or args.drain_timeout_s <= 0:
-        parser.error("need --max-batch ≥ 1, --speed > 0, --warmup-s ≥ 0 and --drain-timeout-s > 0")
+    if args.max_batch < 1 or args.speed <= 0 or args.warmup_s < 0 or args.drain_timeout_s <= 0 or \
+            not 0 <= args.wake_s < 3600:
+        parser.error("need --max-batch ≥ 1, --speed > 0, --warmup-s ≥ 0, --drain-timeout-s > 0 and "
+                     "0 ≤ --wake-s < 3600")
     return asyncio.run(serve(args))
 
 

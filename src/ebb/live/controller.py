@@ -61,6 +61,14 @@ Guarantees:
   a retried or resumed request shows the policy its data (``observe``) without asking it to decide.
   In ``recommend`` mode nothing is compensated: the guard's ``compensate`` is recorded as the
   scale-up it would be.
+* **An asleep tier, as in the simulator.** With a :class:`~ebb.actuate.base.SleepingActuator` that
+  has a tier, the policy sees the fleet's sleepers (``Observation.asleep_replicas``); with a policy
+  that :class:`~ebb.decide.base.Sleeps` (Ebb, given the tier's ``wake_s`` and ``max`` by
+  :func:`~ebb.live.policy_spec.build_live_policy`), every decision acted on in ``act`` mode — a
+  hold, a veto, a change, the fast path's — is followed by
+  ``actuator.keep_asleep(policy.asleep_wanted(replicas after))``: the sleepers the policy no longer
+  counts on are released, oldest first (the simulator's ``keep_asleep`` after each decision). A
+  release that fails is logged and retried after the next decision; it never fails the cycle.
 * **Telemetry never changes behaviour.** One trace per cycle (root span ``ebb.cycle``); the policy
   opens its layer spans (``ebb.l1``, ``ebb.l2``, ``ebb.l3``, gate spans) around its real work under
   ``ebb.decide``; metrics and logs are best effort. Followers emit no traces (:data:`NO_SPANS`).
@@ -93,8 +101,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ebb.actuate.base import Actuator
-from ebb.decide.base import Policy
+from ebb.actuate.base import Actuator, SleepingActuator
+from ebb.decide.base import Policy, Sleeps
 from ebb.errors import EbbError
 from ebb.ledger.base import Ledger
 from ebb.ledger.review import CompensationLog
@@ -164,6 +172,12 @@ class Controller:
         self.outcomes: deque[CycleOutcome] = deque(maxlen=settings.keep_outcomes)
         self._fast = FastPath(policy, react_interval_s=settings.react_interval_s)
         """The fast path between cycles, and the fleet counts a quiet tick compares the policy's wish with."""
+        tiered = isinstance(actuator, SleepingActuator) and actuator.tier is not None
+        self._sleeps: tuple[Sleeps, SleepingActuator] | None = (
+            (policy, actuator) if tiered and isinstance(policy, Sleeps) and policy.sleeps
+            and isinstance(actuator, SleepingActuator) else None)
+        """The policy that says which sleepers it counts on and the actuator that keeps them (module
+        docstring: an asleep tier); None without a tier or for a policy that does not sleep."""
 
     def close(self) -> None:
         """Close what the controller opened itself (the compensation log); the ledger is the caller's."""
@@ -359,6 +373,7 @@ class Controller:
                             cid: CycleId, tick: Tick, *, fast: bool = False) -> CycleOutcome:
         """Record a locked decision, act on it (``act`` mode), record the outcome. Holds end here."""
         if not d.noteworthy:
+            self._keep_asleep(d.to_replicas)
             return seen.outcome(n, tick.t_s, "hold", d.to_replicas, note=seen.note)
         fence = self._books.fence()
         cycle = self._books.record(d, n, cid, tick, seen.state, fence, policy=self.policy.spec,
@@ -375,6 +390,7 @@ class Controller:
                 # this size as asked for, so a saturated fleet in recommend mode writes a row a cycle,
                 # not one every 100 ms tick
                 self._fast.applied(rec.to_replicas)
+            self._keep_asleep(rec.to_replicas)
             return replace(seen.outcome(n, tick.t_s, d.action, rec.to_replicas, rec.decision_id,
                                         note=blocked or seen.note, signals=rec.signals), fast=fast)
         return replace(self._act(span, cycle, d, fence, seen, n, tick.t_s), fast=fast)
@@ -397,7 +413,24 @@ class Controller:
         self._fast.applied(res.replicas_after)
         self._fault("after_actuation")
         self._books.write_outcome(span, cycle, res, fence)
+        self._keep_asleep(res.replicas_after)
         return seen.outcome(n, t_s, d.action, res.replicas_after, did, acted=res.applied, signals=rec.signals)
+
+    def _keep_asleep(self, running: int) -> None:
+        """After a decision in ``act`` mode: release the sleepers the policy no longer counts on beside
+        ``running`` replicas (module docstring: an asleep tier). Never raises for the actuator's trouble."""
+        if self._sleeps is None or self.settings.mode != "act":
+            return
+        policy, actuator = self._sleeps
+        keep = policy.asleep_wanted(running)
+        try:
+            released = actuator.keep_asleep(keep)
+        except EbbError as exc:
+            log.warning("could not release sleepers past %s: %s (retried after the next decision)", keep, exc)
+            return
+        if released:
+            log.info("released %d sleeper(s) the policy no longer counts on (keeps %s): %s", len(released), keep,
+                     ", ".join(released))
 
     # -- the fast path ---------------------------------------------------------------------------
     def react(self) -> CycleOutcome | None:

@@ -44,6 +44,8 @@ class FastPath:
         self.counts: tuple[int, int] | None = None
         """(spec, ready) replicas as the last read or act left them: what a quiet tick compares the
         policy's wish with (a tick that fires reads the fleet afresh)."""
+        self.asleep = 0
+        """Sleepers (an asleep tier) as the last read left them, less those an act since may have woken."""
 
     @property
     def armed(self) -> bool:
@@ -53,10 +55,12 @@ class FastPath:
     def saw(self, state: FleetState) -> None:
         """A read of the fleet: its counts."""
         self.counts = (state.spec_replicas, state.ready_replicas)
+        self.asleep = len(state.asleep)
 
     def applied(self, replicas_after: int) -> None:
         """An act left the fleet at ``replicas_after`` (ready unchanged until the next read)."""
         if self.counts is not None:
+            self.asleep = max(0, self.asleep - max(0, replicas_after - self.counts[0]))  # woken first
             self.counts = (replicas_after, self.counts[1])
 
     def wish(self, sensor: Sensor, source: SignalSource, tick: Tick) -> tuple[LiveSignals, Decision] | None:
@@ -70,7 +74,8 @@ class FastPath:
         spec, ready = self.counts
         sig, _ = covered(sig, ready)  # as the cycle sees it: an incomplete fleet's demand extrapolated
         obs = Observation(t_s=tick.t_s, spec_replicas=spec, ready_replicas=ready, pods=(), total_qps=sig.total_qps,
-                          total_inflight=None, queued=sig.queued, fine=rebase(sig.fine, tick))
+                          total_inflight=None, queued=sig.queued, fine=rebase(sig.fine, tick),
+                          asleep_replicas=self.asleep)
         wish = self.reactive.react(obs)
         return None if wish is None else (sig, wish)
 

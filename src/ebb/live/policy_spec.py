@@ -7,6 +7,8 @@ fleet that starts replicas in seconds remembers minutes, one that starts them in
 ``cold_start_s`` (default the caller's, ``ebb run --cold-start-s``) is the one time a fleet must be
 described by, and the policy raises it to the slowest cold start it sees. ``warmup_s`` overrides the
 warm-up alone. ``canary=on`` wraps the policy in the canary guard exactly as in the simulator.
+``tier`` (an asleep tier the actuator has, ``ebb demo --live --tier``) gives the policy its
+``wake_s`` and ``sleep_max`` as ``ebb simulate --tier`` does (:func:`ebb.decide.policy.tier_knobs`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from ebb.config.tiers import SleepTier
 from ebb.config.workloads import WorkloadClass
-from ebb.decide.policy import EbbPolicy
+from ebb.decide.policy import EbbPolicy, tier_knobs
 from ebb.decide.profiles import PROFILE_FLAGS, PROFILE_KNOBS, PROFILES, profile_with_knobs
 from ebb.errors import ConfigError
 from ebb.gates.guard import CanaryGuard, ttft_gate
@@ -33,7 +36,8 @@ controller uses; the concrete types are kept here for :func:`replica_bounds`."""
 def build_live_policy(spec: str, *, slo_ttft_ms: float, slo_e2e_ms: float, initial: int,
                       interval_s: float = 1.0, max_staleness_s: float = 5.0,
                       workload: WorkloadClass | None = None, gates: Sequence[GateSpec] = (),
-                      max_replicas: int = 64, cold_start_s: float = 60.0) -> LivePolicy:
+                      max_replicas: int = 64, cold_start_s: float = 60.0,
+                      tier: SleepTier | None = None) -> LivePolicy:
     """One Ebb policy for the live loop; ConfigError names the bad key or value.
 
     ``workload`` (an L2 class from ``--workloads``) sets the class weight, elasticity α, veto margin
@@ -42,7 +46,8 @@ def build_live_policy(spec: str, *, slo_ttft_ms: float, slo_e2e_ms: float, initi
     those gates — all must pass (the live controller measures their PromQL); gates of stage
     ``after_scale_down`` check every scale-down whole instead of canarying it. ``max_replicas`` is
     the ceiling when the spec has no ``max=``; ``cold_start_s`` the fleet's time from a replica's
-    request to serving when the spec has no ``cold_start_s=``."""
+    request to serving when the spec has no ``cold_start_s=``; ``tier`` the actuator's asleep tier
+    (None: none)."""
     items = parse_policies(spec, ("ebb",))
     if len(items) != 1:
         raise ConfigError(f"--policy {spec!r}: the live controller runs exactly one policy")
@@ -60,12 +65,13 @@ def build_live_policy(spec: str, *, slo_ttft_ms: float, slo_e2e_ms: float, initi
     # Without a class the policy keeps its own default (the note's latency-critical serving class).
     weights: dict[str, Any] = {} if workload is None else {"base_weight": workload.base_weight,
                                                            "alpha": workload.alpha}
+    knobs = tier_knobs(tier)
     policy = EbbPolicy(prof, slo_ttft_ms, slo_e2e_ms, min_replicas=mn, max_replicas=mx,
                        initial=max(mn, min(mx, initial)), spec=item.text, interval_s=interval_s,
                        pipeline=Pipeline(1, 1, fine_ms=100), max_staleness_s=max_staleness_s,
                        cold_start_s=param_float(item, "cold_start_s", cold_start_s, lo=0.0, hi=86_400.0),
                        warmup_s=None if item.get("warmup_s") is None else param_float(item, "warmup_s", 0.0, lo=0.0),
-                       **weights)
+                       wake_s=knobs.wake_s, sleep_max=knobs.sleep_max, **weights)
     if gates:  # one stage per gates file: canaried (gates:) or checked whole (after_scale_down:)
         return CanaryGuard(policy, gates[0], extra_gates=tuple(gates[1:]),
                            canary_replicas=None if gates[0].stage == "after_scale_down" else 1)

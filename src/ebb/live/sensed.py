@@ -223,7 +223,8 @@ def extrapolated(sig: LiveSignals, factor: float) -> LiveSignals:
 
 
 def observation(seen: Sensed, tick: Tick) -> Observation:
-    """What the policy is shown of a cycle's read (times on its monotonic timeline)."""
+    """What the policy is shown of a cycle's read (times on its monotonic timeline; the fleet's
+    sleepers, :attr:`~ebb.actuate.base.FleetState.asleep`, as ``asleep_replicas``)."""
     sig, state = seen.sig, seen.state
     pods = tuple(PodView(replica=r.replica, created_s=tick.policy_time(r.created_s),
                          ready_s=None if r.ready_s is None else tick.policy_time(r.ready_s), util_ratio=None,
@@ -234,4 +235,5 @@ def observation(seen: Sensed, tick: Tick) -> Observation:
         inflight += sig.queued
     return Observation(t_s=tick.t_s, spec_replicas=state.spec_replicas,
                        ready_replicas=state.ready_replicas, pods=pods, total_qps=sig.total_qps,
-                       total_inflight=inflight, queued=sig.queued, fine=rebase(sig.fine, tick))
+                       total_inflight=inflight, queued=sig.queued, fine=rebase(sig.fine, tick),
+                       asleep_replicas=len(state.asleep))

@@ -41,6 +41,10 @@ WORKER_MAX_BATCH: Final = "ebb_worker_max_batch"
 """Batch slots of the worker (gauge)."""
 WORKER_READY: Final = "ebb_worker_ready"
 """1 once warm-up has finished, else 0 (gauge)."""
+WORKER_SLEEP_STATE: Final = "ebb_worker_sleep_state"
+"""The worker's sleep state in vLLM's ``vllm:engine_sleep_state`` style (gauge): one sample per label
+``sleep_state`` = awake | weights_offloaded (sleep level 1) | discard_all (level 2), 1 for the state
+the worker is in and 0 for the others; a waking worker still reads asleep."""
 WORKER_PREFILL_BUSY: Final = "ebb_worker_prefill_busy_seconds_total"
 """Seconds spent prefilling (counter); its rate is the prefill busy share in replica units."""
 WORKER_REQUESTS: Final = "ebb_worker_requests_total"

@@ -42,7 +42,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ebb.decide.policy import EbbPolicy
+from ebb.decide.policy import EbbPolicy, tier_knobs
 from ebb.decide.profiles import PROFILE_FLAGS, PROFILE_KNOBS, PROFILES, profile_with_knobs
 from ebb.errors import ConfigError
 from ebb.gates.guard import CanaryGuard, ttft_gate
@@ -259,12 +259,11 @@ def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
         mx = param_int(item, "max", min(MAX_REPLICAS, max(8, 4 * ctx.oracle_peak)), lo=1)
         if mx > MAX_REPLICAS or mn > mx:
             raise ConfigError(f"policy {item.text!r}: need 1 <= min={mn} <= max={mx} <= {MAX_REPLICAS:,}")
-        tier = ctx.settings.cluster.sleep
+        knobs = tier_knobs(ctx.settings.cluster.sleep)
         ebb = EbbPolicy(profile, ctx.settings.slo.ttft_ms, ctx.settings.slo.e2e_ms, min_replicas=mn,
                         max_replicas=mx, initial=min(mx, ctx.initial_replicas), spec=item.text,
                         cold_start_s=ctx.settings.cluster.cold_start_s,
-                        wake_s=None if tier is None else tier.wake_s,
-                        sleep_max=0 if tier is None else tier.max_replicas)
+                        wake_s=knobs.wake_s, sleep_max=knobs.sleep_max)
         if param_choice(item, "canary", "off", ("on", "off")) == "on":
             return CanaryGuard(ebb, ttft_gate(ctx.settings.slo.ttft_ms, profile.veto_margin))
         return ebb

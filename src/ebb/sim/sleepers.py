@@ -31,11 +31,10 @@ Pure: times arrive from the engine's clock (never decreasing).
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
-
 import numpy as np
 
 from ebb.config.tiers import SleepTier
+from ebb.decide.base import Sleeps
 
 __all__ = ["Sleeps", "SleepPool", "sleep_tier"]
 
@@ -113,17 +112,8 @@ class SleepPool:
         return tuple(self.intervals)
 
 
-@runtime_checkable
-class Sleeps(Protocol):
-    """A policy that puts replicas to sleep when the cluster has an asleep tier (Ebb, static + sleep).
-    Peers do not: they keep their upstream behaviour, removing replicas."""
-
-    sleeps: bool
-
-    def asleep_wanted(self, running: int) -> int | None:
-        """How many sleepers to keep beside ``running`` replicas after a decision (the engine
-        releases the oldest past it); None: no opinion, the tier's TTL decides."""
-        ...
+# Sleeps (the policy's side) lives in ebb.decide.base, beside the other policy protocols, so the
+# live controller (which never imports ebb.sim) asks the same protocol; re-exported here.
 
 
 def sleep_tier(policy: object, tier: SleepTier | None) -> SleepTier | None:

@@ -94,6 +94,15 @@ CASES: list[tuple[str, Argv, str, str]] = [
     ("demo-live-negative-minutes", lambda f: ["demo", "--live", "--minutes", "-1", "--workdir",
                                               f"{f['dir']}/live", "--report", f"{f['dir']}/live.html"],
      "--minutes", ENTRY),
+    ("demo-live-bad-tier-key", lambda f: ["demo", "--live", "--tier", "asleep:wake=2", "--workdir",
+                                          f"{f['dir']}/live", "--report", f"{f['dir']}/live.html"],
+     "'wake=2' is not one of wake_s, max, ttl_s", ENTRY),
+    ("demo-live-negative-warmup", lambda f: ["demo", "--live", "--warmup-s", "-1", "--workdir",
+                                             f"{f['dir']}/live", "--report", f"{f['dir']}/live.html"],
+     "--warmup-s", ENTRY),
+    ("demo-live-tier-on-llamacpp", lambda f: ["demo", "--live", "--tier", "asleep", "--engine", "llamacpp",
+                                              "--workdir", f"{f['dir']}/live", "--report", f"{f['dir']}/live.html"],
+     "--tier", ENTRY),
 ]
 
 

@@ -203,3 +203,71 @@ def test_sigterm_refuses_new_work_finishes_in_flight_and_exits_zero() -> None:
             assert call(url + "/v1/generate", b'{"input_tokens": 1, "output_tokens": 1}')[0] == 503
             assert long.result(timeout=30)["e2e_ms"] > 0
         assert proc.wait(timeout=30) == 0
+
+
+def sleep_states(url: str) -> dict[str, float]:
+    """The worker's sleep-state gauge: {sleep_state: value}."""
+    fams = {f.name: f for f in text_string_to_metric_families(call(url + "/metrics")[1])}
+    return {s.labels["sleep_state"]: s.value for s in fams[names.WORKER_SLEEP_STATE].samples}
+
+
+def is_sleeping(url: str) -> bool:
+    status, text = call(url + "/is_sleeping")
+    assert status == 200, text
+    answer: bool = json.loads(text)["is_sleeping"]
+    return answer
+
+
+def test_a_sleeping_worker_refuses_work_but_stays_healthy_as_vllm_does() -> None:
+    with worker("--warmup-s", "0", "--speed", "10", "--wake-s", "0.2") as (_, url):
+        wait_ready(url)
+        assert not is_sleeping(url) and sleep_states(url) == {"awake": 1, "weights_offloaded": 0, "discard_all": 0}
+        assert call(url + "/sleep?level=2", b"") == (200, "")
+        assert is_sleeping(url) and sleep_states(url) == {"awake": 0, "weights_offloaded": 0, "discard_all": 1}
+        status, text = call(url + "/v1/generate", json.dumps({"input_tokens": 8, "output_tokens": 2}).encode())
+        assert status == 503 and "asleep" in text
+        assert call(url + "/healthz")[0] == 200  # only /is_sleeping says it sleeps
+        assert json.loads(call(url + "/stats")[1])["ready"] is False
+        assert call(url + "/wake_up", b"") == (200, "")
+        assert not is_sleeping(url) and sleep_states(url)["awake"] == 1
+        assert generate(url, 8, 2)["worker"] == "w-test"
+
+
+def test_is_sleeping_reads_true_through_a_wake_and_false_once_it_completed() -> None:
+    with worker("--warmup-s", "0", "--wake-s", "1.0") as (_, url):
+        wait_ready(url)
+        call(url + "/sleep", b"")
+        assert sleep_states(url)["weights_offloaded"] == 1  # level 1 by default
+        with ThreadPoolExecutor(1) as pool:
+            waking = pool.submit(call, url + "/wake_up", b"")
+            seen = [is_sleeping(url)]
+            while not waking.done():
+                seen.append(is_sleeping(url))
+            assert waking.result() == (200, "")
+        # true from the call until the wake completes (a last poll may see it done before the answer lands)
+        assert seen[0] and seen == sorted(seen, reverse=True) and not is_sleeping(url)
+
+
+def test_waking_only_the_weights_leaves_the_worker_asleep_until_the_kv_cache_wakes() -> None:
+    with worker("--warmup-s", "0", "--wake-s", "0") as (_, url):
+        wait_ready(url)
+        call(url + "/sleep?level=1", b"")
+        assert call(url + "/wake_up?tags=weights", b"") == (200, "")
+        assert is_sleeping(url)
+        assert call(url + "/wake_up?tags=kv_cache", b"") == (200, "")
+        assert not is_sleeping(url)
+
+
+@pytest.mark.parametrize("path", ["/sleep?level=3", "/sleep?level=x", "/wake_up?tags=lora"])
+def test_a_bad_sleep_level_or_wake_tag_gets_400(warm: str, path: str) -> None:
+    assert call(warm + path, b"")[0] == 400
+    assert not is_sleeping(warm)
+
+
+def test_a_wake_switched_to_fail_answers_500_and_leaves_the_worker_asleep() -> None:
+    with worker("--warmup-s", "0", "--wake-fails", "error") as (_, url):
+        wait_ready(url)
+        call(url + "/sleep", b"")
+        status, text = call(url + "/wake_up", b"")
+        assert status == 500 and "wake failed" in text
+        assert is_sleeping(url)

@@ -1,0 +1,116 @@
+"""The asleep tier live on loopback (issue #33): workers put to sleep in a lull and woken for a burst.
+
+The demo run replays a synthetic trace (Azure CSV format, Poisson arrivals at a piecewise-linear
+rate, seed 0): a quiet start, a ramp to a busy phase, a lull, then the same ramp to the same busy
+phase. The workers cold-start in 7 s and wake in 1 s, so the policy's cold-start bound holds
+replicas for the rise it saw within a cold start while its wake bound needs few of them running:
+the spare ones sleep. The test checks that replicas sleep in the lull and are woken for the burst,
+at most 1 % of requests break the TTFT SLO and none fails.
+
+The fault tests drive the actuator under steady load through the router: a wake that fails (500)
+or never completes is replaced by a cold start, a worker still asleep (its ``/healthz`` says 200, as
+vLLM's ``/health`` does) is never counted ready nor routed, and no request fails.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ebb.actuate.local import EbbWorkerLauncher, LocalActuator
+from ebb.actuate.local_sleep import wake_deadline_s
+from ebb.config.tiers import SleepTier
+from ebb.demo.loadgen import LoadGenerator
+from ebb.demo.router import Router
+from ebb.demo.stack import DemoSettings, LiveDemo
+from ebb.model.ids import DecisionId, TraceName
+from ebb.model.observation import ScaleRequest
+from ebb.model.trace import RequestTrace
+
+pytestmark = pytest.mark.slow
+
+LULL_THEN_BURST = ((0, 2), (8, 2), (14, 24), (24, 24), (26, 0.2), (60, 0.2), (66, 24), (74, 24))
+"""(trace s, requests/s) points of the demo run's rate: the lull is 26-60 s, the burst ramps from 60 s."""
+
+
+def write_azure_trace(path: Path, points: tuple[tuple[float, float], ...], seed: int = 0) -> float:
+    """Poisson arrivals at the piecewise-linear rate through ``points`` (thinning), 500-1500 prompt and
+    50-150 output tokens, written as an Azure LLM inference CSV; the trace's length (s)."""
+    rng = np.random.default_rng(seed)
+    at, rate = np.array([p[0] for p in points], dtype=float), np.array([p[1] for p in points], dtype=float)
+    top, end = float(rate.max()), float(at[-1])
+    cand = np.sort(rng.uniform(0.0, end, rng.poisson(top * end)))
+    arrivals = cand[rng.uniform(0.0, top, len(cand)) < np.interp(cand, at, rate)]
+    tokens_in, tokens_out = rng.integers(500, 1500, len(arrivals)), rng.integers(50, 150, len(arrivals))
+    t0 = datetime(2023, 11, 16, 18, 0, 0)
+    stamps = [(t0 + timedelta(seconds=float(s))).strftime("%Y-%m-%d %H:%M:%S.%f") + "0" for s in arrivals]
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+        f"{s},{i},{o}\n" for s, i, o in zip(stamps, tokens_in, tokens_out)))
+    return end
+
+
+def test_a_live_run_puts_workers_to_sleep_in_a_lull_and_wakes_them_for_the_burst(tmp_path: Path) -> None:
+    length_s = write_azure_trace(tmp_path / "lull-then-burst.csv", LULL_THEN_BURST)
+    asleep_at: list[tuple[float, int]] = []  # (trace s, replicas asleep) at each cycle
+    start = time.monotonic()
+
+    def each(out: object, demo: LiveDemo) -> None:
+        if demo.actuator is not None and demo.loadgen is not None:
+            asleep_at.append((time.monotonic() - start, len(demo.actuator.state().asleep)))
+
+    settings = DemoSettings(minutes=length_s / 60, trace=str(tmp_path / "lull-then-burst.csv"), start_s=0,
+                            time_scale=1.0, source="agents", initial=4, max_replicas=8, warmup_s=6.0,
+                            policy="ebb:profile=balanced,warmup_s=12", workdir=tmp_path, report=None,
+                            tier=SleepTier(wake_s=1.0, max_replicas=4))
+    result = LiveDemo(settings, on_cycle=each).run()
+    card = result.policy_run.scorecard
+    assert result.sleep is not None
+    assert result.sleep.sleeps >= 1 and result.sleep.wakes >= 1 and result.sleep.failed_wakes == 0, result.sleep
+    assert max(n for _, n in asleep_at) >= 1
+    assert asleep_at[-1][1] < max(n for _, n in asleep_at)  # the burst woke sleepers
+    assert result.load.failed == 0
+    assert card.slo_violation_pct <= 1.0, card.slo_violation_pct
+
+
+def steady_load(url: str, seconds: float) -> LoadGenerator:
+    """20 requests/s of 256 prompt and 100 output tokens: several in flight on every worker."""
+    n = int(20 * seconds)
+    trace = RequestTrace(TraceName("steady"), np.arange(n) / 20.0, np.full(n, 256, dtype=np.int64),
+                         np.full(n, 100, dtype=np.int64))
+    gen = LoadGenerator(url, trace)
+    gen.start()
+    return gen
+
+
+@pytest.mark.parametrize("fault", ["error", "hang"])
+def test_a_failing_wake_falls_back_to_a_cold_start_and_no_request_fails(fault: str) -> None:
+    tier = SleepTier(wake_s=0.5, max_replicas=2)
+    launcher = EbbWorkerLauncher(warmup_s=0.5, speed=10.0, wake_s=tier.wake_s, wake_fails=fault)
+    with Router(queue_timeout_s=60.0) as router, \
+            LocalActuator(router, initial=3, max_batch=4, launcher=launcher, tier=tier) as act:
+        act.wait_ready()
+        gen = steady_load(router.url, (wake_deadline_s(tier) if fault == "hang" else 0.0) + 10.0)
+        act.apply(DecisionId("down"), ScaleRequest(1))
+        deadline = time.monotonic() + 30.0
+        while len(act.state().asleep) < 2 or act.state().draining:
+            assert time.monotonic() < deadline, act.state()
+            time.sleep(0.05)
+        sleepers = {r.name for r in act.state().asleep}
+        act.apply(DecisionId("up"), ScaleRequest(3))
+        # until the fallback: a sleeper still asleep (health 200) is never counted ready nor routed
+        while act.sleep_counts().failed_wakes < 2:
+            st = act.state()
+            assert not any(r.ready_s is not None for r in st.replicas if r.name in sleepers)
+            assert not sleepers & {w["name"] for w in router.workers()}
+            assert time.monotonic() < deadline + wake_deadline_s(tier) + 10.0, act.sleep_counts()
+            time.sleep(0.05)
+        st = act.wait_ready(timeout_s=30.0)
+        assert st.spec_replicas == 3 and not sleepers & {r.name for r in st.replicas} and st.asleep == ()
+        assert act.sleep_counts().wakes == 0
+        assert gen.wait(timeout_s=120.0)
+        res = gen.results()
+    assert res.failed == 0 and res.ok.all()
