@@ -1,0 +1,269 @@
+"""The Kubernetes actuator's asleep tier end to end: the fake API server, in-process vLLM sleep engines, a router.
+
+Each pod of the Deployment gets its own loopback address (127.0.0.N, one port for all: the pods of a
+Deployment share their container port) and a :class:`~ebb.testing.vllm_sleep.SleepyEngine` there. The
+Service selects ``app=vllm`` and ``ebb.io/routable=true``; a router thread sends completions to the
+addresses the Service's EndpointSlices list (re-read every 20 ms, as kube-proxy follows them) and
+counts every answer that is not 200. Real time, short: settle 0.2 s, ticks 50 ms.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+pytest.importorskip("kubernetes")
+from kubernetes import client  # noqa: E402
+
+from ebb.actuate.base import SleepingActuator  # noqa: E402
+from ebb.actuate.kube_tier import ASLEEP_ANNOTATION, RELEASE_COST, ROUTABLE_LABEL, SLEEPER_COST, TierSettings  # noqa: E402
+from ebb.actuate.kubernetes import DELETION_COST_ANNOTATION, KubernetesActuator  # noqa: E402
+from ebb.config.tiers import SleepTier  # noqa: E402
+from ebb.model.ids import DecisionId  # noqa: E402
+from ebb.model.observation import ScaleRequest  # noqa: E402
+from ebb.testing.fake_kube import FakeKubeApiServer  # noqa: E402
+from ebb.testing.vllm_sleep import SleepyEngine  # noqa: E402
+
+IPS = [f"127.0.0.{k}" for k in range(2, 12)]
+DEP = "/apis/apps/v1/namespaces/default/deployments/vllm"
+
+
+def free_port() -> int:
+    """A port free on every address used (bound on the first, then tried on the rest)."""
+    for _ in range(20):
+        s = socket.socket()
+        s.bind((IPS[0], 0))
+        port = int(s.getsockname()[1])
+        s.close()
+        try:
+            for ip in IPS:
+                t = socket.socket()
+                t.bind((ip, port))
+                t.close()
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no port free on every loopback address")
+
+
+def wait_until(ok: Callable[[], object], what: str, timeout_s: float = 10.0) -> None:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if ok():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@dataclass
+class Router:
+    """Sends completions round-robin to the Service's ready endpoints; counts answers by status."""
+
+    fake: FakeKubeApiServer
+    port: int
+    ok: int = 0
+    failed: list[str] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def endpoints(self) -> list[str]:
+        with self.fake._lock:
+            self.fake._reconcile()
+            self.fake._sync_slices()
+            return sorted(ep["addresses"][0] for s in self.fake.slices.values() for ep in s["endpoints"]
+                          if ep["conditions"]["ready"])
+
+    def run(self) -> None:
+        k = 0
+        while not self.stop.is_set():
+            eps = self.endpoints()
+            if not eps:
+                time.sleep(0.02)
+                continue
+            ip = eps[k % len(eps)]
+            k += 1
+            req = urllib.request.Request(f"http://{ip}:{self.port}/v1/completions", data=b'{"prompt":"x"}',
+                                         method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=5) as resp:
+                    resp.read()
+                self.ok += 1
+            except (urllib.error.URLError, OSError) as exc:
+                self.failed.append(f"{ip}: {exc}")
+            time.sleep(0.02)
+
+
+@dataclass
+class Cluster:
+    fake: FakeKubeApiServer
+    engines: dict[str, SleepyEngine]
+    actuator: KubernetesActuator
+    router: Router
+
+    def engine_of(self, pod: str) -> SleepyEngine:
+        return self.engines[self.fake.pods[("default", pod)]["status"]["podIP"]]
+
+    def pod(self, name: str) -> dict[str, Any]:
+        p = self.fake.pod(name)
+        assert p is not None, name
+        return p
+
+    def spec(self) -> int:
+        return int(self.fake.deployments[("default", "vllm")]["spec"]["replicas"])
+
+    def ip(self, pod: str) -> str:
+        return str(self.pod(pod)["status"]["podIP"])
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    port = free_port()
+    engines = {ip: SleepyEngine(ip, port, service_s=0.1).start() for ip in IPS}
+    fake = FakeKubeApiServer().start()
+    fake.add_node("node-a", "zone-a")
+    fake.add_deployment("vllm", 3, labels={"app": "vllm"}, template_labels={ROUTABLE_LABEL: "true"}, pod_ips=IPS)
+    fake.add_service("vllm", {"app": "vllm", ROUTABLE_LABEL: "true"}, {"http": port})
+    api = client.ApiClient(fake.configuration())
+    tier = SleepTier(wake_s=0.5, max_replicas=2, ttl_s=3600)
+    actuator = KubernetesActuator("default", "vllm", api_client=api, tier=tier, qps=100, burst=100,
+                                  tier_settings=TierSettings(tier, engine_port=port, settle_s=0.2, tick_s=0.05,
+                                                             drain_budget_s=10.0))
+    router = Router(fake, port)
+    thread = threading.Thread(target=router.run, daemon=True)
+    thread.start()
+    try:
+        yield Cluster(fake, engines, actuator, router)
+    finally:
+        router.stop.set()
+        thread.join(timeout=10)
+        actuator.close()
+        api.close()
+        fake.stop()
+        for e in engines.values():
+            e.stop()
+
+
+def long_request(url: str, out: list[int]) -> threading.Thread:
+    def go() -> None:
+        req = urllib.request.Request(f"{url}/v1/completions", data=b"{}", method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                out.append(resp.status)
+        except urllib.error.HTTPError as exc:
+            out.append(exc.code)
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return t
+
+
+def sleep_one(c: Cluster, decision: str, replicas: int) -> str:
+    """Scale to ``replicas`` running; the victim (newest running) must end asleep. Its name."""
+    result = c.actuator.apply(DecisionId(decision), ScaleRequest(replicas))
+    assert result.applied and len(result.removed) == 1
+    victim = result.removed[0]
+    wait_until(lambda: victim in {r.name for r in c.actuator.state().asleep}, f"{victim} asleep")
+    return victim
+
+
+def test_a_drained_victim_leaves_the_service_finishes_its_work_then_sleeps_and_a_scale_up_wakes_it(
+        cluster: Cluster) -> None:
+    c = cluster
+    assert isinstance(c.actuator, SleepingActuator) and c.actuator.tier is not None
+    wait_until(lambda: c.router.ok >= 6, "traffic on every pod")
+    pods = c.fake.pod_names()
+    victim_engine = c.engine_of(pods[-1])
+    victim_engine.service_s = 1.0  # the victim's in-flight requests outlast the settle time
+    done: list[int] = []
+    inflight = [long_request(victim_engine.url, done) for _ in range(2)]
+    wait_until(lambda: victim_engine.running == 2, "two requests in flight on the victim")
+
+    result = c.actuator.apply(DecisionId("d1"), ScaleRequest(2))
+    assert result.removed == (pods[-1],) and (result.replicas_before, result.replicas_after) == (3, 2)
+    victim = pods[-1]
+    # out of every endpoint at once, while its two requests still run; /scale untouched
+    assert c.ip(victim) not in c.router.endpoints() and victim_engine.running >= 2  # + the router's own
+    assert c.spec() == 3 and c.actuator.state().spec_replicas == 2 and c.actuator.state().draining == 1
+    assert victim_engine.sleeps == []
+    for t in inflight:
+        t.join(timeout=5)
+    assert done == [200, 200]
+    wait_until(lambda: victim_engine.sleeps == [1], "the victim put to sleep")
+    assert victim_engine.aborted == 0  # it slept only once its work had finished
+    wait_until(lambda: ASLEEP_ANNOTATION in c.pod(victim)["metadata"]["annotations"], "the asleep annotation")
+    ann = c.pod(victim)["metadata"]["annotations"]
+    assert ann[DELETION_COST_ANNOTATION] == str(SLEEPER_COST)
+    st = c.actuator.state()
+    assert [r.name for r in st.asleep] == [victim] and st.spec_replicas == 2 and c.spec() == 3  # /scale = 2 + 1 asleep
+    assert st.draining == 0 and len(st.replicas) == 2
+
+    result = c.actuator.apply(DecisionId("d2"), ScaleRequest(3))
+    assert result.added == (victim,) and c.spec() == 3
+    wait_until(lambda: c.ip(victim) in c.router.endpoints(), "the woken pod back in the Service")
+    assert not victim_engine.sleeping and victim_engine.wakes == 1
+    assert DELETION_COST_ANNOTATION not in c.pod(victim)["metadata"]["annotations"]
+    assert c.fake.pod_names() == pods  # woken, no cold pod created
+    served = victim_engine.served
+    wait_until(lambda: victim_engine.served > served, "the woken pod serving again")
+    assert c.router.failed == [] and sum(e.refused for e in c.engines.values()) == 0
+
+
+def test_a_failing_wake_releases_the_sleeper_and_a_cold_pod_takes_its_place(
+        cluster: Cluster, caplog: pytest.LogCaptureFixture) -> None:
+    c = cluster
+    victim = sleep_one(c, "d1", 2)
+    c.engine_of(victim).fail_wake = True
+    with caplog.at_level(logging.WARNING, logger="ebb.actuate.kube_tier"):
+        result = c.actuator.apply(DecisionId("d2"), ScaleRequest(3))
+        assert result.added == (victim,)
+        wait_until(lambda: victim not in c.fake.pod_names(terminating=False), "the failed sleeper released")
+        wait_until(lambda: len(c.fake.pod_names(terminating=False)) == 3, "a cold pod in its place")
+    assert any("wake of" in r.message and victim in r.message and "cold" in r.message for r in caplog.records)
+    release = [r for r in c.fake.calls("PATCH", f"/pods/{victim}")
+               if (r.body or {}).get("metadata", {}).get("annotations", {}).get(DELETION_COST_ANNOTATION)
+               == str(RELEASE_COST)]
+    assert release, "the released pod got the lowest deletion cost before /scale went down"
+    scales = [r.body["spec"]["replicas"] for r in c.fake.calls("PATCH", f"{DEP}/scale")]
+    assert scales[-2:] == [2, 3]  # released, then a cold replica once it was terminating
+    assert c.spec() == 3
+    new = [n for n in c.fake.pod_names(terminating=False) if n != victim]
+    wait_until(lambda: all(c.ip(n) in c.router.endpoints() for n in new), "the cold pod serving")
+    assert c.router.failed == []
+
+
+def test_keep_asleep_releases_the_oldest_sleeper_through_scale_with_the_lowest_cost(cluster: Cluster) -> None:
+    c = cluster
+    first = sleep_one(c, "d1", 2)
+    second = sleep_one(c, "d2", 1)
+    assert [r.name for r in c.actuator.state().asleep] == [first, second] and c.spec() == 3
+    assert c.actuator.keep_asleep(None) == ()
+    assert c.actuator.keep_asleep(1) == (first,)
+    wait_until(lambda: first not in c.fake.pod_names(terminating=False), "the oldest sleeper terminating")
+    assert c.spec() == 2 and [r.name for r in c.actuator.state().asleep] == [second]
+    patches = [r for r in c.fake.requests if r.method == "PATCH"]
+    i_cost = max(i for i, r in enumerate(patches) if r.path.endswith(f"/pods/{first}") and
+                 (r.body or {}).get("metadata", {}).get("annotations", {}).get(DELETION_COST_ANNOTATION)
+                 == str(RELEASE_COST))
+    i_scale = max(i for i, r in enumerate(patches) if r.path == f"{DEP}/scale")
+    assert i_cost < i_scale and patches[i_scale].body["spec"]["replicas"] == 2
+    assert second in c.fake.pod_names(terminating=False)  # the newer sleeper stays
+    assert c.router.failed == []
+
+
+def test_a_drain_that_cannot_sleep_past_the_tier_max_releases_the_pod(cluster: Cluster) -> None:
+    c = cluster
+    sleep_one(c, "d1", 2)
+    sleep_one(c, "d2", 1)  # max_replicas = 2 sleep now
+    result = c.actuator.apply(DecisionId("d3"), ScaleRequest(0))
+    victim = result.removed[0]
+    engine = c.engine_of(victim)
+    wait_until(lambda: victim not in c.fake.pod_names(terminating=False), "the third victim released")
+    assert engine.sleeps == [] and c.spec() == 2
+    assert len(c.actuator.state().asleep) == 2
