@@ -267,3 +267,34 @@ def test_a_drain_that_cannot_sleep_past_the_tier_max_releases_the_pod(cluster: C
     wait_until(lambda: victim not in c.fake.pod_names(terminating=False), "the third victim released")
     assert engine.sleeps == [] and c.spec() == 2
     assert len(c.actuator.state().asleep) == 2
+
+
+def test_a_restarted_actuator_keeps_a_decision_once_and_finishes_the_drain_it_finds(cluster: Cluster) -> None:
+    c = cluster
+    pods = c.fake.pod_names()
+    victim_engine = c.engine_of(pods[-1])
+    victim_engine.service_s = 1.5
+    done: list[int] = []
+    t = long_request(victim_engine.url, done)
+    wait_until(lambda: victim_engine.running >= 1, "a request in flight on the victim")
+    first = c.actuator.apply(DecisionId("d1"), ScaleRequest(2))
+    c.actuator.close()  # the controller dies mid-drain
+    assert victim_engine.sleeps == []
+    tier = c.actuator.tier
+    assert tier is not None
+    port = int(victim_engine.url.rsplit(":", 1)[1])
+    api = client.ApiClient(c.fake.configuration())
+    again = KubernetesActuator("default", "vllm", api_client=api, qps=100, burst=100,
+                               tier_settings=TierSettings(tier, engine_port=port, settle_s=0.2, tick_s=0.05))
+    try:
+        retry = again.apply(DecisionId("d1"), ScaleRequest(2))
+        assert retry.applied is False and again.reason(DecisionId("d1")) == "already applied"
+        assert (retry.replicas_before, retry.replicas_after) == (first.replicas_before, first.replicas_after)
+        assert [r.name for r in again.state().replicas] == pods[:2]  # no second victim
+        t.join(timeout=5)
+        assert done == [200]
+        wait_until(lambda: victim_engine.sleeps == [1], "the drain the new actuator found ended in sleep")
+        assert victim_engine.aborted == 0 and [r.name for r in again.state().asleep] == [pods[-1]]
+    finally:
+        again.close()
+        api.close()

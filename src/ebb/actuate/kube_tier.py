@@ -36,6 +36,11 @@ Deployment's ``resourceVersion`` as a precondition):
   A wake that fails or is not done within ``max(10 s, 5 × tier.wake_s)`` releases that pod and
   raises ``/scale`` by one once it is terminating (a cold replica in its place); logged at WARNING.
   The rest of the scale-up raises ``/scale`` (cold pods).
+* **At most once per decision id, across restarts.** Before it changes anything, a decision writes
+  the Deployment's ``ebb.dev/last-decision-id`` and ``ebb.dev/last-decision-replicas``
+  (``running 3->2``) with the resourceVersion read as a precondition (409: re-read, retried); an
+  actuator that finds its id there answers ``applied=False`` ("already applied"). A crash between that
+  write and the pod patches loses the decision (never doubles it): the next cycle decides again.
 * **State.** Pods with ``ebb.io/asleep`` are :attr:`FleetState.asleep` (oldest sleeper first); pods
   with ``ebb.io/draining`` or ``ebb.io/routable: "false"`` count as draining; waking pods as
   starting (``ready_s`` None). ``spec_replicas`` = ``/scale`` − asleep − draining. Everything lives in
@@ -54,7 +59,8 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ebb.actuate.base import ActuationResult, FleetState, ReplicaState
 from ebb.actuate.engine_http import EngineCallError, EngineHttp
-from ebb.actuate.kube_client import DELETION_COST_ANNOTATION, WriteConflict
+from ebb.actuate.kube_client import (DECISION_ANNOTATION, DECISION_REPLICAS_ANNOTATION, DELETION_COST_ANNOTATION,
+                                     WriteConflict)
 from ebb.config.tiers import SleepTier
 from ebb.errors import ConfigError, PermanentError, TransientError
 from ebb.model.ids import DecisionId, ReplicaId
@@ -80,6 +86,7 @@ class TierOps(Protocol):
     def patch_pod(self, name: str, annotations: Mapping[str, str | None],
                   labels: Mapping[str, str | None] | None = None) -> None: ...
     def patch_scale(self, want: int, resource_version: str) -> None: ...
+    def write_intent(self, decision_id: DecisionId, dep: KubeDeployment, what: str) -> None: ...
     def added(self, selector: str, existing: set[str]) -> tuple[str, ...]: ...
     def emit_event(self, decision_id: DecisionId, dep: KubeDeployment, result: ActuationResult) -> None: ...
     def finish(self, result: ActuationResult, reason: str) -> ActuationResult: ...
@@ -105,6 +112,8 @@ DEFAULT_DRAIN_BUDGET_S: Final = 120.0
 """Longest drain (s) before the pod is released instead of slept: vLLM's own graceful shutdown
 budget is its pod's ``terminationGracePeriodSeconds`` (30 s by default); long generations need more."""
 _TERMINATING_WAIT_S: Final = 30.0
+_RUNNING: Final = "running "
+"""Prefix of a tier decision's replicas annotation (``running 3->2``): /scale does not move with it."""
 
 
 @dataclass(frozen=True)
@@ -217,12 +226,25 @@ class KubeTier:
     def apply(self, decision_id: DecisionId, request: ScaleRequest) -> ActuationResult:
         """Drain victims or wake sleepers (then cold pods); the caller holds the actuator's lock."""
         a = self.a
-        dep = a.read_deployment()
-        pods = a.pods(dep.selector)
-        running, asleep, _draining, _ = self.classify(pods)
-        n, want = len(running), request.replicas
-        if want == n:
-            return a.finish(ActuationResult(decision_id, False, n, n), "no change")
+        for _ in range(a.max_retries + 1):
+            dep = a.read_deployment()
+            if dep.annotations.get(DECISION_ANNOTATION) == decision_id:  # a previous actuator took it
+                frm, _, to = dep.annotations.get(DECISION_REPLICAS_ANNOTATION, "").removeprefix(_RUNNING).partition("->")
+                if frm.isdigit() and to.isdigit():
+                    return a.finish(ActuationResult(decision_id, False, int(frm), int(to)), "already applied")
+            pods = a.pods(dep.selector)
+            running, asleep, _draining, _ = self.classify(pods)
+            n, want = len(running), request.replicas
+            if want == n:
+                return a.finish(ActuationResult(decision_id, False, n, n), "no change")
+            try:
+                a.write_intent(decision_id, dep, f"{_RUNNING}{n}->{want}")
+                break
+            except WriteConflict:
+                continue
+        else:
+            raise TransientError(f"decision {decision_id}: {a.target} kept changing (409 Conflict "
+                                 f"{a.max_retries + 1} times); retry later", retry_after_s=a.backoff_s)
         now = self._wall()
         if want < n:
             names = a.replica_names()

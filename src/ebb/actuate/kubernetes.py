@@ -62,7 +62,9 @@ from typing import Any
 
 from ebb.actuate.base import ActuationResult, FleetState, ReplicaState
 from ebb.actuate.kube_client import MAX_BACKOFF_S as MAX_BACKOFF_S  # re-export: public here before the split
-from ebb.actuate.kube_client import DELETION_COST_ANNOTATION as DELETION_COST_ANNOTATION  # public here too
+from ebb.actuate.kube_client import DECISION_ANNOTATION as DECISION_ANNOTATION  # public here too
+from ebb.actuate.kube_client import DECISION_REPLICAS_ANNOTATION as DECISION_REPLICAS_ANNOTATION
+from ebb.actuate.kube_client import DELETION_COST_ANNOTATION as DELETION_COST_ANNOTATION
 from ebb.actuate.kube_client import ApiCaller, RateLimiter, WriteConflict
 from ebb.actuate.kube_tier import KubeTier, TierSettings
 from ebb.config.tiers import SleepTier
@@ -75,8 +77,6 @@ __all__ = ["DECISION_ANNOTATION", "DECISION_REPLICAS_ANNOTATION", "DELETION_COST
 
 log = logging.getLogger(__name__)
 
-DECISION_ANNOTATION = "ebb.dev/last-decision-id"
-DECISION_REPLICAS_ANNOTATION = "ebb.dev/last-decision-replicas"
 VICTIM_ANNOTATION = "ebb.dev/victim-of"
 """Marks the pods whose deletion cost this actuator set (value: the decision id)."""
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -395,9 +395,11 @@ class KubernetesActuator:
                         key=lambda p: (p.ready_s is not None, int(costs.get(p.name, p.cost))))
         return tuple(p.name for p in ranked[: max(0, len(live) - want)]), marked
 
-    def _write_intent(self, decision_id: DecisionId, dep: KubeDeployment, want: int) -> str:
+    def _write_intent(self, decision_id: DecisionId, dep: KubeDeployment, want: int, what: str | None = None) -> str:
+        """Annotate the Deployment with the decision (``what``: the replicas text, ``FROM->TO`` by default)."""
         body = {"metadata": {"resourceVersion": dep.resource_version, "annotations": {
-            DECISION_ANNOTATION: decision_id, DECISION_REPLICAS_ANNOTATION: f"{dep.replicas}->{want}"}}}
+            DECISION_ANNOTATION: decision_id,
+            DECISION_REPLICAS_ANNOTATION: what if what is not None else f"{dep.replicas}->{want}"}}}
         out = self._calls.call(f"annotate deployment {self.target}", lambda: self._apps.patch_namespaced_deployment(
             self.deployment, self.namespace, body, _content_type=_MERGE_PATCH, _request_timeout=self._timeout))
         return str(out.metadata.resource_version)
@@ -490,6 +492,9 @@ class _TierOps:
 
     def patch_scale(self, want: int, resource_version: str) -> None:
         self._a._patch_scale(want, resource_version)
+
+    def write_intent(self, decision_id: DecisionId, dep: KubeDeployment, what: str) -> None:
+        self._a._write_intent(decision_id, dep, dep.replicas, what)
 
     def added(self, selector: str, existing: set[str]) -> tuple[str, ...]:
         return self._a._added(selector, existing)
