@@ -25,7 +25,13 @@ pytest.importorskip("kubernetes")
 from kubernetes import client  # noqa: E402
 
 from ebb.actuate.base import SleepingActuator  # noqa: E402
-from ebb.actuate.kube_tier import ASLEEP_ANNOTATION, RELEASE_COST, ROUTABLE_LABEL, SLEEPER_COST, TierSettings  # noqa: E402
+from ebb.actuate.kube_tier import (  # noqa: E402
+    ASLEEP_ANNOTATION,
+    RELEASE_COST,
+    ROUTABLE_LABEL,
+    SLEEPER_COST,
+    TierSettings,
+)
 from ebb.actuate.kubernetes import DELETION_COST_ANNOTATION, KubernetesActuator  # noqa: E402
 from ebb.config.tiers import SleepTier  # noqa: E402
 from ebb.model.ids import DecisionId  # noqa: E402
@@ -135,7 +141,7 @@ def cluster() -> Iterator[Cluster]:
     tier = SleepTier(wake_s=0.5, max_replicas=2, ttl_s=3600)
     actuator = KubernetesActuator("default", "vllm", api_client=api, tier=tier, qps=100, burst=100,
                                   tier_settings=TierSettings(tier, engine_port=port, settle_s=0.2, tick_s=0.05,
-                                                             drain_budget_s=10.0))
+                                                             scan_s=0.1, drain_budget_s=10.0))
     router = Router(fake, port)
     thread = threading.Thread(target=router.run, daemon=True)
     thread.start()
@@ -298,3 +304,26 @@ def test_a_restarted_actuator_keeps_a_decision_once_and_finishes_the_drain_it_fi
     finally:
         again.close()
         api.close()
+
+
+def test_a_pod_taken_again_while_it_wakes_is_not_put_back_and_a_hand_made_label_is_left_alone(
+        cluster: Cluster) -> None:
+    c = cluster
+    victim = sleep_one(c, "d1", 2)
+    engine = c.engine_of(victim)
+    engine.wake_s = 0.8  # a slow wake: the next decision lands while it runs
+    assert c.actuator.apply(DecisionId("d2"), ScaleRequest(3)).added == (victim,)
+    rid = next(r.replica for r in c.actuator.state().replicas if r.name == victim)
+    again = c.actuator.apply(DecisionId("d3"), ScaleRequest(2, victims=(rid,)))
+    assert again.removed == (victim,)
+    wait_until(lambda: engine.wakes == 1, "the slow wake done")
+    wait_until(lambda: engine.sleeps == [1, 1], "the pod drained and asleep again")
+    assert c.ip(victim) not in c.router.endpoints()  # never put back in the Service in between
+    # a pod a person took out of the Service (no ebb.io/draining) is no capacity, and never slept or released
+    other = c.actuator.state().replicas[0].name
+    with c.fake._lock:
+        c.fake.pods[("default", other)]["metadata"]["labels"][ROUTABLE_LABEL] = "false"
+    time.sleep(0.6)
+    st = c.actuator.state()
+    assert other not in {r.name for r in st.replicas} and st.draining == 1 and c.engine_of(other).sleeps == []
+    assert other in c.fake.pod_names(terminating=False) and c.router.failed == []

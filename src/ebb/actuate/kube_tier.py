@@ -27,12 +27,19 @@ Deployment's ``resourceVersion`` as a precondition):
 * **Release** (a sleeper past ``tier.ttl_s``, :meth:`KubeTier.keep_asleep`, a failed wake, a drain
   that cannot sleep): cost ``-2000`` (below every sleeper's), then ``/scale`` − 1, so the ReplicaSet
   controller deletes that pod and it terminates gracefully. Upstream deletes **not-Ready pods before
-  any cost**, so a release waits (and is retried every tick) while a pod of the Deployment is not
-  Ready: a starting pod is never deleted in a sleeper's place.
+  any cost**, so a release waits (and is retried every tick) while a pod of the Deployment that is
+  not being released is not Ready: a starting pod is never deleted in a sleeper's place. A victim
+  that was never Ready (a cold pod still starting) served nothing: it is released at once.
+* **Labels Ebb did not set are left alone.** A pod with ``ebb.io/routable: "false"`` and no
+  ``ebb.io/draining`` (a person took it out) counts as draining (no capacity) and is never slept
+  or released by the tier.
 * **Wake.** ``apply`` raising the running replicas takes sleepers first, the most recent sleeper
   first: each loses ``ebb.io/asleep`` and its deletion cost and gets ``ebb.io/waking`` at once (it
   counts as a starting replica from then), and a thread calls ``POST /wake_up``, then polls
-  ``GET /is_sleeping`` until false, then patches ``ebb.io/routable: "true"`` (back in the Service).
+  ``GET /is_sleeping`` until false, then patches ``ebb.io/routable: "true"`` (back in the Service)
+  unless a later decision took the pod meanwhile (it no longer carries ``ebb.io/waking``). A pod
+  still draining is not taken back by a scale-up (cold pods start instead); it sleeps when its drain
+  ends and is woken by the next one.
   A wake that fails or is not done within ``max(10 s, 5 × tier.wake_s)`` releases that pod and
   raises ``/scale`` by one once it is terminating (a cold replica in its place); logged at WARNING.
   The rest of the scale-up raises ``/scale`` (cold pods).
@@ -229,7 +236,8 @@ class KubeTier:
         for _ in range(a.max_retries + 1):
             dep = a.read_deployment()
             if dep.annotations.get(DECISION_ANNOTATION) == decision_id:  # a previous actuator took it
-                frm, _, to = dep.annotations.get(DECISION_REPLICAS_ANNOTATION, "").removeprefix(_RUNNING).partition("->")
+                what = dep.annotations.get(DECISION_REPLICAS_ANNOTATION, "")
+                frm, _, to = what.removeprefix(_RUNNING).partition("->")
                 if frm.isdigit() and to.isdigit():
                     return a.finish(ActuationResult(decision_id, False, int(frm), int(to)), "already applied")
             pods = a.pods(dep.selector)
@@ -304,7 +312,8 @@ class KubeTier:
                 return
             dep = a.read_deployment()
             pods = {p.name: p for p in a.pods(dep.selector)}
-            if self._releases and not any(p.ready_s is None and not p.terminating for p in pods.values()):
+            if self._releases and not any(p.ready_s is None and not p.terminating and p.name not in self._releases
+                                          for p in pods.values()):
                 # upstream deletes not-Ready pods first: a release waits until no pod is starting
                 for name, cold in list(self._releases.items()):
                     p = pods.get(name)
@@ -355,9 +364,14 @@ class KubeTier:
                 if a.clock() - t0 > deadline_s:
                     raise EngineCallError(f"{engine.url} still sleeping {deadline_s:g} s after /wake_up")
                 time.sleep(0.05)
-            with a.lock:
+            with a.lock:  # apply holds the lock too: a decision cannot make it a victim in between
+                now = next((q for q in a.pods(a.read_deployment().selector) if q.name == p.name), None)
+                if now is None or now.terminating or WAKING_ANNOTATION not in now.annotations:
+                    log.info("%s woke but a later decision took it (draining or gone): left out of the Service",
+                             p.name)
+                    return
                 a.patch_pod(p.name, {WAKING_ANNOTATION: None, "ebb.dev/victim-of": None},
-                             labels={ROUTABLE_LABEL: "true"})
+                            labels={ROUTABLE_LABEL: "true"})
             log.info("%s woke in %.2f s and is back in the Service", p.name, a.clock() - t0)
         except EngineCallError as exc:
             log.warning("wake of %s failed (%s): releasing it and starting a cold replica", p.name, exc)
@@ -395,10 +409,10 @@ class KubeTier:
             with a.lock:
                 pods = a.pods(a.read_deployment().selector)
             _, asleep, draining, _ = self.classify(pods)
-            for p in draining:
-                if p.name not in self._drains and p.name not in self._releases:
-                    stamp = _stamp(p, DRAINING_ANNOTATION)
-                    self._drains[p.name] = (now_m - max(0.0, now_w - stamp) if stamp else now_m, p)
+            for p in draining:  # a drain this actuator began, or one it finds after a restart
+                stamp = _stamp(p, DRAINING_ANNOTATION)
+                if stamp is not None and p.name not in self._drains and p.name not in self._releases:
+                    self._drains[p.name] = (now_m - max(0.0, now_w - stamp), p)
             ttl = self.s.tier.ttl_s
             old = [p.name for p in asleep if now_w - (_stamp(p, ASLEEP_ANNOTATION) or 0.0) >= ttl
                    and p.name not in self._releases]
@@ -408,6 +422,11 @@ class KubeTier:
         ended: list[tuple[KubePod, float | None]] = []
         for name, (started, p) in list(self._drains.items()):
             elapsed = now_m - started
+            if p.ready_s is None:  # never Ready: it served nothing, nothing to drain or to sleep
+                del self._drains[name]
+                log.info("%s was not Ready when chosen: released at once", p.name)
+                self.release([name])
+                continue
             if elapsed < self.s.settle_s:
                 continue
             engine = self.engine(p)

@@ -85,5 +85,5 @@ def test_tier_settings_refuse_bad_values_in_one_line_and_bound_the_wake() -> Non
     for kw in ({"engine_port": 0}, {"drain_budget_s": 0}, {"settle_s": 500.0}, {"sleep_level": 3},
                {"tick_s": 0}, {"scan_s": 0.01}):
         with pytest.raises(ConfigError) as info:
-            TierSettings(tier, **kw)  # type: ignore[arg-type]
+            TierSettings(tier, **kw)
         assert "\n" not in str(info.value)
