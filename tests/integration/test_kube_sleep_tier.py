@@ -103,6 +103,8 @@ class Router:
                     resp.read()
                 self.ok += 1
             except (urllib.error.URLError, OSError) as exc:
+                if isinstance(exc, urllib.error.HTTPError):
+                    exc.close()
                 self.failed.append(f"{ip}: {exc}")
             time.sleep(0.02)
 
@@ -130,7 +132,9 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster() -> Iterator[Cluster]:
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """Three pods; the drain budget (s) is 10 unless the test parametrizes ``cluster`` indirectly."""
+    budget = float(getattr(request, "param", 10.0))
     port = free_port()
     engines = {ip: SleepyEngine(ip, port, service_s=0.1).start() for ip in IPS}
     fake = FakeKubeApiServer().start()
@@ -141,7 +145,7 @@ def cluster() -> Iterator[Cluster]:
     tier = SleepTier(wake_s=0.5, max_replicas=2, ttl_s=3600)
     actuator = KubernetesActuator("default", "vllm", api_client=api, tier=tier, qps=100, burst=100,
                                   tier_settings=TierSettings(tier, engine_port=port, settle_s=0.2, tick_s=0.05,
-                                                             scan_s=0.1, drain_budget_s=10.0))
+                                                             scan_s=0.1, drain_budget_s=budget))
     router = Router(fake, port)
     thread = threading.Thread(target=router.run, daemon=True)
     thread.start()
@@ -164,6 +168,7 @@ def long_request(url: str, out: list[int]) -> threading.Thread:
             with urllib.request.urlopen(req, timeout=10) as resp:
                 out.append(resp.status)
         except urllib.error.HTTPError as exc:
+            exc.close()
             out.append(exc.code)
     t = threading.Thread(target=go, daemon=True)
     t.start()
@@ -327,3 +332,22 @@ def test_a_pod_taken_again_while_it_wakes_is_not_put_back_and_a_hand_made_label_
     st = c.actuator.state()
     assert other not in {r.name for r in st.replicas} and st.draining == 1 and c.engine_of(other).sleeps == []
     assert other in c.fake.pod_names(terminating=False) and c.router.failed == []
+
+
+@pytest.mark.parametrize("cluster", [1.0], indirect=True, ids=["budget-1s"])
+def test_work_still_in_flight_when_the_drain_budget_runs_out_is_never_aborted_by_a_sleep(
+        cluster: Cluster, caplog: pytest.LogCaptureFixture) -> None:
+    c = cluster
+    pods = c.fake.pod_names()
+    engine = c.engine_of(pods[-1])
+    engine.service_s = 2.5  # longer than the 1 s budget
+    done: list[int] = []
+    t = long_request(engine.url, done)
+    wait_until(lambda: engine.running >= 1, "a long request on the victim")
+    with caplog.at_level(logging.WARNING, logger="ebb.actuate.kube_tier"):
+        assert c.actuator.apply(DecisionId("d1"), ScaleRequest(2)).removed == (pods[-1],)
+        wait_until(lambda: pods[-1] not in c.fake.pod_names(terminating=False), "the victim released")
+    assert any("drain budget" in r.message and "in flight" in r.message for r in caplog.records)
+    t.join(timeout=5)
+    assert done == [200] and engine.sleeps == [] and engine.aborted == 0
+    assert c.spec() == 2 and c.actuator.state().asleep == ()

@@ -16,7 +16,8 @@
   absent, a value that is not a finite number ≥ 0): the caller then keeps draining until its budget
   runs out, never reads an unknown as idle.
 
-Every call is one request bounded by ``timeout_s`` (connect and read) and raises
+Every call is one request bounded by ``timeout_s`` (the whole exchange: a trickling answer is cut at
+the deadline, at most one socket timeout late) and raises
 :class:`EngineCallError` (one line, naming the URL) on a refused connection, a timeout or an
 unexpected status. No redirects are followed. The parser here is deliberately small (actuators may
 not import :mod:`ebb.sources`, where the full exposition reader lives): a sample line is
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -113,12 +115,21 @@ class EngineHttp:
 
     def _call(self, method: str, path: str, cap: int = 64 * 1024, timeout_s: float | None = None) -> bytes:
         req = urllib.request.Request(self.url + path, method=method, data=b"" if method == "POST" else None)
+        limit_s = self.timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + limit_s
+        body = bytearray()
         try:
-            with _OPENER.open(req, timeout=self.timeout_s if timeout_s is None else timeout_s) as resp:
+            with _OPENER.open(req, timeout=limit_s) as resp:
                 if resp.status != 200:
                     raise EngineCallError(f"{method} {self.url}{path} answered HTTP {resp.status}")
-                body = resp.read(cap + 1)
+                while chunk := resp.read1(64 * 1024):  # a trickle is cut at the deadline
+                    body += chunk
+                    if len(body) > cap:
+                        break
+                    if time.monotonic() > deadline:
+                        raise EngineCallError(f"{method} {self.url}{path} took more than {limit_s:g} s")
         except urllib.error.HTTPError as exc:
+            exc.close()  # it holds the answer's socket
             raise EngineCallError(f"{method} {self.url}{path} answered HTTP {exc.code}") from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
             raise EngineCallError(f"{method} {self.url}{path} failed: {type(exc).__name__}: "

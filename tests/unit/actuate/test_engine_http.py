@@ -15,6 +15,7 @@ from ebb.actuate.engine_http import RUNNING_GAUGE, EngineCallError, EngineHttp, 
 from ebb.actuate.kube_tier import TierSettings
 from ebb.config.tiers import SleepTier
 from ebb.errors import ConfigError
+from ebb.testing.hostile_http import Handler, HostilePeer, answer, stream
 from ebb.testing.vllm_sleep import SleepyEngine
 
 
@@ -42,6 +43,7 @@ def complete(url: str, out: list[int]) -> threading.Thread:
                                         timeout=5) as r:
                 out.append(r.status)
         except urllib.error.HTTPError as exc:
+            exc.close()
             out.append(exc.code)
     t = threading.Thread(target=go)
     t.start()
@@ -63,7 +65,8 @@ def test_sleep_wake_and_in_flight_follow_vllm_and_a_sleep_aborts_what_runs() -> 
         assert 'sleep_state="weights_offloaded"} 1.0' in e.metrics_text()
         complete(e.url, out).join()
         assert out[-1] == 503 and e.refused == 1
-        urllib.request.urlopen(urllib.request.Request(e.url + "/wake_up?tags=weights", data=b"", method="POST"))
+        with urllib.request.urlopen(urllib.request.Request(e.url + "/wake_up?tags=weights", data=b"", method="POST")):
+            pass
         assert api.is_sleeping() and 'sleep_state="awake"} 0.0' in e.metrics_text()  # a partial wake
         api.wake_up()
         assert not api.is_sleeping() and e.wakes == 1
@@ -87,3 +90,27 @@ def test_tier_settings_refuse_bad_values_in_one_line_and_bound_the_wake() -> Non
         with pytest.raises(ConfigError) as info:
             TierSettings(tier, **kw)
         assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(("handler", "what"), [
+    (answer(b"not an exposition {{{"), "garbage"),
+    (answer(b"vllm:num_requests_running 1\n"), "no waiting gauge"),
+    (answer(b"vllm:num_requests_running 1\nvllm:num_requests_waiting 1e400\n"), "an infinite count"),
+    (answer(b"x", status="500 Internal Server Error"), "a 500"),
+    (answer(b"", extra="Location: http://10.0.0.1/\r\n", status="302 Found"), "a redirect, not followed"),
+    (stream(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n", b"vllm:num_requests_running 0\n" * 2000,
+            times=200), "past the size cap"),
+    (stream(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n", b"#", times=100, pause_s=0.05),
+     "a trickle past the deadline"),
+])
+def test_a_hostile_engine_page_is_never_read_as_idle(handler: Handler, what: str) -> None:
+    peer = HostilePeer(handler)
+    try:
+        start = time.monotonic()
+        assert EngineHttp(peer.url, timeout_s=1.0).inflight() is None, what
+        assert time.monotonic() - start < 3.0
+        with pytest.raises(EngineCallError) as info:
+            EngineHttp(peer.url, timeout_s=1.0).is_sleeping()
+        assert "\n" not in str(info.value)
+    finally:
+        peer.close()
