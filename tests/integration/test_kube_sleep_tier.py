@@ -351,3 +351,20 @@ def test_work_still_in_flight_when_the_drain_budget_runs_out_is_never_aborted_by
     t.join(timeout=5)
     assert done == [200] and engine.sleeps == [] and engine.aborted == 0
     assert c.spec() == 2 and c.actuator.state().asleep == ()
+
+
+def test_a_release_waits_for_a_starting_pod_and_a_queued_sleeper_is_never_woken(cluster: Cluster) -> None:
+    c = cluster
+    a = sleep_one(c, "d1", 2)
+    b = sleep_one(c, "d2", 1)
+    c.fake.ready_delay_s = 1.5
+    c.fake.set_replicas("vllm", 4)  # another writer: a pod starts, not Ready for 1.5 s
+    starting = [n for n in c.fake.pod_names(terminating=False) if n not in (a, b)][-1]
+    assert c.actuator.keep_asleep(0) == (a, b)
+    time.sleep(0.3)
+    assert {a, b} <= set(c.fake.pod_names(terminating=False))  # upstream would delete the starting pod first
+    up = c.actuator.apply(DecisionId("d3"), ScaleRequest(3))
+    assert a not in up.added and b not in up.added and len(up.added) == 1  # a cold pod, not a sleeper on its way out
+    wait_until(lambda: not {a, b} & set(c.fake.pod_names(terminating=False)), "both sleepers released", 8.0)
+    assert starting in c.fake.pod_names(terminating=False) and c.spec() == 3
+    assert c.engines[c.ip(starting)].sleeps == [] and c.router.failed == []

@@ -268,7 +268,8 @@ class KubeTier:
                 log.info("decision %s: %s leaves the Service and drains", decision_id, name)
             result = ActuationResult(decision_id, True, n, want, removed=victims)
         else:
-            woken = [p for p in reversed(asleep)][: want - n]  # the most recent sleeper first
+            # the most recent sleeper first; one already queued for release is no longer counted on
+            woken = [p for p in reversed(asleep) if p.name not in self._releases][: want - n]
             for p in woken:
                 a.patch_pod(p.name, {ASLEEP_ANNOTATION: None, DELETION_COST_ANNOTATION: None,
                                       WAKING_ANNOTATION: f"{now:.3f}"})
@@ -334,6 +335,7 @@ class KubeTier:
                     log.warning("%s: %d cold replica(s) started in place of %s", a.target, cold, name)
 
     def keep_asleep(self, keep: int | None) -> tuple[str, ...]:
+        """The oldest sleepers past ``keep``, released now or, while a pod starts, queued (never woken)."""
         if keep is None:
             return ()
         if keep < 0:
