@@ -361,6 +361,8 @@ def test_a_release_waits_for_a_starting_pod_and_a_queued_sleeper_is_never_woken(
     c.fake.set_replicas("vllm", 4)  # another writer: a pod starts, not Ready for 1.5 s
     starting = [n for n in c.fake.pod_names(terminating=False) if n not in (a, b)][-1]
     assert c.actuator.keep_asleep(0) == (a, b)
+    st = c.actuator.state()
+    assert st.asleep == () and st.draining == 2  # queued: no longer counted on, still held
     time.sleep(0.3)
     assert {a, b} <= set(c.fake.pod_names(terminating=False))  # upstream would delete the starting pod first
     up = c.actuator.apply(DecisionId("d3"), ScaleRequest(3))

@@ -48,9 +48,10 @@ Deployment's ``resourceVersion`` as a precondition):
   (``running 3->2``) with the resourceVersion read as a precondition (409: re-read, retried); an
   actuator that finds its id there answers ``applied=False`` ("already applied"). A crash between that
   write and the pod patches loses the decision (never doubles it): the next cycle decides again.
-* **State.** Pods with ``ebb.io/asleep`` are :attr:`FleetState.asleep` (oldest sleeper first); pods
-  with ``ebb.io/draining`` or ``ebb.io/routable: "false"`` count as draining; waking pods as
-  starting (``ready_s`` None). ``spec_replicas`` = ``/scale`` − asleep − draining. Everything lives in
+* **State.** Pods with ``ebb.io/asleep`` are :attr:`FleetState.asleep` (oldest sleeper first) unless
+  queued for release; those, and pods with ``ebb.io/draining`` or ``ebb.io/routable: "false"``,
+  count as draining; waking pods as starting (``ready_s`` None). ``spec_replicas`` = ``/scale`` −
+  asleep − draining. Everything lives in
   the pods' labels and annotations, so a restarted actuator resumes a drain (from its annotation's
   time), and finds its sleepers.
 """
@@ -216,6 +217,9 @@ class KubeTier:
 
     def state(self, spec: int, pods: list[KubePod]) -> FleetState:
         running, asleep, draining, terminating = self.classify(pods)
+        leaving = [p for p in asleep if p.name in self._releases]  # queued for release: not counted on
+        asleep = [p for p in asleep if p.name not in self._releases]
+        draining += leaving
         a = self.a
 
         def rs(p: KubePod, ready: bool = True) -> ReplicaState:
