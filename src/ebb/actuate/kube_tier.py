@@ -306,9 +306,10 @@ class KubeTier:
     def release(self, names: Iterable[str], cold: int = 0) -> None:
         """Queue ``names`` for release (module docstring), each followed by ``cold`` cold starts; done
         at once when every pod is Ready, else on a later tick."""
-        for name in names:
-            self._releases[name] = self._releases.get(name, 0) + cold
-        self._do_releases()
+        with self.a.lock:  # the tick, the wake threads and keep_asleep all queue releases
+            for name in names:
+                self._releases[name] = self._releases.get(name, 0) + cold
+            self._do_releases()
 
     def _do_releases(self) -> None:
         a = self.a
