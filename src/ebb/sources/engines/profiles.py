@@ -309,7 +309,7 @@ PROFILES: Final[Mapping[str, EngineProfile]] = MappingProxyType(
 
 # --- custom engines (YAML) ---------------------------------------------------------------------------
 
-_LIST_KEYS: Final = ("running", "waiting", "kv_usage", "max_concurrency", "busy_seconds", "required")
+_LIST_KEYS: Final = ("running", "waiting", "kv_usage", "max_concurrency", "busy_seconds", "sleep_state", "required")
 _STR_KEYS: Final = ("title", "source", "enable_hint", "metrics_path", "notes")
 _KEYS: Final = frozenset(_LIST_KEYS + _STR_KEYS + HISTOGRAM_SIGNALS + ("extends", "busy_unit_s", "default_port"))
 _SHAPE = ("write engines: {NAME: {title: ..., source: ..., running: [metric], waiting: [metric]}} (one line: "

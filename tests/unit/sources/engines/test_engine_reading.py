@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ebb.errors import InputError
-from ebb.sources.engines import PROFILES, EngineProfile, HistogramSpec, interval, read_engine_text
+from ebb.errors import ConfigError, InputError
+from ebb.sources.engines import PROFILES, EngineProfile, HistogramSpec, interval, load_engines_file, read_engine_text
 from ebb.sources.engines.reading import LatencyDelta
 
 VLLM = PROFILES["vllm"]
@@ -237,3 +238,15 @@ def test_a_bad_sleep_series_is_dropped_alone_and_an_unreadable_gauge_reads_aslee
     assert any("sleep state 0.5 is neither 0 nor 1" in d for d in r.dropped)
     ok = read_engine_text(scrape(extra=sleep_lines("0", 1, 0, 0) + sleep_lines("1", 1, 0, 7)), VLLM, source="s")
     assert ok.asleep is False and any("discard_all" in d and "7" in d for d in ok.dropped)
+
+
+def test_a_custom_engine_names_its_sleep_gauge_and_a_bad_name_is_one_line(tmp_path: Path) -> None:
+    f = tmp_path / "engines.yaml"
+    f.write_text("version: 1\nengines:\n  fork:\n    extends: vllm\n    sleep_state: [fork:sleep_state]\n")
+    prof = load_engines_file(f)["fork"]
+    text = scrape(extra='fork:sleep_state{sleep_state="awake"} 0\nfork:sleep_state{sleep_state="discard_all"} 1\n')
+    assert prof.sleep_state == ("fork:sleep_state",) and read_engine_text(text, prof, source="s").asleep is True
+    f.write_text("version: 1\nengines:\n  fork:\n    extends: vllm\n    sleep_state: ['x{a=b}']\n")
+    with pytest.raises(ConfigError) as info:
+        load_engines_file(f)
+    assert "engines.fork.sleep_state" in str(info.value) and "\n" not in str(info.value)
