@@ -9,6 +9,7 @@ counts every answer that is not 200. Real time, short: settle 0.2 s, ticks 50 ms
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import threading
@@ -81,11 +82,12 @@ class Router:
     stop: threading.Event = field(default_factory=threading.Event)
 
     def endpoints(self) -> list[str]:
-        with self.fake._lock:
-            self.fake._reconcile()
-            self.fake._sync_slices()
-            return sorted(ep["addresses"][0] for s in self.fake.slices.values() for ep in s["endpoints"]
-                          if ep["conditions"]["ready"])
+        """The Service's ready endpoints, listed from the API server as kube-proxy follows them."""
+        url = (f"{self.fake.url}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
+               "?labelSelector=kubernetes.io/service-name%3Dvllm")
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            slices = json.loads(resp.read())["items"]
+        return sorted(ep["addresses"][0] for s in slices for ep in s["endpoints"] if ep["conditions"]["ready"])
 
     def run(self) -> None:
         k = 0
@@ -326,8 +328,10 @@ def test_a_pod_taken_again_while_it_wakes_is_not_put_back_and_a_hand_made_label_
     assert c.ip(victim) not in c.router.endpoints()  # never put back in the Service in between
     # a pod a person took out of the Service (no ebb.io/draining) is no capacity, and never slept or released
     other = c.actuator.state().replicas[0].name
-    with c.fake._lock:
-        c.fake.pods[("default", other)]["metadata"]["labels"][ROUTABLE_LABEL] = "false"
+    with client.ApiClient(c.fake.configuration()) as person:
+        body = {"metadata": {"labels": {ROUTABLE_LABEL: "false"}}}
+        client.CoreV1Api(person).patch_namespaced_pod(other, "default", body,
+                                                      _content_type="application/merge-patch+json")
     time.sleep(0.6)
     st = c.actuator.state()
     assert other not in {r.name for r in st.replicas} and st.draining == 1 and c.engine_of(other).sleeps == []
