@@ -143,6 +143,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     fake.add_node("node-a", "zone-a")
     fake.add_deployment("vllm", 3, labels={"app": "vllm"}, template_labels={ROUTABLE_LABEL: "true"}, pod_ips=IPS)
     fake.add_service("vllm", {"app": "vllm", ROUTABLE_LABEL: "true"}, {"http": port})
+    fake.add_service("vllm-metrics", {"app": "vllm"}, {"http": port})  # what the agent polls: every pod
     api = client.ApiClient(fake.configuration())
     tier = SleepTier(wake_s=0.5, max_replicas=2, ttl_s=3600)
     actuator = KubernetesActuator("default", "vllm", api_client=api, tier=tier, qps=100, burst=100,
@@ -374,3 +375,39 @@ def test_a_release_waits_for_a_starting_pod_and_a_queued_sleeper_is_never_woken(
     wait_until(lambda: not {a, b} & set(c.fake.pod_names(terminating=False)), "both sleepers released", 8.0)
     assert starting in c.fake.pod_names(terminating=False) and c.spec() == 3
     assert c.engines[c.ip(starting)].sleeps == [] and c.router.failed == []
+
+
+def test_the_node_agent_sees_the_sleeper_through_the_metrics_service_and_counts_it_as_no_capacity(
+        cluster: Cluster) -> None:
+    from ebb.agent.kube_pods import EndpointSliceLister
+    from ebb.agent.server import Agent
+    from ebb.sources.agents import AgentSource
+    from ebb.sources.engines.profiles import PROFILES
+
+    c = cluster
+    port = int(next(iter(c.engines.values())).url.rsplit(":", 1)[1])
+    api = client.ApiClient(c.fake.configuration())
+    try:
+        lister = EndpointSliceLister("vllm-metrics", "node-a", port, namespace="default", api_client=api)
+        with Agent(engine=PROFILES["vllm"], engine_pods=lister, discover_s=0.2, name="node-a") as agent:
+            source = AgentSource([agent.url], timeout_s=2.0)
+            wait_until(lambda: source.read(0.0).replicas_seen == 3, "three awake pods seen")
+            victim = sleep_one(c, "d1", 2)
+            name = f"{c.ip(victim)}:{port}"
+
+            def counted() -> bool:
+                sig = source.read(time.time() - 0.5)
+                return sig.asleep_replicas == 1 and sig.replicas_seen == 2
+            wait_until(counted, "the sleeper counted asleep, not seen as capacity")
+            newest = agent.aggregator.since(0)[-1]
+            assert newest.workers[name].asleep and not newest.workers[name].ready
+            with urllib.request.urlopen(f"{agent.url}/metrics", timeout=5) as resp:
+                assert "ebb_agent_asleep_workers 1.0" in resp.read().decode()
+            c.actuator.apply(DecisionId("d2"), ScaleRequest(3))
+
+            def awake_again() -> bool:
+                sig = source.read(time.time() - 0.5)
+                return sig.asleep_replicas == 0 and sig.replicas_seen == 3
+            wait_until(awake_again, "the woken pod counted as capacity again")
+    finally:
+        api.close()
