@@ -414,3 +414,19 @@ def test_the_node_agent_sees_the_sleeper_through_the_metrics_service_and_counts_
             wait_until(awake_again, "the woken pod counted as capacity again")
     finally:
         api.close()
+
+
+def test_a_wake_slower_than_its_deadline_falls_back_to_a_cold_pod(cluster: Cluster,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    c = cluster
+    victim = sleep_one(c, "d1", 2)
+    ip = c.ip(victim)
+    c.engine_of(victim).wake_s = 30.0  # the deadline is max(10 s, 5 x 0.5 s) = 10 s
+    start = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="ebb.actuate.kube_tier"):
+        assert c.actuator.apply(DecisionId("d2"), ScaleRequest(3)).added == (victim,)
+        wait_until(lambda: victim not in c.fake.pod_names(terminating=False), "the slow sleeper released", 20.0)
+    assert 9.5 <= time.monotonic() - start < 20.0
+    assert any("wake of" in r.message and victim in r.message for r in caplog.records)
+    wait_until(lambda: len(c.fake.pod_names(terminating=False)) == 3, "a cold pod in its place")
+    assert c.spec() == 3 and ip not in c.router.endpoints() and c.router.failed == []
