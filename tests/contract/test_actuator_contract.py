@@ -73,9 +73,37 @@ def kubernetes_actuator(tmp: Path) -> Iterator[Actuator]:
             api.close()
 
 
+@contextmanager
+def kubernetes_tier_actuator(tmp: Path) -> Iterator[Actuator]:
+    """KubernetesActuator with an asleep tier: victims leave the Service and drain instead of /scale going
+    down at once. These pods have no engine to read (no pod IP), so each drain runs its (short) budget
+    and the pod is released; sleeping itself is tested in tests/integration/test_kube_sleep_tier.py."""
+    kube_client = pytest.importorskip("kubernetes.client")
+    from ebb.actuate.kube_tier import ROUTABLE_LABEL, TierSettings
+    from ebb.actuate.kubernetes import KubernetesActuator
+    from ebb.config.tiers import SleepTier
+    from ebb.testing.fake_kube import FakeKubeApiServer
+
+    with FakeKubeApiServer() as fake:
+        fake.add_node("node-a", "zone-a")
+        fake.add_deployment("serving", 1, namespace="ebb-contract", template_labels={ROUTABLE_LABEL: "true"})
+        api = kube_client.ApiClient(fake.configuration())
+        tier = SleepTier(wake_s=1, max_replicas=2)
+        act = KubernetesActuator("ebb-contract", "serving", api_client=api, qps=1000.0, burst=100,
+                                 tier_settings=TierSettings(tier, settle_s=0.0, drain_budget_s=0.3, tick_s=0.05,
+                                                            scan_s=0.05))
+        try:
+            yield act
+        finally:
+            act.close()
+            api.close()
+
+
 FACTORIES = [ActuatorFactory("fake", fake_actuator), ActuatorFactory("local", local_actuator),
-             ActuatorFactory("local-asleep", local_asleep_actuator), ActuatorFactory("kubernetes", kubernetes_actuator)]
+             ActuatorFactory("local-asleep", local_asleep_actuator), ActuatorFactory("kubernetes", kubernetes_actuator),
+             ActuatorFactory("kubernetes-tier", kubernetes_tier_actuator)]
 SLEEPING_FACTORIES = [ActuatorFactory("local-asleep", local_asleep_actuator)]
+"""The Kubernetes tier's sleeping needs engines on pod IPs: tests/integration/test_kube_sleep_tier.py."""
 
 
 @pytest.fixture(params=FACTORIES, ids=lambda f: f.name)

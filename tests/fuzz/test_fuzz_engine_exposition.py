@@ -63,6 +63,10 @@ VLLM = ('# HELP vllm:num_requests_running r\n# TYPE vllm:num_requests_running ga
         '# TYPE vllm:num_preemptions counter\nvllm:num_preemptions_total{engine="0",model_name="m"} 2.0\n'
         'vllm:num_preemptions_created{engine="0",model_name="m"} 1.7740114612872875e+09\n'
         'vllm:request_prefill_time_seconds_sum{engine="0",model_name="m"} 4.5\n'
+        '# TYPE vllm:engine_sleep_state gauge\n'
+        'vllm:engine_sleep_state{engine="0",model_name="m",sleep_state="awake"} 1.0\n'
+        'vllm:engine_sleep_state{engine="0",model_name="m",sleep_state="weights_offloaded"} 0.0\n'
+        'vllm:engine_sleep_state{engine="0",model_name="m",sleep_state="discard_all"} 0.0\n'
         + _hist("vllm:time_to_first_token_seconds", 'engine="0",model_name="m"', ["0.01", "0.1", "1.0", "+Inf"],
                 [1, 4, 9, 10])
         + _hist("vllm:inter_token_latency_seconds", 'engine="0",model_name="m"', ["0.01", "0.1", "+Inf"], [5, 7, 7]))
@@ -91,7 +95,8 @@ TOKENS = ["...", "* Connection #0 to host 10.0.0.1 left intact\n", "{", "}", '"'
           "\x00", "\ufeff", "\\", '\\"', "#", "# TYPE x counter\n", "# HELP\n", '# TYPE vllm:num_requests_running histogram\n',
           'le="+Inf"', 'le="NaN"', 'le="-1"', "NaN", "+Inf", "-Inf", "-1", "1e309", "9" * 400, "0x1F", "1_000",
           "_bucket", "_count", "_sum", "_total", "_created", 'engine="1"', "vllm:num_requests_running ",
-          "sglang:num_running_reqs{model_name=\"m\"} ", "é", "\t"]
+          "sglang:num_running_reqs{model_name=\"m\"} ", "é", "\t", 'sleep_state="awake"',
+          'sleep_state="discard_all"', "vllm:engine_sleep_state{sleep_state=\"weights_offloaded\"} 1\n", "0.5"]
 OPS = [overwrite(chr, 0x2FF), insert(TOKENS), delete_run(), duplicate(), truncate(), replace("\n", "\r\n", 3),
        append(TOKENS)]
 
@@ -123,6 +128,7 @@ def _check_reading(engine: str, data: str | bytes) -> None:
         return
     assert math.isfinite(r.running) and math.isfinite(r.waiting)
     assert r.kv_usage_ratio is None or 0.0 <= r.kv_usage_ratio <= 1.0
+    assert r.asleep is None if not profile.sleep_state else r.asleep in (None, True, False)
     for h in r.histograms.values():
         assert h.upper_s[-1] == math.inf and bool(np.all(h.upper_s[1:] > h.upper_s[:-1]))
         assert bool(np.all(h.cumulative[1:] >= h.cumulative[:-1])) and h.count == h.cumulative[-1] >= 0
@@ -222,6 +228,8 @@ def test_an_agent_bucket_from_a_mutated_scrape_is_one_the_controllers_decoder_ac
             bucket = agg.close(end)
         decoded = decode_page_json(page_json("a", 100, bucket.ts_ns, [encode_bucket_json(bucket)]), "http://agent")
         assert len(decoded.buckets) == 1
+        for w in decoded.buckets[0].workers.values():
+            assert not (w.asleep and w.ready)  # a sleeper is never ready capacity
 
 
 ENGINES_SEED = (Path(__file__).resolve().parents[2] / "docs" / "examples" / "engines.yaml").read_text(encoding="utf-8")
@@ -269,3 +277,42 @@ def test_engines_files_are_read_or_refused_with_one_config_error_line(
         assert "\n" not in text and text.startswith(f"{path}: ") and "(fix: " in text, text
         return
     assert engines and all(p.running and p.waiting for p in engines.values())
+
+
+STATES = ("awake", "weights_offloaded", "discard_all")
+sleep_series = st.lists(st.tuples(st.sampled_from(["0", "1"]), st.sampled_from(STATES + ("", "other")),
+                                  st.sampled_from([0.0, 1.0, 1.0, 0.5, -1.0, 2.0, float("nan")])), max_size=9)
+
+
+def _expected_asleep(rows: list[tuple[str, str, float]]) -> bool | None:
+    """The reference: per engine, awake iff awake = 1 and no other state at 1; bad values dropped;
+    a family with no usable series reads asleep; no family reads None. A NaN never leaves the
+    exposition parser (not a finite number), so it is as if never written."""
+    rows = [r for r in rows if not math.isnan(r[2])]
+    if not rows:
+        return None
+    groups: dict[str, dict[str, float]] = {}
+    seen: set[tuple[str, str]] = set()
+    for engine, state, v in rows:
+        if (engine, state) in seen:
+            continue  # a repeated series: the first is read
+        seen.add((engine, state))
+        if v in (0.0, 1.0):
+            groups.setdefault(engine, {})[state] = v
+    if not groups:
+        return True
+    return any(g.get("awake") != 1.0 or any(v == 1.0 for k, v in g.items() if k != "awake") for g in groups.values())
+
+
+@FUZZ
+@given(rows=sleep_series)
+def test_the_sleep_state_reads_asleep_unless_every_engine_is_fully_awake(
+        rows: list[tuple[str, str, float]], fuzz_tried: Callable[[str], None]) -> None:
+    fuzz_tried("engine sleep state")
+    lines = [f'vllm:engine_sleep_state{{engine="{e}",model_name="m"{f",sleep_state={chr(34)}{s}{chr(34)}" if s else ""}}}'
+             f" {v!r}".replace("nan", "NaN") for e, s, v in rows]
+    text = VLLM.replace("vllm:engine_sleep_state", "x_unused") + "\n".join(lines) + "\n"
+    r = read_engine_text(text, PROFILES["vllm"], source="fuzz")
+    assert r.asleep is _expected_asleep(rows)
+    poll = EnginePoller(PROFILES["vllm"]).observe(URL, text.encode(), 1.0)
+    assert poll.gauges.asleep is bool(r.asleep) and poll.gauges.ready is not poll.gauges.asleep

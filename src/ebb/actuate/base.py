@@ -8,7 +8,9 @@ and on the in-memory fake :class:`ebb.testing.fakes.FakeActuator`):
   nothing and returns the outcome recorded the first time, with ``applied=False``.
 * **Never fails a request by scaling down.** Victims stop receiving new work first and are removed
   only after their in-flight work finished (local: drain; Kubernetes: the pod's own graceful
-  termination, chosen through ``pod-deletion-cost``, evicted through the Eviction API so PDBs apply).
+  termination, chosen through ``pod-deletion-cost``, evicted through the Eviction API so PDBs apply;
+  with an asleep tier, a label takes the victim out of its Service and it sleeps only once its
+  engine reads no request in flight: :mod:`ebb.actuate.kube_tier`).
 * **Victims are hints.** Named victims go first; the actuator chooses the rest (newest first) and
   reports what it removed. Unknown victim names are ignored, never an error.
 * **Synchronous.** ``apply`` returns once the change is accepted by the system (workers started or

@@ -33,7 +33,12 @@ from typing import Any, TypeVar
 from ebb.ratelimit import TokenBucket
 from ebb.errors import PermanentError, TransientError
 
-__all__ = ["MAX_BACKOFF_S", "ApiCaller", "RateLimiter", "WriteConflict"]
+__all__ = ["DECISION_ANNOTATION", "DECISION_REPLICAS_ANNOTATION", "DELETION_COST_ANNOTATION", "MAX_BACKOFF_S", "ApiCaller", "RateLimiter", "WriteConflict"]
+
+DECISION_ANNOTATION = "ebb.dev/last-decision-id"
+DECISION_REPLICAS_ANNOTATION = "ebb.dev/last-decision-replicas"
+DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+"""The ReplicaSet controller deletes lower-cost pods first (after not-Ready ones; Kubernetes ≥ 1.22)."""
 
 # the actuator's logger, so that filtering on it keeps covering its retries
 log = logging.getLogger("ebb.actuate.kubernetes")

@@ -33,6 +33,12 @@ Guarantees, beyond those of :mod:`ebb.actuate.base`:
 * **Events never change behaviour.** One Kubernetes Event (``EbbScaleDown``/``EbbScaleUp``) per
   applied decision, named after the decision id (a repeat is a harmless 409); failure is logged.
 
+* **An asleep tier when given one** (``tier``; :class:`~ebb.actuate.base.SleepingActuator`): victims
+  leave the Service by a label, drain, and sleep through their engine (vLLM ``POST /sleep``) while
+  staying pods of the Deployment (``/scale`` = running + asleep); scale-ups wake them first; releases
+  go through deletion cost and ``/scale`` — :mod:`ebb.actuate.kube_tier`. ``tier=None`` (the
+  default) is everything above, unchanged: no background thread, no engine call.
+
 State reads ``/scale`` and lists pods by its selector; terminating pods (``deletionTimestamp``)
 count as ``draining``. Zones come from each node's ``topology.kubernetes.io/zone`` label (cached
 for the actuator's life). API calls used — and all that ``deploy/rbac.yaml`` grants: deployments
@@ -49,13 +55,19 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
 from ebb.actuate.base import ActuationResult, FleetState, ReplicaState
 from ebb.actuate.kube_client import MAX_BACKOFF_S as MAX_BACKOFF_S  # re-export: public here before the split
+from ebb.actuate.kube_client import DECISION_ANNOTATION as DECISION_ANNOTATION  # public here too
+from ebb.actuate.kube_client import DECISION_REPLICAS_ANNOTATION as DECISION_REPLICAS_ANNOTATION
+from ebb.actuate.kube_client import DELETION_COST_ANNOTATION as DELETION_COST_ANNOTATION
 from ebb.actuate.kube_client import ApiCaller, RateLimiter, WriteConflict
+from ebb.actuate.kube_tier import KubeTier, TierSettings
+from ebb.config.tiers import SleepTier
 from ebb.errors import ConfigError, PermanentError, TransientError, require_extra
 from ebb.model.ids import DecisionId, ReplicaId
 from ebb.model.observation import ScaleRequest
@@ -65,9 +77,6 @@ __all__ = ["DECISION_ANNOTATION", "DECISION_REPLICAS_ANNOTATION", "DELETION_COST
 
 log = logging.getLogger(__name__)
 
-DECISION_ANNOTATION = "ebb.dev/last-decision-id"
-DECISION_REPLICAS_ANNOTATION = "ebb.dev/last-decision-replicas"
-DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 VICTIM_ANNOTATION = "ebb.dev/victim-of"
 """Marks the pods whose deletion cost this actuator set (value: the decision id)."""
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -90,7 +99,9 @@ class Eviction:
 
 
 @dataclass(frozen=True)
-class _Deployment:
+class KubeDeployment:
+    """A Deployment as the actuator reads it."""
+
     replicas: int
     resource_version: str
     uid: str
@@ -99,13 +110,17 @@ class _Deployment:
 
 
 @dataclass(frozen=True)
-class _Pod:
+class KubePod:
+    """A pod of the Deployment as the actuator reads it."""
+
     name: str
     created_s: float
     ready_s: float | None
     node: str
     terminating: bool
     annotations: Mapping[str, str]
+    ip: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def cost(self) -> int:
@@ -136,7 +151,8 @@ class KubernetesActuator:
                  in_cluster: bool = False, qps: float = 5.0, burst: int = 10, max_retries: int = 5,
                  backoff_s: float = 0.2, controller_name: str = "ebb", request_timeout_s: float = 10.0,
                  clock: Callable[[], float] | None = None, sleep: Callable[[float], None] | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, tier: SleepTier | None = None,
+                 tier_settings: TierSettings | None = None) -> None:
         if not namespace or not deployment:
             raise ConfigError(f"kubernetes actuator needs a namespace and a deployment, got "
                               f"{namespace!r}/{deployment!r} (fix: pass --namespace and --deployment)")
@@ -167,13 +183,24 @@ class KubernetesActuator:
         self._zones: dict[str, str] = {}
         self._done: dict[DecisionId, ActuationResult] = {}
         self._reasons: dict[DecisionId, str] = {}
+        if tier_settings is not None and tier is not None and tier_settings.tier != tier:
+            raise ConfigError(f"{self.target}: tier {tier.describe()} differs from the tier settings' "
+                              f"{tier_settings.tier.describe()} (fix: pass one of them)")
+        self.tier: SleepTier | None = tier or (tier_settings.tier if tier_settings is not None else None)
+        """The asleep tier (:class:`~ebb.actuate.base.SleepingActuator`); None: no pod ever sleeps."""
+        self._tier: KubeTier | None = None
+        if self.tier is not None:
+            self._tier = KubeTier(_TierOps(self), tier_settings or TierSettings(self.tier))
 
     @staticmethod
     def _load_client(kubeconfig: str | None, in_cluster: bool) -> Any:
         return load_api_client(kubeconfig, in_cluster)
 
     def close(self) -> None:
-        """Close the API client if this actuator created it."""
+        """Stop the asleep tier's thread (a wake in progress is waited for), then close the API client
+        if this actuator created it."""
+        if self._tier is not None:
+            self._tier.close()
         if self._owns_client:
             self._api.close()
 
@@ -189,15 +216,15 @@ class KubernetesActuator:
             return self._reasons.get(decision_id)
 
     # -- reads -------------------------------------------------------------------------------------
-    def _read_deployment(self) -> _Deployment:
+    def _read_deployment(self) -> KubeDeployment:
         d = self._calls.call(f"read deployment {self.target}", lambda: self._apps.read_namespaced_deployment(
             self.deployment, self.namespace, _request_timeout=self._timeout))
         sel = d.spec.selector
-        return _Deployment(int(d.spec.replicas if d.spec.replicas is not None else 1), d.metadata.resource_version,
+        return KubeDeployment(int(d.spec.replicas if d.spec.replicas is not None else 1), d.metadata.resource_version,
                            d.metadata.uid or "", format_selector(sel.match_labels, sel.match_expressions),
                            dict(d.metadata.annotations or {}))
 
-    def _pods(self, selector: str) -> list[_Pod]:
+    def _pods(self, selector: str) -> list[KubePod]:
         if not selector:
             raise PermanentError(f"deployment {self.target} has an empty selector (fix: give it spec.selector)")
         items = self._calls.call(f"list pods of {self.target}", lambda: self._core.list_namespaced_pod(
@@ -209,8 +236,9 @@ class KubernetesActuator:
             ready = next((c for c in (p.status.conditions or []) if c.type == "Ready" and c.status == "True"), None)
             created = _unix(p.metadata.creation_timestamp) or 0.0
             ready_s = None if ready is None else (_unix(ready.last_transition_time) or created)
-            out.append(_Pod(p.metadata.name, created, ready_s, (p.spec.node_name or "") if p.spec else "",
-                            p.metadata.deletion_timestamp is not None, dict(p.metadata.annotations or {})))
+            out.append(KubePod(p.metadata.name, created, ready_s, (p.spec.node_name or "") if p.spec else "",
+                            p.metadata.deletion_timestamp is not None, dict(p.metadata.annotations or {}),
+                            (p.status.pod_ip or "") if p.status else "", dict(p.metadata.labels or {})))
         return out
 
     def _replica_id(self, name: str) -> ReplicaId:
@@ -236,10 +264,12 @@ class KubernetesActuator:
                                      lambda: self._apps.read_namespaced_deployment_scale(
                                          self.deployment, self.namespace, _request_timeout=self._timeout))
             pods = self._pods(scale.status.selector if scale.status else "")
+            spec = scale.spec.replicas if scale.spec and scale.spec.replicas is not None else 0
+            if self._tier is not None:
+                return self._tier.state(int(spec), pods)
             live = sorted((p for p in pods if not p.terminating), key=lambda p: (p.created_s, p.name))
             replicas = tuple(ReplicaState(self._replica_id(p.name), p.name, p.created_s, p.ready_s, self._zone(p.node))
                              for p in live)
-            spec = scale.spec.replicas if scale.spec and scale.spec.replicas is not None else 0
             return FleetState(self.target, int(spec), replicas, draining=len(pods) - len(live))
 
     # -- apply ------------------------------------------------------------------------------------
@@ -249,6 +279,8 @@ class KubernetesActuator:
         with self._lock:
             if decision_id in self._done:
                 return replace(self._done[decision_id], applied=False)
+            if self._tier is not None:
+                return self._tier.apply(decision_id, request)
             expected: int | None = None
             marked: list[str] = []
             want = request.replicas
@@ -282,7 +314,7 @@ class KubernetesActuator:
             raise TransientError(f"decision {decision_id}: {self.target} kept changing (409 Conflict "
                                  f"{self._max_retries + 1} times); retry later", retry_after_s=self._backoff_s)
 
-    def _applied(self, decision_id: DecisionId, dep: _Deployment, before: int, want: int,
+    def _applied(self, decision_id: DecisionId, dep: KubeDeployment, before: int, want: int,
                  removed: tuple[str, ...], existing: set[str]) -> ActuationResult:
         added = self._added(dep.selector, existing) if want > before else ()
         result = ActuationResult(decision_id, True, before, want, removed, added)
@@ -305,7 +337,7 @@ class KubernetesActuator:
         self._reasons[result.decision_id] = reason
         return result
 
-    def _recorded(self, decision_id: DecisionId, dep: _Deployment) -> ActuationResult | None:
+    def _recorded(self, decision_id: DecisionId, dep: KubeDeployment) -> ActuationResult | None:
         """What the annotation says a previous actuator did with this id (None: carry on)."""
         if dep.annotations.get(DECISION_ANNOTATION) != decision_id:
             return None
@@ -328,14 +360,18 @@ class KubernetesActuator:
                 log.warning("could not clear deletion cost on %s: %s", name, exc)
         return self._finish(ActuationResult(decision_id, False, expected, now), why)
 
-    def _patch_pod(self, name: str, annotations: Mapping[str, str | None]) -> None:
-        """Merge ``annotations`` into a pod; a pod that is already gone needs no preference."""
-        body = {"metadata": {"annotations": dict(annotations)}}
+    def _patch_pod(self, name: str, annotations: Mapping[str, str | None],
+                   labels: Mapping[str, str | None] | None = None) -> None:
+        """Merge ``annotations`` (and ``labels``) into a pod; a pod that is already gone needs no preference."""
+        meta: dict[str, Any] = {"annotations": dict(annotations)}
+        if labels:
+            meta["labels"] = dict(labels)
+        body = {"metadata": meta}
         self._calls.call(f"patch pod {self.namespace}/{name}", lambda: self._core.patch_namespaced_pod(
             name, self.namespace, body, _content_type=_MERGE_PATCH, _request_timeout=self._timeout),
             intercept=lambda exc: "gone" if exc.status == 404 else None)
 
-    def _mark_victims(self, decision_id: DecisionId, dep: _Deployment, want: int,
+    def _mark_victims(self, decision_id: DecisionId, dep: KubeDeployment, want: int,
                       request: ScaleRequest) -> tuple[tuple[str, ...], list[str]]:
         """Set deletion costs on the victims; return (predicted removals, pods marked now)."""
         live = [p for p in self._pods(dep.selector) if not p.terminating]
@@ -359,9 +395,11 @@ class KubernetesActuator:
                         key=lambda p: (p.ready_s is not None, int(costs.get(p.name, p.cost))))
         return tuple(p.name for p in ranked[: max(0, len(live) - want)]), marked
 
-    def _write_intent(self, decision_id: DecisionId, dep: _Deployment, want: int) -> str:
+    def _write_intent(self, decision_id: DecisionId, dep: KubeDeployment, want: int, what: str | None = None) -> str:
+        """Annotate the Deployment with the decision (``what``: the replicas text, ``FROM->TO`` by default)."""
         body = {"metadata": {"resourceVersion": dep.resource_version, "annotations": {
-            DECISION_ANNOTATION: decision_id, DECISION_REPLICAS_ANNOTATION: f"{dep.replicas}->{want}"}}}
+            DECISION_ANNOTATION: decision_id,
+            DECISION_REPLICAS_ANNOTATION: what if what is not None else f"{dep.replicas}->{want}"}}}
         out = self._calls.call(f"annotate deployment {self.target}", lambda: self._apps.patch_namespaced_deployment(
             self.deployment, self.namespace, body, _content_type=_MERGE_PATCH, _request_timeout=self._timeout))
         return str(out.metadata.resource_version)
@@ -371,7 +409,7 @@ class KubernetesActuator:
         self._calls.call(f"patch scale of {self.target}", lambda: self._apps.patch_namespaced_deployment_scale(
             self.deployment, self.namespace, body, _content_type=_MERGE_PATCH, _request_timeout=self._timeout))
 
-    def _emit_event(self, decision_id: DecisionId, dep: _Deployment, result: ActuationResult) -> None:
+    def _emit_event(self, decision_id: DecisionId, dep: KubeDeployment, result: ActuationResult) -> None:
         k = self._k
         down = result.replicas_after < result.replicas_before
         now = datetime.now(timezone.utc)
@@ -391,6 +429,13 @@ class KubernetesActuator:
                 self.namespace, event, _request_timeout=self._timeout), retries=0)
         except (WriteConflict, PermanentError, TransientError) as exc:
             log.warning("decision %s applied but its Event was not recorded: %s", decision_id, exc)
+
+    # -- asleep tier --------------------------------------------------------------------------------
+    def keep_asleep(self, keep: int | None) -> tuple[str, ...]:
+        """Release the oldest sleepers until at most ``keep`` sleep (None: only the TTL decides); the
+        names released (each: deletion cost -2000, then ``/scale`` - 1; :mod:`ebb.actuate.kube_tier`).
+        Always () without a tier."""
+        return self._tier.keep_asleep(keep) if self._tier is not None else ()
 
     # -- eviction ---------------------------------------------------------------------------------
     def evict(self, pod_name: str) -> Eviction:
@@ -421,6 +466,53 @@ class KubernetesActuator:
     def _evicted(self, pod_name: str, body: Any) -> Eviction:
         self._core.create_namespaced_pod_eviction(pod_name, self.namespace, body, _request_timeout=self._timeout)
         return Eviction(pod_name, True, "evicted")
+
+
+class _TierOps:
+    """The actuator's API calls and lock, as :class:`~ebb.actuate.kube_tier.TierOps` names them."""
+
+    def __init__(self, a: KubernetesActuator) -> None:
+        self._a = a
+        self.target = a.target
+        self.lock: AbstractContextManager[Any] = a._lock
+        self.max_retries, self.backoff_s = a._max_retries, a._backoff_s
+
+    def clock(self) -> float:
+        return self._a._clock()
+
+    def read_deployment(self) -> KubeDeployment:
+        return self._a._read_deployment()
+
+    def pods(self, selector: str) -> list[KubePod]:
+        return self._a._pods(selector)
+
+    def patch_pod(self, name: str, annotations: Mapping[str, str | None],
+                  labels: Mapping[str, str | None] | None = None) -> None:
+        self._a._patch_pod(name, annotations, labels)
+
+    def patch_scale(self, want: int, resource_version: str) -> None:
+        self._a._patch_scale(want, resource_version)
+
+    def write_intent(self, decision_id: DecisionId, dep: KubeDeployment, what: str) -> None:
+        self._a._write_intent(decision_id, dep, dep.replicas, what)
+
+    def added(self, selector: str, existing: set[str]) -> tuple[str, ...]:
+        return self._a._added(selector, existing)
+
+    def emit_event(self, decision_id: DecisionId, dep: KubeDeployment, result: ActuationResult) -> None:
+        self._a._emit_event(decision_id, dep, result)
+
+    def finish(self, result: ActuationResult, reason: str) -> ActuationResult:
+        return self._a._finish(result, reason)
+
+    def replica_id(self, name: str) -> ReplicaId:
+        return self._a._replica_id(name)
+
+    def replica_names(self) -> dict[ReplicaId, str]:
+        return {rid: name for name, rid in self._a._ids.items()}
+
+    def zone(self, node: str) -> str:
+        return self._a._zone(node)
 
 
 def load_api_client(kubeconfig: str | None = None, in_cluster: bool = False) -> Any:

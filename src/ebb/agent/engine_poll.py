@@ -10,7 +10,10 @@ Guarantees, per endpoint and scrape:
 * **Gauges.** ``running`` / ``waiting`` as the engine reports them (summed over its series);
   ``max_batch`` = the engine's max-concurrency metric, else ``--max-concurrency``, else 1 when
   neither is known and the slot share comes from KV usage alone (the wire needs an integer; no
-  Ebb reader uses ``max_batch`` for a decision); ``ready`` = True (it answered);
+  Ebb reader uses ``max_batch`` for a decision); ``ready`` = True (it answered) unless the engine
+  says it sleeps; ``asleep`` = the engine's sleep-state gauge says it sleeps or wakes only in part
+  (:attr:`~ebb.sources.engines.reading.EngineReading.asleep`; vLLM ``vllm:engine_sleep_state``):
+  such a pod is never ready, and the controller's reader counts it as a sleeper, never as capacity;
   ``slot_ratio`` = max(running / max concurrency, KV usage) over the terms that are known,
   clamped to [0, 1]; ``prefill_busy_ratio`` = the busy counter's Δ over the Δ of the agent's
   receive times since the previous good scrape of the same endpoint (clamped to [0, 1]), None on
@@ -196,6 +199,7 @@ class EnginePoller:
             self.resets += bool(iv.resets)
             busy = iv.busy_ratio
             rows = {s: latency_rows(d) for s, d in iv.latency.items() if s in _WIRE_SIGNALS}
-        gauges = WorkerGauges(reading.running, reading.waiting, mc or 1, True, slots,
-                              None if busy is None else min(1.0, max(0.0, busy)))
+        asleep = bool(reading.asleep)
+        gauges = WorkerGauges(reading.running, reading.waiting, mc or 1, not asleep, slots,
+                              None if busy is None else min(1.0, max(0.0, busy)), asleep)
         return EnginePoll(engine_name(url), gauges, rows.get("ttft", ()), rows.get("e2e", ()))

@@ -38,6 +38,8 @@ class AgentMetrics:
         self.refused_endpoints = Gauge("ebb_agent_refused_endpoints", "Endpoints the last /workers "
                                        "answer listed but the agent refused: invalid, over_cap.",
                                        ["reason"], registry=r)
+        self.asleep = Gauge("ebb_agent_asleep_workers", "Workers whose engine said it sleeps (or wakes only "
+                            "in part) in the newest bucket: no capacity.", registry=r)
         self.collisions = Gauge("ebb_agent_name_collisions", "Names reported by more than one endpoint.",
                                 registry=r)
         self.refused_requests = Counter("ebb_agent_refused_requests", "Requests refused: unauthorized "

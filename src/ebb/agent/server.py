@@ -16,6 +16,7 @@ Endpoints:
   ``ebb_agent_late_completions_total``, ``ebb_agent_skipped_buckets_total``,
   ``ebb_agent_dropped_completions_total{reason}``, ``ebb_agent_tick_errors_total``,
   ``ebb_agent_refused_endpoints{reason}``, ``ebb_agent_name_collisions``,
+  ``ebb_agent_asleep_workers`` (workers whose engine said it sleeps in the newest bucket),
   ``ebb_agent_refused_requests_total{reason}``, ``ebb_agent_refused_connections_total{reason}``,
   and the latest ``ebb_agent_gpu{series}`` / ``ebb_agent_host{series}`` sampler values.
 * ``GET /readyz`` (readiness; ``/healthz`` is the same) → 200 while the poll loop has closed a
@@ -315,6 +316,7 @@ class Agent:
         late_before = agg.late
         bucket = agg.close(end)
         self.metrics.buckets.inc()
+        self.metrics.asleep.set(sum(1 for w in bucket.workers.values() if w.asleep))
         self.metrics.late.inc(agg.late - late_before)
         self._encoded.append((bucket.ts_ns, encode_bucket_json(bucket)))
         self._report_drops()

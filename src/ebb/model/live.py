@@ -79,6 +79,11 @@ class LiveSignals:
     ``replicas_seen`` is the fewest distinct replicas behind any fine sample returned (None when
     there is none): the controller's fleet-completeness check treats a read that covers fewer
     replicas than are ready as no data (no scale-down), whatever the source.
+
+    ``asleep_replicas`` is how many replicas the engines say sleep (vLLM's ``vllm:engine_sleep_state``)
+    at the newest sample (None: the source cannot tell): what the controller passes as
+    :attr:`~ebb.model.observation.Observation.asleep_replicas`. Sleepers are never among ``replicas_seen``
+    and add nothing to the fine sums.
     """
 
     fine: FineSignals
@@ -87,3 +92,4 @@ class LiveSignals:
     queued: float | None = None
     newest_sample_s: float | None = None
     replicas_seen: int | None = None
+    asleep_replicas: int | None = None

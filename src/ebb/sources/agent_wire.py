@@ -205,6 +205,9 @@ class WorkerGauges:
     prefill_busy_ratio: float | None
     """Δprefill_busy_s_total / Δnow_s since its previous answer, clamped to [0, 1]; None when
     there is no previous answer to difference against (first poll, counter reset)."""
+    asleep: bool = False
+    """The engine says it sleeps or wakes only in part (vLLM's ``vllm:engine_sleep_state``): it serves
+    nothing, so it is not ready and its zero load is no idle capacity. On the wire only when true."""
 
 
 @dataclass(frozen=True)
@@ -261,7 +264,8 @@ def _enc_bucket(b: Bucket) -> dict[str, Any]:
         "ts_ns": b.ts_ns,
         "workers": {n: {"running": w.running, "waiting": w.waiting, "max_batch": w.max_batch,
                         "ready": w.ready, "slot_ratio": w.slot_ratio,
-                        "prefill_busy_ratio": w.prefill_busy_ratio} for n, w in b.workers.items()},
+                        "prefill_busy_ratio": w.prefill_busy_ratio, **({"asleep": True} if w.asleep else {})}
+                    for n, w in b.workers.items()},
         "routers": {n: {"queued": r.queued, "inflight": r.inflight} for n, r in b.routers.items()},
         "latency_from": b.latency_from, "latency_names": list(b.latency_names),
         "ttft_ms": _enc_sketch(b.ttft_ms), "e2e_ms": _enc_sketch(b.e2e_ms),
@@ -369,9 +373,12 @@ class _Reader:
 
     def worker(self, v: object, where: str) -> WorkerGauges:
         d = self.obj(v, where, ("running", "waiting", "max_batch", "ready", "slot_ratio",
-                                "prefill_busy_ratio"))
+                                "prefill_busy_ratio"), optional=("asleep",))
         if not isinstance(d["ready"], bool):
             raise self.fail(f"{where}.ready", f"expected true/false, got {brief(d['ready'])}")
+        asleep = d.get("asleep", False)
+        if not isinstance(asleep, bool):
+            raise self.fail(f"{where}.asleep", f"expected true/false, got {brief(asleep)}")
         pb = d["prefill_busy_ratio"]
         mb = d["max_batch"]
         if isinstance(mb, int) and not isinstance(mb, bool) and mb < 1:
@@ -380,7 +387,7 @@ class _Reader:
             self.num(d["running"], f"{where}.running"), self.num(d["waiting"], f"{where}.waiting"),
             self.int_(d["max_batch"], f"{where}.max_batch", lo=1), d["ready"],
             self.num(d["slot_ratio"], f"{where}.slot_ratio", hi=1.0),
-            None if pb is None else self.num(pb, f"{where}.prefill_busy_ratio", hi=1.0))
+            None if pb is None else self.num(pb, f"{where}.prefill_busy_ratio", hi=1.0), asleep)
 
     def bucket(self, v: object, where: str) -> Bucket:
         d = self.obj(v, where, ("ts_ns", "workers", "routers", "latency_from", "latency_names",

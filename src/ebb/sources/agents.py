@@ -27,6 +27,10 @@ then merges the pages by bucket time into :class:`~ebb.model.live.LiveSignals`:
   over the returned span (``len × bucket``); ``newest_sample_s``: the newest returned bucket end;
   ``replicas_seen``: the fewest workers behind any emitted fine sample (the controller compares it
   with the ready replicas: fewer is no data for scale-down).
+* **Sleepers** (a worker whose engine says it sleeps or wakes only in part, ``asleep`` on the wire):
+  never in ``replicas_seen``, ``prefill_replicas`` or ``slot_replicas`` — a sleeping pod's zero load is
+  no idle capacity — and counted in ``asleep_replicas`` at the newest returned bucket time (its
+  running + waiting still go to ``inflight_by_replica``).
 
 Clocks: each agent's offset from the controller's clock is measured from the ``now_ns`` its pages
 carry, and an agent off by more than half a bucket has its bucket times corrected before the merge
@@ -209,12 +213,15 @@ def _merge(pages: list[BucketPage], since_s: float) -> LiveSignals:
     inflight: dict[str, float] = {}
     last_queued: float | None = None
     seen: int | None = None
+    asleep = 0
     for ts in order:
         slot, t = times[ts], ts / 1e9
-        workers = {n: w for b in slot.buckets for n, w in b.workers.items()}
+        everyone = {n: w for b in slot.buckets for n, w in b.workers.items()}
         routers = {n: r for b in slot.buckets for n, r in b.routers.items()}
-        for n, w in workers.items():
+        for n, w in everyone.items():
             inflight[n] = w.running + w.waiting
+        workers = {n: w for n, w in everyone.items() if not w.asleep}
+        asleep = len(everyone) - len(workers)
         # a worker's first answer has no busy share yet: summing it as 0 would understate demand; a
         # time where every endpoint an agent polls is missing says nothing of demand
         silent = not workers and any(b.missing for b in slot.buckets)
@@ -240,7 +247,8 @@ def _merge(pages: list[BucketPage], since_s: float) -> LiveSignals:
         done_t_s=rows[:, 0].copy(), done_ttft_ms=rows[:, 1].copy(), done_e2e_ms=rows[:, 2].copy(),
         done_weight=rows[:, 3].copy())
     return LiveSignals(fine=fine, inflight_by_replica=inflight, total_qps=completions / span_s,
-                       queued=last_queued, newest_sample_s=order[-1] / 1e9, replicas_seen=seen)
+                       queued=last_queued, newest_sample_s=order[-1] / 1e9, replicas_seen=seen,
+                       asleep_replicas=asleep)
 
 
 def _latency(buckets: list[Bucket]) -> tuple[Sketch, Sketch]:

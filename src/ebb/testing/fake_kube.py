@@ -45,6 +45,14 @@ What it models, roughly as upstream does:
   ``!=``, comma-joined); any other field answers 400 as upstream does. :meth:`add_pod` adds a
   standalone pod (no owner) with a node, a pod IP, a phase and a Ready condition that stays as
   set (:meth:`set_pod_ready` changes it), as the agent's engine-pod discovery needs.
+* **Pod templates and labels.** A Deployment's pods get the template's labels, which may carry more
+  than its selector (``add_deployment(template_labels=...)``), and pod IPs from ``pod_ips``. A pod's
+  labels change by a merge PATCH of ``metadata.labels`` (``null`` removes one); the Service's slices
+  follow at the next request, because a Service ``spec.selector`` is an equality-only
+  ``map[string]string`` ("Route service traffic to pods with label keys and values matching this
+  selector", Kubernetes API reference, ServiceSpec v1; "services ... support only equality-based
+  requirement selectors", Concepts › Labels and Selectors). The ReplicaSet still owns a relabelled
+  pod whose selector labels are intact.
 * **EndpointSlices** (:mod:`ebb.testing.kube_slices`): the EndpointSlice controller keeps, for every
   Service added with :meth:`add_service`, the slices upstream's would (endpoints with addresses,
   conditions, ``nodeName``, ``targetRef``; named target ports resolved per pod), synchronously
@@ -71,7 +79,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -159,6 +167,7 @@ class FakeKubeApiServer:
         self._slice_names: dict[tuple[Any, ...], str] = {}
         self._snapshots: dict[int, tuple[str, list[dict[str, Any]]]] = {}  # id → (resourceVersion, items)
         self._snapshot_seq = 0
+        self._ips: dict[tuple[str, str], Iterator[str]] = {}
         self.requests: list[RequestRecord] = []
         self._faults: list[Fault] = []
         self._hooks: list[tuple[str, str, Callable[[], None], list[int]]] = []
@@ -231,13 +240,22 @@ class FakeKubeApiServer:
             self.nodes[name] = node_body(name, labels, self._next_rv())
 
     def add_deployment(self, name: str, replicas: int, *, namespace: str = "default",
-                       labels: Mapping[str, str] | None = None) -> None:
-        """A Deployment with ``replicas`` pods, Ready at once, created one second apart (oldest first)."""
+                       labels: Mapping[str, str] | None = None, template_labels: Mapping[str, str] | None = None,
+                       pod_ips: Iterable[str] | None = None) -> None:
+        """A Deployment with ``replicas`` pods, Ready at once, created one second apart (oldest first).
+
+        ``labels``: its selector (and template labels); ``template_labels``: more labels its pods get
+        from the template but the selector does not require (``ebb.io/routable``), so a pod whose such
+        label is patched stays the Deployment's. ``pod_ips``: the addresses its pods get, in creation
+        order (the network plugin's IPAM; ``127.0.0.N`` reaches in-process engines); none: no pod IP."""
         labels = dict(labels or {"app": name})
         now = self._clock()
         with self._lock:
+            if pod_ips is not None:
+                self._ips[(namespace, name)] = iter(list(pod_ips))
             self.deployments[(namespace, name)] = deployment_body(namespace, name, replicas, labels, self._next_rv(),
-                                                                  created_s=now - replicas - 60)
+                                                                  created_s=now - replicas - 60,
+                                                                  template_labels=dict(template_labels or {}))
             for i in range(replicas):
                 self._create_pod(namespace, name, created_s=now - replicas + i, ready=True)
 
@@ -350,8 +368,10 @@ class FakeKubeApiServer:
         dep = self.deployments[(namespace, deployment)]
         nodes = sorted(self.nodes)
         node = nodes[(self._counter - 1) % len(nodes)] if nodes else ""
+        pool = self._ips.get((namespace, deployment))
+        ip = next(pool, "") if pool is not None else ""
         self.pods[(namespace, name)] = pod_body(namespace, name, dep, f"{deployment}-5d8f7c", node, self._next_rv(),
-                                                created_s=created_s, ready=ready)
+                                                created_s=created_s, ready=ready, ip=ip)
 
     def _terminate(self, p: dict[str, Any], now: float) -> None:
         p["metadata"]["deletionTimestamp"] = now_text(now)

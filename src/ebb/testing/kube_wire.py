@@ -187,34 +187,36 @@ def node_body(name: str, labels: dict[str, str], resource_version: str) -> dict[
 
 
 def deployment_body(namespace: str, name: str, replicas: int, labels: dict[str, str], resource_version: str, *,
-                    created_s: float) -> dict[str, Any]:
-    """An ``apps/v1`` Deployment selecting (and templating) ``labels``, with one container."""
+                    created_s: float, template_labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """An ``apps/v1`` Deployment selecting ``labels`` and templating ``labels`` + ``template_labels``
+    (upstream requires the selector to match the template's labels; the template may carry more)."""
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "namespace": namespace, "uid": str(uuid.uuid4()),
                      "resourceVersion": resource_version, "generation": 1, "labels": labels,
                      "annotations": {}, "creationTimestamp": now_text(created_s)},
         "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                 "template": {"metadata": {"labels": labels},
+                 "template": {"metadata": {"labels": {**labels, **(template_labels or {})}},
                               "spec": {"containers": [{"name": "server", "image": "ebb/fake:1"}]}}},
         "status": {"replicas": replicas},
     }
 
 
 def pod_body(namespace: str, name: str, dep: dict[str, Any], replica_set: str, node: str, resource_version: str, *,
-             created_s: float, ready: bool) -> dict[str, Any]:
-    """A Running pod of ``dep`` owned by ``replica_set``; ``_created_s`` is the fake's exact creation time."""
+             created_s: float, ready: bool, ip: str = "") -> dict[str, Any]:
+    """A Running pod of ``dep`` owned by ``replica_set``, labelled from the pod template, with pod IP
+    ``ip`` when given; ``_created_s`` is the fake's exact creation time."""
     conds = ([{"type": "Ready", "status": "True", "lastTransitionTime": now_text(created_s)}] if ready
              else [{"type": "Ready", "status": "False", "lastTransitionTime": now_text(created_s)}])
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "uid": str(uuid.uuid4()),
                      "resourceVersion": resource_version, "creationTimestamp": now_text(created_s),
-                     "labels": dict(dep["spec"]["selector"]["matchLabels"]), "annotations": {},
+                     "labels": dict(dep["spec"]["template"]["metadata"]["labels"]), "annotations": {},
                      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                                           "name": replica_set, "uid": dep["metadata"]["uid"]}]},
         "spec": {"nodeName": node, "containers": [{"name": "server", "image": "ebb/fake:1"}]},
-        "status": {"phase": "Running", "conditions": conds},
+        "status": {"phase": "Running", "conditions": conds, **({"podIP": ip, "podIPs": [{"ip": ip}]} if ip else {})},
         "_created_s": created_s,
     }
 

@@ -142,6 +142,25 @@ def test_the_controller_may_set_the_pod_deletion_cost_and_nothing_else() -> None
                                  metadata__annotations={COST: "1"})) != [], "pods of another workload"
 
 
+def test_the_controller_may_write_what_the_actuator_and_its_asleep_tier_write_and_nothing_more() -> None:
+    ann = POD["metadata"]["annotations"]
+    labels = {**POD["metadata"]["labels"], "ebb.io/routable": "true"}
+    routable = changed(metadata__labels=labels)
+    # the plain actuator's scale-in: the cost and whose victim the pod is
+    assert admits(POD, changed(metadata__annotations={**ann, COST: "-1000", "ebb.dev/victim-of": "d1"})) == []
+    # the tier: out of the Service, draining; asleep; waking; back in
+    out = changed(metadata__labels={**labels, "ebb.io/routable": "false"},
+                  metadata__annotations={**ann, "ebb.io/draining": "1.0", "ebb.dev/victim-of": "d1"})
+    assert admits(routable, out) == []
+    asleep = changed(metadata__labels={**labels, "ebb.io/routable": "false"},
+                     metadata__annotations={**ann, "ebb.io/asleep": "2.0", COST: "-1000"})
+    assert admits(out, asleep) == [] and admits(asleep, routable) == []
+    assert admits(routable, changed(metadata__labels={**labels, "ebb.io/routable": "maybe"})) != []
+    assert admits(routable, changed(metadata__labels={**labels, "ebb.io/routable": "false", "tier": "gold"})) != []
+    assert admits(routable, changed(metadata__labels={"ebb.io/routable": "false"})) != [], "dropping another label"
+    assert admits(POD, changed(metadata__annotations={**ann, "ebb.io/other": "x"})) != []
+
+
 def test_the_policy_applies_to_the_controller_identity_only() -> None:
     for name in ("ebb-controller-pod-patch", "ebb-controller-eviction"):
         policy, binding = policy_named(name), policy_named(name, "ValidatingAdmissionPolicyBinding")

@@ -105,3 +105,16 @@ def test_a_time_where_every_polled_endpoint_is_missing_is_no_sample() -> None:
                                                 Bucket(T + 200 * MS, workers={"w0": wk(2)})))
     sig = source({A: page}).read(-math.inf)
     assert sig.fine.t_s.tolist() == [(T + 200 * MS) / 1e9] and sig.replicas_seen == 1
+
+
+def test_sleepers_are_counted_but_never_seen_as_capacity() -> None:
+    asleep = WorkerGauges(0.0, 0.0, 8, False, 0.0, None, asleep=True)  # a first answer: no busy share
+    page = BucketPage("a", 100, T + 100 * MS, (
+        Bucket(T, workers={"w0": wk(2), "w1": asleep, "w2": asleep}),
+        Bucket(T + 100 * MS, workers={"w0": wk(2), "w1": asleep}),
+    ))
+    sig = source({A: page}).read(-math.inf)
+    # a sleeper's missing busy share does not hold the time back, and its zero load adds no replica
+    np.testing.assert_allclose(sig.fine.slot_replicas, [2 / 8, 2 / 8])
+    assert sig.replicas_seen == 1 and sig.asleep_replicas == 1  # at the newest time
+    assert sig.inflight_by_replica == {"w0": 3.0, "w1": 0.0, "w2": 0.0}

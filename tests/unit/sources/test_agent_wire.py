@@ -26,7 +26,7 @@ ratio = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 latency = st.one_of(st.just(0.0), st.floats(min_value=1e-3, max_value=1e6))
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=8)
 workers = st.builds(WorkerGauges, finite, finite, st.integers(1, 512), st.booleans(), ratio,
-                    st.one_of(st.none(), ratio))
+                    st.one_of(st.none(), ratio), st.booleans())
 sketches = st.lists(latency, max_size=40).map(Sketch.of)
 
 
@@ -212,3 +212,13 @@ def test_pages_joined_from_pre_encoded_buckets_decode_to_the_same_page(page: Buc
     raw = page_json(page.agent, page.bucket_ms, page.newest_ns, [encode_bucket_json(b) for b in page.buckets],
                     page.now_ns)
     assert decode_page_json(raw, URL) == page
+
+
+def test_asleep_travels_only_when_true_and_must_be_a_boolean() -> None:
+    page = BucketPage("a", 100, 1, (Bucket(1, workers={"w0": WorkerGauges(0, 0, 1, False, 0.0, None, asleep=True),
+                                                       "w1": WorkerGauges(1, 0, 1, True, 1.0, None)}),))
+    wire = encode_page(page)
+    assert wire["buckets"][0]["workers"]["w0"]["asleep"] is True and "asleep" not in wire["buckets"][0]["workers"]["w1"]
+    wire["buckets"][0]["workers"]["w0"]["asleep"] = 1
+    with pytest.raises(InputError, match=r"workers\.w0\.asleep"):
+        decode_page(json.loads(json.dumps(wire)), URL)

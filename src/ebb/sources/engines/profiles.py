@@ -157,13 +157,17 @@ class EngineProfile:
     default_port: int = 8000
     required: tuple[str, ...] = ("running", "waiting")
     """Signals a scrape must have (always including running and waiting)."""
+    sleep_state: tuple[str, ...] = ()
+    """The engine's sleep-state gauge (one 0/1 series per state, label ``sleep_state``; vLLM's
+    ``vllm:engine_sleep_state``, PR #24176): read into :attr:`EngineReading.asleep`; () when the
+    engine has none (it is then never read as asleep)."""
     notes: str = ""
     """What a signal means for this engine where it differs from the name (documented caveats)."""
 
     def __post_init__(self) -> None:
         if not self.running or not self.waiting:
             raise ValueError(f"engine {self.name!r}: running and waiting need at least one metric name each")
-        for f in ("running", "waiting", "kv_usage", "max_concurrency", "busy_seconds"):
+        for f in ("running", "waiting", "kv_usage", "max_concurrency", "busy_seconds", "sleep_state"):
             _check_names(f, getattr(self, f))
         for f in HISTOGRAM_SIGNALS:
             spec = getattr(self, f)
@@ -214,6 +218,7 @@ VLLM = EngineProfile(
     itl=HistogramSpec(("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")),
     e2e=HistogramSpec(("vllm:e2e_request_latency_seconds",)),
     queue=HistogramSpec(("vllm:request_queue_time_seconds",)),
+    sleep_state=("vllm:engine_sleep_state",),
     enable_hint=("vLLM's OpenAI server serves /metrics on its API port (default 8000) with no flag; "
                  "point the endpoint at `vllm serve`, not at a router in front of it"),
     default_port=8000,
@@ -304,7 +309,7 @@ PROFILES: Final[Mapping[str, EngineProfile]] = MappingProxyType(
 
 # --- custom engines (YAML) ---------------------------------------------------------------------------
 
-_LIST_KEYS: Final = ("running", "waiting", "kv_usage", "max_concurrency", "busy_seconds", "required")
+_LIST_KEYS: Final = ("running", "waiting", "kv_usage", "max_concurrency", "busy_seconds", "sleep_state", "required")
 _STR_KEYS: Final = ("title", "source", "enable_hint", "metrics_path", "notes")
 _KEYS: Final = frozenset(_LIST_KEYS + _STR_KEYS + HISTOGRAM_SIGNALS + ("extends", "busy_unit_s", "default_port"))
 _SHAPE = ("write engines: {NAME: {title: ..., source: ..., running: [metric], waiting: [metric]}} (one line: "

@@ -28,6 +28,16 @@ counts stop being exact; 285 years at a million observations a second) drops the
 A series repeated with the same labels (Prometheus itself refuses such a scrape) counts once: the
 first is read, the others dropped with a reason, so a duplicated line never doubles a gauge or a sum.
 
+**Sleep state** (:attr:`EngineReading.asleep`, a profile with ``sleep_state``; vLLM's
+``vllm:engine_sleep_state{sleep_state="awake"|"weights_offloaded"|"discard_all"}``, 1 on the active
+state, one set per engine of the pod): the series are grouped by their labels without
+``sleep_state``; a sample that is not exactly 0 or 1, or a repeated series, is dropped alone with a
+reason. The pod is **awake** only when every group has ``awake`` = 1 and no other state at 1; any
+group asleep, half awake (``awake`` = 0, a partial ``/wake_up?tags=weights``) or whose ``awake``
+series was dropped or is absent reads **asleep** — the state that counts no capacity, the safe
+direction. A page without the family (an engine without sleep mode, vLLM before PR #24176) reads
+``None``: nothing known, the pod is served as today.
+
 Restarts: :attr:`EngineReading.started_s` is ``process_start_time_seconds`` (the Python client's
 process collector: vLLM, SGLang), and :attr:`EngineReading.created` the ``*_created`` timestamps of
 the series each counter signal was read from (``X_created`` for a histogram family ``X`` or a
@@ -64,7 +74,7 @@ from ebb.sources.engines.profiles import (HISTOGRAM_SIGNALS, EngineProfile, Hist
 
 __all__ = [
     "MAX_COUNT", "MAX_SUM_S", "VALUE_RANGES", "CumulativeHistogram", "EngineInterval", "EngineReading",
-    "FloatArray", "LatencyDelta", "interval", "read_engine", "read_engine_text",
+    "FloatArray", "LatencyDelta", "SLEEP_LABEL", "interval", "read_engine", "read_engine_text", "read_sleep_state",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -131,6 +141,32 @@ class EngineReading:
         default_factory=lambda: MappingProxyType({}))
     """Per counter signal read (``busy_seconds`` and the histograms): its ``_created`` timestamp per label
     set (without ``le``); a signal whose series carry none is absent."""
+    asleep: bool | None = None
+    """True: the engine says it sleeps, or wakes only in part (module docstring); False: every engine of
+    the pod is awake; None: the page has no sleep-state gauge."""
+
+
+SLEEP_LABEL: Final = "sleep_state"
+"""The label of vLLM's ``vllm:engine_sleep_state`` that names the state (loggers.py, PR #24176)."""
+
+
+def read_sleep_state(expo: Exposition, names: tuple[str, ...], dropped: list[str]) -> bool | None:
+    """Whether the page says the pod sleeps (module docstring); reasons for dropped series go to ``dropped``."""
+    hit = _first(expo, names, dropped)
+    if hit is None:
+        return None
+    name, got = hit
+    groups: dict[tuple[tuple[str, str], ...], dict[str, float]] = {}
+    for s in got:
+        if s.value not in (0.0, 1.0):
+            dropped.append(f"{s.render()}: sleep state {s.value:g} is neither 0 nor 1; series dropped")
+            continue
+        key = tuple(p for p in s.labels if p[0] != SLEEP_LABEL)
+        groups.setdefault(key, {})[s.label(SLEEP_LABEL) or ""] = s.value
+    if not groups:
+        dropped.append(f"{name}: no usable sleep-state series; the pod reads asleep (counts no capacity)")
+        return True
+    return any(g.get("awake") != 1.0 or any(v == 1.0 for k, v in g.items() if k != "awake") for g in groups.values())
 
 
 def _selected(expo: Exposition, text: str, suffix: str = "", dropped: list[str] | None = None, *,
@@ -313,13 +349,15 @@ def read_engine(expo: Exposition, profile: EngineProfile, *, source: str) -> Eng
             dropped.append(f"{read_from['max_concurrency']}: max concurrency {mc:g} < 1; not used")
             missing.append("max_concurrency")
     busy = values.get("busy_seconds")
+    asleep = read_sleep_state(expo, profile.sleep_state, dropped) if profile.sleep_state else None
     return EngineReading(
         engine=profile.name, running=values["running"], waiting=values["waiting"],
         kv_usage_ratio=values.get("kv_usage"), max_concurrency=max_conc,
         busy_s_total=None if busy is None else busy * profile.busy_unit_s,
         histograms=MappingProxyType(histograms), read_from=MappingProxyType(read_from),
         missing=tuple(dict.fromkeys(missing)), dropped=tuple(dict.fromkeys(dropped)), source=source,
-        started_s=max(s.value for s in starts) if starts else None, created=MappingProxyType(created))
+        started_s=max(s.value for s in starts) if starts else None, created=MappingProxyType(created),
+        asleep=asleep)
 
 
 def read_engine_text(text: str | bytes, profile: EngineProfile, *, source: str) -> EngineReading:

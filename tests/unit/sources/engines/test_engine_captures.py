@@ -78,6 +78,8 @@ def test_vllm_kops_full_capture_reads_every_v1_signal_equal_to_the_raw_lines() -
     assert r.running == raw_sum(text, "vllm:num_requests_running")
     assert r.waiting == raw_sum(text, "vllm:num_requests_waiting")
     assert r.kv_usage_ratio == max(v for _, v in raw(text, "vllm:kv_cache_usage_perc"))
+    assert raw(text, "vllm:engine_sleep_state")  # lines 175-179: awake 1, weights_offloaded 0, discard_all 0
+    assert r.asleep is False
     assert r.busy_s_total == raw_sum(text, "vllm:request_prefill_time_seconds_sum")
     assert r.read_from["kv_usage"] == "vllm:kv_cache_usage_perc"  # V1 name first
     for key, family in [("ttft", "vllm:time_to_first_token_seconds"), ("itl", "vllm:inter_token_latency_seconds"),
@@ -396,3 +398,17 @@ def test_fast_parser_agrees_with_prometheus_client_on_the_whole_file(rel: str) -
 def test_fast_parser_agrees_with_prometheus_client_on_each_block(rel: str, first: int, last: int, dedent: int) -> None:
     text = block(rel, first, last, dedent)
     assert outcome(text, "fast") == outcome(text, "prometheus_client")
+
+
+@pytest.mark.parametrize(("level", "state"), [(1, "weights_offloaded"), (2, "discard_all")])
+def test_the_kops_capture_put_to_sleep_reads_asleep(level: int, state: str) -> None:
+    """The real page with vLLM's record_sleep_state(sleep=1, level) applied (loggers.py 1218-1235:
+    awake 0, the level's state 1) reads asleep; a half wake (awake 0, no level) too."""
+    text = block(KOPS_VLLM, 115, 675)
+    awake = 'sleep_state="awake"} 1.0'
+    assert awake in text
+    slept = text.replace(awake, 'sleep_state="awake"} 0.0').replace(f'sleep_state="{state}"}} 0.0',
+                                                                     f'sleep_state="{state}"}} 1.0')
+    assert read_engine_text(slept, PROFILES["vllm"], source=KOPS_VLLM).asleep is True
+    half = text.replace(awake, 'sleep_state="awake"} 0.0')
+    assert read_engine_text(half, PROFILES["vllm"], source=KOPS_VLLM).asleep is True

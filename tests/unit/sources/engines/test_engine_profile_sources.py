@@ -66,7 +66,7 @@ def test_every_profile_name_and_label_matcher_is_defined_in_the_engines_source(e
     profile = PROFILES[engine]
     text = "\n".join(text_of(rel) for rel in DEFINING[engine])
     names = [n for s in ("running", "waiting", "kv_usage", "max_concurrency", "busy_seconds",
-                         "ttft", "itl", "e2e", "queue") for n in profile.names_of(s)]
+                         "ttft", "itl", "e2e", "queue", "sleep_state") for n in profile.names_of(s)]
     assert names
     for n in names:
         sel = parse_selector(n)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ebb.errors import InputError
-from ebb.sources.engines import PROFILES, EngineProfile, HistogramSpec, interval, read_engine_text
+from ebb.errors import ConfigError, InputError
+from ebb.sources.engines import PROFILES, EngineProfile, HistogramSpec, interval, load_engines_file, read_engine_text
 from ebb.sources.engines.reading import LatencyDelta
 
 VLLM = PROFILES["vllm"]
@@ -211,3 +212,41 @@ def test_a_page_that_is_not_exposition_at_all_says_how_to_turn_metrics_on() -> N
     assert msg.startswith("http://p:8080/metrics: no Prometheus exposition sample")
     assert msg.endswith("for llama.cpp server: start llama-server with --metrics (without it /metrics answers 501))")
     assert msg.count("http://p:8080/metrics") == 1 and "\n" not in msg
+
+
+def sleep_lines(engine: str, awake: float, offloaded: float, discard: float) -> str:
+    return "".join(f'vllm:engine_sleep_state{{engine="{engine}",model_name="m",sleep_state="{s}"}} {v}\n'
+                   for s, v in (("awake", awake), ("weights_offloaded", offloaded), ("discard_all", discard)))
+
+
+@pytest.mark.parametrize(("extra", "asleep"), [
+    ("", None),  # no gauge: an engine without sleep mode, vLLM before PR #24176
+    (sleep_lines("0", 1, 0, 0), False),
+    (sleep_lines("0", 0, 1, 0), True),  # level 1
+    (sleep_lines("0", 0, 0, 1), True),  # level 2
+    (sleep_lines("0", 0, 0, 0), True),  # a partial wake: not awake, no level
+    (sleep_lines("0", 1, 0, 0) + sleep_lines("1", 0, 1, 0), True),  # one engine of two asleep
+    (sleep_lines("0", 1, 0, 0) + sleep_lines("1", 1, 0, 0), False),
+])
+def test_the_sleep_gauge_reads_awake_only_when_every_engine_is_fully_awake(extra: str, asleep: bool | None) -> None:
+    assert read_engine_text(scrape(extra=extra), VLLM, source="s").asleep is asleep
+
+
+def test_a_bad_sleep_series_is_dropped_alone_and_an_unreadable_gauge_reads_asleep() -> None:
+    r = read_engine_text(scrape(extra=sleep_lines("0", 1, 0, 0).replace("} 1\n", "} 0.5\n", 1)), VLLM, source="s")
+    assert r.asleep is True and r.running == 2.0  # its awake series dropped: not known awake, so asleep
+    assert any("sleep state 0.5 is neither 0 nor 1" in d for d in r.dropped)
+    ok = read_engine_text(scrape(extra=sleep_lines("0", 1, 0, 0) + sleep_lines("1", 1, 0, 7)), VLLM, source="s")
+    assert ok.asleep is False and any("discard_all" in d and "7" in d for d in ok.dropped)
+
+
+def test_a_custom_engine_names_its_sleep_gauge_and_a_bad_name_is_one_line(tmp_path: Path) -> None:
+    f = tmp_path / "engines.yaml"
+    f.write_text("version: 1\nengines:\n  fork:\n    extends: vllm\n    sleep_state: [fork:sleep_state]\n")
+    prof = load_engines_file(f)["fork"]
+    text = scrape(extra='fork:sleep_state{sleep_state="awake"} 0\nfork:sleep_state{sleep_state="discard_all"} 1\n')
+    assert prof.sleep_state == ("fork:sleep_state",) and read_engine_text(text, prof, source="s").asleep is True
+    f.write_text("version: 1\nengines:\n  fork:\n    extends: vllm\n    sleep_state: ['x{a=b}']\n")
+    with pytest.raises(ConfigError) as info:
+        load_engines_file(f)
+    assert "engines.fork.sleep_state" in str(info.value) and "\n" not in str(info.value)
