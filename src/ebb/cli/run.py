@@ -142,6 +142,7 @@ def run_cmd(
     workers: Annotated[int, settings_option(ActuatorSettings, "workers")] = ActuatorSettings.workers,
     max_batch: Annotated[int, settings_option(ActuatorSettings, "max_batch")] = ActuatorSettings.max_batch,
     speed: Annotated[float, settings_option(ActuatorSettings, "speed")] = ActuatorSettings.speed,
+    tier: Annotated[str | None, settings_option(ActuatorSettings, "tier")] = None,
     policy: Annotated[str, settings_option(PolicySettings, "policy")] = PolicySettings.policy,
     workloads: Annotated[Path | None, settings_option(PolicySettings, "workloads")] = None,
     workload_class: Annotated[str | None, settings_option(PolicySettings, "workload_class")] = None,
@@ -186,6 +187,10 @@ def _run(s: RunSettings) -> None:
     """
     fleet_cfg, classes = _workloads_file(s.policy.workloads)
     workload = _workload(classes, s.policy.workloads, s.policy.workload_class)
+    tier = _tier(s)
+    if tier is not None and fleet_cfg is not None:
+        raise ConfigError(f"--tier {s.actuator.tier!r}: the fleet controller runs no tier yet; one workload sleeps "
+                          "(fix: leave --tier out with a fleet file)")
     actuator, target = _target(s, fleet_cfg)
     loc, ledger_auth = _ledger_access(s.ledger)
     src, sec = s.source, s.security
@@ -210,7 +215,7 @@ def _run(s: RunSettings) -> None:
         _run_fleet_cmd(fleet, s, run_id=loop.run_id or target, loc=loc, ledger_auth=ledger_auth)
         return
     _run_single(s, make_source(list(src.agent), src.prometheus_selector), workload=workload, actuator=actuator,
-                target=target, loc=loc, ledger_auth=ledger_auth, prom_client=prom_client)
+                target=target, loc=loc, ledger_auth=ledger_auth, prom_client=prom_client, tier=tier)
 
 
 def _target(s: RunSettings, fleet_cfg: Any) -> tuple[str, str]:
@@ -243,7 +248,7 @@ def _ledger_access(led: LedgerSettings) -> tuple[Any, Any]:
 
 
 def _run_single(s: RunSettings, src: Any, *, workload: Any, actuator: str, target: str, loc: Any,
-                ledger_auth: Any, prom_client: Any) -> None:
+                ledger_auth: Any, prom_client: Any, tier: Any = None) -> None:
     """Build the policy (and its gates), then start the actuator, the ledger and telemetry, and loop."""
     from ebb.live.controller import Controller, ControllerSettings
     from ebb.live.policy_spec import build_live_policy, replica_bounds
@@ -254,7 +259,7 @@ def _run_single(s: RunSettings, src: Any, *, workload: Any, actuator: str, targe
     pol = build_live_policy(p.policy, slo_ttft_ms=p.slo_ttft_ms, slo_e2e_ms=p.slo_e2e_ms, initial=s.actuator.workers,
                             interval_s=loop.interval_s, max_staleness_s=loop.max_staleness_s,
                             workload=workload, gates=gate_specs,
-                            cold_start_s=p.cold_start_s)
+                            cold_start_s=p.cold_start_s, tier=tier)
     pol_min, pol_max = replica_bounds(pol)
     probe = None
     # PromQL gates are measured through Prometheus; the built-in one reads L1.
@@ -269,7 +274,7 @@ def _run_single(s: RunSettings, src: Any, *, workload: Any, actuator: str, targe
     handler = configure_logging(json=_json_logs(loop.log_json), stream=sys.stderr)
     closers: list[Any] = [lambda: logging.getLogger().removeHandler(handler)]
     try:
-        act = _actuator(actuator, s, closers)
+        act = _actuator(actuator, s, closers, tier)
         elector, store, metrics, tracer = _services(closers, s, loc=loc, ledger_auth=ledger_auth,
                                                     election_key=target if s.ledger.elect else None)
         ctl = Controller(pol, src, act, store, settings, tracer=tracer, metrics=metrics, elector=elector,
@@ -284,12 +289,25 @@ def _run_single(s: RunSettings, src: Any, *, workload: Any, actuator: str, targe
             close()
 
 
-def _actuator(kind: str, s: RunSettings, closers: list[Any]) -> Any:
-    """The Kubernetes actuator, the observed local fleet (recommend mode) or started local workers (act)."""
+def _tier(s: RunSettings) -> Any:
+    """The ``--tier`` (act mode only: recommend mode changes nothing, so nothing sleeps); None without one."""
+    if s.actuator.tier is None:
+        return None
+    if s.loop.mode != "act":
+        raise ConfigError(f"--tier {s.actuator.tier!r}: only act mode puts replicas to sleep (fix: --mode act, or "
+                          "leave --tier out)")
+    from ebb.config.tiers import parse_tier
+    return parse_tier(s.actuator.tier)
+
+
+def _actuator(kind: str, s: RunSettings, closers: list[Any], tier: Any = None) -> Any:
+    """The Kubernetes actuator, the observed local fleet (recommend mode) or started local workers (act);
+    with ``tier``, one that sleeps its victims (:class:`~ebb.actuate.base.SleepingActuator`)."""
     a = s.actuator
     if kind == "kubernetes":
         from ebb.actuate.kubernetes import KubernetesActuator
-        return KubernetesActuator(a.namespace, str(a.deployment), kubeconfig=a.kubeconfig, in_cluster=a.in_cluster)
+        return KubernetesActuator(a.namespace, str(a.deployment), kubeconfig=a.kubeconfig, in_cluster=a.in_cluster,
+                                  tier=tier)
     if s.loop.mode == "recommend":
         # Recommend mode changes nothing, so it starts nothing either: the local fleet is observed.
         from ebb.actuate.observed import ObservedFleet
@@ -299,7 +317,7 @@ def _actuator(kind: str, s: RunSettings, closers: list[Any]) -> Any:
     router = Router()
     _console.print(f"router: {router.start()}")
     closers.append(router.stop)
-    act = LocalActuator(router, initial=a.workers, max_batch=a.max_batch, speed=a.speed)
+    act = LocalActuator(router, initial=a.workers, max_batch=a.max_batch, speed=a.speed, tier=tier)
     closers.append(act.close)
     return act
 

@@ -214,8 +214,22 @@ class ActuatorSettings:
 
     A ratio > 0: the emulated workers serve ``speed`` times faster than the calibrated H200 latency
     model (tests run at 20 to finish quickly). Default 1: real time."""
+    tier: str | None = None
+    """An asleep tier: asleep:wake_s=S,max=N,ttl_s=S (each key optional).
+
+    Scale-downs put drained replicas to sleep through their engine (vLLM POST /sleep; local workers
+    speak the same endpoints) while fewer than max (8) sleep, scale-ups wake them first, a wake that
+    fails or takes past max(10 s, 5 x wake_s) falls back to a cold start, and one asleep ttl_s (1800 s)
+    is released; Ebb counts on the sleepers (docs/tiers.md). Kubernetes: the Service must select
+    ebb.io/routable=true (docs/tiers.md, Live (Kubernetes)). Act mode, single workload; the
+    simulator's snapshot tier has no live actuator. Unset: no tier."""
 
     def __post_init__(self) -> None:
+        if self.tier is not None:
+            from ebb.config.tiers import parse_tier
+            if not parse_tier(self.tier).holds_gpu:
+                raise ConfigError(f"--tier {self.tier!r}: the live actuators sleep engines; a snapshot tier is "
+                                  "simulator-only (fix: --tier asleep:wake_s=2,max=8)")
         if self.actuator is not None and self.actuator not in ACTUATORS:
             raise ConfigError(f"--actuator must be local or kubernetes, got {self.actuator!r} (fix: --actuator "
                               "kubernetes --deployment NAME, or leave it out for local)")
