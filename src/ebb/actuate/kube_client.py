@@ -27,13 +27,15 @@ import json
 import logging
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ebb.ratelimit import TokenBucket
 from ebb.errors import PermanentError, TransientError
 
-__all__ = ["DECISION_ANNOTATION", "DECISION_REPLICAS_ANNOTATION", "DELETION_COST_ANNOTATION", "MAX_BACKOFF_S", "ApiCaller", "RateLimiter", "WriteConflict"]
+__all__ = ["DECISION_ANNOTATION", "DECISION_REPLICAS_ANNOTATION", "DELETION_COST_ANNOTATION", "MAX_BACKOFF_S", "ApiCaller",
+           "KubeDeployment", "KubePod", "RateLimiter", "WriteConflict"]
 
 DECISION_ANNOTATION = "ebb.dev/last-decision-id"
 DECISION_REPLICAS_ANNOTATION = "ebb.dev/last-decision-replicas"
@@ -145,3 +147,35 @@ class ApiCaller:
             return max(0.0, float(value)) if value is not None else None
         except ValueError:  # an HTTP-date: fall back to our own backoff
             return None
+
+
+@dataclass(frozen=True)
+class KubeDeployment:
+    """A Deployment as the actuator reads it."""
+
+    replicas: int
+    resource_version: str
+    uid: str
+    selector: str
+    annotations: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class KubePod:
+    """A pod of the Deployment as the actuator reads it."""
+
+    name: str
+    created_s: float
+    ready_s: float | None
+    node: str
+    terminating: bool
+    annotations: Mapping[str, str]
+    ip: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def cost(self) -> int:
+        try:
+            return int(self.annotations.get(DELETION_COST_ANNOTATION, "0"))
+        except ValueError:
+            return 0

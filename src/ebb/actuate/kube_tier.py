@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ebb.actuate.base import ActuationResult, FleetState, ReplicaState
 from ebb.actuate.engine_http import EngineCallError, EngineHttp
-from ebb.actuate.kube_client import (DECISION_ANNOTATION, DECISION_REPLICAS_ANNOTATION, DELETION_COST_ANNOTATION,
+from ebb.actuate.kube_client import (KubeDeployment, KubePod, DECISION_ANNOTATION, DECISION_REPLICAS_ANNOTATION, DELETION_COST_ANNOTATION,
                                      WriteConflict)
 from ebb.config.tiers import SleepTier
 from ebb.errors import ConfigError, PermanentError, TransientError
@@ -77,7 +77,6 @@ from ebb.model.observation import ScaleRequest
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-    from ebb.actuate.kubernetes import KubeDeployment, KubePod
 
 
 class TierOps(Protocol):

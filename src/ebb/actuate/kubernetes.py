@@ -56,7 +56,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -65,7 +65,7 @@ from ebb.actuate.kube_client import MAX_BACKOFF_S as MAX_BACKOFF_S  # re-export:
 from ebb.actuate.kube_client import DECISION_ANNOTATION as DECISION_ANNOTATION  # public here too
 from ebb.actuate.kube_client import DECISION_REPLICAS_ANNOTATION as DECISION_REPLICAS_ANNOTATION
 from ebb.actuate.kube_client import DELETION_COST_ANNOTATION as DELETION_COST_ANNOTATION
-from ebb.actuate.kube_client import ApiCaller, RateLimiter, WriteConflict
+from ebb.actuate.kube_client import ApiCaller, KubeDeployment, KubePod, RateLimiter, WriteConflict
 from ebb.actuate.kube_tier import KubeTier, TierSettings
 from ebb.config.tiers import SleepTier
 from ebb.errors import ConfigError, PermanentError, TransientError, require_extra
@@ -96,38 +96,6 @@ class Eviction:
 
     def __bool__(self) -> bool:
         return self.evicted
-
-
-@dataclass(frozen=True)
-class KubeDeployment:
-    """A Deployment as the actuator reads it."""
-
-    replicas: int
-    resource_version: str
-    uid: str
-    selector: str
-    annotations: Mapping[str, str]
-
-
-@dataclass(frozen=True)
-class KubePod:
-    """A pod of the Deployment as the actuator reads it."""
-
-    name: str
-    created_s: float
-    ready_s: float | None
-    node: str
-    terminating: bool
-    annotations: Mapping[str, str]
-    ip: str = ""
-    labels: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def cost(self) -> int:
-        try:
-            return int(self.annotations.get(DELETION_COST_ANNOTATION, "0"))
-        except ValueError:
-            return 0
 
 
 def format_selector(match_labels: Mapping[str, str] | None, expressions: list[Any] | None) -> str:
