@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 
 from ebb.actuate.local import EbbWorkerLauncher, LocalActuator
-from ebb.actuate.local_sleep import wake_deadline_s
 from ebb.config.tiers import SleepTier
 from ebb.demo.loadgen import LoadGenerator
 from ebb.demo.router import Router
@@ -93,7 +92,7 @@ def test_a_failing_wake_falls_back_to_a_cold_start_and_no_request_fails(fault: s
     with Router(queue_timeout_s=60.0) as router, \
             LocalActuator(router, initial=3, max_batch=4, launcher=launcher, tier=tier) as act:
         act.wait_ready()
-        gen = steady_load(router.url, (wake_deadline_s(tier) if fault == "hang" else 0.0) + 10.0)
+        gen = steady_load(router.url, (tier.wake_deadline_s if fault == "hang" else 0.0) + 10.0)
         act.apply(DecisionId("down"), ScaleRequest(1))
         deadline = time.monotonic() + 30.0
         while len(act.state().asleep) < 2 or act.state().draining:
@@ -106,7 +105,7 @@ def test_a_failing_wake_falls_back_to_a_cold_start_and_no_request_fails(fault: s
             st = act.state()
             assert not any(r.ready_s is not None for r in st.replicas if r.name in sleepers)
             assert not sleepers & {w["name"] for w in router.workers()}
-            assert time.monotonic() < deadline + wake_deadline_s(tier) + 10.0, act.sleep_counts()
+            assert time.monotonic() < deadline + tier.wake_deadline_s + 10.0, act.sleep_counts()
             time.sleep(0.05)
         st = act.wait_ready(timeout_s=30.0)
         assert st.spec_replicas == 3 and not sleepers & {r.name for r in st.replicas} and st.asleep == ()

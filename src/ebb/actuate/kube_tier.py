@@ -155,8 +155,8 @@ class TierSettings:
 
     @property
     def wake_deadline_s(self) -> float:
-        """A wake not done by then falls back to a cold start: max(10 s, 5 × ``tier.wake_s``)."""
-        return max(10.0, 5.0 * self.tier.wake_s)
+        """A wake not done by then falls back to a cold start (:attr:`SleepTier.wake_deadline_s`)."""
+        return self.tier.wake_deadline_s
 
 
 def _stamp(p: KubePod, key: str) -> float | None:

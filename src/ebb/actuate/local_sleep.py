@@ -14,7 +14,7 @@ simulator's, :mod:`ebb.sim.sleepers`) on workers that speak vLLM's sleep endpoin
   ``apply`` does not wait. A woken worker rejoins the router only once ``GET /is_sleeping`` reads
   false *and* its health path answers 200 (:func:`awake`): vLLM's ``/health`` stays 200 asleep.
 * **Fallback.** A wake whose call failed (not 200, refused, timed out) or that has not completed
-  :func:`wake_deadline_s` after it began — ``max(10 s, 5 × wake_s)`` — is :meth:`SleepBook.verdict`
+  :attr:`~ebb.config.tiers.SleepTier.wake_deadline_s` after it began — ``max(10 s, 5 × wake_s)`` — is :meth:`SleepBook.verdict`
   ``"failed"``: the actuator stops that worker and starts a cold replacement at once, logged.
 * **How long.** A sleeper asleep ``tier.ttl_s`` (monotonic clock) is released (:meth:`SleepBook.expired`),
   and :meth:`SleepBook.release` releases the oldest past what the policy counts on. Released
@@ -27,20 +27,20 @@ The book holds no lock: the actuator calls it under its own. HTTP calls are made
 from __future__ import annotations
 
 import concurrent.futures as cf
-import json
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from typing import Final, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
+from ebb.actuate.engine_http import EngineCallError, EngineHttp
 from ebb.config.tiers import SleepTier
 
-__all__ = ["SleepBook", "SleepCounts", "SleepingLauncher", "awake", "post_sleep", "wake_deadline_s"]
+__all__ = ["SleepBook", "SleepCounts", "SleepingLauncher", "awake", "post_sleep"]
 
 HTTP_TIMEOUT_S: Final = 2.0
 """Timeout of a ``/sleep`` or ``/is_sleeping`` call (both answer at once on a live worker)."""
-MIN_WAKE_DEADLINE_S: Final = 10.0
-"""A wake is given at least this long before it counts as failed."""
+
+
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
@@ -69,58 +69,36 @@ class SleepCounts:
     wakes: int = 0
     """Sleepers woken that rejoined the router."""
     failed_wakes: int = 0
-    """Wakes that failed or ran past :func:`wake_deadline_s`: a cold replacement started instead."""
+    """Wakes that failed or ran past :attr:`~ebb.config.tiers.SleepTier.wake_deadline_s`: a cold replacement started instead."""
     released: int = 0
     """Sleepers stopped by their TTL or by ``keep_asleep``."""
 
 
-def wake_deadline_s(tier: SleepTier) -> float:
-    """How long a wake may take before it counts as failed: ``max(10 s, 5 × wake_s)``."""
-    return max(MIN_WAKE_DEADLINE_S, 5.0 * tier.wake_s)
-
-
-def _post(url: str, timeout_s: float) -> None:
-    """POST an empty body; ``OSError`` (``HTTPError`` included) unless the answer is 200."""
-    req = urllib.request.Request(url, data=b"", method="POST")
-    with _NO_PROXY.open(req, timeout=timeout_s) as resp:
-        if resp.status != 200:
-            raise OSError(f"{url} answered {resp.status}")
-
-
 def post_sleep(url: str, level: int) -> bool:
-    """``POST {url}/sleep?level=N``; True when it answered 200."""
+    """``POST {url}/sleep?level=N`` (:meth:`~ebb.actuate.engine_http.EngineHttp.sleep`); True when it answered 200."""
     try:
-        _post(f"{url}/sleep?level={level}", HTTP_TIMEOUT_S)
+        EngineHttp(url, HTTP_TIMEOUT_S).sleep(level)
         return True
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        return False
-    except (OSError, ValueError):
+    except EngineCallError:
         return False
 
 
 def _wake(url: str, timeout_s: float) -> None:
     """``POST {url}/wake_up`` (blocks for the wake); raises unless it answered 200 within ``timeout_s``."""
-    try:
-        _post(f"{url}/wake_up", timeout_s)
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        raise OSError(f"{url}/wake_up answered {exc.code}") from None
+    EngineHttp(url, HTTP_TIMEOUT_S).wake_up(timeout_s)
 
 
 def awake(url: str, health_url: str) -> bool:
     """``GET {url}/is_sleeping`` reads ``{"is_sleeping": false}`` and ``health_url`` answers 200."""
     try:
-        with _NO_PROXY.open(f"{url}/is_sleeping", timeout=HTTP_TIMEOUT_S) as resp:
-            doc = json.loads(resp.read(4096))
-        if not isinstance(doc, dict) or doc.get("is_sleeping") is not False:
+        if EngineHttp(url, HTTP_TIMEOUT_S).is_sleeping():
             return False
         with _NO_PROXY.open(health_url, timeout=HTTP_TIMEOUT_S) as resp:
             return bool(resp.status == 200)
     except urllib.error.HTTPError as exc:
         exc.close()
         return False
-    except (OSError, ValueError):
+    except (EngineCallError, OSError, ValueError):
         return False
 
 
@@ -129,7 +107,7 @@ class SleepBook(Generic[W]):
 
     def __init__(self, tier: SleepTier, level: int) -> None:
         self.tier, self.level = tier, level
-        self.deadline_s = wake_deadline_s(tier)
+        self.deadline_s = tier.wake_deadline_s
         self.asleep: list[tuple[W, float]] = []
         """Sleepers and the monotonic time each fell asleep, oldest first."""
         self.waking: dict[W, tuple[cf.Future[None], float]] = {}

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ebb.errors import ConfigError
 
 __all__ = ["DEFAULT_FAIL", "DEFAULT_MAX", "DEFAULT_RESTORE_S", "DEFAULT_SAVE_S", "DEFAULT_SNAPSHOT_TTL_S",
-           "DEFAULT_TTL_S", "DEFAULT_WAKE_S", "KINDS", "SleepTier", "parse_tier"]
+           "DEFAULT_TTL_S", "DEFAULT_WAKE_S", "KINDS", "MIN_WAKE_DEADLINE_S", "SleepTier", "parse_tier"]
 
 DEFAULT_MAX = 8
 """Default number of replicas asleep at once at most."""
@@ -41,6 +41,8 @@ DEFAULT_SAVE_S = 10.0
 the checkpoint side was found); set it from a measured save."""
 DEFAULT_SNAPSHOT_TTL_S = 86400.0
 """Default time a snapshot is kept (s): it holds no GPU, only storage."""
+MIN_WAKE_DEADLINE_S = 10.0
+"""A wake is given at least this long before it counts as failed (:attr:`SleepTier.wake_deadline_s`)."""
 KINDS = ("asleep", "snapshot")
 """The tier kinds: engine sleep (GPU held) and GPU snapshot (GPU released)."""
 
@@ -81,13 +83,15 @@ class SleepTier:
             raise ConfigError(f"{where}: save_s must be in [0, 3600) s (snapshots only), got {self.save_s!r}")
 
     @property
+    def wake_deadline_s(self) -> float:
+        """How long a wake may take before it counts as failed and falls back to a cold start:
+        ``max(10 s, 5 × wake_s)`` (every live actuator: :class:`ebb.actuate.base.SleepingActuator`)."""
+        return max(MIN_WAKE_DEADLINE_S, 5.0 * self.wake_s)
+
+    @property
     def holds_gpu(self) -> bool:
         """Whether a put-away replica keeps its GPU (engine sleep) rather than releasing it (snapshot)."""
         return self.kind == "asleep"
-
-    def billed_s(self, held_s: float) -> float:
-        """Of ``held_s`` seconds put away, those billed: all of them asleep, the save for a snapshot."""
-        return held_s if self.holds_gpu else min(held_s, self.save_s)
 
     def describe(self) -> str:
         """``asleep:wake_s=2,max=8,ttl_s=1800`` or ``snapshot:restore_s=15,save_s=10,max=8,ttl_s=86400``

@@ -16,7 +16,7 @@ import pytest
 
 from ebb.actuate.base import SleepingActuator
 from ebb.actuate.local import EbbWorkerLauncher, Launch, LocalActuator
-from ebb.actuate.local_sleep import SleepCounts, wake_deadline_s
+from ebb.actuate.local_sleep import SleepCounts
 from ebb.config.tiers import SleepTier
 from ebb.demo.router import Router
 from ebb.errors import ConfigError
@@ -124,7 +124,7 @@ def test_a_wake_that_fails_or_hangs_is_replaced_by_a_cold_start(router: Router, 
         assert up.added == (sleeper.name,)
         # a sleeper still asleep is never counted ready, though its /healthz answers 200
         assert act.state().replicas[-1].ready_s is None and health(sleeper.endpoint) == 200
-        st = act.wait_ready(timeout_s=wake_deadline_s(tier) + 30.0)
+        st = act.wait_ready(timeout_s=tier.wake_deadline_s + 30.0)
         assert [r.name for r in st.replicas] == ["worker-0", "worker-2"] and st.asleep == ()
         assert routed(router) == ["worker-0", "worker-2"]
         assert act.sleep_counts() == SleepCounts(sleeps=1, failed_wakes=1)

@@ -32,8 +32,11 @@ def test_a_snapshot_tier_restores_in_its_restore_time_and_bills_only_its_save() 
     assert not snap.holds_gpu and parse_tier("asleep").holds_gpu
     assert parse_tier(parse_tier("snapshot:restore_s=5,save_s=3,max=2").describe()) == parse_tier(
         "snapshot:restore_s=5,save_s=3,max=2")
-    assert snap.billed_s(600.0) == DEFAULT_SAVE_S and snap.billed_s(4.0) == 4.0
-    assert parse_tier("asleep").billed_s(600.0) == 600.0
+    def one(held_s: float) -> FleetLog:
+        return FleetLog((), 0, 0, end_s=10_000.0, asleep=((0.0, held_s),))
+
+    assert billed_sleep(one(600.0), snap)[0] == DEFAULT_SAVE_S and billed_sleep(one(4.0), snap)[0] == 4.0
+    assert billed_sleep(one(600.0), parse_tier("asleep"))[0] == 600.0
     log = FleetLog((), 0, 0, end_s=1000.0, asleep=((100.0, 400.0), (900.0, 1200.0), (50.0, 55.0)))
     assert billed_sleep(log, None) == (405.0, 0.0)
     assert billed_sleep(log, parse_tier("asleep")) == (405.0, 0.0)
