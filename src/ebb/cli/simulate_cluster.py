@@ -94,7 +94,7 @@ def _lc(card: dict[str, Any]) -> str:
     return "-" if v is None else f"{v['violation_pct']:.3f}"
 
 
-_CLUSTER_DROPS = ("max/100ms", "writes/s", "quota", "skew", "batch")
+_CLUSTER_DROPS = ("reclaim s", "max/100ms", "writes/s", "quota", "skew", "preempt", "asleep", "BE done", "batch")
 """Columns given up, first to last, until the cluster table fits the terminal (all stay in --json)."""
 
 
@@ -116,11 +116,17 @@ def _table(results: list[ClusterResult], best: dict[str, Any] | None, width: int
         "skew": lambda c: str(c["max_zone_skew"]), "writes/s": lambda c: f"{c['writes_per_s']:.2f}",
         "max/100ms": lambda c: str(c["max_writes_per_100ms"]), "quota": lambda c: str(c["quota_breach_s"]),
     }
+    if any("best_effort_gpu_hours_done" in r.scorecard for r in results):  # a tier or lending costs
+        cols.update({"asleep": lambda c: f"{c['gpu_hours_online_asleep']:.1f}",
+                     "BE done": lambda c: f"{c['best_effort_gpu_hours_done']:.1f}",
+                     "preempt": lambda c: str(c["preemptions"]), "reclaim s": _reclaim_cell})
     measure = Console(width=10_000, file=io.StringIO())  # measures natural widths, prints nothing
     shown = list(cols)
     for drop in (None, *_CLUSTER_DROPS):
         shown = [k for k in shown if k != drop]
         t = Table(title="cluster scorecard (GPU-h online + batch; violations % by class"
+                        + ("; online includes asleep (held, billed), BE done = best-effort work net of preemption "
+                           "costs" if "asleep" in shown else "")
                         + (f"; first {warmup_s:,} s warm-up, not scored)" if warmup_s else ")"))
         for col in shown:
             t.add_column(col, justify="left" if col == "policy" else "right")
@@ -139,6 +145,12 @@ def _table(results: list[ClusterResult], best: dict[str, Any] | None, width: int
             t.caption = (f"Ebb online GPU-h = {ratio:.2f}x the best per-service peer configuration; "
                          f"order-fulfilment violations {_lc(ebb)} % vs {_lc(best)} %")
     return t
+
+
+def _reclaim_cell(c: dict[str, Any]) -> str:
+    """Median / max seconds from a wake on a lent GPU to ready ("-" when none happened)."""
+    r = c["reclaim_delay_s"]
+    return "-" if not r["count"] else f"{r['median']:.0f}/{r['max']:.0f}"
 
 
 def _class_cell(fmt: Callable[[dict[str, Any], str, str], str], k: str) -> Callable[[dict[str, Any]], str]:

@@ -33,12 +33,19 @@ Format (YAML; unknown keys are errors, so a typo never silently drops a quota)::
         zones: [zone-a, zone-b, zone-c]   # spread (max skew 1); default every zone
         gpus_per_replica: 1           # default 1
         cold_start_s: 60              # request → ready (default 60)
+        tier: asleep:wake_s=2,max=8   # optional asleep tier (the --tier syntax): Ebb puts the replicas
+                                      # it removes to sleep on their GPU (held, lendable to best-effort
+                                      # work) and wakes them first; peers never use it
       - name: training
         namespace: research
         class: offline-training
         qos: Guaranteed
         priority: 0                   # lowest: its borrowed GPUs are preempted first
         demand: {alibaba_gpu: alibaba-gpu-2023/openb_pod_list_default.csv, qos: [BE], time_scale: 149}
+                                      # or {gpus: 24}: an elastic job that wants 24 GPUs all the time
+    lending:                          # optional: what taking a GPU back from best-effort work costs
+      checkpoint_s: 30                # grace before a preempted job's GPU is free (reclaim delay)
+      restart_gpu_s: 120              # work lost per GPU preempted (subtracted from work done)
     generate:                         # many services from one multi-tenant source
       - servegen: language/m-mid
         clients: 400                  # the 400 busiest clients (or a list of client ids)
@@ -87,6 +94,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ebb.config.tiers import SleepTier, parse_tier
+from ebb.errors import ConfigError
 from ebb.config.workloads import (
     WorkloadClass,
     default_workload_classes,
@@ -103,11 +112,11 @@ from ebb.config.yamlio import (
     whole_number,
 )
 
-__all__ = ["ClusterSettings", "QuotaSpec", "Scenario", "ServiceSpec", "load_scenario", "parse_scenario"]
+__all__ = ["ClusterSettings", "LendingSettings", "QuotaSpec", "Scenario", "ServiceSpec", "load_scenario", "parse_scenario"]
 
 QOS_CLASSES = ("Guaranteed", "Burstable", "BestEffort")
 ARRIVAL_KINDS = ("azure", "bundled", "trace", "servegen")
-DEMAND_KINDS = ("alibaba_gpu",)
+DEMAND_KINDS = ("alibaba_gpu", "gpus")
 MAX_SERVICES = 20_000
 """Services in one scenario, written plus generated."""
 MAX_ZONES = 64
@@ -125,6 +134,9 @@ _ARRIVAL_KEYS: Mapping[str, tuple[str, ...]] = {
     "azure": ("azure",), "bundled": ("bundled",), "trace": ("trace",),
     "servegen": ("servegen", "client", "rate_scale")}
 _DEMAND_KEYS = ("alibaba_gpu", "qos", "time_scale", "gpu_scale", "start_s")
+_CONSTANT_KEYS = ("gpus",)
+MAX_CONSTANT_GPUS = 1_000_000
+"""Largest ``demand: {gpus: N}``."""
 _PLACEHOLDERS = ("i", "client")
 
 
@@ -154,6 +166,9 @@ class ServiceSpec:
     """Zones the service spreads over (max skew 1); empty = every zone."""
     gpus_per_replica: int = 1
     cold_start_s: float = 60.0
+    tier: SleepTier | None = None
+    """The asleep tier of an online service (``tier: asleep:wake_s=2,max=8``): replicas a policy that
+    decides tiers (Ebb) removes sleep on their GPU, which best-effort work may borrow; None = none."""
 
     @property
     def online(self) -> bool:
@@ -183,6 +198,22 @@ class ClusterSettings:
 
 
 @dataclass(frozen=True)
+class LendingSettings:
+    """What taking a GPU back from best-effort work costs (``lending:``; :mod:`ebb.sim.cluster.lending`).
+
+    Best-effort (batch, training) services borrow free GPUs and the GPUs of sleeping replicas; serving
+    takes them back by preemption. Both costs are 0 without the key, so a scenario without it scores
+    as before tiers existed."""
+
+    checkpoint_s: int = 0
+    """Grace a preempted best-effort pod gets to checkpoint before its GPU is free (s, whole): a
+    serving replica that reclaims the GPU starts (or wakes) that much later."""
+    restart_gpu_s: float = 0.0
+    """Work a preemption costs the job, per GPU taken (GPU-seconds): its restart plus the progress
+    since its last checkpoint. Subtracted from the best-effort GPU-hours done."""
+
+
+@dataclass(frozen=True)
 class Scenario:
     """A parsed cluster scenario; paths in ``services`` are already resolved against ``data_root``."""
 
@@ -201,13 +232,15 @@ class Scenario:
     classes: tuple[WorkloadClass, ...] = field(default_factory=lambda: tuple(default_workload_classes()))
     warmup_s: int = 0
     """Seconds at the start that feed every policy but are not scored or billed (0 <= it < ``duration_s``)."""
+    lending: LendingSettings = field(default_factory=LendingSettings)
+    """What preempting best-effort work costs (``lending:``); zero costs without the key."""
 
 
 
 _TOP = {"name", "duration_s", "seed", "data_root", "zones", "cluster", "quotas", "services", "generate",
-        "workloads", "warmup_s"}
+        "workloads", "warmup_s", "lending"}
 _SERVICE = {"name", "namespace", "class", "qos", "priority", "arrivals", "demand", "capacity_rps", "service_ms",
-            "slo_ms", "min_replicas", "max_replicas", "zones", "gpus_per_replica", "cold_start_s"}
+            "slo_ms", "min_replicas", "max_replicas", "zones", "gpus_per_replica", "cold_start_s", "tier"}
 _GENERATE = (_SERVICE - {"arrivals", "demand"}) | {"servegen", "clients", "rate_scale"}
 
 
@@ -253,7 +286,37 @@ def parse_scenario(text: str, *, source: str = "<scenario>", base: Path | None =
                               f"warmup_s: {duration // 4}, or 0 for none")
     return Scenario(name=str(doc.get("name", Path(source).stem)), source=source, duration_s=duration,
                     seed=_int(doc, "seed", 0, "", source, lo=0), data_root=root, zones=zones, cluster=settings,
-                    quotas=quotas, services=services, generate=generate, classes=classes, warmup_s=warmup)
+                    quotas=quotas, services=services, generate=generate, classes=classes, warmup_s=warmup,
+                    lending=_lending(doc.get("lending"), source))
+
+
+def _lending(raw: Any, source: str) -> LendingSettings:
+    """``lending: {checkpoint_s: 30, restart_gpu_s: 120}`` (both optional, default 0)."""
+    d = known_keys(source, "lending", raw or {}, ("checkpoint_s", "restart_gpu_s"),
+                   "write lending: {checkpoint_s: 30, restart_gpu_s: 120}")
+    return LendingSettings(
+        checkpoint_s=whole_number(source, "lending.checkpoint_s", d.get("checkpoint_s", 0), 0, 3600,
+                                  fix="the seconds a preempted job needs to checkpoint, e.g. checkpoint_s: 30"),
+        restart_gpu_s=finite_value(source, "lending.restart_gpu_s", d.get("restart_gpu_s", 0.0), 0.0, 86400.0,
+                                   fix="GPU-seconds of work a preemption loses, e.g. restart_gpu_s: 120"))
+
+
+def _tier(raw: Any, where: str, source: str, online: bool) -> SleepTier | None:
+    """A service's ``tier:`` text (the simulator's ``--tier`` syntax), asleep tiers of online services only."""
+    if raw is None:
+        return None
+    if not online:
+        raise config_error(source, where, "a batch service (demand:) has no tier", "drop tier: from it")
+    if not isinstance(raw, str):
+        raise config_error(source, where, f"expected text, got {describe(raw)}", "write tier: asleep:wake_s=2,max=8")
+    try:
+        tier = parse_tier(raw)
+    except ConfigError as e:
+        raise config_error(source, where, str(e), "write tier: asleep:wake_s=2,max=8,ttl_s=1800") from None
+    if tier.kind != "asleep":
+        raise config_error(source, where, f"cluster mode models the asleep tier only, got {tier.kind}",
+                           "write tier: asleep:wake_s=2,max=8 (snapshots: ebb simulate --tier on one workload)")
+    return tier
 
 
 def _client_count(g: Mapping[str, Any]) -> int:
@@ -362,7 +425,8 @@ def _service(s: Any, where: str, source: str, zones: Mapping[str, int], class_na
         capacity_rps=_num(s, "capacity_rps", 1.0, where, source), service_ms=_num(s, "service_ms", 100.0, where, source),
         slo_ms=_num(s, "slo_ms", 1000.0, where, source), min_replicas=lo, max_replicas=hi, zones=svc_zones,
         gpus_per_replica=_int(s, "gpus_per_replica", 1, where + ".", source, lo=1, hi=64),
-        cold_start_s=_num(s, "cold_start_s", 60.0, where, source))
+        cold_start_s=_num(s, "cold_start_s", 60.0, where, source),
+        tier=_tier(s.get("tier"), f"{where}.tier", source, arrivals is not None))
 
 
 def _source(v: Any, where: str, source: str, kinds: tuple[str, ...], root: Path) -> Mapping[str, Any]:
@@ -373,7 +437,7 @@ def _source(v: Any, where: str, source: str, kinds: tuple[str, ...], root: Path)
         raise config_error(source, where, f"expected exactly one of {list(kinds)}, got {describe(sorted(map(str, v)))}",
                            "e.g. {servegen: language/m-large, client: 7} or {trace: FILE}")
     k = kind[0]
-    allowed = _ARRIVAL_KEYS[k] if k in _ARRIVAL_KEYS else _DEMAND_KEYS
+    allowed = _ARRIVAL_KEYS[k] if k in _ARRIVAL_KEYS else _CONSTANT_KEYS if k == "gpus" else _DEMAND_KEYS
     known_keys(source, where, v, allowed, "see the scenario format")
     out = dict(v)
     out["kind"] = k
@@ -385,6 +449,9 @@ def _source(v: Any, where: str, source: str, kinds: tuple[str, ...], root: Path)
     if k in ("trace", "servegen", "alibaba_gpu"):
         out["path"] = _path(v[k], f"{where}.{k}", source, root, f"{k}: a path under data_root",
                             folder_ok=k != "alibaba_gpu", file_ok=k != "servegen")
+    if k == "gpus":
+        out["gpus"] = whole_number(source, f"{where}.gpus", v["gpus"], 1, MAX_CONSTANT_GPUS,
+                                   fix="the GPUs the job wants all the time, e.g. demand: {gpus: 24}")
     if k == "servegen":
         out["client"] = whole_number(source, f"{where}.client", v.get("client"), 0, 2**31 - 1,
                                      fix="name the ServeGen client id, e.g. client: 7")

@@ -59,11 +59,17 @@ def test_bad_arrival_keys_and_values_name_their_key(old: str, new: str, key: str
     ("{alibaba_gpu: pods.csv, qos: 5}", "qos"),
     ("{alibaba_gpu: pods.csv, qos: [[BE]]}", "qos"),
     ("{alibaba_gpu: pods.csv, start_s: -1}", "start_s"),
-    ("{alibaba_gpu: pods.csv, gpus: 3}", "gpus"),
+    ("{gpus: 0}", "gpus"),
+    ("{gpus: 2.5}", "gpus"),
 ])
 def test_bad_demand_keys_and_values_name_their_key(demand: str, key: str) -> None:
     text = BASE + f"  - {{name: t, namespace: lab, class: offline-training, demand: {demand}}}\n"
     assert f"s.yaml: services[1].demand.{key}:" in _refusal(text)
+
+
+def test_a_demand_naming_two_sources_is_refused() -> None:
+    text = BASE + "  - {name: t, namespace: lab, class: offline-training, demand: {alibaba_gpu: pods.csv, gpus: 3}}\n"
+    assert "s.yaml: services[1].demand: expected exactly one of" in _refusal(text)
 
 
 def test_a_relative_trace_path_may_not_climb_out_of_data_root(tmp_path: Path) -> None:

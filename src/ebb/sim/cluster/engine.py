@@ -49,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ebb.decide.fleet_quota import borrowed_replicas
+from ebb.sim.cluster.lending import ClusterTiers, Preemption, TierState, Wake
 
 __all__ = ["DRAIN_S", "MAX_WAIT_S", "ClusterEngine", "ClusterInputs", "ClusterRun", "PolicyStep", "WriteBatch",
            "simulate"]
@@ -110,6 +111,14 @@ class ClusterInputs:
     """Replicas at t = 0 per online service (started ready)."""
     warmup_s: int = 0
     """Seconds at the start that feed every policy but are not accounted (0: the whole span)."""
+    tiers: ClusterTiers | None = None
+    """Each online service's asleep tier (:mod:`ebb.sim.cluster.lending`); None: no service has one."""
+    checkpoint_s: int = 0
+    """Lending: seconds a preempted best-effort pod keeps its GPU to checkpoint (the scenario's ``lending:``)."""
+    restart_gpu_s: float = 0.0
+    """Lending: work a preemption costs the job per GPU taken (GPU-seconds)."""
+    seed: int = 0
+    """The scenario's seed (tier wake faults)."""
 
     @property
     def seconds(self) -> int:
@@ -140,6 +149,8 @@ class PolicyStep:
     and starting; draining ones are leaving): :func:`ebb.decide.fleet_quota.borrowed_replicas`."""
     pending: IntArray
     """Replicas asked for but not placed yet (no free GPU in a zone the spread allows, or the quota)."""
+    asleep: IntArray
+    """Replicas asleep per service (an asleep tier; not in ``spec``: a scale-up wakes them first)."""
 
     @property
     def spec(self) -> IntArray:
@@ -149,6 +160,9 @@ class PolicyStep:
 
 Policy = Callable[[PolicyStep], "tuple[IntArray, IntArray | None]"]
 """step → (wanted replicas per service, order of scale-downs or None)."""
+
+KeepAsleep = Callable[[], "IntArray | None"]
+"""→ sleepers to keep per service after the decision just made (−1: no opinion; None: no tiers)."""
 
 Explain = Callable[[int], "tuple[str, dict[str, float]]"]
 """service index → (one-line reason, signals) for the write being recorded now."""
@@ -185,24 +199,37 @@ class ClusterRun:
     writes: int
     max_writes_per_100ms: int
     preemptions: int
+    """Preemptions: one per (batch service, zone) evicted at once; each is in :attr:`preemption_log`."""
     quota_breach_s: int
     pending_replica_s: float
+    asleep_gpu_s: FloatArray
+    """Of :attr:`gpu_s`, GPU-seconds per online service held by sleeping replicas (asleep or draining to sleep)."""
+    lent_gpu_s: FloatArray
+    """Of :attr:`batch_gpu_s`, GPU-seconds per batch service run on sleepers' lent GPUs."""
+    batch_lost_gpu_s: FloatArray
+    """Work per batch service lost to preemptions (``restart_gpu_s`` per GPU preempted)."""
     batches: list[WriteBatch] = field(default_factory=list)
     series_t_s: list[float] = field(default_factory=list)
     series_gpus: list[IntArray] = field(default_factory=list)
     """GPUs per (service, zone) at each sample (S × Z), online services only."""
     series_batch_gpus: list[IntArray] = field(default_factory=list)
+    preemption_log: list[Preemption] = field(default_factory=list)
+    """Every preemption, in time order."""
+    wakes: list[Wake] = field(default_factory=list)
+    """Every wake of a sleeper, in time order (failed ones with a NaN delay)."""
 
 
 def simulate(inp: ClusterInputs, policy: Policy, *, write_limit_per_100ms: int | None,
-             sample_s: int = 60, record_batches: bool = True, explain: Explain | None = None) -> ClusterRun:
+             sample_s: int = 60, record_batches: bool = True, explain: Explain | None = None,
+             keep_asleep: KeepAsleep | None = None) -> ClusterRun:
     """Run the whole span; see the module docstring for the model. ``explain`` (the policy's
-    :meth:`explain`, when it has one) is asked about every recorded write as it is issued."""
+    :meth:`explain`, when it has one) is asked about every recorded write as it is issued;
+    ``keep_asleep`` after each decision (None: the policy decides no tiers, removed replicas go)."""
     engine = ClusterEngine(inp, write_limit_per_100ms=write_limit_per_100ms, sample_s=sample_s,
                            record_batches=record_batches, explain=explain)
     for t in range(inp.seconds):
         wanted, order = policy(engine.sense(t))
-        engine.act(t, wanted, order)
+        engine.act(t, wanted, order, keep=None if keep_asleep is None else keep_asleep())
     return engine.run
 
 
@@ -239,12 +266,16 @@ class ClusterEngine:
         self.run.batches, self.run.series_t_s = old.batches, old.series_t_s
         self.run.series_gpus, self.run.series_batch_gpus = old.series_gpus, old.series_batch_gpus
 
-    def act(self, t: int, wanted: npt.ArrayLike, order: npt.ArrayLike | None) -> None:
+    def act(self, t: int, wanted: npt.ArrayLike, order: npt.ArrayLike | None,
+            keep: npt.ArrayLike | None = None) -> None:
         """Second ``t``'s writes (``wanted`` replicas per service, scale-downs in ``order``), placement
-        of what waits, and the accounting."""
+        of what waits, and the accounting. ``keep``: sleepers to keep per service (−1: no opinion);
+        None: this policy decides no tiers, so what it removes goes (:mod:`ebb.sim.cluster.lending`)."""
         st = self._st
         st.write(t, np.asarray(wanted, dtype=np.int64), None if order is None else np.asarray(order, dtype=np.int64),
-                 self.write_limit, self.run, self.record_batches, self.explain)
+                 self.write_limit, self.run, self.record_batches, self.explain, sleep=keep is not None)
+        if keep is not None and st.tier.on:
+            st.tier.keep(np.asarray(keep, dtype=np.int64), self.inp.gpus, st.batch)
         st.retry_pending(t, self.run)
         st.account(t, self.run, self.sample_s)
 
@@ -254,14 +285,17 @@ def _zero_run(s: _State) -> ClusterRun:
     return ClusterRun(gpu_s=np.zeros(s.s), batch_gpu_s=np.zeros(s.b), batch_unserved_gpu_s=np.zeros(s.b),
                       batch_demand_gpu_s=np.zeros(s.b), requests=np.zeros(s.s), violations=np.zeros(s.s),
                       max_skew=np.zeros(s.s, dtype=np.int64), skew_breach_s=0, writes=0,
-                      max_writes_per_100ms=0, preemptions=0, quota_breach_s=0, pending_replica_s=0.0)
+                      max_writes_per_100ms=0, preemptions=0, quota_breach_s=0, pending_replica_s=0.0,
+                      asleep_gpu_s=np.zeros(s.s), lent_gpu_s=np.zeros(s.b), batch_lost_gpu_s=np.zeros(s.b))
 
 
 class _State:
     def __init__(self, inp: ClusterInputs) -> None:
         self.inp = inp
         self.s, self.z, self.b = len(inp.names), len(inp.zones), len(inp.batch_names)
-        self.ring = int(inp.cold_start_s.max(initial=1)) + 2
+        self.tier = TierState(inp.tiers, services=self.s, zones=self.z, batch=self.b, drain_s=DRAIN_S, seed=inp.seed)
+        wake = int(inp.tiers.wake_steps.max(initial=0)) if inp.tiers is not None else 0
+        self.ring = max(int(inp.cold_start_s.max(initial=1)), wake) + inp.checkpoint_s + 2
         self.ready = np.zeros((self.s, self.z), dtype=np.int64)
         self.inc = np.zeros((self.ring, self.s, self.z), dtype=np.int64)
         self.drain = np.zeros((DRAIN_S + 1, self.s, self.z), dtype=np.int64)
@@ -281,7 +315,8 @@ class _State:
         return np.asarray(self.inc.sum(axis=0))
 
     def online_gpus(self) -> IntArray:
-        per = self.ready + self.starting() + self.drain.sum(axis=0)
+        """GPUs per (service, zone) serving held: ready, starting, draining, asleep (lent or not)."""
+        per = self.ready + self.starting() + self.drain.sum(axis=0) + self.tier.held()
         return np.asarray(per * self.inp.gpus[:, None])
 
     def free(self) -> IntArray:
@@ -300,18 +335,22 @@ class _State:
         self.ready += self.inc[slot]
         self.inc[slot] = 0
         self.drain[t % (DRAIN_S + 1)] = 0
+        self.tier.settle(t, self.inp.gpus, self.batch)
 
     def place_batch(self, t: int, run: ClusterRun) -> None:
         if not self.b:
             return
         want = np.ceil(self.inp.batch_demand[:, t] - 1e-9).astype(np.int64)
-        have = self.batch.sum(axis=1)
-        # give back what the demand no longer needs, from the fullest zone first
-        for _ in range(int(np.max(have - want, initial=0))):
-            over = self.batch.sum(axis=1) > want
+        lent = self.tier.lent
+        # give back what the demand no longer needs: lent GPUs first (their sleepers may wake), then
+        # from the fullest zone
+        for k in np.flatnonzero(self.batch.sum(axis=1) + lent.sum(axis=1) > want):
+            self.tier.give_back(int(k), int(self.batch[k].sum() + lent[k].sum() - want[k]))
+        for _ in range(int(np.max(self.batch.sum(axis=1) + lent.sum(axis=1) - want, initial=0))):
+            over = self.batch.sum(axis=1) + lent.sum(axis=1) > want
             zi = np.argmax(self.batch, axis=1)
             self.batch[np.flatnonzero(over), zi[over]] -= 1
-        short = want - self.batch.sum(axis=1)
+        short = want - self.batch.sum(axis=1) - lent.sum(axis=1)
         if short.max(initial=0) > 0:
             cap = self._ns_room()
             for k in np.argsort(-self.inp.batch_priority, kind="stable"):  # higher priority first
@@ -321,7 +360,8 @@ class _State:
                 unmet = np.maximum(self.inp.quota_min - usage, 0)
                 spare = int(free.sum()) - (int(unmet.sum()) - int(unmet[ns]))  # others' unmet min stays free
                 n = int(min(short[k], max(spare, 0), cap[ns]))
-                if self._governed[ns] and not self.inp.batch_may_borrow[k]:
+                own_only = self._governed[ns] and not self.inp.batch_may_borrow[k]
+                if own_only:
                     n = min(n, max(int(self.inp.quota_min[ns] - usage[ns]), 0))  # within its min only
                 while n > 0:
                     zi = int(np.argmax(free))
@@ -330,15 +370,25 @@ class _State:
                         break
                     self.batch[k, zi] += put
                     free[zi] -= put
-                    cap[self.inp.batch_namespaces[k]] -= put
+                    cap[ns] -= put
+                    short[k] -= put
                     n -= put
-        held = self.batch.sum(axis=1)
+                if self.tier.on and not own_only and short[k] > 0 and cap[ns] > 0:
+                    # free GPUs ran out: borrow sleepers' (held by serving, so no one's min is touched)
+                    cap[ns] -= self.tier.lend(int(k), int(min(short[k], cap[ns])), self.inp.gpus)
+        held = self.batch.sum(axis=1) + lent.sum(axis=1)
         run.batch_gpu_s += held
+        run.lent_gpu_s += lent.sum(axis=1)
         run.batch_demand_gpu_s += self.inp.batch_demand[:, t]
         run.batch_unserved_gpu_s += np.maximum(self.inp.batch_demand[:, t] - held, 0.0)
 
     def _ns_room(self) -> IntArray:
+        """GPUs each namespace may still take under its quota ``max``: its usage plus what its batch
+        services borrow from sleepers (that counts against the borrower's max, not its min)."""
         usage = self.ns_usage()
+        if self.b and self.tier.on:
+            usage = usage + np.bincount(self.inp.batch_namespaces, weights=self.tier.lent.sum(axis=1),
+                                        minlength=self.n_ns).astype(np.int64)
         return np.asarray(np.where(self.inp.quota_max >= 0, self.inp.quota_max - usage, 1 << 40))
 
     def serve(self, t: int, run: ClusterRun) -> PolicyStep:
@@ -368,7 +418,7 @@ class _State:
                           starting=starting.sum(axis=1), ready_by_zone=self.ready.copy(),
                           starting_by_zone=starting, latency_ratio=lat, wait_s=w1, wait_first_s=w0,
                           borrowed=self._borrowed(),
-                          pending=self.pending.copy())
+                          pending=self.pending.copy(), asleep=self.tier.asleep.sum(axis=1))
 
     def _borrowed(self) -> IntArray:
         """Replicas above their namespace's min, of the ready and starting ones (the rule of
@@ -379,7 +429,7 @@ class _State:
                                  quota_min_milli=inp.quota_min * 1000, governed=self._governed)
 
     def write(self, t: int, wanted: IntArray, order: IntArray | None, limit: int | None, run: ClusterRun,
-              record: bool, explain: Explain | None = None) -> None:
+              record: bool, explain: Explain | None = None, *, sleep: bool = False) -> None:
         inp = self.inp
         spec = self.ready.sum(axis=1) + self.starting().sum(axis=1) + self.pending
         wanted = np.clip(wanted, inp.min_replicas, inp.max_replicas)
@@ -413,9 +463,33 @@ class _State:
         # fewer wanted: cancel pending first, then remove
         cancel = np.minimum(cut, self.pending)
         self.pending -= cancel
-        self._remove(cut - cancel, t)
-        self.pending += add
+        self._remove(cut - cancel, t, sleep=sleep and self.tier.on)
+        cold = add - self._wake(t, add, run) if self.tier.on else add
+        self.pending += cold
         self.spec = spec + add - cut
+
+    def _wake(self, t: int, add: IntArray, run: ClusterRun) -> IntArray:
+        """Scale-ups take sleepers first (:mod:`ebb.sim.cluster.lending`); returns those woken per
+        service (a failed wake is not among them: its replica is asked for cold)."""
+        woken = np.zeros(self.s, dtype=np.int64)
+        for i in np.flatnonzero((add > 0) & (self.tier.asleep.sum(axis=1) > 0)):
+            ready, wakes, taken = self.tier.wake(t, int(i), int(add[i]), self.inp.gpus, self.inp.batch_priority,
+                                                 self.inp.checkpoint_s)
+            for z, delay in ready:
+                self.inc[(t + delay) % self.ring, i, z] += 1
+            woken[i] = len(ready)
+            run.wakes.extend(wakes)
+            self._record_preemptions(taken, run)
+        return woken
+
+    def _record_preemptions(self, taken: list[Preemption], run: ClusterRun | None) -> None:
+        """Count and record preemptions, and charge each its restart cost."""
+        if run is None:
+            return
+        run.preemptions += len(taken)
+        run.preemption_log.extend(taken)
+        for p in taken:
+            run.batch_lost_gpu_s[p.batch] += self.inp.restart_gpu_s * p.gpus
 
     def retry_pending(self, t: int, run: ClusterRun) -> None:
         if self.pending.max(initial=0) == 0:
@@ -461,19 +535,21 @@ class _State:
                 if free[zi] >= g:
                     target = int(zi)
                     break
+            grace = 0
             if target < 0:
                 for zi in low:
-                    got = self._preempt(int(zi), g - int(free[zi]), int(inp.priority[i]), run)
+                    got = self._preempt(int(zi), g - int(free[zi]), int(inp.priority[i]), run, t=t, service=int(i))
                     if got:
                         free[zi] += got
                         target = int(zi)
+                        grace = inp.checkpoint_s  # the evicted job checkpoints before the GPU is free
                         break
             if target < 0:
                 continue
             if ready_now:
                 self.ready[i, target] += 1
             else:
-                self.inc[(t + int(inp.cold_start_s[i])) % self.ring, i, target] += 1
+                self.inc[(t + int(inp.cold_start_s[i]) + grace) % self.ring, i, target] += 1
             count[i, target] += 1
             free[target] -= g
             usage[ns] += g
@@ -481,7 +557,8 @@ class _State:
             placed[i] += 1
         return placed
 
-    def _preempt(self, zi: int, gpus: int, priority: int, run: ClusterRun | None) -> int:
+    def _preempt(self, zi: int, gpus: int, priority: int, run: ClusterRun | None, *, t: int = 0,
+                 service: int = -1) -> int:
         """Free ``gpus`` in zone ``zi`` by evicting batch GPUs its namespace borrows, lowest priority
         first; returns the GPUs freed (0 = not possible, nothing evicted)."""
         inp = self.inp
@@ -506,11 +583,13 @@ class _State:
             return 0
         for k, take in plan:
             self.batch[k, zi] -= take
-        if run is not None:
-            run.preemptions += len(plan)
+        self._record_preemptions([Preemption(float(t), k, zi, take, "placement", service) for k, take in plan], run)
         return avail
 
-    def _remove(self, cut: IntArray, t: int) -> None:
+    def _remove(self, cut: IntArray, t: int, *, sleep: bool = False) -> None:
+        """Remove ``cut`` replicas per service (module docstring, step 7); with ``sleep``, ready ones of
+        services with a tier drain to sleep instead of going (:mod:`ebb.sim.cluster.lending`)."""
+        tiered = self.inp.tiers.tiered if sleep and self.inp.tiers is not None else np.zeros(self.s, dtype=bool)
         if cut.max(initial=0) == 0:
             return
         for _ in range(int(cut.max())):
@@ -537,7 +616,10 @@ class _State:
                         continue
                     zi = int(zr[0])
                     self.ready[i, zi] -= 1
-                    self.drain[(t + DRAIN_S) % (DRAIN_S + 1), i, zi] += 1
+                    if tiered[i]:
+                        self.tier.drain_to_sleep(t, int(i), zi)
+                    else:
+                        self.drain[(t + DRAIN_S) % (DRAIN_S + 1), i, zi] += 1
                 count[i, zi] -= 1
                 cut[i] -= 1
 
@@ -545,6 +627,8 @@ class _State:
         inp = self.inp
         gpus = self.online_gpus()
         run.gpu_s += gpus.sum(axis=1)
+        if self.tier.on:
+            run.asleep_gpu_s += (self.tier.held() * inp.gpus[:, None]).sum(axis=1)
         count = self.ready + self.starting()
         hi = np.where(inp.zone_mask, count, -1).max(axis=1)
         lo = np.where(inp.zone_mask, count, 1 << 30).min(axis=1)

@@ -31,8 +31,10 @@ vectorised L1 for those (``ebb:l1=fleet``; :mod:`ebb.sim.cluster.policies`).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ebb.config.workloads import WorkloadClass
 from ebb.decide.policy import EbbPolicy
@@ -69,7 +71,25 @@ def service_policy(profile: EbbProfile, inp: ClusterInputs, i: int, cls: Workloa
     return EbbPolicy(replace(profile, veto_margin=cls.veto_margin), (slo_s - service_s) * 1000.0, slo_s * 1000.0,
                      min_replicas=lo, max_replicas=hi, initial=max(lo, min(hi, int(inp.initial[i]))), spec=spec,
                      interval_s=1.0, pipeline=Pipeline(1, 1, fine_ms=FINE_MS), base_weight=cls.base_weight,
-                     alpha=cls.alpha, cold_start_s=float(inp.cold_start_s[i]))
+                     alpha=cls.alpha, cold_start_s=float(inp.cold_start_s[i]), **_tier(inp, i))
+
+
+def _tier(inp: ClusterInputs, i: int) -> dict[str, Any]:
+    """Service ``i``'s asleep tier as EbbPolicy's ``wake_s`` and ``sleep_max`` (none: no keys)."""
+    t = inp.tiers
+    if t is None or not bool(t.tiered[i]):
+        return {}
+    return {"wake_s": float(comeback_s(inp)[i]), "sleep_max": int(t.max_replicas[i])}
+
+
+def comeback_s(inp: ClusterInputs) -> npt.NDArray[np.float64]:
+    """Per service, how fast a sleeper is back for the policy's comeback bound: its tier's
+    ``wake_s``, plus the lending ``checkpoint_s`` when best-effort services may borrow its GPU (a
+    lent sleeper waits for the borrower's checkpoint first: :mod:`ebb.sim.cluster.lending`). NaN:
+    no tier."""
+    assert inp.tiers is not None
+    lent = len(inp.batch_names) > 0 and bool(np.any(inp.batch_may_borrow))
+    return np.asarray(inp.tiers.wake_s + (inp.checkpoint_s if lent else 0.0))
 
 
 def service_signals(step: PolicyStep, i: int, inp: ClusterInputs, *, offset_s: float = 0.0) -> LiveSignals:
@@ -108,4 +128,5 @@ def observation(step: PolicyStep, i: int, inp: ClusterInputs, replicas: tuple[Se
     pods = tuple(PodView(replica=r.replica, created_s=0.0, ready_s=0.0 if r.ready else None, util_ratio=None,
                          inflight=None, qps=None, zone=r.zone) for r in replicas)
     return Observation(t_s=step.t_s, spec_replicas=int(step.spec[i]), ready_replicas=int(step.ready[i]), pods=pods,
-                       total_qps=sig.total_qps, total_inflight=None, queued=sig.queued, fine=sig.fine)
+                       total_qps=sig.total_qps, total_inflight=None, queued=sig.queued, fine=sig.fine,
+                       asleep_replicas=int(step.asleep[i]))

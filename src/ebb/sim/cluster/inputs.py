@@ -15,6 +15,8 @@ CLI and the sweep) and does the rest itself:
   :class:`~ebb.decide.quota.QuotaPolicy` default (Guaranteed only).
 * Each online service starts at the replicas its first minute needs at 70 % of capacity, within
   ``[max(min_replicas, 1), max_replicas]``: a warmed-up cluster, not a cold one.
+* Each online service's ``tier:`` becomes a column of :class:`~ebb.sim.cluster.lending.ClusterTiers`
+  (None when no service has one), and ``lending:`` and ``seed`` pass through.
 * The scenario's ``warmup_s`` passes through (:mod:`ebb.sim.warmup`; refused when it is not shorter
   than ``duration_s``, which a sweep's knobs may have changed).
 """
@@ -33,6 +35,7 @@ from ebb.config.scenario import Scenario, ServiceSpec, service_from
 from ebb.decide.quota import QoSClass, QuotaPolicy
 from ebb.errors import InputError
 from ebb.sim.cluster.engine import ClusterInputs
+from ebb.sim.cluster.lending import ClusterTiers
 from ebb.sim.warmup import check_warmup
 
 __all__ = ["ScenarioSeries", "build_inputs", "expand_services"]
@@ -141,4 +144,16 @@ def build_inputs(sc: Scenario, series: ScenarioSeries) -> ClusterInputs:
         batch_class_index=col([class_names.index(s.class_name) for s in batch], np.int64),
         batch_may_borrow=col([policy.may_borrow(QoSClass(s.qos)) for s in batch], bool), batch_demand=demand, zones=zones,
         zone_gpus=col([sc.zones[z] for z in zones], np.int64), namespace_names=ns_names, quota_min=qmin,
-        quota_max=qmax, class_names=class_names, initial=initial, warmup_s=sc.warmup_s)
+        quota_max=qmax, class_names=class_names, initial=initial, warmup_s=sc.warmup_s, tiers=_tiers(online),
+        checkpoint_s=sc.lending.checkpoint_s, restart_gpu_s=sc.lending.restart_gpu_s, seed=sc.seed)
+
+
+def _tiers(online: Sequence[ServiceSpec]) -> ClusterTiers | None:
+    """The online services' asleep tiers as columns (NaN ``wake_s``: none); None when no service has one."""
+    if all(s.tier is None for s in online):
+        return None
+    nan = float("nan")
+    return ClusterTiers(wake_s=np.array([s.tier.wake_s if s.tier else nan for s in online]),
+                        max_replicas=np.array([s.tier.max_replicas if s.tier else 0 for s in online], dtype=np.int64),
+                        ttl_s=np.array([s.tier.ttl_s if s.tier else nan for s in online]),
+                        fail=np.array([s.tier.fail if s.tier else 0.0 for s in online]))

@@ -53,7 +53,7 @@ from ebb.decide.profiles import PROFILE_FLAGS, PROFILE_KNOBS, PROFILES, profile_
 from ebb.errors import ConfigError
 from ebb.model.decision import Decision
 from ebb.sim.cluster.engine import ClusterInputs, IntArray, PolicyStep
-from ebb.sim.cluster.exact import observation, service_policy, service_replicas
+from ebb.sim.cluster.exact import comeback_s, observation, service_policy, service_replicas
 from ebb.sim.cluster.peers import FleetHpa, FleetKeda, FleetKpa, FleetStatic
 
 __all__ = ["CLUSTER_POLICIES", "EXACT_MAX_SERVICE_SECONDS", "ClusterPolicy", "DecisionRow", "EbbCluster",
@@ -94,6 +94,11 @@ class ClusterPolicy(Protocol):
         """Why service ``i`` is written now (one line) and the numbers behind it."""
         ...
 
+    def keep_asleep(self) -> IntArray | None:
+        """After a decision: sleepers to keep per service (−1: no opinion, the tier's TTL decides);
+        None: this policy decides no tiers, so the replicas it removes go (peers: upstream behaviour)."""
+        ...
+
 
 @dataclass(frozen=True)
 class DecisionRow:
@@ -130,10 +135,13 @@ class EbbCluster:
             names=tuple(f"{inp.namespace_names[int(k)]}/{n}" for k, n in zip(inp.namespaces, inp.names)))
         self.policies = [service_policy(profile, inp, i, cls[i], item.text) for i in range(len(inp.names))] \
             if self.l1 == "exact" else []
+        tiers = inp.tiers
         self.fleet = None if self.l1 == "exact" else FleetEbb(
             len(inp.names), slo_ttft_ms=self.slo_ms, cold_start_s=inp.cold_start_s.astype(float),
             min_replicas=self.rules.classes.min_replicas, max_replicas=inp.max_replicas,
-            capacity_rps=inp.capacity_rps, classes=self.rules.classes, profile=profile)
+            capacity_rps=inp.capacity_rps, classes=self.rules.classes, profile=profile,
+            wake_s=None if tiers is None else comeback_s(inp),
+            sleep_max=None if tiers is None else tiers.max_replicas)
         self.vetoes = 0
         self.granted = 0
         self.log: list[DecisionRow] = []
@@ -165,6 +173,19 @@ class EbbCluster:
         self._last = (st, wants, decisions)
         return st.target, st.rank.order
 
+    def keep_asleep(self) -> IntArray | None:
+        """Each tiered service's sleepers its comeback bound counts on beside the replicas it keeps
+        running (:func:`~ebb.decide.tier_rules.asleep_kept`, through EbbPolicy or FleetEbb); −1 for
+        the rest; None without tiers."""
+        if self.inp.tiers is None or self._last is None:
+            return None
+        st, wants, _ = self._last
+        if wants is not None:
+            return np.asarray(wants.asleep_wanted, dtype=np.int64)
+        tiered = self.inp.tiers.tiered
+        keep = [pol.asleep_wanted(int(st.target[i])) if tiered[i] else None for i, pol in enumerate(self.policies)]
+        return np.array([-1 if k is None else k for k in keep], dtype=np.int64)
+
     def _exact(self, step: PolicyStep) -> list[Decision]:
         zones = self.inp.zones
         return [pol.decide(observation(step, i, self.inp, service_replicas(step, i, zones)))
@@ -175,7 +196,7 @@ class EbbCluster:
         wait_ms = np.minimum(step.wait_s, 10.0 * self.slo_ms / 1000.0) * 1000.0
         self.fleet.observe(step.t_s, arrivals=step.arrivals, queue=step.queue, ready=step.ready,
                            starting=step.starting + step.pending, ttft_ms=np.where(step.arrivals > 0, wait_ms, np.nan))
-        return self.fleet.decide(step.t_s)
+        return self.fleet.decide(step.t_s, asleep=step.asleep if self.inp.tiers is not None else None)
 
     def explain(self, i: int) -> tuple[str, dict[str, float]]:
         """Why service ``i`` is being written now: L1's reason and numbers, the step's words."""
@@ -226,6 +247,10 @@ class PeerCluster:
         self._next = step.t_s + self._every
         self._desired = self.peer.decide(spec, step.ready)
         return self._desired, None
+
+    def keep_asleep(self) -> IntArray | None:
+        """None: peers keep their upstream behaviour, no tiers (what they remove goes)."""
+        return None
 
     def explain(self, i: int) -> tuple[str, dict[str, float]]:
         """The peer's own desired count for service ``i`` at its last sync."""

@@ -49,7 +49,7 @@ def run_policy(sc: Scenario, inp: ClusterInputs, policy: str, *, record_batches:
     pol = build_cluster_policy(policy, inp, sc.classes, budget=sc.cluster.disruption_budget,
                                write_limit=sc.cluster.writes_per_100ms)
     run = simulate(inp, pol, write_limit_per_100ms=pol.write_limit, record_batches=record_batches,
-                   explain=pol.explain)
+                   explain=pol.explain, keep_asleep=pol.keep_asleep)
     card = _scorecard(sc, inp, pol.spec, run)
     if pol.l1 is not None:
         card["l1"] = pol.l1  # which Ebb L1 ran (ebb:l1=auto picks by size)
@@ -97,7 +97,36 @@ def _scorecard(sc: Scenario, inp: ClusterInputs, policy: str, run: ClusterRun) -
         "max_zone_skew": int(run.max_skew.max(initial=0)), "writes": run.writes,
         "writes_per_s": round(run.writes / seconds, 6), "max_writes_per_100ms": run.max_writes_per_100ms,
         "preemptions": run.preemptions, "pending_replica_s": round(run.pending_replica_s, 3),
+        **_tier_card(inp, run),
         "per_service": services,
+    }
+
+
+def _tier_card(inp: ClusterInputs, run: ClusterRun) -> dict[str, Any]:
+    """The tier and lending figures (:mod:`ebb.sim.cluster.lending`); none for a scenario without
+    tiers or lending costs, so its scorecard is what it was before tiers existed."""
+    if inp.tiers is None and not inp.checkpoint_s and not inp.restart_gpu_s:
+        return {}
+    asleep_h = float(run.asleep_gpu_s.sum()) / 3600.0
+    done_h = float(run.batch_gpu_s.sum() - run.batch_lost_gpu_s.sum()) / 3600.0
+    ok = [w.delay_s for w in run.wakes if w.delay_s == w.delay_s]
+    reclaims = [w.delay_s for w in run.wakes if w.reclaimed_gpus and w.delay_s == w.delay_s]
+
+    def spread(xs: list[float]) -> dict[str, float]:
+        return {"count": len(xs), "median": float(np.median(xs)), "max": float(max(xs))} if xs else {"count": 0}
+
+    return {
+        # held = running + asleep; a sleeper's GPU stays allocated (billed) though its HBM is lent
+        "gpu_hours_online_running": round(float(run.gpu_s.sum()) / 3600.0 - asleep_h, 6),
+        "gpu_hours_online_asleep": round(asleep_h, 6),
+        "gpu_hours_lent": round(float(run.lent_gpu_s.sum()) / 3600.0, 6),
+        "best_effort_gpu_hours_done": round(done_h, 6),
+        "best_effort_gpu_hours_lost": round(float(run.batch_lost_gpu_s.sum()) / 3600.0, 6),
+        "wakes": len(run.wakes), "failed_wakes": len(run.wakes) - len(ok),
+        "wake_delay_s": spread(ok), "reclaim_delay_s": spread(reclaims),
+        "preemption_log": [{"t_s": p.t_s, "batch": inp.batch_names[p.batch], "zone": inp.zones[p.zone],
+                            "gpus": p.gpus, "cause": p.cause, "service": inp.names[p.service] if p.service >= 0 else None}
+                           for p in run.preemption_log],
     }
 
 

@@ -102,9 +102,12 @@ class TraceSeries:
         return out
 
     def demand(self, service: ServiceSpec, seconds: int) -> np.ndarray:
-        """GPUs held per second by the trace's live pods of the asked QoS classes, ``float64[seconds]``."""
+        """GPUs held per second by the trace's live pods of the asked QoS classes, ``float64[seconds]``;
+        ``{gpus: N}`` (an elastic job that always wants N) is N every second."""
         t = seconds
         src: Mapping[str, Any] = service.demand or {}
+        if src.get("kind") == "gpus":
+            return np.full(t, float(src["gpus"]))
         pods = load_alibaba_gpu_pods(src["path"])
         qos = src.get("qos", ["BE"])
         start = float(src.get("start_s", 0.0))
