@@ -94,8 +94,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ebb.config.tiers import SleepTier, parse_tier
-from ebb.errors import ConfigError
+from ebb.config.scenario_tiers import LendingSettings, parse_lending, parse_service_tier
+from ebb.config.tiers import SleepTier
 from ebb.config.workloads import (
     WorkloadClass,
     default_workload_classes,
@@ -198,22 +198,6 @@ class ClusterSettings:
 
 
 @dataclass(frozen=True)
-class LendingSettings:
-    """What taking a GPU back from best-effort work costs (``lending:``; :mod:`ebb.sim.cluster.lending`).
-
-    Best-effort (batch, training) services borrow free GPUs and the GPUs of sleeping replicas; serving
-    takes them back by preemption. Both costs are 0 without the key, so a scenario without it scores
-    as before tiers existed."""
-
-    checkpoint_s: int = 0
-    """Grace a preempted best-effort pod gets to checkpoint before its GPU is free (s, whole): a
-    serving replica that reclaims the GPU starts (or wakes) that much later."""
-    restart_gpu_s: float = 0.0
-    """Work a preemption costs the job, per GPU taken (GPU-seconds): its restart plus the progress
-    since its last checkpoint. Subtracted from the best-effort GPU-hours done."""
-
-
-@dataclass(frozen=True)
 class Scenario:
     """A parsed cluster scenario; paths in ``services`` are already resolved against ``data_root``."""
 
@@ -287,36 +271,7 @@ def parse_scenario(text: str, *, source: str = "<scenario>", base: Path | None =
     return Scenario(name=str(doc.get("name", Path(source).stem)), source=source, duration_s=duration,
                     seed=_int(doc, "seed", 0, "", source, lo=0), data_root=root, zones=zones, cluster=settings,
                     quotas=quotas, services=services, generate=generate, classes=classes, warmup_s=warmup,
-                    lending=_lending(doc.get("lending"), source))
-
-
-def _lending(raw: Any, source: str) -> LendingSettings:
-    """``lending: {checkpoint_s: 30, restart_gpu_s: 120}`` (both optional, default 0)."""
-    d = known_keys(source, "lending", raw or {}, ("checkpoint_s", "restart_gpu_s"),
-                   "write lending: {checkpoint_s: 30, restart_gpu_s: 120}")
-    return LendingSettings(
-        checkpoint_s=whole_number(source, "lending.checkpoint_s", d.get("checkpoint_s", 0), 0, 3600,
-                                  fix="the seconds a preempted job needs to checkpoint, e.g. checkpoint_s: 30"),
-        restart_gpu_s=finite_value(source, "lending.restart_gpu_s", d.get("restart_gpu_s", 0.0), 0.0, 86400.0,
-                                   fix="GPU-seconds of work a preemption loses, e.g. restart_gpu_s: 120"))
-
-
-def _tier(raw: Any, where: str, source: str, online: bool) -> SleepTier | None:
-    """A service's ``tier:`` text (the simulator's ``--tier`` syntax), asleep tiers of online services only."""
-    if raw is None:
-        return None
-    if not online:
-        raise config_error(source, where, "a batch service (demand:) has no tier", "drop tier: from it")
-    if not isinstance(raw, str):
-        raise config_error(source, where, f"expected text, got {describe(raw)}", "write tier: asleep:wake_s=2,max=8")
-    try:
-        tier = parse_tier(raw)
-    except ConfigError as e:
-        raise config_error(source, where, str(e), "write tier: asleep:wake_s=2,max=8,ttl_s=1800") from None
-    if tier.kind != "asleep":
-        raise config_error(source, where, f"cluster mode models the asleep tier only, got {tier.kind}",
-                           "write tier: asleep:wake_s=2,max=8 (snapshots: ebb simulate --tier on one workload)")
-    return tier
+                    lending=parse_lending(doc.get("lending"), source))
 
 
 def _client_count(g: Mapping[str, Any]) -> int:
@@ -426,7 +381,7 @@ def _service(s: Any, where: str, source: str, zones: Mapping[str, int], class_na
         slo_ms=_num(s, "slo_ms", 1000.0, where, source), min_replicas=lo, max_replicas=hi, zones=svc_zones,
         gpus_per_replica=_int(s, "gpus_per_replica", 1, where + ".", source, lo=1, hi=64),
         cold_start_s=_num(s, "cold_start_s", 60.0, where, source),
-        tier=_tier(s.get("tier"), f"{where}.tier", source, arrivals is not None))
+        tier=parse_service_tier(s.get("tier"), f"{where}.tier", source, arrivals is not None))
 
 
 def _source(v: Any, where: str, source: str, kinds: tuple[str, ...], root: Path) -> Mapping[str, Any]:

@@ -155,3 +155,37 @@ def test_a_workloads_file_in_a_parent_folder_is_still_read(tmp_path: Path) -> No
     (tmp_path / "sub" / "s.yaml").write_text(BASE + "workloads: ../w.yaml\n")
     sc = load_scenario(tmp_path / "sub" / "s.yaml")
     assert "order-fulfilment" in [c.name for c in sc.classes]
+
+
+@pytest.mark.parametrize(("tier", "said"), [
+    ('"snapshot:restore_s=15"', "asleep tier only"),
+    ('"asleep:wake_s=-1"', "wake_s"),
+    ('"asleep:wake_s=2,bogus=1"', "bogus"),
+    ("[asleep]", "expected text"),
+])
+def test_a_bad_service_tier_is_one_line_naming_its_key(tier: str, said: str) -> None:
+    msg = _refusal(BASE.replace("capacity_rps: 3}", f"capacity_rps: 3, tier: {tier}}}"))
+    assert "s.yaml: services[0].tier:" in msg and said in msg
+
+
+def test_a_batch_service_may_not_have_a_tier() -> None:
+    text = BASE + '  - {name: t, namespace: lab, class: offline-training, demand: {gpus: 3}, tier: "asleep"}\n'
+    assert "s.yaml: services[1].tier: a batch service" in _refusal(text)
+
+
+@pytest.mark.parametrize(("lending", "key"), [
+    ("{checkpoint_s: -1}", "lending.checkpoint_s"),
+    ("{restart_gpu_s: .nan}", "lending.restart_gpu_s"),
+    ("{checkpoint: 3}", "lending"),
+])
+def test_bad_lending_costs_are_one_line_naming_their_key(lending: str, key: str) -> None:
+    assert f"s.yaml: {key}" in _refusal(BASE + f"lending: {lending}\n")
+
+
+def test_tiers_and_lending_parse_into_their_settings() -> None:
+    sc = parse_scenario(BASE.replace("capacity_rps: 3}", 'capacity_rps: 3, tier: "asleep:wake_s=1,max=3"}')
+                        + "lending: {checkpoint_s: 30, restart_gpu_s: 120}\n", source="s.yaml")
+    tier = sc.services[0].tier
+    assert tier is not None and (tier.wake_s, tier.max_replicas) == (1.0, 3)
+    assert (sc.lending.checkpoint_s, sc.lending.restart_gpu_s) == (30, 120.0)
+    assert parse_scenario(BASE, source="s.yaml").lending.checkpoint_s == 0
