@@ -6,7 +6,9 @@ Targets (each ``max_examples`` fixed, a per-input deadline):
 * ``ledger_rows``: ``CycleRecord.from_json`` / ``DecisionRecord.from_json`` on valid rows mutated field by
   field with hostile values, on byte-level mutations of their text, and on deep nesting;
   ``decision_from_row`` / ``cycle_from_rows`` (the SQLite path) on rows whose columns hold anything
-  SQLite can return; a real SQLite ledger holding such rows; and review items (``ReviewItem``).
+  SQLite can return; a real SQLite ledger holding such rows; review items (``ReviewItem``); and drain
+  records (``drain_from_dict`` / ``drain_of``: a drain cycle's snapshot mutated field by field, and the
+  cycle's text byte by byte).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ebb.errors import InputError
 from ebb.ledger.review import ReviewItem
 from ebb.ledger.sqlite import NotUtf8, SqliteLedger, cycle_from_rows, decision_from_row
 from ebb.model.decisions import CycleRecord, DecisionRecord
+from ebb.model.drains import DrainEnd, DrainStart, DrainStep, drain_cycle, drain_from_dict, drain_of
 from ebb.model.ids import CycleId, DecisionId, RunId
 
 FUZZ = settings(max_examples=500, deadline=500, derandomize=True,
@@ -213,3 +216,33 @@ def test_review_items_decode_or_raise_input_error(fuzz_tried: Callable[[str], No
         i = data.draw(st.integers(0, len(raw)))
         raw = raw[:i] + data.draw(st.binary(max_size=4)) + raw[i:]
     _expect_record_or_input_error(lambda: ReviewItem.from_json(raw, where="fuzz"), ReviewItem)
+
+
+_DRAINS = [DrainStart(VALID_CYCLE.ts_ns, VALID_CYCLE.ts_ns, "ns/serving", "pod-a", "live-7", "sleep", 120.0),
+           DrainStep(VALID_CYCLE.ts_ns + 1, VALID_CYCLE.ts_ns, "ns/serving", "pod-a", "live-7", 3, 0.2),
+           DrainEnd(VALID_CYCLE.ts_ns + 2, VALID_CYCLE.ts_ns, "ns/serving", "pod-a", "live-7", "budget", "released",
+                    None, 120.0, "drain budget 120 s ran out")]
+
+
+@FUZZ
+@given(data=st.data(), which=st.sampled_from([0, 1, 2]))
+def test_a_drain_record_mutated_field_by_field_or_byte_by_byte_decodes_or_raises_input_error(
+    fuzz_tried: Callable[[str], None], data: st.DataObject, which: int,
+) -> None:
+    fuzz_tried("ledger_rows")
+    event = _DRAINS[which]
+    mutated = _mutated(event.to_dict(), data.draw)
+    _expect_record_or_input_error(lambda: drain_from_dict(mutated, where="fuzz"), (DrainStart, DrainStep, DrainEnd))
+    raw = bytearray(drain_cycle(event, RunId("live")).to_json().encode())
+    for _ in range(data.draw(st.integers(0, 4))):
+        i = data.draw(st.integers(0, len(raw) - 1))
+        raw[i] ^= data.draw(st.integers(1, 255))
+    try:
+        cycle = CycleRecord.from_json(bytes(raw), where="fuzz")
+    except InputError:
+        return
+    try:
+        out = drain_of(cycle)
+    except InputError:
+        return
+    assert out is None or isinstance(out, (DrainStart, DrainStep, DrainEnd))

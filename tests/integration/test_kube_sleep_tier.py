@@ -4,7 +4,9 @@ Each pod of the Deployment gets its own loopback address (127.0.0.N, one port fo
 Deployment share their container port) and a :class:`~ebb.testing.vllm_sleep.SleepyEngine` there. The
 Service selects ``app=vllm`` and ``ebb.io/routable=true``; a router thread sends completions to the
 addresses the Service's EndpointSlices list (re-read every 20 ms, as kube-proxy follows them) and
-counts every answer that is not 200. Real time, short: settle 0.2 s, ticks 50 ms.
+counts every answer that is not 200. The actuator tells its drains to a
+:class:`~ebb.live.drain_ledger.DrainLedger` on an SQLite ledger, as the live controller attaches one.
+Real time, short: settle 0.2 s, ticks 50 ms.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,6 +38,10 @@ from ebb.actuate.kube_tier import (  # noqa: E402
 )
 from ebb.actuate.kubernetes import DELETION_COST_ANNOTATION, KubernetesActuator  # noqa: E402
 from ebb.config.tiers import SleepTier  # noqa: E402
+from ebb.ledger import SqliteLedger  # noqa: E402
+from ebb.live.drain_ledger import DrainLedger  # noqa: E402
+from ebb.model.drains import DrainEnd, DrainEvent, DrainStart, DrainStep, drain_of  # noqa: E402
+from ebb.model.ids import RunId  # noqa: E402
 from ebb.model.ids import DecisionId  # noqa: E402
 from ebb.model.observation import ScaleRequest  # noqa: E402
 from ebb.testing.fake_kube import FakeKubeApiServer  # noqa: E402
@@ -117,6 +124,8 @@ class Cluster:
     engines: dict[str, SleepyEngine]
     actuator: KubernetesActuator
     router: Router
+    ledger: SqliteLedger
+    drains: DrainLedger
 
     def engine_of(self, pod: str) -> SleepyEngine:
         return self.engines[self.fake.pods[("default", pod)]["status"]["podIP"]]
@@ -132,9 +141,16 @@ class Cluster:
     def ip(self, pod: str) -> str:
         return str(self.pod(pod)["status"]["podIP"])
 
+    def drain_records(self, pod: str) -> list[DrainEvent]:
+        """The drain records of ``pod`` in the ledger, in ledger order (read back, not from memory)."""
+        assert self.drains.flush(timeout_s=5.0)
+        events = [e for c in self.ledger.cycles(RunId("kube")) if (e := drain_of(c)) is not None]
+        assert self.ledger.skipped == ()
+        return [e for e in events if e.worker == pod]
+
 
 @pytest.fixture
-def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     """Three pods; the drain budget (s) is 10 unless the test parametrizes ``cluster`` indirectly."""
     budget = float(getattr(request, "param", 10.0))
     port = free_port()
@@ -149,15 +165,20 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     actuator = KubernetesActuator("default", "vllm", api_client=api, tier=tier, qps=100, burst=100,
                                   tier_settings=TierSettings(tier, engine_port=port, settle_s=0.2, tick_s=0.05,
                                                              scan_s=0.1, drain_budget_s=budget))
+    ledger = SqliteLedger(tmp_path / "ledger.sqlite")
+    drains = DrainLedger(ledger, "kube")
+    actuator.observe_drains(drains)
     router = Router(fake, port)
     thread = threading.Thread(target=router.run, daemon=True)
     thread.start()
     try:
-        yield Cluster(fake, engines, actuator, router)
+        yield Cluster(fake, engines, actuator, router, ledger, drains)
     finally:
         router.stop.set()
         thread.join(timeout=10)
         actuator.close()
+        drains.close()
+        ledger.close()
         api.close()
         fake.stop()
         for e in engines.values():
@@ -211,6 +232,16 @@ def test_a_drained_victim_leaves_the_service_finishes_its_work_then_sleeps_and_a
     assert done == [200, 200]
     wait_until(lambda: victim_engine.sleeps == [1], "the victim put to sleep")
     assert victim_engine.aborted == 0  # it slept only once its work had finished
+    # the ledger shows the drain: its start, its in-flight work while the requests finished, its end
+    wait_until(lambda: any(isinstance(e, DrainEnd) for e in c.drain_records(victim)), "the drain's end recorded")
+    records = c.drain_records(victim)
+    start, steps, end = records[0], [e for e in records if isinstance(e, DrainStep)], records[-1]
+    assert isinstance(start, DrainStart) and (start.decision_id, start.reason, start.budget_s) == ("d1", "sleep", 10.0)
+    assert isinstance(end, DrainEnd) and (end.outcome, end.then, end.inflight) == ("drained", "slept", 0)
+    assert len(records) == 2 + len(steps) and {e.drain_id for e in records} == {start.drain_id}
+    assert steps and steps[0].inflight is not None and steps[0].inflight >= 2  # read while the two still ran
+    assert all(start.ts_ns <= s.ts_ns <= end.ts_ns and s.elapsed_s <= end.elapsed_s for s in steps)
+    assert 0.9 <= end.elapsed_s < 5.0  # the requests took 1 s; the drain ended once they were done
     wait_until(lambda: ASLEEP_ANNOTATION in c.pod(victim)["metadata"]["annotations"], "the asleep annotation")
     ann = c.pod(victim)["metadata"]["annotations"]
     assert ann[DELETION_COST_ANNOTATION] == str(SLEEPER_COST)
@@ -300,6 +331,7 @@ def test_a_restarted_actuator_keeps_a_decision_once_and_finishes_the_drain_it_fi
     api = client.ApiClient(c.fake.configuration())
     again = KubernetesActuator("default", "vllm", api_client=api, qps=100, burst=100,
                                tier_settings=TierSettings(tier, engine_port=port, settle_s=0.2, tick_s=0.05))
+    again.observe_drains(c.drains)
     try:
         retry = again.apply(DecisionId("d1"), ScaleRequest(2))
         assert retry.applied is False and again.reason(DecisionId("d1")) == "already applied"
@@ -310,6 +342,12 @@ def test_a_restarted_actuator_keeps_a_decision_once_and_finishes_the_drain_it_fi
         wait_until(lambda: victim_engine.sleeps == [1], "the drain the new actuator found ended in sleep")
         wait_until(lambda: [r.name for r in again.state().asleep] == [pods[-1]], "the sleeper in the new state")
         assert victim_engine.aborted == 0
+        # one drain in the ledger across the restart: the first start kept, the new actuator's end
+        wait_until(lambda: isinstance(c.drain_records(pods[-1])[-1], DrainEnd), "the resumed drain's end recorded")
+        records = c.drain_records(pods[-1])
+        starts = [e for e in records if isinstance(e, DrainStart)]
+        assert len(starts) == 1 and starts[0].budget_s == 10.0 and starts[0].decision_id == "d1"
+        assert len({e.drain_id for e in records}) == 1 and (records[-1].outcome, records[-1].then) == ("drained", "slept")
     finally:
         again.close()
         api.close()
@@ -355,6 +393,10 @@ def test_work_still_in_flight_when_the_drain_budget_runs_out_is_never_aborted_by
         assert c.actuator.apply(DecisionId("d1"), ScaleRequest(2)).removed == (pods[-1],)
         wait_until(lambda: pods[-1] not in c.fake.pod_names(terminating=False), "the victim released")
     assert any("drain budget" in r.message and "in flight" in r.message for r in caplog.records)
+    wait_until(lambda: isinstance(c.drain_records(pods[-1])[-1], DrainEnd), "the drain's end recorded")
+    end = c.drain_records(pods[-1])[-1]
+    assert isinstance(end, DrainEnd) and (end.outcome, end.then) == ("budget", "released")
+    assert end.inflight is not None and end.inflight >= 1 and 1.0 <= end.elapsed_s < 3.0
     t.join(timeout=5)
     assert done == [200] and engine.sleeps == [] and engine.aborted == 0
     assert c.spec() == 2 and c.actuator.state().asleep == ()
@@ -430,3 +472,21 @@ def test_a_wake_slower_than_its_deadline_falls_back_to_a_cold_pod(cluster: Clust
     assert any("wake of" in r.message and victim in r.message for r in caplog.records)
     wait_until(lambda: len(c.fake.pod_names(terminating=False)) == 3, "a cold pod in its place")
     assert c.spec() == 3 and ip not in c.router.endpoints() and c.router.failed == []
+
+
+def test_a_pod_deleted_while_it_drains_ends_its_drain_as_vanished_in_the_ledger(cluster: Cluster) -> None:
+    c = cluster
+    pods = c.fake.pod_names()
+    engine = c.engine_of(pods[-1])
+    engine.service_s = 3.0
+    done: list[int] = []
+    long_request(engine.url, done)
+    wait_until(lambda: engine.running >= 1, "a request in flight on the victim")
+    assert c.actuator.apply(DecisionId("d1"), ScaleRequest(2)).removed == (pods[-1],)
+    wait_until(lambda: any(isinstance(e, DrainStep) for e in c.drain_records(pods[-1])), "an in-flight step")
+    with c.fake._lock:  # someone else deletes the pod outright
+        del c.fake.pods[("default", pods[-1])]
+    wait_until(lambda: isinstance(c.drain_records(pods[-1])[-1], DrainEnd), "the drain's end recorded")
+    end = c.drain_records(pods[-1])[-1]
+    assert isinstance(end, DrainEnd) and (end.outcome, end.then) == ("vanished", "gone") and end.elapsed_s < 3.0
+    assert engine.sleeps == []

@@ -5,7 +5,8 @@ rate, seed 0): a quiet start, a ramp to a busy phase, a lull, then the same ramp
 phase. The workers cold-start in 7 s and wake in 1 s, so the policy's cold-start bound holds
 replicas for the rise it saw within a cold start while its wake bound needs few of them running:
 the spare ones sleep. The test checks that replicas sleep in the lull and are woken for the burst,
-at most 1 % of requests break the TTFT SLO and none fails.
+at most 1 % of requests break the TTFT SLO and none fails, and that the run's ledger shows a drain
+(its start, its end: drained to zero, then slept) for every sleep.
 
 The fault tests drive the actuator under steady load through the router: a wake that fails (500)
 or never completes is replaced by a cold start, a worker still asleep (its ``/healthz`` says 200, as
@@ -26,6 +27,8 @@ from ebb.config.tiers import SleepTier
 from ebb.demo.loadgen import LoadGenerator
 from ebb.demo.router import Router
 from ebb.demo.stack import DemoSettings, LiveDemo
+from ebb.ledger import SqliteLedger
+from ebb.model.drains import DrainEnd, DrainEvent, DrainStart, drain_of
 from ebb.model.ids import DecisionId, TraceName
 from ebb.model.observation import ScaleRequest
 from ebb.model.trace import RequestTrace
@@ -73,6 +76,12 @@ def test_a_live_run_puts_workers_to_sleep_in_a_lull_and_wakes_them_for_the_burst
     assert asleep_at[-1][1] < max(n for _, n in asleep_at)  # the burst woke sleepers
     assert result.load.failed == 0
     assert card.slo_violation_pct <= 1.0, card.slo_violation_pct
+    with SqliteLedger(tmp_path / "ledger.sqlite", read_only=True) as led:
+        drains = [e for c in led.cycles() if (e := drain_of(c)) is not None]
+    slept = [e for e in drains if isinstance(e, DrainEnd) and (e.outcome, e.then) == ("drained", "slept")]
+    assert len(slept) == result.sleep.sleeps, drains
+    starts = {e.drain_id: e for e in drains if isinstance(e, DrainStart)}
+    assert all(e.drain_id in starts and starts[e.drain_id].decision_id.startswith(settings.run_id) for e in slept)
 
 
 def steady_load(url: str, seconds: float) -> LoadGenerator:
@@ -89,8 +98,10 @@ def steady_load(url: str, seconds: float) -> LoadGenerator:
 def test_a_failing_wake_falls_back_to_a_cold_start_and_no_request_fails(fault: str) -> None:
     tier = SleepTier(wake_s=0.5, max_replicas=2)
     launcher = EbbWorkerLauncher(warmup_s=0.5, speed=10.0, wake_s=tier.wake_s, wake_fails=fault)
+    told: list[DrainEvent] = []
     with Router(queue_timeout_s=60.0) as router, \
             LocalActuator(router, initial=3, max_batch=4, launcher=launcher, tier=tier) as act:
+        act.observe_drains(told.append)
         act.wait_ready()
         gen = steady_load(router.url, (tier.wake_deadline_s if fault == "hang" else 0.0) + 10.0)
         act.apply(DecisionId("down"), ScaleRequest(1))
@@ -99,6 +110,9 @@ def test_a_failing_wake_falls_back_to_a_cold_start_and_no_request_fails(fault: s
             assert time.monotonic() < deadline, act.state()
             time.sleep(0.05)
         sleepers = {r.name for r in act.state().asleep}
+        ends = [e for e in told if isinstance(e, DrainEnd)]
+        assert {e.worker for e in ends} == sleepers and {(e.outcome, e.then) for e in ends} == {("drained", "slept")}
+        assert {e.decision_id for e in told} == {"down"} and len([e for e in told if isinstance(e, DrainStart)]) == 2
         act.apply(DecisionId("up"), ScaleRequest(3))
         # until the fallback: a sleeper still asleep (health 200) is never counted ready nor routed
         while act.sleep_counts().failed_wakes < 2:

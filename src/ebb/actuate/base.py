@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from ebb.config.tiers import SleepTier
+from ebb.model.drains import DrainObserver
 from ebb.model.ids import DecisionId, ReplicaId
 from ebb.model.observation import ScaleRequest
 
-__all__ = ["ActuationResult", "Actuator", "FleetState", "ReplicaState", "SleepingActuator"]
+__all__ = ["ActuationResult", "Actuator", "FleetState", "ReplicaState", "ReportsDrains", "SleepingActuator"]
 
 
 @dataclass(frozen=True)
@@ -123,4 +124,18 @@ class SleepingActuator(Actuator, Protocol):
     def keep_asleep(self, keep: int | None) -> tuple[str, ...]:
         """Release the oldest sleepers until at most ``keep`` sleep (None: only the TTL decides);
         the names released."""
+        ...
+
+
+@runtime_checkable
+class ReportsDrains(Protocol):
+    """An actuator that tells each drain of a victim as records (:mod:`ebb.model.drains`): its start,
+    its in-flight work at bounded steps and its end (:mod:`ebb.actuate.drain_report` states the bound).
+
+    The live controller passes an observer that writes them to the ledger; an actuator never imports
+    the ledger. The observer is called on the actuator's own threads and must only queue.
+    """
+
+    def observe_drains(self, observer: DrainObserver | None) -> None:
+        """Send every drain record from now on to ``observer`` (None: stop)."""
         ...

@@ -54,6 +54,15 @@ Deployment's ``resourceVersion`` as a precondition):
   asleep − draining. Everything lives in
   the pods' labels and annotations, so a restarted actuator resumes a drain (from its annotation's
   time), and finds its sleepers.
+* **Drain records** (:attr:`KubeTier.drains`, a :class:`~ebb.actuate.drain_report.DrainReporter`; the
+  controller's observer writes them to the ledger): a Ready victim's drain is told when it starts
+  (``reason`` ``sleep`` while the sleepers and earlier drains leave room under ``tier.max_replicas``,
+  else ``release``; ``budget_s``), at its engine reads (bounded steps: the first, then a changed count
+  at most every 5 s, and every 30 s), and when it ends: ``drained`` → ``slept`` or ``released`` (no
+  room, ``/sleep`` failed: the note says which), ``budget`` → ``released``, ``vanished`` (the pod was
+  deleted or terminating, seen at the next scan) → ``gone``. A drain resumed after a restart is told
+  again from its annotation's time (one ``drain_id``, :func:`~ebb.actuate.drain_report.stamp_ns`). A
+  victim never Ready is not drained and leaves no record.
 """
 
 from __future__ import annotations
@@ -61,109 +70,28 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from collections.abc import Callable, Iterable
+from typing import Final
 
 from ebb.actuate.base import ActuationResult, FleetState, ReplicaState
+from ebb.actuate.drain_report import DrainReporter
 from ebb.actuate.engine_http import EngineCallError, EngineHttp
-from ebb.actuate.kube_client import (KubeDeployment, KubePod, DECISION_ANNOTATION, DECISION_REPLICAS_ANNOTATION, DELETION_COST_ANNOTATION,
-                                     WriteConflict)
-from ebb.config.tiers import SleepTier
-from ebb.errors import ConfigError, PermanentError, TransientError
-from ebb.model.ids import DecisionId, ReplicaId
+from ebb.actuate.kube_client import (DECISION_ANNOTATION, DECISION_REPLICAS_ANNOTATION, DELETION_COST_ANNOTATION,
+                                     KubePod, WriteConflict)
+from ebb.actuate.kube_tier_settings import (ASLEEP_ANNOTATION, DEFAULT_DRAIN_BUDGET_S, DRAINING_ANNOTATION,
+                                            RELEASE_COST, ROUTABLE_LABEL, SLEEPER_COST, VICTIM_ANNOTATION,
+                                            WAKING_ANNOTATION, TierOps, TierSettings, annotation_time)
+from ebb.errors import PermanentError, TransientError
+from ebb.model.ids import DecisionId
 from ebb.model.observation import ScaleRequest
 
-if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-
-
-
-class TierOps(Protocol):
-    """What the tier needs of its actuator: its API calls (rate-limited, retried) and its lock."""
-
-    target: str
-    lock: AbstractContextManager[Any]
-    max_retries: int
-    backoff_s: float
-
-    def clock(self) -> float: ...
-    def read_deployment(self) -> KubeDeployment: ...
-    def pods(self, selector: str) -> list[KubePod]: ...
-    def patch_pod(self, name: str, annotations: Mapping[str, str | None],
-                  labels: Mapping[str, str | None] | None = None) -> None: ...
-    def patch_scale(self, want: int, resource_version: str) -> None: ...
-    def write_intent(self, decision_id: DecisionId, dep: KubeDeployment, what: str) -> None: ...
-    def added(self, selector: str, existing: set[str]) -> tuple[str, ...]: ...
-    def emit_event(self, decision_id: DecisionId, dep: KubeDeployment, result: ActuationResult) -> None: ...
-    def finish(self, result: ActuationResult, reason: str) -> ActuationResult: ...
-    def replica_id(self, name: str) -> ReplicaId: ...
-    def replica_names(self) -> dict[ReplicaId, str]: ...
-    def zone(self, node: str) -> str: ...
-
 __all__ = ["ASLEEP_ANNOTATION", "DEFAULT_DRAIN_BUDGET_S", "DRAINING_ANNOTATION", "RELEASE_COST", "ROUTABLE_LABEL",
-           "SLEEPER_COST", "WAKING_ANNOTATION", "KubeTier", "TierOps", "TierSettings"]
+           "SLEEPER_COST", "VICTIM_ANNOTATION", "WAKING_ANNOTATION", "KubeTier", "TierOps", "TierSettings"]
 
 log = logging.getLogger(__name__)
-
-ROUTABLE_LABEL: Final = "ebb.io/routable"
-"""The label the workload's Service selects on (``"true"``); ``"false"`` takes a pod out of it."""
-DRAINING_ANNOTATION: Final = "ebb.io/draining"
-ASLEEP_ANNOTATION: Final = "ebb.io/asleep"
-WAKING_ANNOTATION: Final = "ebb.io/waking"
-SLEEPER_COST: Final = -1000
-"""``pod-deletion-cost`` of a sleeper: below a running pod's default 0."""
-RELEASE_COST: Final = -2000
-"""``pod-deletion-cost`` of a pod being released: below every sleeper's."""
-DEFAULT_DRAIN_BUDGET_S: Final = 120.0
-"""Longest drain (s) before the pod is released instead of slept: vLLM's own graceful shutdown
-budget is its pod's ``terminationGracePeriodSeconds`` (30 s by default); long generations need more."""
 _TERMINATING_WAIT_S: Final = 30.0
 _RUNNING: Final = "running "
 """Prefix of a tier decision's replicas annotation (``running 3->2``): /scale does not move with it."""
-
-
-@dataclass(frozen=True)
-class TierSettings:
-    """How the Kubernetes actuator runs its asleep tier (module docstring)."""
-
-    tier: SleepTier
-    engine_port: int = 8000
-    """The engine's HTTP port in each pod (vLLM ``--port``, 8000 by default)."""
-    drain_budget_s: float = DEFAULT_DRAIN_BUDGET_S
-    settle_s: float = 2.0
-    """Least drain time (s) before in-flight work is read: the endpoint leaves routers first."""
-    sleep_level: int = 1
-    tick_s: float = 0.2
-    """How often drains are read from their engines (no API call), s."""
-    scan_s: float = 5.0
-    """How often the pods are listed (a drain resumed after a restart, the TTL), s: 2 API calls."""
-    engine_timeout_s: float = 5.0
-    """Bound on each engine call but ``/wake_up`` (which the wake deadline bounds), s."""
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.engine_port <= 65535:
-            raise ConfigError(f"engine port must be in [1, 65535], got {self.engine_port!r}")
-        if not (0 < self.drain_budget_s <= 86400 and 0 <= self.settle_s <= self.drain_budget_s):
-            raise ConfigError(f"drain budget must be in (0, 86400] s and the settle time in [0, budget], got "
-                              f"{self.drain_budget_s!r} / {self.settle_s!r}")
-        if self.sleep_level not in (1, 2):
-            raise ConfigError(f"sleep level must be 1 or 2, got {self.sleep_level!r}")
-        if not (0 < self.tick_s <= 10 and 0 < self.engine_timeout_s <= 60 and self.tick_s <= self.scan_s <= 3600):
-            raise ConfigError(f"tick must be in (0, 10] s, the scan in [tick, 3600] s and the engine timeout in "
-                              f"(0, 60] s, got {self.tick_s!r} / {self.scan_s!r} / {self.engine_timeout_s!r}")
-
-    @property
-    def wake_deadline_s(self) -> float:
-        """A wake not done by then falls back to a cold start (:attr:`SleepTier.wake_deadline_s`)."""
-        return self.tier.wake_deadline_s
-
-
-def _stamp(p: KubePod, key: str) -> float | None:
-    try:
-        return float(p.annotations[key]) if key in p.annotations else None
-    except ValueError:
-        return 0.0  # present but unreadable: the oldest possible, never blocks a release
 
 
 class KubeTier:
@@ -179,6 +107,8 @@ class KubeTier:
         self._colds: dict[str, tuple[int, float]] = {}
         """Released pods → (cold replicas to start once it is terminating, monotonic deadline to start anyway)."""
         self._wakes: dict[str, threading.Thread] = {}
+        self.drains = DrainReporter(ops.target, wall=wall, monotonic=ops.clock)
+        """Each drain's start, in-flight steps and end, told to its observer (the controller's ledger)."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"ebb-tier-{ops.target}", daemon=True)
         self._thread.start()
@@ -211,7 +141,7 @@ class KubeTier:
             else:
                 running.append(p)
         running.sort(key=lambda p: (p.created_s, p.name))
-        asleep.sort(key=lambda p: (_stamp(p, ASLEEP_ANNOTATION) or 0.0, p.name))
+        asleep.sort(key=lambda p: (annotation_time(p, ASLEEP_ANNOTATION) or 0.0, p.name))
         return running, asleep, draining, terminating
 
     def state(self, spec: int, pods: list[KubePod]) -> FleetState:
@@ -256,7 +186,7 @@ class KubeTier:
         else:
             raise TransientError(f"decision {decision_id}: {a.target} kept changing (409 Conflict "
                                  f"{a.max_retries + 1} times); retry later", retry_after_s=a.backoff_s)
-        now = self._wall()
+        stamp = f"{self._wall():.3f}"
         if want < n:
             names = a.replica_names()
             by_name = {p.name: p for p in running}
@@ -265,9 +195,10 @@ class KubeTier:
                       if p.name not in named]
             victims = tuple((named + newest)[: n - want])
             for name in victims:
-                a.patch_pod(name, {DRAINING_ANNOTATION: f"{now:.3f}", WAKING_ANNOTATION: None,
-                                    "ebb.dev/victim-of": decision_id}, labels={ROUTABLE_LABEL: "false"})
+                a.patch_pod(name, {DRAINING_ANNOTATION: stamp, WAKING_ANNOTATION: None,
+                                    VICTIM_ANNOTATION: decision_id}, labels={ROUTABLE_LABEL: "false"})
                 self._drains[name] = (a.clock(), by_name[name])
+                self._tell_start(by_name[name], decision_id, float(stamp), len(asleep))
                 log.info("decision %s: %s leaves the Service and drains", decision_id, name)
             result = ActuationResult(decision_id, True, n, want, removed=victims)
         else:
@@ -275,7 +206,7 @@ class KubeTier:
             woken = [p for p in reversed(asleep) if p.name not in self._releases][: want - n]
             for p in woken:
                 a.patch_pod(p.name, {ASLEEP_ANNOTATION: None, DELETION_COST_ANNOTATION: None,
-                                      WAKING_ANNOTATION: f"{now:.3f}"})
+                                      WAKING_ANNOTATION: stamp})
                 self._start_wake(p)
             cold = want - n - len(woken)
             added: tuple[str, ...] = ()
@@ -376,7 +307,7 @@ class KubeTier:
                     log.info("%s woke but a later decision took it (draining or gone): left out of the Service",
                              p.name)
                     return
-                a.patch_pod(p.name, {WAKING_ANNOTATION: None, "ebb.dev/victim-of": None},
+                a.patch_pod(p.name, {WAKING_ANNOTATION: None, VICTIM_ANNOTATION: None},
                             labels={ROUTABLE_LABEL: "true"})
             log.info("%s woke in %.2f s and is back in the Service", p.name, a.clock() - t0)
         except EngineCallError as exc:
@@ -416,11 +347,16 @@ class KubeTier:
                 pods = a.pods(a.read_deployment().selector)
             _, asleep, draining, _ = self.classify(pods)
             for p in draining:  # a drain this actuator began, or one it finds after a restart
-                stamp = _stamp(p, DRAINING_ANNOTATION)
+                stamp = annotation_time(p, DRAINING_ANNOTATION)
                 if stamp is not None and p.name not in self._drains and p.name not in self._releases:
                     self._drains[p.name] = (now_m - max(0.0, now_w - stamp), p)
+                    self._tell_start(p, p.annotations.get(VICTIM_ANNOTATION, ""), stamp, len(asleep))
+            alive = {p.name for p in pods if not p.terminating}
+            for name in [n for n in self._drains if n not in alive]:  # deleted by someone else meanwhile
+                del self._drains[name]
+                self.drains.end(name, "vanished", "gone", note="the pod was deleted or terminating while it drained")
             ttl = self.s.tier.ttl_s
-            old = [p.name for p in asleep if now_w - (_stamp(p, ASLEEP_ANNOTATION) or 0.0) >= ttl
+            old = [p.name for p in asleep if now_w - (annotation_time(p, ASLEEP_ANNOTATION) or 0.0) >= ttl
                    and p.name not in self._releases]
             if old:
                 log.info("%s: %d sleeper(s) past the %g s TTL released", a.target, len(old), ttl)
@@ -437,6 +373,7 @@ class KubeTier:
                 continue
             engine = self.engine(p)
             inflight = engine.inflight() if engine is not None else None
+            self.drains.read(name, inflight)
             if inflight != 0 and elapsed < self.s.drain_budget_s:
                 continue
             del self._drains[name]
@@ -451,23 +388,38 @@ class KubeTier:
                                 "termination finishes them), not slept", p.name, self.s.drain_budget_s,
                                 "an unreadable count" if inflight is None else f"{inflight:g} requests")
                     self.release([p.name])
-                elif sleeping < self.s.tier.max_replicas and self._sleep(p, self.engine(p), now_w):
+                    self.drains.end(p.name, "budget", "released", inflight=inflight,
+                                    note=f"drain budget {self.s.drain_budget_s:g} s ran out: released, not slept")
+                    continue
+                why = f"no room: {sleeping} of {self.s.tier.max_replicas} asleep"
+                if sleeping < self.s.tier.max_replicas and (why := self._sleep(p, self.engine(p), now_w)) == "":
                     sleeping += 1
+                    self.drains.end(p.name, "drained", "slept", inflight=0, note=f"sleep level {self.s.sleep_level}")
                 else:
                     self.release([p.name])
+                    self.drains.end(p.name, "drained", "released", inflight=0, note=why)
         if self._releases or self._colds:
             self._do_releases()
 
-    def _sleep(self, p: KubePod, engine: EngineHttp | None, now_w: float) -> bool:
+    def _tell_start(self, p: KubePod, decision_id: str, stamp: float, asleep: int) -> None:
+        """Tell a Ready victim's drain (a never-Ready one served nothing: it is not drained); it means to
+        sleep while the sleepers and the drains before it leave room."""
+        if p.ready_s is not None:
+            room = asleep + len(self._drains) - 1 < self.s.tier.max_replicas
+            self.drains.start(p.name, decision_id, "sleep" if room else "release", self.s.drain_budget_s,
+                              started_s=stamp)
+
+    def _sleep(self, p: KubePod, engine: EngineHttp | None, now_w: float) -> str:
+        """``/sleep``, then the asleep annotations: "" when asleep, else why not."""
         if engine is None:
-            return False
+            return "no pod IP"
         try:
             engine.sleep(self.s.sleep_level)
         except EngineCallError as exc:
             log.warning("%s could not be put to sleep (%s): released instead", p.name, exc)
-            return False
+            return f"/sleep failed: {exc}"
         with self.a.lock:
             self.a.patch_pod(p.name, {DRAINING_ANNOTATION: None, ASLEEP_ANNOTATION: f"{now_w:.3f}",
                                        DELETION_COST_ANNOTATION: str(SLEEPER_COST)})
         log.info("%s drained and asleep (level %d)", p.name, self.s.sleep_level)
-        return True
+        return ""

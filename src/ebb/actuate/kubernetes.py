@@ -36,8 +36,9 @@ Guarantees, beyond those of :mod:`ebb.actuate.base`:
 * **An asleep tier when given one** (``tier``; :class:`~ebb.actuate.base.SleepingActuator`): victims
   leave the Service by a label, drain, and sleep through their engine (vLLM ``POST /sleep``) while
   staying pods of the Deployment (``/scale`` = running + asleep); scale-ups wake them first; releases
-  go through deletion cost and ``/scale`` — :mod:`ebb.actuate.kube_tier`. ``tier=None`` (the
-  default) is everything above, unchanged: no background thread, no engine call.
+  go through deletion cost and ``/scale`` — :mod:`ebb.actuate.kube_tier`, which also tells each drain
+  (start, in-flight steps, end) to :meth:`KubernetesActuator.observe_drains`'s observer. ``tier=None``
+  (the default) is everything above, unchanged: no background thread, no engine call, no drain record.
 
 State reads ``/scale`` and lists pods by its selector; terminating pods (``deletionTimestamp``)
 count as ``draining``. Zones come from each node's ``topology.kubernetes.io/zone`` label (cached
@@ -69,6 +70,7 @@ from ebb.actuate.kube_client import ApiCaller, KubeDeployment, KubePod, RateLimi
 from ebb.actuate.kube_tier import KubeTier, TierSettings
 from ebb.config.tiers import SleepTier
 from ebb.errors import ConfigError, PermanentError, TransientError, require_extra
+from ebb.model.drains import DrainObserver
 from ebb.model.ids import DecisionId, ReplicaId
 from ebb.model.observation import ScaleRequest
 
@@ -404,6 +406,11 @@ class KubernetesActuator:
         names released (each: deletion cost -2000, then ``/scale`` - 1; :mod:`ebb.actuate.kube_tier`).
         Always () without a tier."""
         return self._tier.keep_asleep(keep) if self._tier is not None else ()
+
+    def observe_drains(self, observer: DrainObserver | None) -> None:
+        """The tier's drain records go to ``observer`` (:class:`~ebb.actuate.base.ReportsDrains`); none without a tier."""
+        if self._tier is not None:
+            self._tier.drains.observer = observer
 
     # -- eviction ---------------------------------------------------------------------------------
     def evict(self, pod_name: str) -> Eviction:

@@ -47,6 +47,15 @@ Keeps every guarantee of :mod:`ebb.actuate.base`, plus:
   that fails or takes past ``max(10 s, 5 × wake_s)`` is replaced by a cold start at once (logged),
   and sleepers are released at ``tier.ttl_s`` or by :meth:`LocalActuator.keep_asleep`
   (:mod:`ebb.actuate.local_sleep` states each step). ``tier`` None: none of this, exactly as before.
+* **Drain records** (:attr:`LocalActuator.drains`, :mod:`ebb.actuate.drain_report`; the controller
+  passes an observer through :meth:`LocalActuator.observe_drains`): each ready victim of a decision
+  is told when its router drain starts (``reason`` ``sleep`` while the tier has room beside the drains
+  before it, else ``release``; ``budget_s`` = ``drain_timeout_s``), at each supervisor poll (0.1 s)
+  with the requests its router still has in flight to it (bounded steps: the first, then a changed
+  count at most every 5 s, and every 30 s), and at its end: ``drained`` → ``slept`` or ``released``
+  (stopped: no tier, no room, ``/sleep`` refused; the note says which), ``budget`` → ``released``
+  (stopped with work in flight), ``vanished`` (the process exited) → ``gone``. A replica removed
+  before it was ready, or one that crashed, is not drained and leaves no record.
 """
 
 from __future__ import annotations
@@ -59,17 +68,20 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, Protocol
 
 from ebb.actuate.base import ActuationResult, FleetState, ReplicaState
+from ebb.actuate.drain_report import DrainReporter
 from ebb.actuate.local_procs import (
     START_TIMEOUT_S, EbbWorkerLauncher, Launch, WorkerLauncher, atomic_write, healthy, popen, read_listening,
 )
+from ebb.actuate.local_state import AppliedIds
 from ebb.actuate.local_sleep import SleepBook, SleepCounts, SleepingLauncher, awake, post_sleep
 from ebb.config.tiers import SleepTier
-from ebb.errors import ConfigError, EbbError, InputError, PermanentError, TransientError
+from ebb.errors import ConfigError, EbbError, PermanentError, TransientError
+from ebb.model.drains import DrainObserver
 from ebb.model.ids import DecisionId, ReplicaId
 from ebb.model.observation import ScaleRequest
 
@@ -77,8 +89,6 @@ __all__ = ["EbbWorkerLauncher", "Launch", "LocalActuator", "WorkerLauncher", "Wo
 
 KILL_AFTER_S: Final = 15.0
 POLL_S: Final = 0.1
-KEPT_IDS: Final = 10_000
-STATE_VERSION: Final = 1
 log = logging.getLogger(__name__)
 
 
@@ -105,6 +115,8 @@ class _Replica:
     term_sent: float | None = None
     sleep_tried: bool = False
     """A drained victim already sent ``/sleep`` (or found no room): stopped if it is still leaving."""
+    not_slept: str = ""
+    """Why a drained victim was stopped rather than slept (its drain record's note)."""
 
     def view(self) -> ReplicaState:
         return ReplicaState(ReplicaId(self.rid), self.name, self.created_s, self.ready_s, self.zone, self.url)
@@ -137,9 +149,12 @@ class LocalActuator:
                 raise ConfigError(f"--tier {tier.describe()}: the {type(self._launcher).__name__} workers have no "
                                   "sleep endpoints (fix: use the ebb worker, or drop --tier)")
             self._sleep = SleepBook(tier, self._launcher.sleep_level)
-        self._targets_file, self._state_file = targets_file, state_file
+        self._targets_file = targets_file
         self._lock = threading.RLock()
-        self._done, self._next_id = self._load_state()
+        self.drains = DrainReporter(name)
+        """Each victim's drain told as records (:meth:`observe_drains`)."""
+        self._ids = AppliedIds(state_file, name)
+        """Applied decision ids and the next worker id (``state_file``, :mod:`ebb.actuate.local_state`)."""
         self._replicas: list[_Replica] = []
         self._leaving: list[_Replica] = []
         self._closed = False
@@ -161,8 +176,8 @@ class LocalActuator:
         with self._lock:
             if self._closed:
                 raise PermanentError(f"actuator {self.target} is closed; create a new LocalActuator")
-            if decision_id in self._done:
-                return replace(self._done[decision_id], applied=False)
+            if decision_id in self._ids.done:
+                return replace(self._ids.done[decision_id], applied=False)
             before = len(self._replicas)
             want = max(0, request.replicas)
             woken = [] if self._sleep is None or want <= before else self._sleep.newest(want - before)
@@ -175,7 +190,7 @@ class LocalActuator:
             result = ActuationResult(decision_id, want != before, before, want, tuple(r.name for r in gone),
                                      tuple(r.name for r in new))
             try:
-                self._remember(result)
+                self._ids.remember(result)
             except PermanentError:
                 self._kill(new[len(woken):])
                 raise
@@ -185,7 +200,7 @@ class LocalActuator:
                     r.created_s, r.ready_s, r.sleep_tried = time.time(), None, False
             self._replicas.extend(new)
             for r in gone:
-                self._retire(r)
+                self._retire(r, decision_id)
             self._write_targets()
             return result
 
@@ -200,6 +215,10 @@ class LocalActuator:
             gone = self._sleep.release(keep)
             self._stop_sleepers(gone, "the policy no longer counts on it")
             return tuple(r.name for r in gone)
+
+    def observe_drains(self, observer: DrainObserver | None) -> None:
+        """Send each drain record to ``observer`` (:class:`~ebb.actuate.base.ReportsDrains`; module docstring)."""
+        self.drains.observer = observer
 
     def sleep_counts(self) -> SleepCounts:
         """Sleeps, wakes, failed wakes and releases so far (all 0 without a tier)."""
@@ -250,6 +269,8 @@ class LocalActuator:
                         self._router.drain(r.name)  # best effort: stop routing to a worker about to exit
                     except Exception:  # best effort: the router may already be stopped
                         pass
+            for r in everyone:
+                self.drains.forget(r.name)
             self._replicas, self._leaving = [], []
         self._stop.set()
         self._supervisor.join(timeout=10.0)
@@ -266,7 +287,7 @@ class LocalActuator:
 
     def _spawn(self, count: int) -> list[_Replica]:
         started: list[_Replica] = []
-        first = self._reserve_ids(count)
+        first = self._ids.reserve(count)
         try:
             for rid in range(first, first + count):
                 name = f"worker-{rid}"
@@ -283,7 +304,9 @@ class LocalActuator:
             raise
         return started
 
-    def _retire(self, r: _Replica) -> None:
+    def _retire(self, r: _Replica, decision_id: DecisionId | None = None) -> None:
+        """Take ``r`` out of service: drain it through the router (a ready victim of ``decision_id``'s
+        drain is told) or stop it (not ready)."""
         self._replicas.remove(r)
         r.leaving_since = time.monotonic()
         if self._sleep is not None:
@@ -295,6 +318,10 @@ class LocalActuator:
                 r.drain = self._router.drain(r.name)
             except Exception:  # a router that cannot drain: terminate (the worker drains itself)
                 self._terminate(r)
+            if r.drain is not None and decision_id is not None:
+                pending = sum(1 for x in self._leaving if self.drains.draining(x.name))
+                room = self._sleep is not None and self._sleep.room(pending)
+                self.drains.start(r.name, decision_id, "sleep" if room else "release", self._drain_timeout_s)
         self._leaving.append(r)
 
     @staticmethod
@@ -325,6 +352,8 @@ class LocalActuator:
                 starting = [r for r in self._replicas if r.ready_s is None]
                 waking = set() if self._sleep is None else {r for r in starting if r in self._sleep.waking}
                 drowsy = self._to_sleep()
+                draining = [r.name for r in self._leaving if r.term_sent is None and self.drains.draining(r.name)]
+            self._read_drains(draining)
             health = self._launcher.health_path
             # a woken worker is ready once /is_sleeping reads false, not on its health alone (200 asleep)
             up = {r: awake(r.url, r.url + health) if r in waking else healthy(r.url + health) for r in starting}
@@ -354,14 +383,35 @@ class LocalActuator:
             changed = True
         return changed
 
+    def _read_drains(self, names: list[str]) -> None:
+        """Each draining worker's requests in flight, as its router counts them (0 once it left the
+        router: drained), told to :attr:`drains`; nothing for a router that does not list its workers."""
+        workers = getattr(self._router, "workers", None)
+        if not names or workers is None:
+            return
+        try:
+            seen = {str(w.get("name")): w.get("inflight") for w in workers()}
+        except Exception as exc:  # a router stopping: the next poll reads again
+            log.debug("actuator %s: router not read for drains: %s", self.target, exc)
+            return
+        for name in names:
+            n = seen.get(name, 0)
+            self.drains.read(name, float(n) if isinstance(n, (int, float)) and not isinstance(n, bool) else None)
+
     def _reap(self) -> bool:
         changed = False
         now = time.monotonic()
         for r in list(self._leaving):
             drained = r.drain is not None and r.drain.done() and (self._sleep is None or r.sleep_tried)
             if r.term_sent is None and (drained or now - r.leaving_since > self._drain_timeout_s):
+                if r.proc.poll() is None and r.drain is not None and r.drain.done():
+                    self.drains.end(r.name, "drained", "released", inflight=0, note=r.not_slept or "stopped (SIGTERM)")
+                elif r.proc.poll() is None:
+                    self.drains.end(r.name, "budget", "released", note=f"drain timeout {self._drain_timeout_s:g} s "
+                                    "ran out: stopped (SIGTERM), the worker finishes what it holds")
                 self._terminate(r)
             if r.proc.poll() is not None:
+                self.drains.end(r.name, "vanished", "gone", note=f"the worker exited (status {r.proc.poll()}) while it drained")
                 if r.drain is not None and not r.drain.done():
                     r.drain.cancel()
                 self._kill([r])
@@ -382,6 +432,7 @@ class LocalActuator:
                    and r.term_sent is None]
         for r in drained:
             r.sleep_tried = True
+            r.not_slept = f"no room: {len(self._sleep.asleep)} of {self._sleep.tier.max_replicas} asleep"
         room = max(0, self._sleep.tier.max_replicas - len(self._sleep.asleep))
         return [r for r in drained if r.proc.poll() is None][:room]
 
@@ -398,6 +449,9 @@ class LocalActuator:
                 self._leaving.remove(r)
                 r.ready_s, r.drain = None, None
                 book.put(r, now)
+                self.drains.end(r.name, "drained", "slept", inflight=0, note=f"sleep level {book.level}")
+            elif not ok:
+                r.not_slept = "/sleep did not answer 200"
         ready: set[_Replica] = set()
         for r, is_awake in woke.items():
             if r not in self._replicas or r not in book.waking:
@@ -427,60 +481,6 @@ class LocalActuator:
             self._leaving.append(r)
 
     # ---- files -----------------------------------------------------------------------------------
-
-    def _reserve_ids(self, count: int) -> int:
-        """The first of ``count`` fresh ids, persisted before any worker uses one (a crash may burn
-        ids, never reuse one)."""
-        first = self._next_id
-        if count <= 0:
-            return first
-        self._next_id += count
-        try:
-            self._save()
-        except OSError as exc:
-            self._next_id = first
-            raise PermanentError(f"cannot persist the next worker id to {self._state_file}: {exc}; "
-                                 "make its directory writable") from exc
-        return first
-
-    def _load_state(self) -> tuple[dict[DecisionId, ActuationResult], int]:
-        """Applied decisions and the next replica id from ``state_file`` (none and 0 without one)."""
-        path = self._state_file
-        if path is None or not path.exists():
-            return {}, 0
-        fix = "delete the file to forget applied decision ids, or point state_file elsewhere"
-        try:
-            doc = json.loads(path.read_text())
-            if doc.get("version") != STATE_VERSION:
-                raise InputError(f"unsupported state version {doc.get('version')!r}, want {STATE_VERSION}",
-                                 path=str(path), fix=fix)
-            next_id = doc.get("next_id", 0)  # absent in files written before it was kept
-            if type(next_id) is not int or next_id < 0:  # noqa: E721 - a bool is not an id
-                raise InputError(f"next_id must be an integer >= 0, got {next_id!r}", path=str(path), fix=fix)
-            return {DecisionId(d["decision_id"]): ActuationResult(
-                DecisionId(d["decision_id"]), bool(d["applied"]), int(d["replicas_before"]),
-                int(d["replicas_after"]), tuple(d["removed"]), tuple(d["added"])) for d in doc["decisions"]}, next_id
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise InputError(f"cannot read actuator state: {exc}", path=str(path), fix=fix) from exc
-
-    def _remember(self, result: ActuationResult) -> None:
-        self._done[result.decision_id] = result
-        while len(self._done) > KEPT_IDS:
-            del self._done[next(iter(self._done))]
-        try:
-            self._save()
-        except OSError as exc:
-            del self._done[result.decision_id]
-            raise PermanentError(f"cannot persist applied decision ids to {self._state_file}: {exc}; "
-                                 "make its directory writable") from exc
-
-    def _save(self) -> None:
-        """Write ``state_file`` (applied ids, next id) atomically; nothing without one. OSError as is."""
-        if self._state_file is None:
-            return
-        doc = {"version": STATE_VERSION, "target": self.target, "next_id": self._next_id,
-               "decisions": [asdict(r) for r in self._done.values()]}
-        atomic_write(self._state_file, json.dumps(doc))
 
     def _write_targets(self) -> None:
         if self._targets_file is None:

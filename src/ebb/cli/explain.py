@@ -4,7 +4,9 @@ Prints the cycle time and policy, the target, action and replicas from → to, t
 the policy saw (a table), the weights, the vetoes, the chosen victims, the plan, and the causal
 parents (``caused_by``) and children (later decisions of the same run caused by this one).
 ``--json`` prints the same as one JSON object. ``ebb explain --list`` lists the latest run's recent
-decisions with their policy (``--run RUN`` another run, ``--run all`` every run).
+decisions with their policy (``--run RUN`` another run, ``--run all`` every run). A decision's victims'
+drains (start, in-flight steps, end: :mod:`ebb.model.drains`) follow its explanation; ``--list
+--drains`` lists the run's drains instead of its decisions (:mod:`ebb.cli.explain_drains`).
 
 Times: a live controller stamps decisions with the wall clock (shown as UTC); the simulator stamps
 them with the trace's own clock, seconds from the trace's start (shown as ``trace +H:MM:SS.mmm``,
@@ -31,6 +33,7 @@ from typing import Annotated, Any
 import typer
 
 from ebb.cli.app import app
+from ebb.cli.explain_drains import drain_blocks, read_drains
 from ebb.cli.ledger_options import (
     EtcdCaOpt,
     EtcdCertOpt,
@@ -45,6 +48,7 @@ from ebb.cli.output_option import OutputOpt, wants_json
 from ebb.errors import EbbError, InputError
 from ebb.ledger import DEFAULT_PATH, Ledger, MalformedRow, open_ledger
 from ebb.model.decisions import CycleRecord, DecisionRecord
+from ebb.model.drains import DrainEvent
 from ebb.model.ids import CycleId, DecisionId, RunId
 
 __all__ = ["explain_json", "explain_text", "format_time", "format_ts", "latest_run", "nearest_ids"]
@@ -146,7 +150,7 @@ def _causal(ledger: Ledger, d: DecisionRecord, skipped: list[MalformedRow]
 
 
 def explain_text(d: DecisionRecord, cycle: CycleRecord | None, parents: list[tuple[DecisionId, DecisionRecord | None]],
-                 children: list[DecisionRecord]) -> str:
+                 children: list[DecisionRecord], drains: list[DrainEvent] | None = None) -> str:
     """The human explanation of one decision."""
     lines = [f"decision {d.decision_id}  (cycle {d.cycle_id}, run {d.run_id})"]
     if cycle is not None:
@@ -175,11 +179,13 @@ def explain_text(d: DecisionRecord, cycle: CycleRecord | None, parents: list[tup
         or ["    (nothing: a root decision)"]
     lines.append("  led to")
     lines += [f"    {_summary(c)}" for c in children] or ["    (nothing yet)"]
+    lines.append("  drains")
+    lines += [f"    {ln}" for ln in drain_blocks(drains or (), format_time)] or ["    (none recorded)"]
     return "\n".join(lines)
 
 
 def explain_json(d: DecisionRecord, cycle: CycleRecord | None, parents: list[tuple[DecisionId, DecisionRecord | None]],
-                 children: list[DecisionRecord]) -> dict[str, Any]:
+                 children: list[DecisionRecord], drains: list[DrainEvent] | None = None) -> dict[str, Any]:
     """The machine-readable explanation (``--json``)."""
     def brief(x: DecisionRecord) -> dict[str, Any]:
         return {"decision_id": x.decision_id, "cycle_id": x.cycle_id, "ts_ns": x.ts_ns, "target": x.target,
@@ -195,12 +201,33 @@ def explain_json(d: DecisionRecord, cycle: CycleRecord | None, parents: list[tup
         "parents": [{"decision_id": pid, "found": p is not None, **(brief(p) if p is not None else {})}
                     for pid, p in parents],
         "children": [brief(c) for c in children],
+        "drains": [e.to_dict() for e in drains or ()],
     }
 
 
 def _fail(message: str) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(2)
+
+
+def _list_drains(ledger: Ledger, where: str, run: str | None, limit: int, as_json: bool,
+                 skipped: list[MalformedRow]) -> None:
+    """``--list --drains``: the ``limit`` most recent drains of the latest run (or ``run``, or all)."""
+    chosen = latest_run(ledger.cycles()) if run is None else None if run == "all" else RunId(run)
+    events = read_drains(ledger, chosen, skipped)
+    ids = list(dict.fromkeys(e.drain_id for e in events))[-limit:]
+    recent = [e for e in events if e.drain_id in set(ids)]
+    if as_json:
+        typer.echo(json.dumps([e.to_dict() for e in recent], ensure_ascii=False))
+        return
+    scope = f" (run {chosen})" if chosen is not None else " (every run)"
+    if not recent:
+        typer.echo(f"no drains{scope} in {where}")
+        return
+    total = len({e.drain_id for e in events})
+    typer.echo(f"{len(ids)} most recent of {total} drains in {where}{scope}")
+    for ln in drain_blocks(recent, format_time):
+        typer.echo(f"  {ln}")
 
 
 def _list(ledger: Ledger, where: str, run: str | None, limit: int, as_json: bool,
@@ -244,6 +271,8 @@ def explain_command(
     run: Annotated[str | None, typer.Option("--run", help="With --list: this run instead of the latest; "
                                                         "'all' for every run.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="With --list: how many recent decisions.")] = 20,
+    drains: Annotated[bool, typer.Option("--drains", help="List the run's drains (start, in flight, end) "
+                                                          "instead of its decisions (implies --list).")] = False,
     etcd_ca: EtcdCaOpt = None,
     etcd_cert: EtcdCertOpt = None,
     etcd_key: EtcdKeyOpt = None,
@@ -252,6 +281,7 @@ def explain_command(
 ) -> None:
     """Explain one decision from the ledger: when, what, why (signals, weights, vetoes) and what it caused."""
     as_json = wants_json(output, as_json)
+    list_ = list_ or drains
     if not list_ and decision_id is None:
         raise _fail("give a DECISION_ID, or --list to see recent decisions")
     skipped: list[MalformedRow] = []
@@ -263,7 +293,7 @@ def explain_command(
             raise _fail(str(exc)) from exc
         try:
             if list_:
-                _list(led, ledger, run, limit, as_json, skipped)
+                (_list_drains if drains else _list)(led, ledger, run, limit, as_json, skipped)
                 _warn(ledger, skipped)
                 return
             assert decision_id is not None
@@ -279,10 +309,11 @@ def explain_command(
                 skipped.append(MalformedRow("cycle", d.cycle_id, str(exc)))
                 cycle = None
             parents, children = _causal(led, d, skipped)
+            mine = [e for e in read_drains(led, d.run_id, skipped) if e.decision_id == d.decision_id]
             if as_json:
-                typer.echo(json.dumps(explain_json(d, cycle, parents, children), ensure_ascii=False, indent=2))
+                typer.echo(json.dumps(explain_json(d, cycle, parents, children, mine), ensure_ascii=False, indent=2))
             else:
-                typer.echo(explain_text(d, cycle, parents, children))
+                typer.echo(explain_text(d, cycle, parents, children, mine))
             _warn(ledger, skipped)
         except EbbError as exc:
             raise _fail(str(exc)) from exc

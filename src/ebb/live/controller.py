@@ -69,6 +69,9 @@ Guarantees:
   ``actuator.keep_asleep(policy.asleep_wanted(replicas after))``: the sleepers the policy no longer
   counts on are released, oldest first (the simulator's ``keep_asleep`` after each decision). A
   release that fails is logged and retried after the next decision; it never fails the cycle.
+* **Every drain in the ledger.** In ``act`` mode an actuator that :class:`~ebb.actuate.base.ReportsDrains`
+  gets a :class:`~ebb.live.drain_ledger.DrainLedger`: each drain's start, bounded in-flight steps and
+  end become fenced ledger cycles of the run (:mod:`ebb.model.drains`), written off its threads.
 * **Telemetry never changes behaviour.** One trace per cycle (root span ``ebb.cycle``); the policy
   opens its layer spans (``ebb.l1``, ``ebb.l2``, ``ebb.l3``, gate spans) around its real work under
   ``ebb.decide``; metrics and logs are best effort. Followers emit no traces (:data:`NO_SPANS`).
@@ -101,12 +104,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ebb.actuate.base import Actuator, SleepingActuator
+from ebb.actuate.base import Actuator, ReportsDrains, SleepingActuator
 from ebb.decide.base import Policy, Sleeps
 from ebb.errors import EbbError
 from ebb.ledger.base import Ledger
 from ebb.ledger.review import CompensationLog
 from ebb.live.cycle_ledger import CycleLedger
+from ebb.live.drain_ledger import DrainLedger
 from ebb.live.fast_path import FastPath, onto_fleet
 from ebb.live.gate_probe import gated_observation
 from ebb.live.locks import locked, narrowed
@@ -178,9 +182,18 @@ class Controller:
             and isinstance(actuator, SleepingActuator) else None)
         """The policy that says which sleepers it counts on and the actuator that keeps them (module
         docstring: an asleep tier); None without a tier or for a policy that does not sleep."""
+        self.drains: DrainLedger | None = None
+        """The writer of the actuator's drain records in ``act`` mode (module docstring); None otherwise."""
+        if settings.mode == "act" and isinstance(actuator, ReportsDrains):
+            self.drains = DrainLedger(ledger, settings.run_id, fence=self._books.fence)
+            actuator.observe_drains(self.drains)
 
     def close(self) -> None:
-        """Close what the controller opened itself (the compensation log); the ledger is the caller's."""
+        """Close what the controller opened itself (the compensation log, the drain writer after it wrote
+        what was queued: at most 5 s); the ledger is the caller's."""
+        if self.drains is not None and isinstance(self.actuator, ReportsDrains):
+            self.actuator.observe_drains(None)
+            self.drains.close()
         self._rollback.close()
 
     # -- one cycle, in two halves ------------------------------------------------------------------

@@ -202,3 +202,36 @@ def test_the_latest_run_is_the_one_recorded_last_whatever_its_trace_clock_says()
     # A live run (wall clock) recorded after both.
     assert latest_run([older, cyc("live", T0 + 10, None), newer]) == "live"
     assert latest_run([]) is None
+
+
+def test_explain_shows_the_drains_of_a_decisions_victims_and_lists_a_runs_drains(tmp_path: Path) -> None:
+    from ebb.model.drains import DrainEnd, DrainStart, DrainStep, drain_cycle
+
+    path = _ledger(tmp_path)
+    t = T0 + 1_000_000_000
+    drains = [DrainStart(t, t, "chat", "chat-7f9c", "dec-001", "sleep", 120.0),
+              DrainStep(t + 200_000_000, t, "chat", "chat-7f9c", "dec-001", 2, 0.2),
+              DrainEnd(t + 1_050_000_000, t, "chat", "chat-7f9c", "dec-001", "drained", "slept", 0, 1.05,
+                       "sleep level 1"),
+              DrainStart(t + 5, t + 5, "chat", "chat-other", "dec-101", "release", 30.0)]
+    with SqliteLedger(path) as led:
+        for e in drains:
+            led.append_cycle(drain_cycle(e, RunId("run-a")))
+        led.append_cycle(CycleRecord(CycleId("run-a-drain-bad"), RunId("run-a"), t, "actuator", (),
+                                     {"drain": {"v": 1, "kind": "step"}}))
+    r = runner.invoke(app, ["explain", "dec-001", "--ledger", str(path)])
+    assert r.exit_code == 0, r.output
+    block = r.output.split("  drains\n")[1]
+    assert "chat-7f9c  drain from 2024-05-01T12:00:01.000000000Z  (decision dec-001)  reason sleep, budget 120 s" \
+        in block
+    assert "+0.20 s   2 in flight" in block and "+1.05 s   end: drained to zero → slept  (sleep level 1)" in block
+    assert "chat-other" not in block  # another decision's drain
+    assert "skipped 1 malformed" in r.stderr and "run-a-drain-bad" in r.stderr
+    j = runner.invoke(app, ["explain", "dec-001", "--ledger", str(path), "--json"])
+    assert [d["kind"] for d in json.loads(j.stdout)["drains"]] == ["start", "step", "end"]
+    listed = runner.invoke(app, ["explain", "--drains", "--run", "run-a", "--ledger", str(path)])
+    assert listed.exit_code == 0, listed.output
+    assert "2 most recent of 2 drains" in listed.stdout and "chat-other" in listed.stdout
+    assert "still draining, or its end was not recorded" in listed.stdout
+    none = runner.invoke(app, ["explain", "--drains", "--run", "run-b", "--ledger", str(path)])
+    assert none.exit_code == 0 and "no drains (run run-b)" in none.stdout
