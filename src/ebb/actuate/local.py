@@ -22,9 +22,9 @@ Keeps every guarantee of :mod:`ebb.actuate.base`, plus:
   a ready one is drained through the router (no new work, in-flight finishes), then SIGTERMed and
   reaped (SIGKILL after 15 s). Removed replicas leave ``state().replicas`` at once and count in
   ``draining`` until their process is gone. A drain longer than ``drain_timeout_s`` is cut short.
-* **Idempotent by decision id**, in memory and, with ``state_file``, on disk (atomic write +
-  rename; the newest 10,000 ids, and ``next_id``: a file without it, written before it existed,
-  reads as 0). The file covers the *ids*, not the worker processes: workers die with the actuator's
+* **Idempotent by decision id** (:mod:`ebb.actuate.local_state`), in memory and, with
+  ``state_file``, on disk (atomic write + rename; the newest 10,000 ids, and ``next_id``: a file
+  without it, written before it existed, reads as 0). The file covers the *ids*, not the worker processes: workers die with the actuator's
   process, and a new actuator starts ``initial`` fresh ones, numbered on from ``next_id``.
 * **No worker outlives the actuator's process**, even one killed with SIGKILL: on Linux every worker
   is started by :func:`ebb.actuate.children.spawn` (the kernel SIGKILLs it when its parent dies,
@@ -40,13 +40,14 @@ Keeps every guarantee of :mod:`ebb.actuate.base`, plus:
 * **targets_file** (Prometheus ``file_sd``) lists the ready and draining workers, rewritten
   atomically on every change. ``close()`` (or leaving the ``with`` block) stops every worker.
 * **An asleep tier** (``tier``, a :class:`~ebb.config.tiers.SleepTier`; a launcher whose workers
-  speak vLLM's sleep endpoints, :class:`~ebb.actuate.local_sleep.SleepingLauncher`: the ebb worker
-  does): the actuator is a :class:`~ebb.actuate.base.SleepingActuator`. Drained victims sleep while
-  fewer than ``tier.max_replicas`` do, scale-ups wake the newest sleepers first and cold-start the
-  rest, a woken worker rejoins the router once ``/is_sleeping`` reads false and it is healthy, a wake
-  that fails or takes past ``max(10 s, 5 × wake_s)`` is replaced by a cold start at once (logged),
-  and sleepers are released at ``tier.ttl_s`` or by :meth:`LocalActuator.keep_asleep`
-  (:mod:`ebb.actuate.local_sleep` states each step). ``tier`` None: none of this, exactly as before.
+  can sleep, :class:`~ebb.actuate.local_sleep.SleepingLauncher`: the ebb worker through vLLM's
+  endpoints, ``llama-server`` through ``--sleep-idle-seconds``): the actuator is a
+  :class:`~ebb.actuate.base.SleepingActuator`. Drained victims sleep while fewer than
+  ``tier.max_replicas`` do, scale-ups wake the newest sleepers first and cold-start the rest, a
+  woken worker rejoins the router once its engine reads awake and it is healthy, a wake that fails
+  or takes past ``max(10 s, 5 × wake_s)`` is replaced by a cold start at once (logged), and sleepers
+  are released at ``tier.ttl_s`` or by :meth:`LocalActuator.keep_asleep` (:mod:`ebb.actuate.local_sleep`
+  states each step). ``tier`` None: none of this, exactly as before.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -67,9 +68,11 @@ from ebb.actuate.base import ActuationResult, FleetState, ReplicaState
 from ebb.actuate.local_procs import (
     START_TIMEOUT_S, EbbWorkerLauncher, Launch, WorkerLauncher, atomic_write, healthy, popen, read_listening,
 )
-from ebb.actuate.local_sleep import SleepBook, SleepCounts, SleepingLauncher, awake, post_sleep
+from ebb.actuate.local_sleep import SleepBook, SleepCounts, SleepingLauncher
+from ebb.actuate.local_state import AppliedIds
+from ebb.actuate.sleep_modes import SleepMode, SleepStep
 from ebb.config.tiers import SleepTier
-from ebb.errors import ConfigError, EbbError, InputError, PermanentError, TransientError
+from ebb.errors import ConfigError, EbbError, PermanentError, TransientError
 from ebb.model.ids import DecisionId, ReplicaId
 from ebb.model.observation import ScaleRequest
 
@@ -77,8 +80,6 @@ __all__ = ["EbbWorkerLauncher", "Launch", "LocalActuator", "WorkerLauncher", "Wo
 
 KILL_AFTER_S: Final = 15.0
 POLL_S: Final = 0.1
-KEPT_IDS: Final = 10_000
-STATE_VERSION: Final = 1
 log = logging.getLogger(__name__)
 
 
@@ -105,6 +106,8 @@ class _Replica:
     term_sent: float | None = None
     sleep_tried: bool = False
     """A drained victim already sent ``/sleep`` (or found no room): stopped if it is still leaving."""
+    pinged_s: float = 0.0
+    """Monotonic time of its last keep-awake ping (an engine that sleeps by itself when idle)."""
 
     def view(self) -> ReplicaState:
         return ReplicaState(ReplicaId(self.rid), self.name, self.created_s, self.ready_s, self.zone, self.url)
@@ -133,13 +136,14 @@ class LocalActuator:
         """The asleep tier (module docstring); None: victims are stopped, as without one."""
         self._sleep: SleepBook[_Replica] | None = None
         if tier is not None:
-            if not isinstance(self._launcher, SleepingLauncher):
-                raise ConfigError(f"--tier {tier.describe()}: the {type(self._launcher).__name__} workers have no "
-                                  "sleep endpoints (fix: use the ebb worker, or drop --tier)")
-            self._sleep = SleepBook(tier, self._launcher.sleep_level)
-        self._targets_file, self._state_file = targets_file, state_file
+            mode = self._launcher.sleep_mode if isinstance(self._launcher, SleepingLauncher) else None
+            if mode is None:
+                raise ConfigError(f"--tier {tier.describe()}: the {type(self._launcher).__name__} workers cannot sleep "
+                                  "as started (fix: the ebb worker, llama-server with sleep_idle_s, or drop --tier)")
+            self._sleep = SleepBook(tier, mode)
+        self._targets_file = targets_file
         self._lock = threading.RLock()
-        self._done, self._next_id = self._load_state()
+        self._ids = AppliedIds(state_file, name)
         self._replicas: list[_Replica] = []
         self._leaving: list[_Replica] = []
         self._closed = False
@@ -161,8 +165,8 @@ class LocalActuator:
         with self._lock:
             if self._closed:
                 raise PermanentError(f"actuator {self.target} is closed; create a new LocalActuator")
-            if decision_id in self._done:
-                return replace(self._done[decision_id], applied=False)
+            if (done := self._ids.get(decision_id)) is not None:
+                return replace(done, applied=False)
             before = len(self._replicas)
             want = max(0, request.replicas)
             woken = [] if self._sleep is None or want <= before else self._sleep.newest(want - before)
@@ -175,7 +179,7 @@ class LocalActuator:
             result = ActuationResult(decision_id, want != before, before, want, tuple(r.name for r in gone),
                                      tuple(r.name for r in new))
             try:
-                self._remember(result)
+                self._ids.remember(result)
             except PermanentError:
                 self._kill(new[len(woken):])
                 raise
@@ -200,6 +204,11 @@ class LocalActuator:
             gone = self._sleep.release(keep)
             self._stop_sleepers(gone, "the policy no longer counts on it")
             return tuple(r.name for r in gone)
+
+    @property
+    def sleep_mode(self) -> SleepMode | None:
+        """How this actuator's workers sleep and wake (:mod:`ebb.actuate.sleep_modes`); None without a tier."""
+        return None if self._sleep is None else self._sleep.mode
 
     def sleep_counts(self) -> SleepCounts:
         """Sleeps, wakes, failed wakes and releases so far (all 0 without a tier)."""
@@ -266,7 +275,7 @@ class LocalActuator:
 
     def _spawn(self, count: int) -> list[_Replica]:
         started: list[_Replica] = []
-        first = self._reserve_ids(count)
+        first = self._ids.reserve(count)
         try:
             for rid in range(first, first + count):
                 name = f"worker-{rid}"
@@ -320,22 +329,32 @@ class LocalActuator:
                 r.proc.stdout.close()
 
     def _supervise(self) -> None:
+        health, mode = self._launcher.health_path, None if self._sleep is None else self._sleep.mode
+        every = None if mode is None else mode.keepalive_s
         while not self._stop.wait(POLL_S):
             with self._lock:
                 starting = [r for r in self._replicas if r.ready_s is None]
                 waking = set() if self._sleep is None else {r for r in starting if r in self._sleep.waking}
                 drowsy = self._to_sleep()
-            health = self._launcher.health_path
-            # a woken worker is ready once /is_sleeping reads false, not on its health alone (200 asleep)
-            up = {r: awake(r.url, r.url + health) if r in waking else healthy(r.url + health) for r in starting}
-            slept = {r: post_sleep(r.url, self._sleep.level) for r in drowsy if self._sleep is not None}
+                now = time.monotonic()
+                ping = [] if every is None else [r for r in self._replicas
+                                                 if r.ready_s is not None and now - r.pinged_s >= every]
+                for r in ping:
+                    r.pinged_s = now
+            # a woken worker is ready once its engine reads awake, not on its health alone (200 asleep)
+            up = {r: mode.awake(r.url, r.url + health) if mode is not None and r in waking else healthy(r.url + health)
+                  for r in starting}
+            slept = {} if mode is None else {r: mode.sleep(r.url, waited) for r, waited in drowsy.items()}
+            for r in ping:  # only routed workers: a victim's pings stop, so it can fall asleep
+                if mode is not None:
+                    mode.keep_awake(r.url)
             with self._lock:
                 if self._closed:
                     return
                 try:
                     woken = self._tend_sleepers(slept, {r: up[r] for r in waking})
                     if self._promote([r for r in starting if (up[r] and r not in waking) or r in woken]) \
-                            | self._reap() | bool(slept):
+                            | self._reap() | any(step != "waiting" for step in slept.values()):
                         self._write_targets()
                 except (EbbError, RuntimeError, ValueError, cf.TimeoutError) as exc:
                     # Keep supervising: the next poll retries (a router restarting, a full disk).
@@ -358,9 +377,12 @@ class LocalActuator:
         changed = False
         now = time.monotonic()
         for r in list(self._leaving):
-            drained = r.drain is not None and r.drain.done() and (self._sleep is None or r.sleep_tried)
+            drained = r.drain is not None and r.drain.done() and \
+                (self._sleep is None or (r.sleep_tried and r not in self._sleep.dozing))
             if r.term_sent is None and (drained or now - r.leaving_since > self._drain_timeout_s):
                 self._terminate(r)
+            if self._sleep is not None and (r.term_sent is not None or r.proc.poll() is not None):
+                self._sleep.forget(r)  # stopped or gone while dozing: it will not sleep
             if r.proc.poll() is not None:
                 if r.drain is not None and not r.drain.done():
                     r.drain.cancel()
@@ -373,39 +395,49 @@ class LocalActuator:
 
     # ---- the asleep tier (ebb.actuate.local_sleep) -------------------------------------------------
 
-    def _to_sleep(self) -> list[_Replica]:
-        """Drained victims to send ``/sleep`` now, as many as there is room for; the others are marked
-        tried (so :meth:`_reap` stops them). Under the lock."""
+    def _to_sleep(self) -> dict[_Replica, float]:
+        """Newly drained victims start dozing while there is room (the others are marked tried, so
+        :meth:`_reap` stops them); every dozing victim and the seconds since its drain ended, for
+        the mode's ``sleep``. Under the lock."""
         if self._sleep is None:
-            return []
-        drained = [r for r in self._leaving if r.drain is not None and r.drain.done() and not r.sleep_tried
-                   and r.term_sent is None]
-        for r in drained:
-            r.sleep_tried = True
-        room = max(0, self._sleep.tier.max_replicas - len(self._sleep.asleep))
-        return [r for r in drained if r.proc.poll() is None][:room]
+            return {}
+        now = time.monotonic()
+        for r in self._leaving:
+            if r.drain is not None and r.drain.done() and not r.sleep_tried and r.term_sent is None:
+                r.sleep_tried = True
+                if r.proc.poll() is None:
+                    self._sleep.doze(r, now)
+        return {r: now - since for r, since in self._sleep.dozing.items()}
 
-    def _tend_sleepers(self, slept: dict[_Replica, bool], woke: dict[_Replica, bool]) -> set[_Replica]:
-        """Under the lock: put the workers that answered ``/sleep`` to sleep; judge the waking ones
-        (the awake are returned for :meth:`_promote`, the failed replaced by a cold start); release
-        sleepers past their TTL and forget those that exited."""
+    def _tend_sleepers(self, slept: dict[_Replica, SleepStep], woke: dict[_Replica, bool]) -> set[_Replica]:
+        """Under the lock: put the dozing workers that read asleep to sleep (those that failed are
+        left to :meth:`_reap`, which stops them); judge the waking ones (the awake are returned for
+        :meth:`_promote`, the failed replaced by a cold start); release sleepers past their TTL and
+        forget those that exited."""
         book = self._sleep
         if book is None:
             return set()
         now = time.monotonic()
-        for r, ok in slept.items():
-            if ok and r in self._leaving and r.term_sent is None and book.room():
+        for r, step in slept.items():
+            if r in book.dozing and step == "asleep" and r in self._leaving and r.term_sent is None:
                 self._leaving.remove(r)
                 r.ready_s, r.drain = None, None
                 book.put(r, now)
+            elif r in book.dozing and step == "failed":
+                log.warning("actuator %s: %s did not go to sleep (%s); stopping it", self.target, r.name,
+                            book.mode.describe)
+                book.no_sleep(r)
         ready: set[_Replica] = set()
         for r, is_awake in woke.items():
             if r not in self._replicas or r not in book.waking:
                 continue
-            why = book.wake_error(r)
+            why, began = book.wake_error(r), book.waking[r][1]
             verdict = book.verdict(r, now, is_awake)
             if verdict == "awake":
                 ready.add(r)
+                if now - began > book.tier.wake_s:
+                    log.warning("actuator %s: %s woke in %.2f s, past the tier's wake_s=%g the policy counts on "
+                                "(fix: raise wake_s)", self.target, r.name, now - began, book.tier.wake_s)
             elif verdict == "failed":
                 log.warning("actuator %s: wake of %s failed (%s); stopping it and starting a cold replica",
                             self.target, r.name, why)
@@ -427,60 +459,6 @@ class LocalActuator:
             self._leaving.append(r)
 
     # ---- files -----------------------------------------------------------------------------------
-
-    def _reserve_ids(self, count: int) -> int:
-        """The first of ``count`` fresh ids, persisted before any worker uses one (a crash may burn
-        ids, never reuse one)."""
-        first = self._next_id
-        if count <= 0:
-            return first
-        self._next_id += count
-        try:
-            self._save()
-        except OSError as exc:
-            self._next_id = first
-            raise PermanentError(f"cannot persist the next worker id to {self._state_file}: {exc}; "
-                                 "make its directory writable") from exc
-        return first
-
-    def _load_state(self) -> tuple[dict[DecisionId, ActuationResult], int]:
-        """Applied decisions and the next replica id from ``state_file`` (none and 0 without one)."""
-        path = self._state_file
-        if path is None or not path.exists():
-            return {}, 0
-        fix = "delete the file to forget applied decision ids, or point state_file elsewhere"
-        try:
-            doc = json.loads(path.read_text())
-            if doc.get("version") != STATE_VERSION:
-                raise InputError(f"unsupported state version {doc.get('version')!r}, want {STATE_VERSION}",
-                                 path=str(path), fix=fix)
-            next_id = doc.get("next_id", 0)  # absent in files written before it was kept
-            if type(next_id) is not int or next_id < 0:  # noqa: E721 - a bool is not an id
-                raise InputError(f"next_id must be an integer >= 0, got {next_id!r}", path=str(path), fix=fix)
-            return {DecisionId(d["decision_id"]): ActuationResult(
-                DecisionId(d["decision_id"]), bool(d["applied"]), int(d["replicas_before"]),
-                int(d["replicas_after"]), tuple(d["removed"]), tuple(d["added"])) for d in doc["decisions"]}, next_id
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise InputError(f"cannot read actuator state: {exc}", path=str(path), fix=fix) from exc
-
-    def _remember(self, result: ActuationResult) -> None:
-        self._done[result.decision_id] = result
-        while len(self._done) > KEPT_IDS:
-            del self._done[next(iter(self._done))]
-        try:
-            self._save()
-        except OSError as exc:
-            del self._done[result.decision_id]
-            raise PermanentError(f"cannot persist applied decision ids to {self._state_file}: {exc}; "
-                                 "make its directory writable") from exc
-
-    def _save(self) -> None:
-        """Write ``state_file`` (applied ids, next id) atomically; nothing without one. OSError as is."""
-        if self._state_file is None:
-            return
-        doc = {"version": STATE_VERSION, "target": self.target, "next_id": self._next_id,
-               "decisions": [asdict(r) for r in self._done.values()]}
-        atomic_write(self._state_file, json.dumps(doc))
 
     def _write_targets(self) -> None:
         if self._targets_file is None:
