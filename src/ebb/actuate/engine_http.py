@@ -1,4 +1,4 @@
-"""An engine's own HTTP endpoints as the Kubernetes actuator's asleep tier calls them (vLLM's sleep mode).
+"""An engine's own HTTP endpoints as the asleep tiers call them (vLLM's sleep mode, llama.cpp's idle sleep).
 
 :class:`EngineHttp` speaks to one engine pod at ``http://POD_IP:PORT``, with the endpoints of vLLM's
 ``vllm/entrypoints/serve/dev/sleep/api_router.py`` (served with ``VLLM_SERVER_DEV_MODE=1`` and
@@ -15,6 +15,13 @@
   **None whenever the page cannot be trusted** (not 200, over :data:`MAX_METRICS_BYTES`, a gauge
   absent, a value that is not a finite number ≥ 0): the caller then keeps draining until its budget
   runs out, never reads an unknown as idle.
+* :meth:`EngineHttp.props_is_sleeping` — llama.cpp's ``GET /props`` → its ``"is_sleeping"`` field
+  (served without waking the server); anything but a JSON object with a bool there is an
+  :class:`EngineCallError`, never read as awake.
+* :meth:`EngineHttp.tokenize` — llama.cpp's ``POST /tokenize``: a request that needs the model, so
+  a server asleep reloads it first and answers once awake (``wait_until_no_sleep``).
+* :meth:`EngineHttp.slots` — llama.cpp's ``GET /slots``: a slot-query task, which resets the
+  server's idle timer (``--sleep-idle-seconds``); the answer is not read.
 
 Every call is one request bounded by ``timeout_s`` (the whole exchange: a trickling answer is cut at
 the deadline, at most one socket timeout late) and raises
@@ -113,8 +120,11 @@ class EngineHttp:
     timeout_s: float = 5.0
     """Bound on each request (connect and read), s."""
 
-    def _call(self, method: str, path: str, cap: int = 64 * 1024, timeout_s: float | None = None) -> bytes:
-        req = urllib.request.Request(self.url + path, method=method, data=b"" if method == "POST" else None)
+    def _call(self, method: str, path: str, cap: int = 64 * 1024, timeout_s: float | None = None,
+              body_json: object = None) -> bytes:
+        data = json.dumps(body_json).encode() if body_json is not None else b"" if method == "POST" else None
+        req = urllib.request.Request(self.url + path, method=method, data=data,
+                                     headers={} if body_json is None else {"Content-Type": "application/json"})
         limit_s = self.timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + limit_s
         body = bytearray()
@@ -151,15 +161,21 @@ class EngineHttp:
 
     def is_sleeping(self) -> bool:
         """``GET /is_sleeping``; EngineCallError for an answer that is not ``{"is_sleeping": bool}``."""
-        body = self._call("GET", "/is_sleeping")
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            doc = None
-        value = doc.get("is_sleeping") if isinstance(doc, dict) else None
-        if not isinstance(value, bool):
-            raise EngineCallError(f"GET {self.url}/is_sleeping answered {body[:80]!r}, not {{\"is_sleeping\": bool}}")
-        return value
+        return _bool_field(self._call("GET", "/is_sleeping"), "is_sleeping", f"GET {self.url}/is_sleeping")
+
+    def props_is_sleeping(self) -> bool:
+        """llama.cpp's ``GET /props`` ``"is_sleeping"``; EngineCallError when the answer has no bool there."""
+        body = self._call("GET", "/props", cap=1024 * 1024)  # the chat template makes it a few KB
+        return _bool_field(body, "is_sleeping", f"GET {self.url}/props")
+
+    def tokenize(self, text: str, timeout_s: float | None = None) -> None:
+        """llama.cpp's ``POST /tokenize`` of ``text``: answers once the model is loaded (a server asleep
+        reloads it first), so ``timeout_s`` bounds the whole wake (default: the client's)."""
+        self._call("POST", "/tokenize", timeout_s=timeout_s, body_json={"content": text})
+
+    def slots(self) -> None:
+        """llama.cpp's ``GET /slots`` (a task on the server's queue: it resets the idle timer)."""
+        self._call("GET", "/slots", cap=1024 * 1024)
 
     def inflight(self) -> float | None:
         """Requests running + waiting on the engine now; None when its page cannot be trusted."""
@@ -169,3 +185,15 @@ class EngineHttp:
             return None
         running, waiting = gauge_sum(text, RUNNING_GAUGE), gauge_sum(text, WAITING_GAUGE)
         return None if running is None or waiting is None else running + waiting
+
+
+def _bool_field(body: bytes, key: str, call: str) -> bool:
+    """``body``'s JSON object's bool ``key``; EngineCallError (naming ``call``) for anything else."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        doc = None
+    value = doc.get(key) if isinstance(doc, dict) else None
+    if not isinstance(value, bool):
+        raise EngineCallError(f"{call} answered {body[:80]!r}, not an object with {key!r}: bool")
+    return value

@@ -22,9 +22,9 @@ Keeps every guarantee of :mod:`ebb.actuate.base`, plus:
   a ready one is drained through the router (no new work, in-flight finishes), then SIGTERMed and
   reaped (SIGKILL after 15 s). Removed replicas leave ``state().replicas`` at once and count in
   ``draining`` until their process is gone. A drain longer than ``drain_timeout_s`` is cut short.
-* **Idempotent by decision id**, in memory and, with ``state_file``, on disk (atomic write +
-  rename; the newest 10,000 ids, and ``next_id``: a file without it, written before it existed,
-  reads as 0). The file covers the *ids*, not the worker processes: workers die with the actuator's
+* **Idempotent by decision id** (:mod:`ebb.actuate.local_state`), in memory and, with
+  ``state_file``, on disk (atomic write + rename; the newest 10,000 ids, and ``next_id``: a file
+  without it, written before it existed, reads as 0). The file covers the *ids*, not the worker processes: workers die with the actuator's
   process, and a new actuator starts ``initial`` fresh ones, numbered on from ``next_id``.
 * **No worker outlives the actuator's process**, even one killed with SIGKILL: on Linux every worker
   is started by :func:`ebb.actuate.children.spawn` (the kernel SIGKILLs it when its parent dies,
@@ -40,13 +40,14 @@ Keeps every guarantee of :mod:`ebb.actuate.base`, plus:
 * **targets_file** (Prometheus ``file_sd``) lists the ready and draining workers, rewritten
   atomically on every change. ``close()`` (or leaving the ``with`` block) stops every worker.
 * **An asleep tier** (``tier``, a :class:`~ebb.config.tiers.SleepTier`; a launcher whose workers
-  speak vLLM's sleep endpoints, :class:`~ebb.actuate.local_sleep.SleepingLauncher`: the ebb worker
-  does): the actuator is a :class:`~ebb.actuate.base.SleepingActuator`. Drained victims sleep while
-  fewer than ``tier.max_replicas`` do, scale-ups wake the newest sleepers first and cold-start the
-  rest, a woken worker rejoins the router once ``/is_sleeping`` reads false and it is healthy, a wake
-  that fails or takes past ``max(10 s, 5 × wake_s)`` is replaced by a cold start at once (logged),
-  and sleepers are released at ``tier.ttl_s`` or by :meth:`LocalActuator.keep_asleep`
-  (:mod:`ebb.actuate.local_sleep` states each step). ``tier`` None: none of this, exactly as before.
+  can sleep, :class:`~ebb.actuate.local_sleep.SleepingLauncher`: the ebb worker through vLLM's
+  endpoints, ``llama-server`` through ``--sleep-idle-seconds``): the actuator is a
+  :class:`~ebb.actuate.base.SleepingActuator`. Drained victims sleep while fewer than
+  ``tier.max_replicas`` do, scale-ups wake the newest sleepers first and cold-start the rest, a
+  woken worker rejoins the router once its engine reads awake and it is healthy, a wake that fails
+  or takes past ``max(10 s, 5 × wake_s)`` is replaced by a cold start at once (logged), and sleepers
+  are released at ``tier.ttl_s`` or by :meth:`LocalActuator.keep_asleep` (:mod:`ebb.actuate.local_sleep`
+  states each step). ``tier`` None: none of this, exactly as before.
 * **Drain records** (:attr:`LocalActuator.drains`, :mod:`ebb.actuate.drain_report`; the controller
   passes an observer through :meth:`LocalActuator.observe_drains`): each ready victim of a decision
   is told when its router drain starts (``reason`` ``sleep`` while the tier has room beside the drains
@@ -77,8 +78,9 @@ from ebb.actuate.drain_report import DrainReporter
 from ebb.actuate.local_procs import (
     START_TIMEOUT_S, EbbWorkerLauncher, Launch, WorkerLauncher, atomic_write, healthy, popen, read_listening,
 )
+from ebb.actuate.local_sleep import SleepBook, SleepCounts, SleepingLauncher
 from ebb.actuate.local_state import AppliedIds
-from ebb.actuate.local_sleep import SleepBook, SleepCounts, SleepingLauncher, awake, post_sleep
+from ebb.actuate.sleep_modes import SleepMode, SleepStep
 from ebb.config.tiers import SleepTier
 from ebb.errors import ConfigError, EbbError, PermanentError, TransientError
 from ebb.model.drains import DrainObserver
@@ -117,6 +119,8 @@ class _Replica:
     """A drained victim already sent ``/sleep`` (or found no room): stopped if it is still leaving."""
     not_slept: str = ""
     """Why a drained victim was stopped rather than slept (its drain record's note)."""
+    pinged_s: float = 0.0
+    """Monotonic time of its last keep-awake ping (an engine that sleeps by itself when idle)."""
 
     def view(self) -> ReplicaState:
         return ReplicaState(ReplicaId(self.rid), self.name, self.created_s, self.ready_s, self.zone, self.url)
@@ -145,10 +149,11 @@ class LocalActuator:
         """The asleep tier (module docstring); None: victims are stopped, as without one."""
         self._sleep: SleepBook[_Replica] | None = None
         if tier is not None:
-            if not isinstance(self._launcher, SleepingLauncher):
-                raise ConfigError(f"--tier {tier.describe()}: the {type(self._launcher).__name__} workers have no "
-                                  "sleep endpoints (fix: use the ebb worker, or drop --tier)")
-            self._sleep = SleepBook(tier, self._launcher.sleep_level)
+            mode = self._launcher.sleep_mode if isinstance(self._launcher, SleepingLauncher) else None
+            if mode is None:
+                raise ConfigError(f"--tier {tier.describe()}: the {type(self._launcher).__name__} workers cannot sleep "
+                                  "as started (fix: the ebb worker, llama-server with sleep_idle_s, or drop --tier)")
+            self._sleep = SleepBook(tier, mode)
         self._targets_file = targets_file
         self._lock = threading.RLock()
         self.drains = DrainReporter(name)
@@ -176,8 +181,8 @@ class LocalActuator:
         with self._lock:
             if self._closed:
                 raise PermanentError(f"actuator {self.target} is closed; create a new LocalActuator")
-            if decision_id in self._ids.done:
-                return replace(self._ids.done[decision_id], applied=False)
+            if (done := self._ids.get(decision_id)) is not None:
+                return replace(done, applied=False)
             before = len(self._replicas)
             want = max(0, request.replicas)
             woken = [] if self._sleep is None or want <= before else self._sleep.newest(want - before)
@@ -219,6 +224,11 @@ class LocalActuator:
     def observe_drains(self, observer: DrainObserver | None) -> None:
         """Send each drain record to ``observer`` (:class:`~ebb.actuate.base.ReportsDrains`; module docstring)."""
         self.drains.observer = observer
+
+    @property
+    def sleep_mode(self) -> SleepMode | None:
+        """How this actuator's workers sleep and wake (:mod:`ebb.actuate.sleep_modes`); None without a tier."""
+        return None if self._sleep is None else self._sleep.mode
 
     def sleep_counts(self) -> SleepCounts:
         """Sleeps, wakes, failed wakes and releases so far (all 0 without a tier)."""
@@ -347,24 +357,34 @@ class LocalActuator:
                 r.proc.stdout.close()
 
     def _supervise(self) -> None:
+        health, mode = self._launcher.health_path, None if self._sleep is None else self._sleep.mode
+        every = None if mode is None else mode.keepalive_s
         while not self._stop.wait(POLL_S):
             with self._lock:
                 starting = [r for r in self._replicas if r.ready_s is None]
                 waking = set() if self._sleep is None else {r for r in starting if r in self._sleep.waking}
                 drowsy = self._to_sleep()
+                now = time.monotonic()
+                ping = [] if every is None else [r for r in self._replicas
+                                                 if r.ready_s is not None and now - r.pinged_s >= every]
+                for r in ping:
+                    r.pinged_s = now
                 draining = [r.name for r in self._leaving if r.term_sent is None and self.drains.draining(r.name)]
             self._read_drains(draining)
-            health = self._launcher.health_path
-            # a woken worker is ready once /is_sleeping reads false, not on its health alone (200 asleep)
-            up = {r: awake(r.url, r.url + health) if r in waking else healthy(r.url + health) for r in starting}
-            slept = {r: post_sleep(r.url, self._sleep.level) for r in drowsy if self._sleep is not None}
+            # a woken worker is ready once its engine reads awake, not on its health alone (200 asleep)
+            up = {r: mode.awake(r.url, r.url + health) if mode is not None and r in waking else healthy(r.url + health)
+                  for r in starting}
+            slept = {} if mode is None else {r: mode.sleep(r.url, waited) for r, waited in drowsy.items()}
+            for r in ping:  # only routed workers: a victim's pings stop, so it can fall asleep
+                if mode is not None:
+                    mode.keep_awake(r.url)
             with self._lock:
                 if self._closed:
                     return
                 try:
                     woken = self._tend_sleepers(slept, {r: up[r] for r in waking})
                     if self._promote([r for r in starting if (up[r] and r not in waking) or r in woken]) \
-                            | self._reap() | bool(slept):
+                            | self._reap() | any(step != "waiting" for step in slept.values()):
                         self._write_targets()
                 except (EbbError, RuntimeError, ValueError, cf.TimeoutError) as exc:
                     # Keep supervising: the next poll retries (a router restarting, a full disk).
@@ -402,7 +422,8 @@ class LocalActuator:
         changed = False
         now = time.monotonic()
         for r in list(self._leaving):
-            drained = r.drain is not None and r.drain.done() and (self._sleep is None or r.sleep_tried)
+            drained = r.drain is not None and r.drain.done() and \
+                (self._sleep is None or (r.sleep_tried and r not in self._sleep.dozing))
             if r.term_sent is None and (drained or now - r.leaving_since > self._drain_timeout_s):
                 if r.proc.poll() is None and r.drain is not None and r.drain.done():
                     self.drains.end(r.name, "drained", "released", inflight=0, note=r.not_slept or "stopped (SIGTERM)")
@@ -410,6 +431,8 @@ class LocalActuator:
                     self.drains.end(r.name, "budget", "released", note=f"drain timeout {self._drain_timeout_s:g} s "
                                     "ran out: stopped (SIGTERM), the worker finishes what it holds")
                 self._terminate(r)
+            if self._sleep is not None and (r.term_sent is not None or r.proc.poll() is not None):
+                self._sleep.forget(r)  # stopped or gone while dozing: it will not sleep
             if r.proc.poll() is not None:
                 self.drains.end(r.name, "vanished", "gone", note=f"the worker exited (status {r.proc.poll()}) while it drained")
                 if r.drain is not None and not r.drain.done():
@@ -423,43 +446,52 @@ class LocalActuator:
 
     # ---- the asleep tier (ebb.actuate.local_sleep) -------------------------------------------------
 
-    def _to_sleep(self) -> list[_Replica]:
-        """Drained victims to send ``/sleep`` now, as many as there is room for; the others are marked
-        tried (so :meth:`_reap` stops them). Under the lock."""
+    def _to_sleep(self) -> dict[_Replica, float]:
+        """Newly drained victims start dozing while there is room (the others are marked tried, so
+        :meth:`_reap` stops them); every dozing victim and the seconds since its drain ended, for
+        the mode's ``sleep``. Under the lock."""
         if self._sleep is None:
-            return []
-        drained = [r for r in self._leaving if r.drain is not None and r.drain.done() and not r.sleep_tried
-                   and r.term_sent is None]
-        for r in drained:
-            r.sleep_tried = True
-            r.not_slept = f"no room: {len(self._sleep.asleep)} of {self._sleep.tier.max_replicas} asleep"
-        room = max(0, self._sleep.tier.max_replicas - len(self._sleep.asleep))
-        return [r for r in drained if r.proc.poll() is None][:room]
+            return {}
+        now = time.monotonic()
+        for r in self._leaving:
+            if r.drain is not None and r.drain.done() and not r.sleep_tried and r.term_sent is None:
+                r.sleep_tried = True
+                if r.proc.poll() is None and not self._sleep.doze(r, now):
+                    r.not_slept = (f"no room: {len(self._sleep.asleep) + len(self._sleep.dozing)} of "
+                                   f"{self._sleep.tier.max_replicas} asleep or going to sleep")
+        return {r: now - since for r, since in self._sleep.dozing.items()}
 
-    def _tend_sleepers(self, slept: dict[_Replica, bool], woke: dict[_Replica, bool]) -> set[_Replica]:
-        """Under the lock: put the workers that answered ``/sleep`` to sleep; judge the waking ones
-        (the awake are returned for :meth:`_promote`, the failed replaced by a cold start); release
-        sleepers past their TTL and forget those that exited."""
+    def _tend_sleepers(self, slept: dict[_Replica, SleepStep], woke: dict[_Replica, bool]) -> set[_Replica]:
+        """Under the lock: put the dozing workers that read asleep to sleep (those that failed are
+        left to :meth:`_reap`, which stops them); judge the waking ones (the awake are returned for
+        :meth:`_promote`, the failed replaced by a cold start); release sleepers past their TTL and
+        forget those that exited."""
         book = self._sleep
         if book is None:
             return set()
         now = time.monotonic()
-        for r, ok in slept.items():
-            if ok and r in self._leaving and r.term_sent is None and book.room():
+        for r, step in slept.items():
+            if r in book.dozing and step == "asleep" and r in self._leaving and r.term_sent is None:
                 self._leaving.remove(r)
                 r.ready_s, r.drain = None, None
                 book.put(r, now)
-                self.drains.end(r.name, "drained", "slept", inflight=0, note=f"sleep level {book.level}")
-            elif not ok:
-                r.not_slept = "/sleep did not answer 200"
+                self.drains.end(r.name, "drained", "slept", inflight=0, note=book.mode.describe)
+            elif r in book.dozing and step == "failed":
+                log.warning("actuator %s: %s did not go to sleep (%s); stopping it", self.target, r.name,
+                            book.mode.describe)
+                r.not_slept = f"did not go to sleep ({book.mode.describe})"
+                book.no_sleep(r)
         ready: set[_Replica] = set()
         for r, is_awake in woke.items():
             if r not in self._replicas or r not in book.waking:
                 continue
-            why = book.wake_error(r)
+            why, began = book.wake_error(r), book.waking[r][1]
             verdict = book.verdict(r, now, is_awake)
             if verdict == "awake":
                 ready.add(r)
+                if now - began > book.tier.wake_s:
+                    log.warning("actuator %s: %s woke in %.2f s, past the tier's wake_s=%g the policy counts on "
+                                "(fix: raise wake_s)", self.target, r.name, now - began, book.tier.wake_s)
             elif verdict == "failed":
                 log.warning("actuator %s: wake of %s failed (%s); stopping it and starting a cold replica",
                             self.target, r.name, why)

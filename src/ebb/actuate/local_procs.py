@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from ebb.actuate.children import spawn
+from ebb.actuate.sleep_modes import VllmSleep
 from ebb.errors import ConfigError, TransientError
 
 __all__ = ["START_TIMEOUT_S", "EbbWorkerLauncher", "Launch", "WorkerLauncher", "atomic_write", "healthy", "popen",
@@ -75,6 +76,11 @@ class EbbWorkerLauncher:
     """Test fault (the worker's ``--wake-fails``): ``none``, ``error`` (wakes answer 500), ``hang``."""
     sleep_level: int = 1
     """The level victims are put to sleep at (vLLM: 1 offloads the weights to host memory, 2 discards them)."""
+
+    @property
+    def sleep_mode(self) -> VllmSleep:
+        """How its workers sleep: vLLM's endpoints at :attr:`sleep_level` (an asleep tier's mechanism)."""
+        return VllmSleep(self.sleep_level)
 
     def launch(self, name: str, max_batch: int) -> Launch:
         return Launch((self.python, "-m", "ebb.demo.worker", "--name", name, "--port", "0",

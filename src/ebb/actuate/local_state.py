@@ -38,6 +38,10 @@ class AppliedIds:
         self.path, self.target = path, target
         self.done, self.next_id = self._load()
 
+    def get(self, decision_id: DecisionId) -> ActuationResult | None:
+        """The result ``decision_id`` had, when it was applied (and is still kept)."""
+        return self.done.get(decision_id)
+
     def reserve(self, count: int) -> int:
         """The first of ``count`` fresh ids, persisted before any worker uses one."""
         first = self.next_id

@@ -37,8 +37,8 @@ def demo_cmd(
         help="Emulated workers' warm-up (s) before they take traffic; the cold start is this plus about 1 s of "
              "process start. An asleep tier pays off when a cold start is several wakes long.")] = 3.0,
     tier: Annotated[str, typer.Option(
-        help="An asleep tier, e.g. asleep:wake_s=2,max=4,ttl_s=1800: drained workers sleep (vLLM's /sleep) and "
-             "scale-ups wake them first; empty: none.")] = "",
+        help="An asleep tier, e.g. asleep:wake_s=2,max=4,ttl_s=1800: drained workers sleep (the ebb worker: "
+             "vLLM's /sleep; llama-server: --sleep-idle-seconds) and scale-ups wake them first; empty: none.")] = "",
 ) -> None:
     """Scale real worker processes under a real trace with the live controller, and report what happened."""
     if not live:
@@ -116,7 +116,8 @@ def demo_cmd(
                    f"logs {workdir / 'controller.log'}")
     if result.sleep is not None:
         z = result.sleep
-        _console.print(f"asleep tier {sleep_tier.describe() if sleep_tier else ''}: {z.sleeps} sleeps, {z.wakes} wakes, "
-                       f"{z.failed_wakes} failed wakes (cold starts instead), {z.released} released")
+        _console.print(f"asleep tier {sleep_tier.describe() if sleep_tier else ''} ({result.sleep_mechanism}): "
+                       f"{z.sleeps} sleeps, {z.wakes} wakes, {z.failed_wakes} failed wakes (cold starts instead), "
+                       f"{z.failed_sleeps} failed sleeps, {z.released} released; slowest wake {z.slowest_wake_s:.2f} s")
     if result.report is not None:
         _console.print(f"report: {result.report}")

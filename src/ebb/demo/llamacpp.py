@@ -18,7 +18,11 @@
   through the router first; a second SIGTERM makes it exit without cleanup, which can deadlock it),
   SIGKILL after a bounded wait. On Linux a server never outlives the process that started it, even
   one killed with SIGKILL, from whichever thread it was started or scaled: the actuator starts every
-  worker tethered (:func:`ebb.actuate.children.spawn`, ``PR_SET_PDEATHSIG`` = SIGKILL).
+  worker tethered (:func:`ebb.actuate.children.spawn`, ``PR_SET_PDEATHSIG`` = SIGKILL). With
+  ``sleep_idle_s`` (an asleep tier) every server is started with ``--sleep-idle-seconds N``: it
+  unloads its model after N idle seconds and reloads it on the next request that needs it, and the
+  launcher's :attr:`~LlamaServerLauncher.sleep_mode` is :class:`~ebb.actuate.sleep_modes.LlamaIdleSleep`
+  (docs/tiers.md: the source lines, the wake measured on this machine).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any, Final
 import numpy as np
 
 from ebb.actuate.local import Launch
+from ebb.actuate.sleep_modes import LlamaIdleSleep
 from ebb.errors import InputError, MissingExtraError
 from ebb.demo.local_prometheus import free_port
 
@@ -203,6 +208,18 @@ class LlamaServerLauncher:
     threads: int = 1
     api: str = "llamacpp"
     health_path: str = "/health"
+    sleep_idle_s: int | None = None
+    """``--sleep-idle-seconds``: the server unloads its model after this many idle seconds (a whole
+    number ≥ 1, llama.cpp's unit); None: never (no asleep tier)."""
+
+    def __post_init__(self) -> None:
+        if self.sleep_idle_s is not None:
+            LlamaIdleSleep(self.sleep_idle_s)  # ConfigError naming the bad value
+
+    @property
+    def sleep_mode(self) -> LlamaIdleSleep | None:
+        """How these servers sleep (an asleep tier's mechanism): by idleness, or not at all without ``sleep_idle_s``."""
+        return None if self.sleep_idle_s is None else LlamaIdleSleep(self.sleep_idle_s)
 
     def launch(self, name: str, max_batch: int) -> Launch:
         if max_batch != self.slots:
@@ -211,4 +228,6 @@ class LlamaServerLauncher:
         args = [self.binary, "--metrics", "-np", str(self.slots), "-c", str(self.slots * self.context_tokens),
                 "-t", str(self.threads), "--host", "127.0.0.1", "--port", str(port), "-m", str(self.model),
                 "--no-webui"]
+        if self.sleep_idle_s is not None:
+            args += ["--sleep-idle-seconds", str(self.sleep_idle_s)]
         return Launch(tuple(args), url=f"http://127.0.0.1:{port}", log_path=self.log_dir / f"{name}.log")

@@ -22,7 +22,9 @@ inference serves (``tokens_in_scale`` … ``max_tokens_out``). The source is the
 ``ebb_worker_*`` queries do not apply to llama.cpp's names).
 
 With ``tier`` (``ebb demo --live --tier asleep:wake_s=2,max=4``) the workers speak vLLM's sleep
-endpoints (:mod:`ebb.demo.worker`, waking in ``wake_s``), the actuator puts drained victims to sleep
+endpoints (:mod:`ebb.demo.worker`, waking in ``wake_s``) — or, with ``engine="llamacpp"``, every
+``llama-server`` starts with ``--sleep-idle-seconds`` :attr:`DemoSettings.sleep_idle_s` and a drained
+one falls asleep by itself (:class:`~ebb.actuate.sleep_modes.LlamaIdleSleep`) — the actuator puts drained victims to sleep
 and wakes them first (:class:`~ebb.actuate.local.LocalActuator` with the tier), the policy counts on
 them as ``ebb simulate --tier`` does, and the result says how many sleeps, wakes and failed wakes
 happened (:attr:`DemoResult.sleep`).
@@ -140,6 +142,9 @@ class DemoSettings:
     """llamacpp: KV context per slot (tokens); ``max_tokens_in + max_tokens_out`` must fit."""
     tier: SleepTier | None = None
     """An asleep tier (``--tier asleep:wake_s=2,max=4``): victims sleep, scale-ups wake them; None: none."""
+    sleep_idle_s: int = 2
+    """llamacpp with a tier: the servers' ``--sleep-idle-seconds`` (a drained server reads asleep 2-3 s
+    after its drain; a routed one idle that long unloads too and reloads on its next request)."""
 
     def __post_init__(self) -> None:
         # Validate first (``ebb demo --live`` flags): before a worker, Prometheus or the load starts.
@@ -153,9 +158,6 @@ class DemoSettings:
         if self.engine not in ENGINES:
             raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if self.engine == "llamacpp":
-            if self.tier is not None:
-                raise ConfigError("--tier needs workers with a sleep endpoint: llama-server has none (it frees its "
-                                  "model only after --sleep-idle-seconds); drop --tier or use --engine ebb")
             if self.source == "prometheus":
                 raise ConfigError("the llamacpp demo reads the agent (source agents or auto): the Prometheus "
                                   "source's ebb_worker_* queries do not match llama.cpp's metric names")
@@ -195,6 +197,8 @@ class DemoResult:
     notes: list[str] = field(default_factory=list)
     sleep: SleepCounts | None = None
     """With a tier: the sleeps, wakes, failed wakes and releases the actuator made; None without."""
+    sleep_mechanism: str = ""
+    """With a tier: how the workers slept and woke (:attr:`~ebb.actuate.sleep_modes.SleepMode.describe`)."""
 
 
 def load_window(name: str, start_s: float, length_s: float) -> RequestTrace:
@@ -257,20 +261,21 @@ class LiveDemo:
             self.router = Router()
             router_url = self.router.start()
             stack.callback(self.router.stop)
-            launcher, engine = None, None
-            if s.engine == "llamacpp":
-                from ebb.demo.llamacpp import LlamaServerLauncher, llama_server_binary, tiny_model
-                from ebb.sources.engines.profiles import engine_profile
-                (work / "llama-logs").mkdir(exist_ok=True)
-                launcher = LlamaServerLauncher(llama_server_binary(), tiny_model(), work / "llama-logs",
-                                               slots=s.max_batch, context_tokens=s.context_tokens)
-                engine = engine_profile("llamacpp")
             policy = build_live_policy(s.policy, slo_ttft_ms=s.slo_ttft_ms, slo_e2e_ms=s.slo_e2e_ms,
                                        initial=s.initial, max_replicas=s.max_replicas,
                                        cold_start_s=s.warmup_s + _SPAWN_S, tier=s.tier)
             tier = s.tier if isinstance(policy, Sleeps) and policy.sleeps else None
             if s.tier is not None and tier is None:
                 self.notes.append(f"policy {policy.spec} does not sleep (as in ebb simulate): --tier ignored")
+            launcher, engine = None, None
+            if s.engine == "llamacpp":
+                from ebb.demo.llamacpp import LlamaServerLauncher, llama_server_binary, tiny_model
+                from ebb.sources.engines.profiles import engine_profile
+                (work / "llama-logs").mkdir(exist_ok=True)
+                launcher = LlamaServerLauncher(llama_server_binary(), tiny_model(), work / "llama-logs",
+                                               slots=s.max_batch, context_tokens=s.context_tokens,
+                                               sleep_idle_s=None if tier is None else s.sleep_idle_s)
+                engine = engine_profile("llamacpp")
             self.actuator = LocalActuator(self.router, name="local/serving", initial=s.initial,
                                           max_batch=s.max_batch, warmup_s=s.warmup_s, speed=s.speed,
                                           targets_file=work / "workers.json", state_file=work / "actuator.json",
@@ -319,6 +324,7 @@ class LiveDemo:
             load = self.loadgen.stop(wait_s=60.0)
             end = time.time()
             sleep = None if tier is None else self.actuator.sleep_counts()
+            mode = self.actuator.sleep_mode
         decisions = tuple((o.t_s - (t0 - self.controller.t0), o.spec_replicas, o.to_replicas)
                           for o in self.controller.outcomes if o.acted)
         live = LiveRun(policy=policy.spec, trace=f"{trace.name} [{s.start_s:g} s +{length_s * s.time_scale:g} s, "
@@ -327,6 +333,7 @@ class LiveDemo:
                        fleet=self.fleet, decisions=decisions, duration_s=end - t0, slo_ttft_ms=s.slo_ttft_ms,
                        slo_e2e_ms=s.slo_e2e_ms)
         prun = live_policy_run(live)
+        sleep_mechanism = "" if mode is None else mode.describe
         if s.report is not None:
             write_report(s.report, [prun], title="Ebb live demo — what really happened",
                          trace_desc=live.trace,
@@ -334,10 +341,13 @@ class LiveDemo:
                                    "policy": policy.spec, "requests sent": f"{len(load.sent_s):,}",
                                    "failed requests": str(load.failed),
                                    **({} if sleep is None or tier is None else {
-                                       "asleep tier": tier.describe(), "sleeps / wakes / failed wakes":
-                                       f"{sleep.sleeps} / {sleep.wakes} / {sleep.failed_wakes}"})})
+                                       "asleep tier": tier.describe(), "sleep mechanism": sleep_mechanism,
+                                       "sleeps / wakes / failed wakes":
+                                       f"{sleep.sleeps} / {sleep.wakes} / {sleep.failed_wakes}",
+                                       "slowest wake": f"{sleep.slowest_wake_s:.2f} s (wake_s {tier.wake_s:g})"})})
         return DemoResult(list(self.controller.outcomes), load, prun, ledger_path, kind,
-                          None if self.prometheus is None else self.prometheus.url, s.report, self.notes, sleep)
+                          None if self.prometheus is None else self.prometheus.url, s.report, self.notes, sleep,
+                          sleep_mechanism)
 
 
 def _workers_desc(s: DemoSettings) -> str:

@@ -9,6 +9,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -18,6 +19,7 @@ from ebb.actuate.base import SleepingActuator
 from ebb.actuate.local import EbbWorkerLauncher, Launch, LocalActuator
 from ebb.actuate.local_sleep import SleepCounts
 from ebb.config.tiers import SleepTier
+from ebb.demo.llamacpp import LlamaServerLauncher
 from ebb.demo.router import Router
 from ebb.errors import ConfigError
 from ebb.model.ids import DecisionId
@@ -175,14 +177,17 @@ def test_without_a_tier_victims_are_stopped_and_nothing_sleeps(router: Router) -
         assert act.keep_asleep(0) == ()
 
 
-def test_a_tier_on_workers_without_sleep_endpoints_is_a_config_error(router: Router) -> None:
-    @dataclass(frozen=True)
-    class Plain:
-        api: str = "ebb"
-        health_path: str = "/healthz"
+@dataclass(frozen=True)
+class Plain:
+    api: str = "ebb"
+    health_path: str = "/healthz"
 
-        def launch(self, name: str, max_batch: int) -> Launch:
-            raise AssertionError("never started")
+    def launch(self, name: str, max_batch: int) -> Launch:
+        raise AssertionError("never started")
 
-    with pytest.raises(ConfigError, match="no sleep endpoints"):
-        LocalActuator(router, initial=0, launcher=Plain(), tier=SleepTier())
+
+@pytest.mark.parametrize("launcher", [Plain(), LlamaServerLauncher("/nonexistent/llama-server", Path("m.gguf"), Path("."))],
+                         ids=["no sleep endpoints", "llama-server without --sleep-idle-seconds"])
+def test_a_tier_on_workers_that_cannot_sleep_is_a_config_error(router: Router, launcher: Any) -> None:
+    with pytest.raises(ConfigError, match="cannot sleep as started"):
+        LocalActuator(router, initial=0, launcher=launcher, tier=SleepTier())
