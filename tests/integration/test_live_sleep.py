@@ -16,7 +16,6 @@ vLLM's ``/health`` does) is never counted ready nor routed, and no request fails
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -32,27 +31,12 @@ from ebb.model.drains import DrainEnd, DrainEvent, DrainStart, drain_of
 from ebb.model.ids import DecisionId, TraceName
 from ebb.model.observation import ScaleRequest
 from ebb.model.trace import RequestTrace
+from tests.integration.azure_csv import write_azure_trace
 
 pytestmark = pytest.mark.slow
 
 LULL_THEN_BURST = ((0, 2), (8, 2), (14, 24), (24, 24), (26, 0.2), (60, 0.2), (66, 24), (74, 24))
 """(trace s, requests/s) points of the demo run's rate: the lull is 26-60 s, the burst ramps from 60 s."""
-
-
-def write_azure_trace(path: Path, points: tuple[tuple[float, float], ...], seed: int = 0) -> float:
-    """Poisson arrivals at the piecewise-linear rate through ``points`` (thinning), 500-1500 prompt and
-    50-150 output tokens, written as an Azure LLM inference CSV; the trace's length (s)."""
-    rng = np.random.default_rng(seed)
-    at, rate = np.array([p[0] for p in points], dtype=float), np.array([p[1] for p in points], dtype=float)
-    top, end = float(rate.max()), float(at[-1])
-    cand = np.sort(rng.uniform(0.0, end, rng.poisson(top * end)))
-    arrivals = cand[rng.uniform(0.0, top, len(cand)) < np.interp(cand, at, rate)]
-    tokens_in, tokens_out = rng.integers(500, 1500, len(arrivals)), rng.integers(50, 150, len(arrivals))
-    t0 = datetime(2023, 11, 16, 18, 0, 0)
-    stamps = [(t0 + timedelta(seconds=float(s))).strftime("%Y-%m-%d %H:%M:%S.%f") + "0" for s in arrivals]
-    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
-        f"{s},{i},{o}\n" for s, i, o in zip(stamps, tokens_in, tokens_out)))
-    return end
 
 
 def test_a_live_run_puts_workers_to_sleep_in_a_lull_and_wakes_them_for_the_burst(tmp_path: Path) -> None:

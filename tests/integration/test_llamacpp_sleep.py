@@ -35,7 +35,7 @@ from ebb.config.tiers import SleepTier
 from ebb.demo.stack import LiveDemo, llamacpp_settings
 from ebb.ledger import open_ledger
 from ebb.model.ids import RunId
-from tests.integration.test_live_sleep import write_azure_trace
+from tests.integration.azure_csv import write_azure_trace
 
 pytestmark = pytest.mark.slow
 
