@@ -30,6 +30,12 @@ Guarantees (``per_window`` = 3, ``window_s`` = 0.1 by default):
   that raises is recorded (``ok`` false, the error) and re-raised unchanged; its token is spent
   (the request may have reached the server).
 
+* **Tiers pass through.** An actuator with an asleep tier (a
+  :class:`~ebb.actuate.base.SleepingActuator` whose ``tier`` is set) is wrapped as a
+  :class:`BatchedSleepingActuator`: ``tier``, ``keep_asleep`` and ``observe_drains`` reach it
+  unchanged. ``keep_asleep`` releases are not throttled (no decision id; at most the sleepers a
+  policy stops counting on, once per cycle per workload).
+
 Thread-safe: token accounting and records are under one lock; the writes themselves run outside it.
 """
 
@@ -42,11 +48,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ebb.actuate.base import ActuationResult, Actuator, FleetState
+from ebb.actuate.base import ActuationResult, Actuator, FleetState, ReportsDrains, SleepingActuator
+from ebb.config.tiers import SleepTier
+from ebb.model.drains import DrainObserver
 from ebb.model.ids import DecisionId
 from ebb.model.observation import ScaleRequest
 
-__all__ = ["BatchedActuator", "WriteBatch", "WriteBatcher", "WriteRecord"]
+__all__ = ["BatchedActuator", "BatchedSleepingActuator", "WriteBatch", "WriteBatcher", "WriteRecord"]
 
 T = TypeVar("T")
 
@@ -110,8 +118,12 @@ class WriteBatcher:
         self._pending: list[WriteRecord] = []
 
     def wrap(self, actuator: Actuator, target: str | None = None) -> BatchedActuator:
-        """``actuator`` behind this batcher; ``target`` names it in records (default its ``target``)."""
-        return BatchedActuator(actuator, self, target or str(getattr(actuator, "target", type(actuator).__name__)))
+        """``actuator`` behind this batcher; ``target`` names it in records (default its ``target``). An
+        actuator with an asleep tier comes back as a :class:`BatchedSleepingActuator`."""
+        name = target or str(getattr(actuator, "target", type(actuator).__name__))
+        if isinstance(actuator, SleepingActuator) and actuator.tier is not None:
+            return BatchedSleepingActuator(actuator, self, name)
+        return BatchedActuator(actuator, self, name)
 
     def _acquire(self) -> tuple[float, float]:
         """Wait for a token; (start time, seconds waited). Called under the lock."""
@@ -168,3 +180,26 @@ class BatchedActuator:
     def apply(self, decision_id: DecisionId, request: ScaleRequest) -> ActuationResult:
         """The wrapped ``apply``, once a token is free; same id, same request, no retry."""
         return self.batcher.issue(self.target, decision_id, lambda: self.inner.apply(decision_id, request))
+
+
+class BatchedSleepingActuator(BatchedActuator):
+    """A :class:`BatchedActuator` over a :class:`~ebb.actuate.base.SleepingActuator` with a tier: the
+    tier's seam passes through (module docstring), so the controller keeps the sleepers it counts on
+    and records the drains."""
+
+    def __init__(self, inner: SleepingActuator, batcher: WriteBatcher, target: str) -> None:
+        super().__init__(inner, batcher, target)
+        self._sleeping = inner
+
+    @property
+    def tier(self) -> SleepTier | None:
+        return self._sleeping.tier
+
+    def keep_asleep(self, keep: int | None) -> tuple[str, ...]:
+        """The wrapped ``keep_asleep`` (not throttled)."""
+        return self._sleeping.keep_asleep(keep)
+
+    def observe_drains(self, observer: DrainObserver | None) -> None:
+        """The wrapped actuator's drain records go to ``observer`` (nothing when it tells none)."""
+        if isinstance(self._sleeping, ReportsDrains):
+            self._sleeping.observe_drains(observer)

@@ -189,8 +189,13 @@ def _run(s: RunSettings) -> None:
     workload = _workload(classes, s.policy.workloads, s.policy.workload_class)
     tier = _tier(s)
     if tier is not None and fleet_cfg is not None:
-        raise ConfigError(f"--tier {s.actuator.tier!r}: the fleet controller runs no tier yet; one workload sleeps "
-                          "(fix: leave --tier out with a fleet file)")
+        raise ConfigError(f"--tier {s.actuator.tier!r}: a fleet file gives each workload its own tier "
+                          f"(fix: write tier: {s.actuator.tier} under the workloads of {fleet_cfg.source} that sleep)")
+    if fleet_cfg is not None and s.loop.mode != "act":
+        tiered = [w.target for w in fleet_cfg.workloads if w.tier is not None]
+        if tiered:
+            raise ConfigError(f"{fleet_cfg.source}: {tiered[0]} has a tier: only act mode puts replicas to sleep "
+                              "(fix: --mode act, or drop tier: from the fleet file)")
     actuator, target = _target(s, fleet_cfg)
     loc, ledger_auth = _ledger_access(s.ledger)
     src, sec = s.source, s.security

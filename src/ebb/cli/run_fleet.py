@@ -4,7 +4,8 @@ Everything that can be wrong is checked before anything starts (:func:`plan_flee
 workload's source and policy); :func:`run_fleet` then builds one namespaced Kubernetes actuator per
 Deployment on one shared API client, behind one :class:`~ebb.actuate.batching.WriteBatcher`, one
 controller per workload, and runs :class:`~ebb.live.fleet_controller.FleetController` until
-stopped. In ``recommend`` mode nothing is written to the cluster: the member controllers never call
+stopped. A workload with ``tier:`` gets a sleeping actuator and a policy that counts on its sleepers
+(act mode only: the command refuses a tier in recommend mode), as ``ebb run --tier`` does for one. In ``recommend`` mode nothing is written to the cluster: the member controllers never call
 ``apply`` (their actuators only read ``/scale``, pods and nodes).
 """
 
@@ -63,7 +64,8 @@ def plan_fleet(cfg: FleetConfig, *, source: str, make_source: Callable[[FleetWor
         try:
             pol = build_live_policy(w.policy or policy, slo_ttft_ms=ttft, slo_e2e_ms=w.slo_e2e_ms or slo_e2e_ms,
                                     initial=w.min_replicas, interval_s=interval_s, max_staleness_s=max_staleness_s,
-                                    workload=cls, max_replicas=w.max_replicas, cold_start_s=cold_start_s)
+                                    workload=cls, max_replicas=w.max_replicas, cold_start_s=cold_start_s,
+                                    tier=w.tier)
             src = make_source(w)
         except (ConfigError, ValueError) as exc:
             raise ConfigError(f"{where} ({w.target}): {exc}") from exc
@@ -98,7 +100,7 @@ def run_fleet(plan: FleetPlan, *, mode: str, run_id: str, interval_s: float, max
     members = []
     for m in plan.members:
         w = m.workload
-        act = KubernetesActuator(w.namespace, w.deployment, api_client=api)
+        act = KubernetesActuator(w.namespace, w.deployment, api_client=api, tier=w.tier)
         settings = ControllerSettings(run_id=f"{run_id}-{w.namespace}-{w.deployment}", target=w.target,
                                       mode=mode,  # type: ignore[arg-type]  # checked by the caller
                                       interval_s=interval_s, max_staleness_s=max_staleness_s,

@@ -17,6 +17,7 @@ Format (YAML; unknown keys are errors, so a typo never silently drops a quota or
         policy: ebb:profile=cautious   # optional; default ebb run --policy
         agents: [http://10.0.0.7:9401] # its signal source with --source agents
         prometheus_selector: 'namespace="shop",job="shop/checkout"'   # ... with --source prometheus
+        tier: asleep:wake_s=2,max=4    # optional, act mode: victims sleep on their GPU (docs/tiers.md)
     quotas:                            # optional: elastic quota per namespace, in GPUs
       - {namespace: shop, min_gpus: 4, max_gpus: 12}
     cluster:                           # optional
@@ -50,6 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ebb.config.scenario_tiers import parse_service_tier
+from ebb.config.tiers import SleepTier
 from ebb.config.workloads import (
     MAX_MIN_REPLICAS,
     WorkloadClass,
@@ -87,7 +90,7 @@ _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _TOP = ("workloads", "quotas", "cluster", "classes")
 _WORKLOAD = ("namespace", "deployment", "class", "slo_ttft_ms", "slo_e2e_ms", "min_replicas", "max_replicas",
-             "zones", "gpus_per_replica", "priority", "policy", "agents", "prometheus_selector")
+             "zones", "gpus_per_replica", "priority", "policy", "agents", "prometheus_selector", "tier")
 _QUOTA = ("namespace", "min_gpus", "max_gpus")
 _CLUSTER = ("disruption_budget", "writes_per_100ms")
 
@@ -122,6 +125,9 @@ class FleetWorkload:
     """``ebb agent`` URLs reading this workload (``--source agents``)."""
     prometheus_selector: str | None = None
     """PromQL label matchers selecting this workload's series (``--source prometheus``)."""
+    tier: SleepTier | None = None
+    """Its asleep tier (``tier: asleep:wake_s=2,max=4``; act mode, Kubernetes): the victims Ebb
+    removes drain and sleep on their GPU and scale-ups wake them first (docs/tiers.md); None: none."""
 
     @property
     def target(self) -> str:
@@ -246,9 +252,11 @@ def _workload(source: str, where: str, raw: Any, classes: dict[str, WorkloadClas
     if selector is not None and (not isinstance(selector, str) or not selector.strip()):
         raise _fail(source, f"{where}.prometheus_selector", f"expected label matchers, got {describe(selector)}",
                     "e.g. prometheus_selector: 'namespace=\"shop\",job=\"shop/checkout\"'")
+    tier = parse_service_tier(doc.get("tier"), f"{where}.tier", source, True,
+                              asleep_only="the live actuators sleep engines; a snapshot tier is simulator-only")
     return FleetWorkload(namespace=ns, deployment=dep, workload_class=cls, slo_ttft_ms=ttft, slo_e2e_ms=e2e,
                          min_replicas=lo, max_replicas=hi, zones=zones, gpu_milli_per_replica=gpus, priority=prio,
-                         policy=policy, agents=agents, prometheus_selector=selector)
+                         policy=policy, agents=agents, prometheus_selector=selector, tier=tier)
 
 
 def _quota(source: str, where: str, raw: Any) -> NamespaceQuota:

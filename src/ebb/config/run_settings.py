@@ -221,8 +221,9 @@ class ActuatorSettings:
     speak the same endpoints) while fewer than max (8) sleep, scale-ups wake them first, a wake that
     fails or takes past max(10 s, 5 x wake_s) falls back to a cold start, and one asleep ttl_s (1800 s)
     is released; Ebb counts on the sleepers (docs/tiers.md). Kubernetes: the Service must select
-    ebb.io/routable=true (docs/tiers.md, Live (Kubernetes)). Act mode, single workload; the
-    simulator's snapshot tier has no live actuator. Unset: no tier."""
+    ebb.io/routable=true (docs/tiers.md, Live (Kubernetes)). Act mode, single workload (a fleet
+    file names each workload's own tier: key); the simulator's snapshot tier has no live actuator.
+    Unset: no tier."""
 
     def __post_init__(self) -> None:
         if self.tier is not None:

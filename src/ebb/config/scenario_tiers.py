@@ -1,4 +1,5 @@
-"""A cluster scenario's tier and lending keys (``tier:`` per online service, ``lending:`` at the top).
+"""The tier and lending keys of a cluster scenario (``tier:`` per online service, ``lending:`` at the
+top) and of a fleet file (``tier:`` per workload, :mod:`ebb.config.fleet`).
 
 Parsed once into :class:`LendingSettings` and :class:`~ebb.config.tiers.SleepTier`; every problem is a
 one-line :class:`~ebb.errors.ConfigError` naming the scenario file, the key path and the fix. The
@@ -45,8 +46,10 @@ def parse_lending(raw: Any, source: str) -> LendingSettings:
                                    fix="GPU-seconds of work a preemption loses, e.g. restart_gpu_s: 120"))
 
 
-def parse_service_tier(raw: Any, where: str, source: str, online: bool) -> SleepTier | None:
-    """A service's ``tier:`` text (the simulator's ``--tier`` syntax), asleep tiers of online services only."""
+def parse_service_tier(raw: Any, where: str, source: str, online: bool, *,
+                       asleep_only: str = "cluster mode models the asleep tier only") -> SleepTier | None:
+    """A service's or a fleet workload's ``tier:`` text (the simulator's ``--tier`` syntax): asleep
+    tiers of online services only (``asleep_only`` says why in the refusal of another kind)."""
     if raw is None:
         return None
     if not online:
@@ -58,6 +61,6 @@ def parse_service_tier(raw: Any, where: str, source: str, online: bool) -> Sleep
     except ConfigError as e:
         raise config_error(source, where, str(e), "write tier: asleep:wake_s=2,max=8,ttl_s=1800") from None
     if tier.kind != "asleep":
-        raise config_error(source, where, f"cluster mode models the asleep tier only, got {tier.kind}",
+        raise config_error(source, where, f"{asleep_only}, got {tier.kind}",
                            "write tier: asleep:wake_s=2,max=8 (snapshots: ebb simulate --tier on one workload)")
     return tier

@@ -162,15 +162,19 @@ def test_metrics_listen_on_the_bind_address_given(tmp_path: Path) -> None:
 
 def test_a_tier_is_refused_on_one_line_before_anything_starts_where_nothing_could_sleep(tmp_path: Path) -> None:
     """A snapshot tier (simulator-only), a tier in recommend mode (nothing changes, nothing sleeps), a
-    bad tier key, and a tier with a fleet file (the fleet controller runs none yet): exit 2, one line."""
+    bad tier key, ``--tier`` with a fleet file (each workload names its own) and a fleet file's tier in
+    recommend mode: exit 2, one line."""
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text("workloads:\n  - {namespace: ns, deployment: chat, class: order-fulfilment, agents: [\"http://127.0.0.1:1\"]}\n")
+    tiered = tmp_path / "tiered.yaml"
+    tiered.write_text(fleet.read_text().replace("agents:", "tier: 'asleep:wake_s=2,max=4', agents:"))
     ledger = tmp_path / "l.sqlite"
     base = [sys.executable, "-m", "ebb.cli.main", "run", "--agent", "http://127.0.0.1:1", "--ledger", str(ledger)]
     for extra, needle in ((["--mode", "act", "--tier", "snapshot"], "simulator-only"),
                           (["--tier", "asleep"], "only act mode"),
                           (["--mode", "act", "--tier", "asleep:wake=2"], "'wake=2' is not one of"),
-                          (["--mode", "act", "--tier", "asleep", "--workloads", str(fleet)], "fleet controller")):
+                          (["--mode", "act", "--tier", "asleep", "--workloads", str(fleet)], "its own tier"),
+                          (["--workloads", str(tiered)], "only act mode puts replicas to sleep")):
         res = subprocess.run(base + extra, capture_output=True, text=True, timeout=120, cwd=tmp_path)
         assert res.returncode == 2, (extra, res.stderr)
         assert res.stderr.count("\n") == 1 and needle in res.stderr and "fix:" in res.stderr, res.stderr
