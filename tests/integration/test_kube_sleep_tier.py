@@ -247,7 +247,7 @@ def test_a_drained_victim_leaves_the_service_finishes_its_work_then_sleeps_and_a
     assert ann[DELETION_COST_ANNOTATION] == str(SLEEPER_COST)
     st = c.actuator.state()
     assert [r.name for r in st.asleep] == [victim] and st.spec_replicas == 2 and c.spec() == 3  # /scale = 2 + 1 asleep
-    assert st.draining == 0 and len(st.replicas) == 2
+    assert st.draining == 0 and len(st.replicas) == 2 and st.wake_s_seen is None  # no wake measured yet
 
     result = c.actuator.apply(DecisionId("d2"), ScaleRequest(3))
     assert result.added == (victim,) and c.spec() == 3
@@ -255,6 +255,8 @@ def test_a_drained_victim_leaves_the_service_finishes_its_work_then_sleeps_and_a
     assert not victim_engine.sleeping and victim_engine.wakes == 1
     assert DELETION_COST_ANNOTATION not in c.pod(victim)["metadata"]["annotations"]
     assert c.fake.pod_names() == pods  # woken, no cold pod created
+    # the wake measured (set just after the pod rejoined the Service), for the policy to learn from
+    wait_until(lambda: (c.actuator.state().wake_s_seen or 0.0) > 0, "the wake measured")
     served = victim_engine.served
     wait_until(lambda: victim_engine.served > served, "the woken pod serving again")
     assert c.router.failed == [] and sum(e.refused for e in c.engines.values()) == 0

@@ -66,6 +66,10 @@ class FleetState:
     asleep: tuple[ReplicaState, ...] = ()
     """Replicas asleep (an asleep tier, :class:`SleepingActuator`): out of routing, not in
     ``spec_replicas``, holding their GPU; oldest sleeper first. Always empty without a tier."""
+    wake_s_seen: float | None = None
+    """The slowest wake this actuator has measured (the wake call until the replica is back in
+    service), s; None before any wake or without a tier. A policy learns its tier's wake time
+    upward from it (:func:`~ebb.decide.tier_rules.learned_wake_s`)."""
 
     @property
     def ready_replicas(self) -> int:

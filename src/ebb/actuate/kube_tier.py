@@ -107,6 +107,8 @@ class KubeTier:
         self._colds: dict[str, tuple[int, float]] = {}
         """Released pods → (cold replicas to start once it is terminating, monotonic deadline to start anyway)."""
         self._wakes: dict[str, threading.Thread] = {}
+        self.slowest_wake_s = 0.0
+        """The slowest successful wake so far (``/wake_up`` until back in the Service), s; 0 before any."""
         self.drains = DrainReporter(ops.target, wall=wall, monotonic=ops.clock)
         """Each drain's start, in-flight steps and end, told to its observer (the controller's ledger)."""
         self._stop = threading.Event()
@@ -156,7 +158,8 @@ class KubeTier:
                                 a.zone(p.node), self._url(p))
         return FleetState(a.target, max(0, spec - len(asleep) - len(draining)),
                           tuple(rs(p, WAKING_ANNOTATION not in p.annotations) for p in running),
-                          draining=len(draining) + terminating, asleep=tuple(rs(p) for p in asleep))
+                          draining=len(draining) + terminating, asleep=tuple(rs(p) for p in asleep),
+                          wake_s_seen=self.slowest_wake_s or None)
 
     def _url(self, p: KubePod) -> str:
         e = self.engine(p)
@@ -309,7 +312,9 @@ class KubeTier:
                     return
                 a.patch_pod(p.name, {WAKING_ANNOTATION: None, VICTIM_ANNOTATION: None},
                             labels={ROUTABLE_LABEL: "true"})
-            log.info("%s woke in %.2f s and is back in the Service", p.name, a.clock() - t0)
+            took = a.clock() - t0
+            self.slowest_wake_s = max(self.slowest_wake_s, took)
+            log.info("%s woke in %.2f s and is back in the Service", p.name, took)
         except EngineCallError as exc:
             log.warning("wake of %s failed (%s): releasing it and starting a cold replica", p.name, exc)
             try:

@@ -174,8 +174,9 @@ class LocalActuator:
     def state(self) -> FleetState:
         with self._lock:
             asleep = () if self._sleep is None else tuple(r.view() for r, _ in self._sleep.asleep)
+            slowest = 0.0 if self._sleep is None else self._sleep.counts.slowest_wake_s
             return FleetState(self.target, len(self._replicas), tuple(r.view() for r in self._replicas),
-                              len(self._leaving), asleep)
+                              len(self._leaving), asleep, wake_s_seen=slowest if slowest > 0 else None)
 
     def apply(self, decision_id: DecisionId, request: ScaleRequest) -> ActuationResult:
         with self._lock:

@@ -337,6 +337,13 @@ class EbbState:
         self.latency.long_window_s = long_window_s
 
 
+    def adopt_wake_bound(self, longer: ComebackBound) -> None:
+        """A longer wake horizon (a slower wake measured): ``longer`` takes the wake memory's needs."""
+        if self.wake_bound is not None:
+            longer.replay(self.wake_bound.needs())
+        self.wake_bound = longer
+
+
 def burst_after(over_since: float | None, t: float, d: float, burst_at: float, cap: float
                 ) -> tuple[float | None, bool]:
     """The burst timer after L1 demand ``d`` at ``t`` (when the run at or above ``burst_at`` began;

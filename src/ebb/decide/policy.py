@@ -83,7 +83,7 @@ from ebb.decide.hold_block import hold_ticks, holds_possible
 from ebb.decide.latency import E2E, TTFT, WAIT
 from ebb.decide.profiles import EbbProfile
 from ebb.decide.semantics import recalibrate_weight
-from ebb.decide.tier_rules import asleep_kept, awoken, tier_floor
+from ebb.decide.tier_rules import asleep_kept, awoken, learned_wake_s, tier_floor
 from ebb.model.decision import Decision
 from ebb.model.decisions import Action
 from ebb.model.ids import ReplicaId
@@ -216,6 +216,7 @@ class EbbPolicy:
         if st.first_t is None:
             st.first_t = t
         self._learn_cold_start(obs.pods)
+        self._learn_wake(obs.wake_s_seen)
         with spans.layer("ebb.l1") as s1:
             l1 = self._sense(obs, s1)
         with spans.layer("ebb.l2") as s2:
@@ -502,6 +503,18 @@ class EbbPolicy:
         if slowest > st.cold_start_s:
             longer = self._new_bound(slowest)
             st.adopt_bound(longer, slowest, self.profile.breach_horizons * longer.horizon_s)
+
+    def _learn_wake(self, seen_s: float | None) -> None:
+        """The tier's wake time follows the slowest wake the actuator measured, raised only
+        (:func:`~ebb.decide.tier_rules.learned_wake_s`); the wake memory is replayed into the longer
+        horizon, so nothing learned is lost."""
+        st = self.state
+        if self.wake_s is None or st.wake_bound is None:
+            return
+        learned = learned_wake_s(self.wake_s, seen_s)
+        if learned > self.wake_s:
+            st.adopt_wake_bound(self._new_bound(learned, memory_s=st.wake_bound.memory_s))
+            self.wake_s = learned
 
     # -- the explanation ---------------------------------------------------------------------------
     def _signals(self, l1: _Sensed, est: ComebackEstimate, learned: int) -> dict[str, float]:

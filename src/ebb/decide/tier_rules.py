@@ -17,6 +17,9 @@ one workload             a fleet                     the rule
                                                      counted on, at once
 :func:`asleep_kept`      :func:`asleep_kept_many`    the sleepers to keep: what the cold floor holds
                                                      beyond the running replicas
+:func:`learned_wake_s`   (none: FleetEbb runs in     the wake time counted on: raised to the slowest
+                         the cluster simulator,      wake the actuator measured, never lowered
+                         whose wakes are exact)
 =======================  ==========================  =================================================
 
 In the fleet twins a workload without a tier, or without a cold floor yet, is marked by
@@ -28,10 +31,15 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["NO_FLOOR", "asleep_kept", "asleep_kept_many", "awoken", "awoken_many", "tier_floor", "tier_floors"]
+__all__ = ["LEARN_MARGIN", "NO_FLOOR", "asleep_kept", "asleep_kept_many", "awoken", "awoken_many", "learned_wake_s",
+           "tier_floor", "tier_floors"]
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+
+LEARN_MARGIN = 0.1
+"""A measured wake raises the wake time counted on only when it is more than 10 % (and 0.1 s) slower:
+the wake bound restarts on a change, so jitter must not restart it."""
 
 NO_FLOOR = -1
 """In the fleet twins: no cold floor yet, or no tier (the scalar rules' None); also "no opinion"."""
@@ -84,3 +92,14 @@ def asleep_kept(cold_floor: int | None, running: int) -> int | None:
 def asleep_kept_many(cold_floor: IntArray, running: IntArray) -> IntArray:
     """:func:`asleep_kept` element-wise; ``cold_floor`` < 0 is None, and None is :data:`NO_FLOOR`."""
     return np.asarray(np.where(cold_floor >= 0, np.maximum(0, cold_floor - running), NO_FLOOR), dtype=np.int64)
+
+
+# -- learning the wake time --------------------------------------------------------------------------
+def learned_wake_s(counted_s: float, seen_s: float | None) -> float:
+    """The wake time to count on: ``counted_s`` (the tier's ``wake_s``, or what was learned before),
+    raised to ``seen_s`` (the slowest wake the actuator measured) when that is more than
+    :data:`LEARN_MARGIN` (and 0.1 s) slower; never lowered, so one fast wake never shortens the
+    horizon a slow one taught. ``seen_s`` None, NaN or not positive: unchanged."""
+    if seen_s is None or not seen_s > 0 or seen_s != seen_s:
+        return counted_s
+    return seen_s if seen_s > counted_s * (1.0 + LEARN_MARGIN) and seen_s > counted_s + 0.1 else counted_s

@@ -236,4 +236,4 @@ def observation(seen: Sensed, tick: Tick) -> Observation:
     return Observation(t_s=tick.t_s, spec_replicas=state.spec_replicas,
                        ready_replicas=state.ready_replicas, pods=pods, total_qps=sig.total_qps,
                        total_inflight=inflight, queued=sig.queued, fine=rebase(sig.fine, tick),
-                       asleep_replicas=len(state.asleep))
+                       asleep_replicas=len(state.asleep), wake_s_seen=state.wake_s_seen)

@@ -224,3 +224,7 @@ class Observation:
     asleep_replicas: int = 0
     """Replicas asleep (an asleep tier): not serving, not in ``spec_replicas``, back within the tier's
     wake time; 0 without a tier."""
+    wake_s_seen: float | None = None
+    """The slowest wake the actuator measured (s; the live loop's
+    :attr:`~ebb.actuate.base.FleetState.wake_s_seen`); None before any, and in the simulator, whose
+    wakes take exactly the tier's ``wake_s``."""

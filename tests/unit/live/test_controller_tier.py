@@ -141,3 +141,23 @@ def test_the_live_policy_gets_the_tiers_wake_time_and_size_as_the_simulators_doe
     plain = build_live_policy("ebb", slo_ttft_ms=2000, slo_e2e_ms=60000, initial=2)
     assert isinstance(tiered, EbbPolicy) and isinstance(plain, EbbPolicy) and isinstance(tiered, Sleeps)
     assert (tiered.wake_s, tiered.sleep_max) == (2.5, 4) and (plain.wake_s, plain.sleep_max) == (None, 0)
+
+
+def test_the_policy_sees_the_slowest_wake_the_actuator_measured() -> None:
+    clock = Clock()
+
+    class Measured(SleepyActuator):
+        def state(self) -> FleetState:
+            return replace(super().state(), wake_s_seen=4.5)
+
+    seen: list[float | None] = []
+
+    class Watching(SleepingPolicy):
+        def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
+            seen.append(obs.wake_s_seen)
+            return super().decide(obs, spans=spans)
+
+    c = make(Watching(lambda o: o.spec_replicas), clock, actuator=Measured(3, SleepTier(wake_s=2, max_replicas=4),
+                                                                            clock=clock))
+    c.cycle()
+    assert seen == [4.5]
