@@ -1,23 +1,26 @@
-"""The asleep tier on real llama.cpp servers (issue #33): servers put to sleep in a lull, woken for the burst.
+"""The asleep tier on real llama.cpp servers (issue #33): llama.cpp's own idle sleep, driven by Ebb.
 
-What runs: ``ebb demo --live --engine llamacpp --tier asleep:wake_s=1,max=4``'s stack
-(:func:`ebb.demo.stack.llamacpp_settings`): 4 ``llama-server`` processes at start, one slot and one
-CPU thread each, every one started with ``--sleep-idle-seconds 2``; the router, the agent (the
-``llamacpp`` profile), the controller in act mode with a SQLite ledger. The tier's mechanism is
-llama.cpp's own (:class:`ebb.actuate.sleep_modes.LlamaIdleSleep`): a drained victim, no longer
-kept awake, unloads its model after 2 idle seconds; ``/props`` says ``is_sleeping``; a scale-up
-wakes it with ``POST /tokenize`` (the model reloads) and it rejoins once ``/props`` reads false.
+The mechanism (:class:`ebb.actuate.sleep_modes.LlamaIdleSleep`): every ``llama-server`` is started
+with ``--sleep-idle-seconds N``; a drained victim, no longer kept awake, unloads its model after N
+idle seconds and ``GET /props`` says ``is_sleeping``; a scale-up wakes it with ``POST /tokenize``
+(the model reloads) and it rejoins the router once ``/props`` reads false.
 
-The trace (Azure CSV, Poisson, seed 0): 1 req/s, a ramp to 12 req/s, a 0.1 req/s lull from 26 s to
-70 s, the same ramp again: 86 s at 1x. The policy is told a 7 s cold start (``warmup_s=6`` + 1 s),
-as the emulated workers of tests/integration/test_live_sleep.py really take: the tiny model's own
-cold start (about 0.1 s, ``bench/llama_wake.py``) is no longer than its wake, and Ebb rightly counts
-on no sleeper then. What is real here is the sleep and the wake.
+Two tests:
 
-Checked: at least one victim slept, read from llama.cpp's own ``GET /props`` while Ebb held it
-asleep; at least one was woken for the burst, read awake from ``/props`` once routed again, and its
-log shows llama.cpp leaving its sleeping state; no request failed; at most 1 % of requests broke the
-TTFT SLO; every decision and one outcome per applied decision are in the ledger. Wall time about 95 s.
+* **The mechanism, deterministic.** The local actuator over two real servers under light steady
+  load: a scale-down's victim drains and falls asleep (llama.cpp's ``/props`` and log say so), a
+  scale-up wakes it (``/props`` awake, serving again, the wake measured), no request fails.
+* **Ebb's loop.** ``ebb demo --live --engine llamacpp --tier asleep:wake_s=1,max=4``'s stack
+  (:func:`ebb.demo.stack.llamacpp_settings`: 4 servers, one slot and one CPU thread each, N = 2;
+  router, agent, controller in act mode, SQLite ledger) on a synthetic trace (Azure CSV, Poisson,
+  seed 0: 1 req/s, a ramp to 7 req/s, a 0.1 req/s lull from 26 s to 75 s, a 14 req/s burst).
+  Checked: Ebb's scale-downs in the lull put servers to sleep (read from llama.cpp's own
+  ``/props`` while Ebb held them asleep), no failed sleep or wake, no request failed, at most 1 %
+  of requests broke the TTFT SLO, every decision and one outcome per applied decision in the
+  ledger. Whether the burst finds a sleeper to wake is the policy's call: in a long lull its cold
+  floor may stop counting on them, and it releases them (a CI run did, both); the wake itself is the
+  first test's. The policy is told a 15 s cold start: the tiny model's own (about 0.1 s,
+  ``bench/llama_wake.py``) is no longer than its wake, and Ebb rightly counts on no sleeper then.
 """
 
 from __future__ import annotations
@@ -31,10 +34,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ebb.actuate.local import LocalActuator
 from ebb.config.tiers import SleepTier
+from ebb.demo.llamacpp import LlamaServerLauncher
+from ebb.demo.loadgen import LoadGenerator
+from ebb.demo.router import Router
 from ebb.demo.stack import LiveDemo, llamacpp_settings
 from ebb.ledger import open_ledger
-from ebb.model.ids import RunId
+from ebb.model.ids import DecisionId, RunId, TraceName
+from ebb.model.observation import ScaleRequest
+from ebb.model.trace import RequestTrace
 from tests.integration.azure_csv import write_azure_trace
 
 pytestmark = pytest.mark.slow
@@ -69,7 +78,7 @@ class PropsSampler:
                 self.rows.append((time.monotonic() - t0, r.name, held, props_sleeping(r.endpoint)))
 
 
-def test_real_llama_servers_sleep_in_a_lull_and_wake_for_the_burst(
+def test_ebbs_scale_downs_in_a_lull_put_real_llama_servers_to_sleep_and_no_request_fails(
         llama_server_binary: str, llama_model: Path, tmp_path: Path) -> None:
     length_s = write_azure_trace(tmp_path / "lull-then-burst.csv", LULL_THEN_BURST)
     sampler = PropsSampler()
@@ -92,18 +101,14 @@ def test_real_llama_servers_sleep_in_a_lull_and_wake_for_the_burst(
     # The tier is llama.cpp's idle sleep, and it slept and woke with no failed wake.
     assert "--sleep-idle-seconds 2" in res.sleep_mechanism, res.sleep_mechanism
     assert res.sleep is not None and res.sleep.failed_wakes == 0 and res.sleep.failed_sleeps == 0, why
-    assert res.sleep.sleeps >= 1 and res.sleep.wakes >= 1, why
+    assert res.sleep.sleeps >= 1, why
 
-    # llama.cpp's own /props: a server Ebb held asleep read is_sleeping, and one of them, woken and
-    # routed again, read awake; its log shows the reload.
+    # llama.cpp's own /props: a server Ebb held asleep read is_sleeping; its log shows it.
     slept = {name for _, name, held, sleeping in rows if held and sleeping is True}
     assert slept, why
-    woke = {name for t, name, held, sleeping in rows if not held and sleeping is False and name in slept
-            and any(n == name and h and s and u < t for u, n, h, s in rows)}
-    assert woke, why
-    for name in woke:
+    for name in slept:
         text = (tmp_path / "llama-logs" / f"{name}.log").read_text(errors="replace")
-        assert "entering sleeping state" in text and "exiting sleeping state" in text, name
+        assert "entering sleeping state" in text, name
 
     # No request failed; at most 1 % past the TTFT SLO.
     assert res.load.failed == 0, res.load.status[res.load.status != 200]
@@ -113,7 +118,7 @@ def test_real_llama_servers_sleep_in_a_lull_and_wake_for_the_burst(
 
     # The decisions that put servers to sleep and woke them are in the ledger, each applied one
     # with exactly one outcome.
-    assert {"scale_down", "scale_up"} <= {a for _, a, _, _ in acted}, why
+    assert "scale_down" in {a for _, a, _, _ in acted}, why
     ledger = open_ledger(str(res.ledger_path), create=False)
     try:
         run = RunId(settings.run_id)
@@ -128,5 +133,41 @@ def test_real_llama_servers_sleep_in_a_lull_and_wake_for_the_burst(
         ledger.close()
     print(json.dumps({"acted": acted, "sent": len(res.load.sent_s), "ttft_late": ttft_late,
                       "sleeps": res.sleep.sleeps, "wakes": res.sleep.wakes,
-                      "slowest_wake_s": round(res.sleep.slowest_wake_s, 3), "slept": sorted(slept),
-                      "woke": sorted(woke)}))
+                      "slowest_wake_s": round(res.sleep.slowest_wake_s, 3), "slept": sorted(slept)}))
+
+
+def test_a_real_llama_server_drained_by_a_scale_down_falls_asleep_and_a_scale_up_wakes_it(
+        llama_server_binary: str, llama_model: Path, tmp_path: Path) -> None:
+    tier = SleepTier(wake_s=1.0, max_replicas=2)
+    (tmp_path / "logs").mkdir()
+    launcher = LlamaServerLauncher(llama_server_binary, llama_model, tmp_path / "logs", slots=1, sleep_idle_s=1)
+    n = 60  # 2 requests/s for 30 s, short prompts and answers: well within one CPU slot each
+    trace = RequestTrace(TraceName("light"), np.arange(n) / 2.0, np.full(n, 16, dtype=np.int64),
+                         np.full(n, 8, dtype=np.int64))
+    with Router(queue_timeout_s=60.0) as router, \
+            LocalActuator(router, initial=2, max_batch=1, launcher=launcher, tier=tier) as act:
+        act.wait_ready(timeout_s=60.0)
+        gen = LoadGenerator(router.url, trace)
+        gen.start()
+        act.apply(DecisionId("down"), ScaleRequest(1))
+        deadline = time.monotonic() + 30.0
+        while len(act.state().asleep) < 1:
+            assert time.monotonic() < deadline, (act.state(), act.sleep_counts())
+            time.sleep(0.1)
+        victim = act.state().asleep[0]
+        assert props_sleeping(victim.endpoint) is True  # llama.cpp itself says so
+        act.apply(DecisionId("up"), ScaleRequest(2))
+        deadline = time.monotonic() + 30.0
+        while act.state().asleep or act.state().ready_replicas < 2:
+            assert time.monotonic() < deadline, (act.state(), act.sleep_counts())
+            time.sleep(0.1)
+        assert props_sleeping(victim.endpoint) is False
+        assert victim.name in {w["name"] for w in router.workers()}  # routed again
+        counts = act.sleep_counts()
+        assert (counts.sleeps, counts.wakes, counts.failed_wakes, counts.failed_sleeps) == (1, 1, 0, 0), counts
+        assert (act.state().wake_s_seen or 0.0) > 0  # the wake measured, for the policy to learn from
+        assert gen.wait(timeout_s=120.0)
+        res = gen.results()
+    text = (tmp_path / "logs" / f"{victim.name}.log").read_text(errors="replace")
+    assert "entering sleeping state" in text and "exiting sleeping state" in text
+    assert res.failed == 0 and res.ok.all()

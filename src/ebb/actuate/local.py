@@ -139,6 +139,9 @@ class LocalActuator:
                               f"drain_timeout_s > 0 and one zone at least; got initial={initial}, "
                               f"max_batch={max_batch}, warmup_s={warmup_s}, speed={speed}, "
                               f"drain_timeout_s={drain_timeout_s}, zones={zones!r}")
+        if tier is not None and not tier.holds_gpu:
+            raise ConfigError(f"--tier {tier.describe()}: local workers sleep through their engine; a snapshot "
+                              "tier is simulator-only (fix: --tier asleep:wake_s=2,max=4)")
         self.target = name
         self._router = router
         self._max_batch, self._warmup_s = max_batch, warmup_s

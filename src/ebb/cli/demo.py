@@ -56,6 +56,9 @@ def demo_cmd(
     from ebb.config.tiers import parse_tier
 
     sleep_tier = parse_tier(tier) if tier else None
+    if sleep_tier is not None and not sleep_tier.holds_gpu:
+        raise ConfigError(f"--tier {tier!r}: the live demo's workers sleep through their engine; a snapshot tier is "
+                          "simulator-only (fix: --tier asleep:wake_s=2,max=4)")
     if engine not in ENGINES:
         raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if engine == "llamacpp":

@@ -100,7 +100,7 @@ CASES: list[tuple[str, Argv, str, str]] = [
     ("demo-live-negative-warmup", lambda f: ["demo", "--live", "--warmup-s", "-1", "--workdir",
                                              f"{f['dir']}/live", "--report", f"{f['dir']}/live.html"],
      "--warmup-s", ENTRY),
-    ("demo-live-tier-on-llamacpp", lambda f: ["demo", "--live", "--tier", "asleep", "--engine", "llamacpp",
+    ("demo-live-snapshot-tier-on-llamacpp", lambda f: ["demo", "--live", "--tier", "snapshot", "--engine", "llamacpp",
                                               "--workdir", f"{f['dir']}/live", "--report", f"{f['dir']}/live.html"],
      "--tier", ENTRY),
 ]
