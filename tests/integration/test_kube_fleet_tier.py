@@ -18,12 +18,9 @@ is known in advance; real time, no timing asserts, bounded waits.
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +50,7 @@ from ebb.model.spans import NO_SPANS, Spans  # noqa: E402
 from ebb.testing.fake_kube import FakeKubeApiServer  # noqa: E402
 from ebb.testing.fakes import FakeSignalSource  # noqa: E402
 from ebb.testing.vllm_sleep import SleepyEngine  # noqa: E402
+from tests.integration.service_router import Router  # noqa: E402
 
 CLASSES = {c.name: c for c in default_workload_classes()}
 TIER = SleepTier(wake_s=0.5, max_replicas=2, ttl_s=3600)
@@ -129,48 +127,6 @@ class ScriptedSleepingPolicy:
 
     def asleep_wanted(self, running: int) -> int | None:
         return max(0, self.cold - running)
-
-
-@dataclass
-class Router:
-    """Sends completions round-robin to one Service's ready endpoints; counts answers by status."""
-
-    fake: FakeKubeApiServer
-    namespace: str
-    service: str
-    port: int
-    ok: int = 0
-    failed: list[str] = field(default_factory=list)
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    def endpoints(self) -> list[str]:
-        """The Service's ready endpoints, listed from the API server as kube-proxy follows them."""
-        url = (f"{self.fake.url}/apis/discovery.k8s.io/v1/namespaces/{self.namespace}/endpointslices"
-               f"?labelSelector=kubernetes.io/service-name%3D{self.service}")
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            slices = json.loads(resp.read())["items"]
-        return sorted(ep["addresses"][0] for s in slices for ep in s["endpoints"] if ep["conditions"]["ready"])
-
-    def run(self) -> None:
-        k = 0
-        while not self.stop.is_set():
-            eps = self.endpoints()
-            if not eps:
-                time.sleep(0.02)
-                continue
-            ip = eps[k % len(eps)]
-            k += 1
-            req = urllib.request.Request(f"http://{ip}:{self.port}/v1/completions", data=b'{"prompt":"x"}',
-                                         method="POST")
-            try:
-                with urllib.request.urlopen(req, timeout=5) as resp:
-                    resp.read()
-                self.ok += 1
-            except (urllib.error.URLError, OSError) as exc:
-                if isinstance(exc, urllib.error.HTTPError):
-                    exc.close()
-                self.failed.append(f"{ip}: {exc}")
-            time.sleep(0.02)
 
 
 @dataclass
@@ -256,7 +212,7 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
         members.append(FleetMember(ctl, w, w.ttft_slo_ms(2000.0)))
     fc = FleetController(members, ledger, FleetSettings(run_id="fleet", disruption_budget=BUDGET, interval_s=1.0),
                          batcher=batcher)
-    routers = {"shop/chat": Router(fake, "shop", "chat", port), "lab/train": Router(fake, "lab", "train", port)}
+    routers = {"shop/chat": Router(fake, port, "shop", "chat"), "lab/train": Router(fake, port, "lab", "train")}
     threads = [threading.Thread(target=r.run, daemon=True) for r in routers.values()]
     for t in threads:
         t.start()

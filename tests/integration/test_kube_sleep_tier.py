@@ -11,7 +11,6 @@ Real time, short: settle 0.2 s, ticks 50 ms.
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 import threading
@@ -19,7 +18,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,7 @@ from ebb.model.ids import DecisionId  # noqa: E402
 from ebb.model.observation import ScaleRequest  # noqa: E402
 from ebb.testing.fake_kube import FakeKubeApiServer  # noqa: E402
 from ebb.testing.vllm_sleep import SleepyEngine  # noqa: E402
+from tests.integration.service_router import Router  # noqa: E402
 
 IPS = [f"127.0.0.{k}" for k in range(2, 12)]
 DEP = "/apis/apps/v1/namespaces/default/deployments/vllm"
@@ -76,46 +76,6 @@ def wait_until(ok: Callable[[], object], what: str, timeout_s: float = 10.0) -> 
             return
         time.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-@dataclass
-class Router:
-    """Sends completions round-robin to the Service's ready endpoints; counts answers by status."""
-
-    fake: FakeKubeApiServer
-    port: int
-    ok: int = 0
-    failed: list[str] = field(default_factory=list)
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    def endpoints(self) -> list[str]:
-        """The Service's ready endpoints, listed from the API server as kube-proxy follows them."""
-        url = (f"{self.fake.url}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
-               "?labelSelector=kubernetes.io/service-name%3Dvllm")
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            slices = json.loads(resp.read())["items"]
-        return sorted(ep["addresses"][0] for s in slices for ep in s["endpoints"] if ep["conditions"]["ready"])
-
-    def run(self) -> None:
-        k = 0
-        while not self.stop.is_set():
-            eps = self.endpoints()
-            if not eps:
-                time.sleep(0.02)
-                continue
-            ip = eps[k % len(eps)]
-            k += 1
-            req = urllib.request.Request(f"http://{ip}:{self.port}/v1/completions", data=b'{"prompt":"x"}',
-                                         method="POST")
-            try:
-                with urllib.request.urlopen(req, timeout=5) as resp:
-                    resp.read()
-                self.ok += 1
-            except (urllib.error.URLError, OSError) as exc:
-                if isinstance(exc, urllib.error.HTTPError):
-                    exc.close()
-                self.failed.append(f"{ip}: {exc}")
-            time.sleep(0.02)
 
 
 @dataclass
