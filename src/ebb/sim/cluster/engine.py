@@ -166,7 +166,9 @@ class _State:
 
     def online_gpus(self) -> IntArray:
         """GPUs per (service, zone) serving held: ready, starting, draining, asleep (lent or not)."""
-        per = self.ready + self.starting() + self.drain.sum(axis=0) + self.tier.held()
+        per = self.ready + self.starting() + self.drain.sum(axis=0)
+        if self.tier.on:  # a run without tiers pays nothing for them on this path (called several times a second)
+            per = per + self.tier.held()
         return np.asarray(per * self.inp.gpus[:, None])
 
     def free(self) -> IntArray:

@@ -109,12 +109,13 @@ class TierState:
         """GPUs of sleepers each batch service borrows, per zone."""
         self._starts: list[deque[tuple[float, int]]] = [deque() for _ in range(services)]
         """Per service, its sleepers' (start s, zone), oldest first."""
+        self._expires = np.full(services, np.inf)
+        """Per service, when its oldest sleeper's TTL ends (inf: none asleep): the TTL sweep is one
+        vectorised comparison a second, not a loop over the services."""
+        self.on = tiers is not None and bool(tiers.tiered.any())
+        """Some service has a tier (else every method is a no-op and the engine skips the tier)."""
         self._faults = np.random.default_rng([seed, _FAULT_TAG]) \
             if tiers is not None and bool(np.any(tiers.fail > 0)) else None
-
-    @property
-    def on(self) -> bool:
-        return self.tiers is not None and bool(self.tiers.tiered.any())
 
     # -- GPUs --------------------------------------------------------------------------------------
     def held(self) -> IntArray:
@@ -143,12 +144,19 @@ class TierState:
             n = min(int(ending[i, z]), max(room, 0))
             self.asleep[i, z] += n
             self._starts[i].extend([(float(t), int(z))] * n)
-        expired = [i for i, q in enumerate(self._starts) if q and q[0][0] + float(self.tiers.ttl_s[i]) <= t]
-        for i in expired:
+            self._expiry(int(i))
+        for i in np.flatnonzero(self._expires <= t):
             q = self._starts[i]
             while q and q[0][0] + float(self.tiers.ttl_s[i]) <= t:
                 self.asleep[i, q.popleft()[1]] -= 1
+            self._expiry(int(i))
         self._hand_over(gpus, batch)
+
+    def _expiry(self, i: int) -> None:
+        """Service ``i``'s next TTL end, after its sleepers changed."""
+        assert self.tiers is not None
+        q = self._starts[i]
+        self._expires[i] = q[0][0] + float(self.tiers.ttl_s[i]) if q else np.inf
 
     def keep(self, keep: IntArray, gpus: IntArray, batch: IntArray) -> None:
         """Release each service's oldest sleepers past ``keep`` (−1: keep all); lent GPUs as in :meth:`settle`."""
@@ -157,6 +165,7 @@ class TierState:
             q = self._starts[i]
             for _ in range(int(self.asleep[i].sum() - keep[i])):
                 self.asleep[i, q.popleft()[1]] -= 1
+            self._expiry(int(i))
         if len(over):
             self._hand_over(gpus, batch)
 
@@ -194,6 +203,7 @@ class TierState:
             delay = steps + (checkpoint_s if reclaimed else 0)
             woken.append((z, delay))
             wakes.append(Wake(float(t), i, z, float(delay), reclaimed))
+        self._expiry(i)
         return woken, wakes, taken
 
     def _reclaim(self, t: int, i: int, z: int, gpus: IntArray, batch_priority: IntArray) -> list[Preemption]:
