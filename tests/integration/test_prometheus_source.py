@@ -395,7 +395,10 @@ def test_a_vanished_worker_target_blocks_scale_down_while_it_is_missing(fleet: S
         time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
     assert control.actuator.state().spec_replicas < len(FLEET), \
         f"the control never wanted a scale-down: {[(d.action, d.reasons) for d in control.ledger.decisions()][-3:]}"
-    assert checked.actuator.state().spec_replicas == len(FLEET)
+    # Never below the fleet. A scale-up is allowed: an incomplete read still scales up on its demand
+    # extrapolated to the ready replicas (#32), and the history opens on the whole fleet at 2.625
+    # replicas of demand, a hair under 3 at 90 %; a loaded CI machine once saw a read that tipped it.
+    assert checked.actuator.state().spec_replicas >= len(FLEET)
     assert not any(d.action == "scale_down" for d in checked.ledger.decisions())
     assert cycles >= 12
 
