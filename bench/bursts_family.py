@@ -20,7 +20,12 @@ the same per group (burst kind, diurnal, step, lulls, long-service). Writes ``DI
 
 ``--tier`` (issue #33) runs static, Ebb, the oracle and ``static-sleep`` with an asleep tier and adds
 Ebb's *running* GPU-hours (held minus asleep) over static's, and how often Ebb meets the SLO where
-static does; it writes ``bursts_family_tier.json``/``.md`` beside the plain ones.
+static does; it writes ``bursts_family_tier.json``/``.md`` beside the plain ones. It also runs the
+**perfect reactor** (:func:`ebb.sim.compare.search_reactive`): the cheapest schedule that knows each
+second's demand once it has arrived and gets capacity back one wake later, its headroom searched per
+trace with hindsight. Its GPU-h over static's is what reacting alone, at that wake, can save: where
+it needs more than 0.7x static to meet the SLO, only capacity held ahead of bursts (a floor the
+history justifies, or a forecast) can.
 """
 
 from __future__ import annotations
@@ -86,14 +91,22 @@ def _simulate(settings_in: TraceInputSettings, objective: SloSettings, trace: Re
             service_col=settings_in.service_time_column))
     fid = fidelity or ("fluid" if isinstance(trace, CountSeries) and tflags.model is None else "request")
     load_scale, peak = settings_in.scaling
-    cluster = ClusterSettings(service=tflags.model, sleep=None if tier is None else parse_tier(tier))
+    sleep = None if tier is None else parse_tier(tier)
+    cluster = ClusterSettings(service=tflags.model, sleep=sleep)
     policies = parse_policies(POLICIES if tier is None else TIER_POLICIES, KNOWN_POLICIES)
+    # With a tier, the perfect reactor whose capacity comes back in one wake: what reacting alone can save.
     cmp = compare(trace, policies, SimSettings(slo=objective, cluster=cluster, warmup_s=warmup_s),
-                  fidelity=fid, load_scale=load_scale, peak_replicas=peak)
+                  fidelity=fid, load_scale=load_scale, peak_replicas=peak,
+                  reactive_comeback_s=None if sleep is None else sleep.wake_s)
     cards = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.scorecard.as_dict().items()}
              for r in cmp.runs]
-    return {"requests": cmp.requests, "load_scale": cmp.load_scale, "fidelity": cmp.fidelity,
-            "duration_s": cmp.duration_s, "cards": cards}
+    out: dict[str, Any] = {"requests": cmp.requests, "load_scale": cmp.load_scale, "fidelity": cmp.fidelity,
+                           "duration_s": cmp.duration_s, "cards": cards}
+    if cmp.reactive is not None:
+        r = cmp.reactive
+        out["reactive"] = {"gpu_hours": r.replica_seconds / 3600.0, "slo_violation_pct": r.violation_pct,
+                           "headroom": r.headroom, "smoothing_s": r.smoothing_s, "comeback_s": sleep.wake_s if sleep else None}
+    return out
 
 
 def _real_trace(name: str, peak: int | None) -> tuple[TraceInputSettings, RequestTrace | CountSeries | None, str | None]:
@@ -225,8 +238,17 @@ def _meets(card: Mapping[str, Any] | None) -> bool:
     return p is not None and p[0] <= SLO_VIOLATION_LIMIT_PCT
 
 
-def trace_verdict(cards: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Ebb's standing on one trace: who dominates it, its cost against static and the oracle, the SLO."""
+def _reactive_ratio(cards: Sequence[Mapping[str, Any]], reactive: Mapping[str, Any] | None) -> float | None:
+    """The perfect reactor's GPU-h (all running: it holds nothing asleep) over static's."""
+    static = card_of(cards, "static")
+    if reactive is None or static is None or not float(static["gpu_hours"]) > 0:
+        return None
+    return float(reactive["gpu_hours"]) / float(static["gpu_hours"])
+
+
+def trace_verdict(cards: Sequence[Mapping[str, Any]], reactive: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Ebb's standing on one trace: who dominates it, its cost against static and the oracle, the SLO;
+    with ``reactive`` (a ``--tier`` run), the perfect reactor's cost against static and whether it met."""
     oracle = card_of(cards, "oracle")
     peers_below_oracle = [str(c["policy"]) for c in cards if family(str(c["policy"])) in PEER_FAMILIES
                           and oracle is not None and _meets(c) and float(c["gpu_hours"]) < float(oracle["gpu_hours"])]
@@ -240,6 +262,8 @@ def trace_verdict(cards: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "ebb_meets_slo": _meets(card_of(cards, "ebb")),
         "static_meets_slo": _meets(card_of(cards, "static")),
         "peers_cheaper_than_oracle_at_slo": peers_below_oracle,
+        "reactive_over_static": _reactive_ratio(cards, reactive),
+        "reactive_meets_slo": _meets(reactive),
     }
 
 
@@ -268,6 +292,11 @@ def summarise(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "ebb_meets_slo_where_static_does": sum(v["static_meets_slo"] and v["ebb_meets_slo"] for v in vs),
             "median_ebb_over_oracle": _median(v["ebb_over_oracle"] for v in vs),
             "oracle_beaten_at_slo": sum(bool(v["peers_cheaper_than_oracle_at_slo"]) for v in vs),
+            # The perfect reactor (--tier): where static meets the SLO, how often reacting within 0.7x can.
+            "median_reactive_over_static": _median(v.get("reactive_over_static") for v in vs),
+            "reactive_meets_within_0_7_where_static_does": sum(
+                bool(v["static_meets_slo"] and v.get("reactive_meets_slo")
+                     and (v.get("reactive_over_static") or math.inf) <= 0.7) for v in vs),
         }
 
     groups = sorted({t for r in ok for t in r["tags"]})
@@ -293,15 +322,20 @@ def _fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
 
 def trace_rows(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
     """One row per trace: its groups, then ``violations % / GPU-h`` per policy, then the dominators."""
-    rows = ["| trace | groups | " + " | ".join(order) + " | Ebb dominated by |", "|---" * (len(order) + 3) + "|"]
+    reacts = any(r.get("reactive") for r in records)
+    cols = [*order, *(["perfect reactor"] if reacts else [])]
+    rows = ["| trace | groups | " + " | ".join(cols) + " | Ebb dominated by |", "|---" * (len(cols) + 3) + "|"]
     for r in records:
         if r.get("error") is not None:
-            rows.append(f"| {r['name']} | {' '.join(r['tags'])} | " + " | ".join("" for _ in order) + f" | error: {r['error']} |")
+            rows.append(f"| {r['name']} | {' '.join(r['tags'])} | " + " | ".join("" for _ in cols) + f" | error: {r['error']} |")
             continue
         by_fam = {str(c["policy"]): c for c in r["cards"]}
         cells = []
         for p in order:
             pt = _point(by_fam[p]) if p in by_fam else None
+            cells.append("–" if pt is None else f"{pt[0]:.2f} / {pt[1]:.1f}")
+        if reacts:
+            pt = _point(r["reactive"]) if r.get("reactive") else None
             cells.append("–" if pt is None else f"{pt[0]:.2f} / {pt[1]:.1f}")
         rows.append(f"| {r['name']} | {' '.join(r['tags'])} | " + " | ".join(cells) + " | "
                     + (", ".join(r["verdict"]["dominated_by"]) or "") + " |")
@@ -329,6 +363,12 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
              f"- Ebb meets the SLO on {a['ebb_meets_slo_where_static_does']} of the {a['static_meets_slo']} traces "
              f"where static does; median Ebb running GPU-h (held minus asleep) / static: "
              f"{_fmt(a['median_ebb_running_over_static'], '.3f')}",
+             *([] if a["median_reactive_over_static"] is None else [
+                 f"- the perfect reactor (demand known once it arrives, capacity back one wake later, headroom "
+                 f"searched per trace with hindsight): median GPU-h / static "
+                 f"{_fmt(a['median_reactive_over_static'], '.3f')}; meets the SLO within 0.7x static on "
+                 f"{a['reactive_meets_within_0_7_where_static_does']} of the {a['static_meets_slo']} traces "
+                 "where static does"]),
              "", "| group | traces | dominated by static | by a peer | weakly by a peer | Ebb meets SLO | "
              "median Ebb/static | median Ebb/oracle |", "|---|---|---|---|---|---|---|---|"]
     for tag, b in {"all": a, **summary["by_tag"]}.items():
@@ -389,7 +429,7 @@ def run_all(todo: Sequence[Case], jobs: int, workdir: str, peak: int | None = PE
         done = [run_case(todo[i], workdir, peak, seen, tier) for i in order]
     records = [rec for _, rec in sorted(zip(order, done), key=lambda p: p[0])]
     for rec in records:
-        rec["verdict"] = trace_verdict(rec["cards"]) if rec["error"] is None else None
+        rec["verdict"] = trace_verdict(rec["cards"], rec.get("reactive")) if rec["error"] is None else None
     return records
 
 

@@ -48,3 +48,25 @@ def test_every_preemption_is_recorded_with_its_cost(runs: dict[str, ClusterResul
 def test_peers_keep_their_upstream_behaviour_and_never_sleep(runs: dict[str, ClusterResult]) -> None:
     card = runs["hpa"].scorecard
     assert card["gpu_hours_online_asleep"] == 0 and card["wakes"] == 0 and card["gpu_hours_lent"] == 0
+
+
+def test_a_reserve_keeps_more_asleep_for_the_borrowers_in_both_l1_paths(runs: dict[str, ClusterResult]) -> None:
+    """``reserve=1`` keeps every sleeper to the tier's max until its TTL (not only those the cold floor
+    counts on), in the exact L1 (EbbPolicy per service) and the fleet L1 (FleetEbb's twins) alike:
+    more GPU-hours asleep and lent, serving's SLO kept. The price is the borrowers': a reserve wakes
+    every sleeper at a scale-up, so each wake on a lent GPU is a preemption (more of them, and more
+    best-effort work lost to restarts: docs/tiers.md)."""
+    sc = load_scenario(SCENARIO)
+    services = tuple(dataclasses.replace(s, tier=dataclasses.replace(s.tier, reserve=1.0)) if s.tier else s
+                     for s in sc.services)
+    reserved = dataclasses.replace(sc, services=services)
+    inp = build_inputs(reserved, TraceSeries())
+    assert inp.tiers is not None and inp.tiers.reserve is not None
+    assert all(r == 1.0 for r, on in zip(inp.tiers.reserve, inp.tiers.tiered) if on)
+    plain_fleet = run_policy(sc, build_inputs(sc, TraceSeries()), "ebb:l1=fleet").scorecard
+    for spec, plain in (("ebb", runs["ebb"].scorecard), ("ebb:l1=fleet", plain_fleet)):
+        card = run_policy(reserved, inp, spec).scorecard
+        assert card["gpu_hours_online_asleep"] > plain["gpu_hours_online_asleep"], spec
+        assert card["gpu_hours_lent"] > plain["gpu_hours_lent"], spec
+        assert card["violations_by_class"]["order-fulfilment"]["violation_pct"] <= 0.1, spec
+        assert card["preemptions"] > plain["preemptions"] and card["quota_breach_s"] == 0, spec

@@ -66,6 +66,12 @@ class SleepTier:
     the state is saved (:attr:`save_s`), so only the save is billed."""
     save_s: float = 0.0
     """Snapshot: seconds from the drain's end until the GPU is released (billed); 0 for ``asleep``."""
+    reserve: float | None = None
+    """Asleep only, opt-in (``reserve=H``, H in [1, 100]): keep a **reserve** — sleepers are kept up
+    to :attr:`max_replicas` until their TTL (not only those the history's cold floor counts on), a
+    scale-up wakes every one at once, and ``H`` × the sized need stays running so a burst up to H×
+    is absorbed while the rest wake. Holds GPU-hours near a static fleet's (lendable, not running);
+    buys safety against bursts the history has never shown. None: off (the history decides)."""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -81,6 +87,8 @@ class SleepTier:
             raise ConfigError(f"{where}: fail must be in [0, 1], got {self.fail!r}")
         if not (0 <= self.save_s < 3600 and math.isfinite(self.save_s)) or (self.kind == "asleep" and self.save_s):
             raise ConfigError(f"{where}: save_s must be in [0, 3600) s (snapshots only), got {self.save_s!r}")
+        if self.reserve is not None and (self.kind != "asleep" or not 1.0 <= self.reserve <= 100.0):
+            raise ConfigError(f"{where}: reserve must be in [1, 100] (the asleep tier only), got {self.reserve!r}")
 
     @property
     def wake_deadline_s(self) -> float:
@@ -95,20 +103,21 @@ class SleepTier:
 
     def describe(self) -> str:
         """``asleep:wake_s=2,max=8,ttl_s=1800`` or ``snapshot:restore_s=15,save_s=10,max=8,ttl_s=86400``
-        (what :func:`parse_tier` reads back; ``,fail=F`` when wakes fail)."""
+        (what :func:`parse_tier` reads back; ``,fail=F`` when wakes fail, ``,reserve=H`` with a reserve)."""
         fail = f",fail={self.fail!r}" if self.fail else ""
+        fail += f",reserve={self.reserve:g}" if self.reserve is not None else ""
         back = f"wake_s={self.wake_s:g}" if self.holds_gpu else f"restore_s={self.wake_s:g},save_s={self.save_s:g}"
         return f"{self.kind}:{back},max={self.max_replicas},ttl_s={self.ttl_s:g}{fail}"
 
 
-_KEYS = {"asleep": {"wake_s": float, "max": int, "ttl_s": float, "fail": float},
+_KEYS = {"asleep": {"wake_s": float, "max": int, "ttl_s": float, "fail": float, "reserve": float},
          "snapshot": {"restore_s": float, "save_s": float, "max": int, "ttl_s": float, "fail": float}}
 _FIX = {"asleep": "write --tier asleep:wake_s=2,max=8,ttl_s=1800 (every key optional)",
         "snapshot": "write --tier snapshot:restore_s=15,save_s=10,max=8,ttl_s=86400 (every key optional)"}
 
 
 def parse_tier(text: str) -> SleepTier:
-    """``asleep[:wake_s=S,max=N,ttl_s=S,fail=F]`` or ``snapshot[:restore_s=S,save_s=S,max=N,ttl_s=S,fail=F]``
+    """``asleep[:wake_s=S,max=N,ttl_s=S,fail=F,reserve=H]`` or ``snapshot[:restore_s=S,save_s=S,max=N,ttl_s=S,fail=F]``
     → :class:`SleepTier`; ConfigError naming the part and the fix."""
     name, _, params = text.strip().partition(":")
     if name not in _KEYS:
@@ -131,5 +140,7 @@ def parse_tier(text: str) -> SleepTier:
         return SleepTier(wake_s=float(values.get("restore_s", DEFAULT_RESTORE_S)), max_replicas=most,
                          ttl_s=float(values.get("ttl_s", DEFAULT_SNAPSHOT_TTL_S)), fail=fail, kind="snapshot",
                          save_s=float(values.get("save_s", DEFAULT_SAVE_S)))
+    reserve = values.get("reserve")
     return SleepTier(wake_s=float(values.get("wake_s", DEFAULT_WAKE_S)), max_replicas=most,
-                     ttl_s=float(values.get("ttl_s", DEFAULT_TTL_S)), fail=fail)
+                     ttl_s=float(values.get("ttl_s", DEFAULT_TTL_S)), fail=fail,
+                     reserve=None if reserve is None else float(reserve))

@@ -79,7 +79,7 @@ from ebb.decide.columns import column
 from ebb.decide.comeback.streams import GUMBEL_SCALE, gumbel_z
 from ebb.decide.fleet_rank import FleetClasses, recalibrate_fleet, veto_fleet
 from ebb.decide.profiles import EbbProfile
-from ebb.decide.tier_rules import NO_FLOOR, asleep_kept_many, awoken_many, tier_floors
+from ebb.decide.tier_rules import NO_FLOOR, asleep_kept_many, awoken_many, reserve_awake_many, tier_floors
 
 __all__ = ["BLOCK_S", "FleetEbb", "FleetTargets"]
 
@@ -132,7 +132,7 @@ class FleetEbb:
     def __init__(self, n: int, *, slo_ttft_ms: FloatArray, cold_start_s: FloatArray, min_replicas: IntArray,
                  max_replicas: IntArray, capacity_rps: FloatArray, classes: FleetClasses | None = None,
                  profile: EbbProfile | None = None, wake_s: FloatArray | float | None = None,
-                 sleep_max: IntArray | int | None = None) -> None:
+                 sleep_max: IntArray | int | None = None, reserve: FloatArray | float | None = None) -> None:
         p = profile if profile is not None else EbbProfile()
         self.n = n
         self.profile = p
@@ -152,6 +152,11 @@ class FleetEbb:
         """Workloads with an asleep tier (a finite ``wake_s``)."""
         if np.any(self.tiered & ~((wake >= 0) & (self.sleep_max >= 1))):
             raise ValueError("a tier needs wake_s >= 0 and sleep_max >= 1 for every workload that has one")
+        self.reserve = np.full(n, np.nan) if reserve is None else column(reserve, n, "reserve", np.float64)
+        """The tier's reserve headroom per workload (EbbPolicy's ``reserve``); NaN: none."""
+        self.reserving = ~np.isnan(self.reserve)
+        if np.any(self.reserving & ~(self.tiered & (self.reserve >= 1.0))):
+            raise ValueError("a reserve needs a tier and a headroom >= 1 for every workload that has one")
         # the same memory as the cold bound (as EbbPolicy's): rises within a wake, for as long
         self._wake = _Bound(np.where(self.tiered, wake, 0.0) + 2.0, m_blocks, p) if self.tiered.any() else None
         """The comeback bound at the tier's wake horizon (wake + 2 s); None when no workload has a tier."""
@@ -271,7 +276,8 @@ class FleetEbb:
         return FleetTargets(desired=desired.astype(np.int64), remove=np.maximum(spec - desired, 0),
                             need_replicas=self.need.copy(), floor_replicas=self._cold.floor.copy(),
                             burst=self._burst.copy(), reason=reason, weight=self.weight.copy(), latency_ms=latency,
-                            asleep_wanted=asleep_kept_many(self._cold_floor, desired))
+                            asleep_wanted=asleep_kept_many(self._cold_floor, desired,
+                                                           np.where(self.reserving, self.sleep_max, NO_FLOOR)))
 
     def _tier(self, want_up: IntArray, hold_at: IntArray, sized: IntArray, up: BoolArray, floored: BoolArray,
               asleep: IntArray) -> tuple[IntArray, IntArray]:
@@ -280,13 +286,17 @@ class FleetEbb:
         (``floored``), it is the cold floor remembered, and of it up to ``sleep_max`` may sleep while
         the running replicas hold the need and the floor at the wake horizon."""
         assert self._wake is not None
-        want_up = np.where(up, awoken_many(want_up, self._spec, asleep, self._cold_floor, self.max_r), want_up)
+        want_up = np.where(up, awoken_many(want_up, self._spec, asleep, self._cold_floor, self.max_r,
+                                           self.reserving), want_up)
         floored = floored & self.tiered
         self._cold_floor = np.where(floored, hold_at, self._cold_floor)
         wake = self._wake.floor
         wake_at = _replicas(np.nan_to_num(wake), self.profile.down_util)
         hold_at = tier_floors(hold_at, wake_at, sized, self._spec + asleep, self.sleep_max, self.min_r, self.max_r,
                               floored & ~np.isnan(wake))
+        # A reserve keeps H × the sized need running (EbbPolicy._reserved, after the tier floor).
+        reserved = reserve_awake_many(sized, self.reserve, self.max_r)
+        hold_at = np.where(floored & self.reserving, np.maximum(hold_at, reserved), hold_at)
         return want_up, hold_at
 
     def _latency_ms(self) -> FloatArray:

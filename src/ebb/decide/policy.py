@@ -83,7 +83,7 @@ from ebb.decide.hold_block import hold_ticks, holds_possible
 from ebb.decide.latency import E2E, TTFT, WAIT
 from ebb.decide.profiles import EbbProfile
 from ebb.decide.semantics import recalibrate_weight
-from ebb.decide.tier_rules import asleep_kept, awoken, learned_wake_s, tier_floor
+from ebb.decide.tier_rules import asleep_kept, awoken, learned_wake_s, reserve_awake, tier_floor
 from ebb.model.decision import Decision
 from ebb.model.decisions import Action
 from ebb.model.ids import ReplicaId
@@ -161,6 +161,10 @@ class EbbPolicy:
     long as the bound at the wake horizon holds the rest (:meth:`_tiered`). None: no tier."""
     sleep_max: int = 0
     """Replicas the tier lets sleep at once."""
+    reserve: float | None = None
+    """The tier's reserve headroom (``reserve=H``, :attr:`ebb.config.tiers.SleepTier.reserve`): up to
+    :attr:`sleep_max` sleepers kept until their TTL, all woken at a scale-up, and H × the sized need
+    running. None: no reserve (the cold floor decides which sleepers stay)."""
     state: EbbState = field(init=False, repr=False, compare=False)
     """What the policy remembers between decisions (:class:`~ebb.decide.ebb_state.EbbState`)."""
     workload_class: WorkloadClass = field(init=False, repr=False, compare=False)
@@ -172,6 +176,8 @@ class EbbPolicy:
         bound = self._new_bound(self.cold_start_s)
         if self.wake_s is not None and not (self.wake_s >= 0 and self.sleep_max >= 1):
             raise ValueError(f"a tier needs wake_s >= 0 and sleep_max >= 1, got {self.wake_s!r}, {self.sleep_max!r}")
+        if self.reserve is not None and (self.wake_s is None or not self.reserve >= 1.0):
+            raise ValueError(f"a reserve needs a tier and a headroom >= 1, got {self.reserve!r}")
         self.state = EbbState(
             bound=bound, slack_s=p.slack_fraction * self.slo_ttft_ms / 1000.0, lookahead_s=FAST_LOOKAHEAD_S,
             latency_window_s=self.latency_window_s, slo_ttft_ms=self.slo_ttft_ms, slo_e2e_ms=self.slo_e2e_ms,
@@ -242,6 +248,7 @@ class EbbPolicy:
             floor = max(held, hold_floor(self, held_at, learned, sized))
             floor, why_floor = self._tiered(floor, why_floor, max(sized, learned), l1.spec + obs.asleep_replicas,
                                             signals)
+            floor, why_floor = self._reserved(floor, why_floor, max(sized, learned), signals)
             signals.update(comeback_period_s=est.period_s, comeback_periods=float(est.periods))
             if est.periods and floor > l1.spec:
                 return self._forecast_up(l1, floor, est, signals)
@@ -360,13 +367,27 @@ class EbbPolicy:
         (:func:`~ebb.decide.tier_rules.awoken`)."""
         if self.wake_s is None:
             return want
-        return awoken(want, spec, asleep, self.state.cold_floor, self.max_replicas)
+        return awoken(want, spec, asleep, self.state.cold_floor, self.max_replicas, reserve=self.reserve is not None)
 
     def asleep_wanted(self, running: int) -> int | None:
         """Sleepers to keep beside ``running`` replicas: what the last cold floor holds beyond them
-        (those it counted on: :meth:`_tiered`); None before any floor (the tier's TTL decides).
-        :func:`~ebb.decide.tier_rules.asleep_kept`."""
-        return asleep_kept(self.state.cold_floor, running)
+        (those it counted on: :meth:`_tiered`); with a reserve, :attr:`sleep_max` (the TTL releases
+        them); None before any floor (the tier's TTL decides). :func:`~ebb.decide.tier_rules.asleep_kept`."""
+        return asleep_kept(self.state.cold_floor, running, self.sleep_max if self.reserve is not None else None)
+
+    def _reserved(self, floor: int, why: str, sized: int, signals: dict[str, float]) -> tuple[int, str]:
+        """With a reserve (:attr:`reserve` = H), the floor keeps H × ``sized`` running: a burst up
+        to H× the need is served while the sleepers wake. Unchanged without one.
+        :func:`~ebb.decide.tier_rules.reserve_awake`."""
+        if self.reserve is None:
+            return floor, why
+        awake = reserve_awake(sized, self.reserve, self.max_replicas)
+        signals.update(tier_reserve_running_replicas=float(awake))
+        if awake <= floor:
+            return floor, why
+        return awake, (f"{why}; " if why else "") + (
+            f"reserve: {awake} running ({self.reserve:g}x the sized need {sized}) while the rest sleep, "
+            f"back in {self.wake_s:g} s")
 
     def _tiered(self, floor: int, why: str, sized: int, reachable: int, signals: dict[str, float]) -> tuple[int, str]:
         """The floor with an asleep tier. Of the ``floor`` replicas a cold start's rules hold (the
@@ -672,10 +693,11 @@ class TierKnobs(NamedTuple):
 
     wake_s: float | None
     sleep_max: int
+    reserve: float | None = None
 
 
 def tier_knobs(tier: SleepTier | None) -> TierKnobs:
-    """The ``wake_s`` and ``sleep_max`` an :class:`EbbPolicy` gets for ``tier`` (None: no tier, (None, 0)):
-    the one mapping the simulator (:mod:`ebb.sim.policies`) and the live loop
-    (:mod:`ebb.live.policy_spec`) share."""
-    return TierKnobs(None, 0) if tier is None else TierKnobs(tier.wake_s, tier.max_replicas)
+    """The ``wake_s``, ``sleep_max`` and ``reserve`` an :class:`EbbPolicy` gets for ``tier`` (None:
+    no tier, (None, 0, None)): the one mapping the simulator (:mod:`ebb.sim.policies`) and the live
+    loop (:mod:`ebb.live.policy_spec`) share."""
+    return TierKnobs(None, 0) if tier is None else TierKnobs(tier.wake_s, tier.max_replicas, tier.reserve)

@@ -16,7 +16,9 @@ one workload             a fleet                     the rule
 :func:`awoken`           :func:`awoken_many`         a scale-up wakes every sleeper the cold floor
                                                      counted on, at once
 :func:`asleep_kept`      :func:`asleep_kept_many`    the sleepers to keep: what the cold floor holds
-                                                     beyond the running replicas
+                                                     beyond the running replicas (a reserve: the
+                                                     tier's max, until the TTL)
+:func:`reserve_awake`    :func:`reserve_awake_many`  with a reserve, H × the sized need stays running
 :func:`learned_wake_s`   (none: FleetEbb runs in     the wake time counted on: raised to the slowest
                          the cluster simulator,      wake the actuator measured, never lowered
                          whose wakes are exact)
@@ -28,13 +30,16 @@ In the fleet twins a workload without a tier, or without a cold floor yet, is ma
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
 __all__ = ["LEARN_MARGIN", "NO_FLOOR", "asleep_kept", "asleep_kept_many", "awoken", "awoken_many", "learned_wake_s",
-           "tier_floor", "tier_floors"]
+           "reserve_awake", "reserve_awake_many", "tier_floor", "tier_floors"]
 
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 LEARN_MARGIN = 0.1
@@ -65,33 +70,57 @@ def tier_floors(floor: IntArray, wake_at: IntArray, sized: IntArray, reachable: 
 
 
 # -- waking ------------------------------------------------------------------------------------------
-def awoken(want: int, spec: int, asleep: int, cold_floor: int | None, max_replicas: int) -> int:
+def awoken(want: int, spec: int, asleep: int, cold_floor: int | None, max_replicas: int,
+           reserve: bool = False) -> int:
     """A scale-up to ``want`` with ``asleep`` sleepers at hand wakes every one the last cold floor
-    counted on, at once (up to ``max_replicas``). A wake is the first answer to a burst: it costs
-    seconds of GPUs that are held anyway, and one replica a tick would leave the burst queueing.
-    ``want`` unchanged without a sleeper or a cold floor."""
-    if not asleep or cold_floor is None:
+    counted on, at once (up to ``max_replicas``); with a ``reserve``, every sleeper. A wake is the
+    first answer to a burst: it costs seconds of GPUs that are held anyway, and one replica a tick
+    would leave the burst queueing. ``want`` unchanged without a sleeper, or without a cold floor
+    and a reserve."""
+    if not asleep or (cold_floor is None and not reserve):
         return want
-    return min(max_replicas, max(want, min(spec + asleep, cold_floor)))
+    counted = spec + asleep if reserve or cold_floor is None else min(spec + asleep, cold_floor)
+    return min(max_replicas, max(want, counted))
 
 
 def awoken_many(want: IntArray, spec: IntArray, asleep: IntArray, cold_floor: IntArray,
-                max_replicas: IntArray) -> IntArray:
-    """:func:`awoken` element-wise; ``cold_floor`` < 0 is None."""
-    woken = np.minimum(max_replicas, np.maximum(want, np.minimum(spec + asleep, cold_floor)))
-    return np.asarray(np.where((asleep != 0) & (cold_floor >= 0), woken, want), dtype=np.int64)
+                max_replicas: IntArray, reserve: BoolArray | None = None) -> IntArray:
+    """:func:`awoken` element-wise; ``cold_floor`` < 0 is None; ``reserve`` None is all False."""
+    res = np.zeros(len(want), dtype=np.bool_) if reserve is None else reserve
+    counted = np.where(res, spec + asleep, np.minimum(spec + asleep, cold_floor))
+    woken = np.minimum(max_replicas, np.maximum(want, counted))
+    return np.asarray(np.where((asleep != 0) & ((cold_floor >= 0) | res), woken, want), dtype=np.int64)
+
+
+def reserve_awake(sized: int, headroom: float, max_replicas: int) -> int:
+    """With a reserve asleep, the replicas kept running: ``ceil(headroom × sized)`` (at most
+    ``max_replicas``), so a burst up to ``headroom``× the sized need is served while sleepers wake."""
+    return min(max_replicas, math.ceil(headroom * sized - 1e-9))
+
+
+def reserve_awake_many(sized: IntArray, headroom: FloatArray, max_replicas: IntArray) -> IntArray:
+    """:func:`reserve_awake` element-wise (``headroom`` NaN: no reserve, 0)."""
+    h = np.nan_to_num(headroom, nan=0.0)
+    return np.asarray(np.minimum(max_replicas, np.ceil(h * sized - 1e-9)).astype(np.int64), dtype=np.int64)
 
 
 # -- keeping sleepers --------------------------------------------------------------------------------
-def asleep_kept(cold_floor: int | None, running: int) -> int | None:
+def asleep_kept(cold_floor: int | None, running: int, reserve_max: int | None = None) -> int | None:
     """Sleepers to keep beside ``running`` replicas: what the last cold floor holds beyond them;
-    None before any cold floor (the tier's TTL decides)."""
+    with a reserve, ``reserve_max`` (the tier's max: the TTL alone releases them); None before any
+    cold floor without a reserve (the tier's TTL decides)."""
+    if reserve_max is not None:
+        return reserve_max
     return None if cold_floor is None else max(0, cold_floor - running)
 
 
-def asleep_kept_many(cold_floor: IntArray, running: IntArray) -> IntArray:
-    """:func:`asleep_kept` element-wise; ``cold_floor`` < 0 is None, and None is :data:`NO_FLOOR`."""
-    return np.asarray(np.where(cold_floor >= 0, np.maximum(0, cold_floor - running), NO_FLOOR), dtype=np.int64)
+def asleep_kept_many(cold_floor: IntArray, running: IntArray, reserve_max: IntArray | None = None) -> IntArray:
+    """:func:`asleep_kept` element-wise; ``cold_floor`` < 0 is None, and None is :data:`NO_FLOOR`;
+    ``reserve_max`` < 0 (or None) is no reserve."""
+    kept = np.where(cold_floor >= 0, np.maximum(0, cold_floor - running), NO_FLOOR)
+    if reserve_max is not None:
+        kept = np.where(reserve_max >= 0, reserve_max, kept)
+    return np.asarray(kept, dtype=np.int64)
 
 
 # -- learning the wake time --------------------------------------------------------------------------

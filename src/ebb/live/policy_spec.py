@@ -71,7 +71,8 @@ def build_live_policy(spec: str, *, slo_ttft_ms: float, slo_e2e_ms: float, initi
                        pipeline=Pipeline(1, 1, fine_ms=100), max_staleness_s=max_staleness_s,
                        cold_start_s=param_float(item, "cold_start_s", cold_start_s, lo=0.0, hi=86_400.0),
                        warmup_s=None if item.get("warmup_s") is None else param_float(item, "warmup_s", 0.0, lo=0.0),
-                       wake_s=knobs.wake_s, sleep_max=knobs.sleep_max, **weights)
+                       wake_s=knobs.wake_s, sleep_max=knobs.sleep_max,
+                        reserve=knobs.reserve, **weights)
     if gates:  # one stage per gates file: canaried (gates:) or checked whole (after_scale_down:)
         return CanaryGuard(policy, gates[0], extra_gates=tuple(gates[1:]),
                            canary_replicas=None if gates[0].stage == "after_scale_down" else 1)

@@ -35,6 +35,7 @@ from ebb.sim.baselines.oracle import (
     OracleSearch,
     forward_mean,
     occupancy_rate,
+    reactive_schedule_for,
     schedule_for,
     search_oracle,
     work_per_request,
@@ -81,6 +82,8 @@ class Comparison:
     load_scale: float
     fidelity: str
     oracle: OracleSearch
+    reactive: OracleSearch | None = None
+    """With ``reactive_comeback_s``: the perfect reactor's cheapest schedule (:func:`search_reactive`)."""
 
 
 def _to_fluid(trace: RequestTrace | CountSeries, bin_s: float, seed: int) -> FluidDemand:
@@ -223,6 +226,23 @@ def search(w: Workload, settings: SimSettings, near: OracleSearch | None = None,
                       "--load-scale or --peak-replicas)")
 
 
+def search_reactive(w: Workload, settings: SimSettings, comeback_s: float,
+                    max_replicas: int | None = None) -> OracleSearch:
+    """The **perfect reactor**'s cheapest schedule on ``w`` that meets the SLO: it knows each second's
+    work exactly once the second has passed (:func:`~ebb.sim.baselines.oracle.reactive_schedule_for`)
+    and its rises serve ``comeback_s`` later (run on an engine whose cold start is ``comeback_s``;
+    no tier). The headroom and smoothing are searched with hindsight, per trace, as the oracle's are,
+    so no policy that only reacts to demand, with that comeback, runs fewer replica-seconds at the
+    same violations within this family of schedules: a lower bound on what reacting can save, the
+    oracle's with foresight taken away. Searched on the whole workload (no digest): one simulation
+    per candidate, about 10 candidates."""
+    rate = _rate(w, settings)
+    run_on = replace(settings, cluster=replace(settings.cluster, cold_start_s=comeback_s, sleep=None))
+    return search_oracle(rate, comeback_s, _evaluate(w, run_on), target_violation_pct=_TARGET_VIOLATION_PCT,
+                         max_replicas=max_replicas, smoothing_s=(1, 10), steps=5,
+                         build=lambda h, s: reactive_schedule_for(rate, h, s, max_replicas))
+
+
 def arrivals_per_second(trace: RequestTrace | CountSeries) -> FloatArray:
     """Expected arrivals in each 1 s of the unscaled trace: requests counted by arrival second,
     or a count series' bins spread evenly over their seconds (as :func:`counts_to_requests`
@@ -350,10 +370,12 @@ def _check_figures(runs: Sequence[PolicyRun], w: Workload, k: float, source: str
 def compare(trace: RequestTrace | CountSeries, items: Sequence[PolicySpecItem], settings: SimSettings, *,
             fidelity: str, load_scale: float = 1.0, peak_replicas: int | None = None,
             fluid_bin_s: float | None = None, on_step: Callable[[str], None] | None = None,
-            on_workload: Callable[[int, float, float], None] | None = None) -> Comparison:
+            on_workload: Callable[[int, float, float], None] | None = None,
+            reactive_comeback_s: float | None = None) -> Comparison:
     """Steps 1–4 of the module docstring; ``on_step`` is told what runs next (progress bars),
     ``on_workload`` the prepared workload's requests, span (s) and load multiple once they are known
-    (after the calibration, before the oracle's search: what a time estimate needs)."""
+    (after the calibration, before the oracle's search: what a time estimate needs);
+    ``reactive_comeback_s``: also :func:`search_reactive` with that comeback (``Comparison.reactive``)."""
     def step(msg: str) -> None:
         if on_step is not None:
             on_step(msg)
@@ -391,4 +413,8 @@ def compare(trace: RequestTrace | CountSeries, items: Sequence[PolicySpecItem], 
         step(f"simulating {item.text}")
         runs.append(simulate_one(w, policy, settings))
     _check_figures(runs, w, k, source)
-    return Comparison(tuple(runs), str(w.name), w.requests, duration, k, fidelity, found)
+    reactive = None
+    if reactive_comeback_s is not None:
+        step(f"perfect reactor: searching its cheapest schedule with a {reactive_comeback_s:g} s comeback")
+        reactive = search_reactive(w, settings, reactive_comeback_s, max_replicas=peak_replicas)
+    return Comparison(tuple(runs), str(w.name), w.requests, duration, k, fidelity, found, reactive)

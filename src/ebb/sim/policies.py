@@ -263,7 +263,8 @@ def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
         ebb = EbbPolicy(profile, ctx.settings.slo.ttft_ms, ctx.settings.slo.e2e_ms, min_replicas=mn,
                         max_replicas=mx, initial=min(mx, ctx.initial_replicas), spec=item.text,
                         cold_start_s=ctx.settings.cluster.cold_start_s,
-                        wake_s=knobs.wake_s, sleep_max=knobs.sleep_max)
+                        wake_s=knobs.wake_s, sleep_max=knobs.sleep_max,
+                        reserve=knobs.reserve)
         if param_choice(item, "canary", "off", ("on", "off")) == "on":
             return CanaryGuard(ebb, ttft_gate(ctx.settings.slo.ttft_ms, profile.veto_margin))
         return ebb

@@ -11,8 +11,8 @@ from ebb.decide.fleet_policy import FleetEbb, FleetTargets
 from ebb.decide.fleet_rank import FleetClasses
 from ebb.decide.policy import EbbPolicy
 from ebb.decide.profiles import EbbProfile
-from ebb.decide.tier_rules import (NO_FLOOR, asleep_kept, asleep_kept_many, awoken, awoken_many, tier_floor,
-                                   tier_floors)
+from ebb.decide.tier_rules import (NO_FLOOR, asleep_kept, asleep_kept_many, awoken, awoken_many, reserve_awake,
+                                   reserve_awake_many, tier_floor, tier_floors)
 
 counts = st.integers(0, 60)
 SLO_MS = 800.0
@@ -62,6 +62,40 @@ def test_the_fleet_wake_count_and_sleepers_kept_are_the_scalar_rules_per_workloa
         assert kept[i] == (NO_FLOOR if want_kept is None else want_kept)
 
 
+@settings(max_examples=300, deadline=None)
+@given(wakes(), st.data())
+def test_with_a_reserve_the_fleet_twins_are_the_scalar_rules_and_every_sleeper_wakes(
+        c: dict[str, np.ndarray], data: st.DataObject) -> None:
+    n = len(c["want"])
+    res = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    sleep_max = column(data.draw, n, 1, 30)
+    got = awoken_many(**c, reserve=res)
+    kept = asleep_kept_many(c["cold_floor"], c["spec"], np.where(res, sleep_max, NO_FLOOR))
+    for i in range(n):
+        cold = None if c["cold_floor"][i] < 0 else int(c["cold_floor"][i])
+        args = (int(c["want"][i]), int(c["spec"][i]), int(c["asleep"][i]), cold, int(c["max_replicas"][i]))
+        assert got[i] == awoken(*args, reserve=bool(res[i]))
+        want_kept = asleep_kept(cold, int(c["spec"][i]), int(sleep_max[i]) if res[i] else None)
+        assert kept[i] == (NO_FLOOR if want_kept is None else want_kept)
+        if res[i] and c["asleep"][i]:  # a reserve wakes every sleeper (up to the max), whatever the cold floor
+            assert got[i] == min(int(c["max_replicas"][i]), max(int(c["want"][i]), int(c["spec"][i] + c["asleep"][i])))
+            assert kept[i] == sleep_max[i]
+
+
+@settings(max_examples=300, deadline=None)
+@given(sized=st.lists(counts, min_size=1, max_size=30), data=st.data())
+def test_the_fleet_reserve_keeps_running_what_the_scalar_rule_keeps(sized: list[int], data: st.DataObject) -> None:
+    n = len(sized)
+    h = np.array(data.draw(st.lists(st.none() | st.floats(1.0, 100.0), min_size=n, max_size=n)), dtype=float)
+    mx = column(data.draw, n, 1, 100)
+    got = reserve_awake_many(np.array(sized, dtype=np.int64), h, mx)
+    for i in range(n):
+        want = 0 if np.isnan(h[i]) else reserve_awake(sized[i], float(h[i]), int(mx[i]))
+        assert got[i] == want
+        if not np.isnan(h[i]):
+            assert min(int(mx[i]), sized[i]) <= got[i] <= int(mx[i])
+
+
 @settings(max_examples=100, deadline=None)
 @given(cold=st.none() | counts, running=counts)
 def test_ebb_policy_keeps_the_sleepers_the_scalar_rule_keeps(cold: int | None, running: int) -> None:
@@ -73,13 +107,14 @@ def test_ebb_policy_keeps_the_sleepers_the_scalar_rule_keeps(cold: int | None, r
 
 
 # -- FleetEbb with tiers ---------------------------------------------------------------------------------
-def fleet(n: int, wake_s: np.ndarray | float | None, sleep_max: np.ndarray | int = 4) -> FleetEbb:
+def fleet(n: int, wake_s: np.ndarray | float | None, sleep_max: np.ndarray | int = 4,
+          reserve: np.ndarray | float | None = None) -> FleetEbb:
     cols = FleetClasses.guarding(base_weight=0.65, alpha=1.2, veto_margin=0.8, slo_ms=np.full(n, SLO_MS),
                                  min_replicas=1)
     return FleetEbb(n, slo_ttft_ms=np.full(n, SLO_MS), cold_start_s=np.full(n, 28.0),
                     min_replicas=np.ones(n, dtype=np.int64), max_replicas=np.full(n, 40, dtype=np.int64),
                     capacity_rps=np.full(n, 10.0), classes=cols, profile=EbbProfile(warmup_horizons=2.0),
-                    wake_s=wake_s, sleep_max=sleep_max)
+                    wake_s=wake_s, sleep_max=sleep_max, reserve=reserve)
 
 
 def arrivals(t: int, n: int) -> np.ndarray:
@@ -161,3 +196,32 @@ def test_fleet_ebb_decides_each_workload_as_a_fleet_of_that_workload_alone(n: in
         alone = answers([i])
         assert all(d[i] == a[0] and w[i] == b[0] for (d, w), (a, b) in zip(together, alone))
     assert all((w[np.isnan(wake)] == NO_FLOOR).all() for _, w in together)
+
+
+def test_ebb_policy_with_a_reserve_keeps_every_sleeper_to_the_max() -> None:
+    pol = EbbPolicy(EbbProfile(), slo_ttft_ms=SLO_MS, slo_e2e_ms=60_000.0, max_replicas=50, wake_s=2.0, sleep_max=8,
+                    reserve=2.0)
+    for cold in (None, 3, 40):
+        pol.state.cold_floor = cold
+        assert pol.asleep_wanted(5) == 8
+
+
+def test_a_reserve_keeps_sleepers_the_cold_floor_releases_and_more_replicas_running() -> None:
+    tiered = run(fleet(1, 2.0, sleep_max=4))
+    # Headroom 1: the running fleet as without a reserve at most, and every sleeper kept to the max.
+    kept = run(fleet(1, 2.0, sleep_max=4, reserve=1.0))
+    assert all(g.asleep_wanted[0] == 4 for g, _, _ in kept)
+    assert sum(int(a[0]) for _, _, a in kept) > sum(int(a[0]) for _, _, a in tiered)
+    # Headroom 4 (4 x a need of 2 replicas): 8 keep running, more than the tier alone runs.
+    wide = run(fleet(1, 2.0, sleep_max=4, reserve=4.0))
+    assert sum(g.desired[0] for g, _, _ in wide) > sum(g.desired[0] for g, _, _ in tiered)
+
+
+def test_a_reserve_needs_a_tier_and_a_headroom_of_at_least_one() -> None:
+    import pytest
+    with pytest.raises(ValueError, match="reserve"):
+        fleet(1, None, reserve=2.0)
+    with pytest.raises(ValueError, match="reserve"):
+        fleet(1, 2.0, reserve=0.5)
+    with pytest.raises(ValueError, match="reserve"):
+        EbbPolicy(EbbProfile(), slo_ttft_ms=SLO_MS, slo_e2e_ms=60_000.0, reserve=2.0)

@@ -18,9 +18,11 @@ from ebb.sim.baselines.oracle import (
     forward_max,
     forward_mean,
     occupancy_rate,
+    reactive_schedule_for,
     schedule_for,
     schedule_from_need,
     search_oracle,
+    trailing_mean,
     work_per_request,
     work_rate,
 )
@@ -267,3 +269,33 @@ def test_a_short_workload_is_searched_whole(monkeypatch: pytest.MonkeyPatch) -> 
     found = compare.search(w, sim)
     assert lengths == [len(compare._rate(w, sim))]
     assert found.violation_pct <= 0.1
+
+
+def _ref_trailing_mean(x: list[float], w: int) -> list[float]:
+    w = max(w, 1)
+    return [x[0]] + [sum(x[max(0, t - w):t]) / len(x[max(0, t - w):t]) for t in range(1, len(x))]
+
+
+@settings(max_examples=200, deadline=None)
+@given(x=st.lists(st.floats(0.0, 1e4), min_size=1, max_size=80), w=st.integers(0, 100))
+def test_trailing_mean_is_the_mean_of_the_seconds_already_seen(x: list[float], w: int) -> None:
+    got = trailing_mean(np.array(x, dtype=np.float64), w)
+    np.testing.assert_allclose(got, _ref_trailing_mean(x, w), rtol=1e-9, atol=1e-6)
+
+
+def test_the_perfect_reactor_sees_a_rise_only_the_second_after_it_arrives() -> None:
+    rate = np.array([1.0, 1.0, 3.0, 3.0, 1.0, 1.0])
+    assert reactive_schedule_for(rate, 1.0, 1).tolist() == [1, 1, 1, 3, 3, 1]
+    # The oracle with foresight (no cold start) holds the rise in the second it arrives.
+    assert schedule_for(rate, 1.0, 1, 0.0).tolist() == [1, 1, 3, 3, 1, 1]
+    assert reactive_schedule_for(rate, 10.0, 1, max_replicas=4).max() == 4
+
+
+def test_search_oracle_with_a_reactive_builder_verifies_the_reactor_it_returns() -> None:
+    rate, need = _rate_and_need()
+    ev = _FakeEval(need)
+    found = search_oracle(rate, 10.0, ev, target_violation_pct=0.1,
+                          build=lambda h, s: reactive_schedule_for(rate, h, s))
+    cost, viol = ev(found.schedule)
+    assert viol <= 0.1 and cost == found.replica_seconds
+    assert found.schedule.tolist() == reactive_schedule_for(rate, found.headroom, found.smoothing_s).tolist()

@@ -24,6 +24,8 @@ def test_the_flag_reads_every_key_and_defaults_the_rest() -> None:
     assert parse_tier("asleep:fail=0.05") == SleepTier(DEFAULT_WAKE_S, 8, DEFAULT_TTL_S, fail=0.05)
     assert parse_tier("asleep").fail == 0.0 and "fail" not in parse_tier("asleep").describe()
     assert parse_tier(parse_tier("asleep:fail=0.1,max=3").describe()) == SleepTier(DEFAULT_WAKE_S, 3, DEFAULT_TTL_S, 0.1)
+    assert parse_tier("asleep:reserve=2").reserve == 2.0 and parse_tier("asleep").reserve is None
+    assert parse_tier(parse_tier("asleep:reserve=1.5,max=3").describe()) == parse_tier("asleep:max=3,reserve=1.5")
 
 
 def test_a_snapshot_tier_restores_in_its_restore_time_and_bills_only_its_save() -> None:
@@ -61,6 +63,10 @@ def test_a_snapshot_tier_restores_in_its_restore_time_and_bills_only_its_save() 
     ("asleep:fail=-0.1", "fail must be in"),
     ("asleep:fail=nan", "fail must be in"),
     ("asleep:fail=often", "is not a number"),
+    ("asleep:reserve=0.5", "reserve must be in"),
+    ("asleep:reserve=nan", "reserve must be in"),
+    ("asleep:reserve=1e9", "reserve must be in"),
+    ("snapshot:reserve=2", "'reserve=2' is not one of restore_s"),
 ])
 def test_a_bad_flag_is_one_line_naming_the_part_and_the_fix(text: str, needle: str) -> None:
     with pytest.raises(ConfigError, match=needle) as err:

@@ -116,6 +116,35 @@ def schedule_for(rate: FloatArray, headroom: float, smoothing_s: int, cold_start
     return schedule_from_need(need, cold_start_s)
 
 
+def trailing_mean(x: FloatArray, window: int) -> FloatArray:
+    """Mean of ``x[t - window : t]`` for every t >= 1 (shorter at the start); ``x[0]`` at t = 0:
+    what a policy has seen at the start of second t (the seconds before it, not second t itself)."""
+    n = len(x)
+    if n == 0:
+        return x.astype(np.float64)
+    w = max(window, 1)
+    c = np.concatenate([[0.0], np.cumsum(x)])
+    t = np.arange(n)
+    lo = np.maximum(t - w, 0)
+    out = np.empty(n, dtype=np.float64)
+    out[1:] = (c[t[1:]] - c[lo[1:]]) / (t[1:] - lo[1:])
+    out[0] = float(x[0])  # no second seen yet: what the first one brings (generous to the reactor)
+    return out
+
+
+def reactive_schedule_for(rate: FloatArray, headroom: float, smoothing_s: int,
+                          max_replicas: int | None = None) -> IntArray:
+    """The schedule of a **perfect reactor**: at second t, ``ceil(h × mean work rate of the last S
+    seconds)`` replicas (at least 1, at most ``max_replicas``), no foresight. Run on an engine whose
+    cold start is a comeback time ``d`` (a wake, say), each rise it asks for serves ``d`` seconds
+    after the second that showed it: the best a policy that knows the demand exactly, but only once
+    it has arrived, can do (:func:`ebb.sim.compare.search_reactive`)."""
+    need = np.maximum(1, np.ceil(headroom * trailing_mean(rate, smoothing_s) - 1e-9)).astype(np.int64)
+    if max_replicas is not None:
+        need = np.minimum(need, max(1, max_replicas))
+    return np.asarray(need, dtype=np.int64)
+
+
 @dataclass
 class OraclePolicy:
     """Follows a precomputed per-second schedule (it has seen the whole trace)."""
@@ -157,8 +186,13 @@ def search_oracle(rate: FloatArray, cold_start_s: float,
                   evaluate: Callable[[IntArray], tuple[float, float]], *,
                   target_violation_pct: float = 0.1, smoothing_s: tuple[int, ...] = (1, 10),
                   steps: int = 7, on_try: Callable[[], None] | None = None,
-                  near: tuple[float, int] | None = None, max_replicas: int | None = None) -> OracleSearch:
+                  near: tuple[float, int] | None = None, max_replicas: int | None = None,
+                  build: Callable[[float, int], IntArray] | None = None) -> OracleSearch:
     """Find the cheapest verified schedule; ``evaluate(schedule) -> (replica_seconds, violation_pct)``.
+
+    ``build(headroom, smoothing_s)`` makes a candidate schedule; default :func:`schedule_for` on
+    ``rate`` and ``cold_start_s`` (foresight); :func:`reactive_schedule_for` gives the perfect
+    reactor's search instead (same bracket and bisection).
 
     ``near`` = (headroom, smoothing) of an earlier search on a rescaled copy of the workload:
     only that smoothing is tried and the bisection starts from a ×1.4 bracket around it.
@@ -171,9 +205,12 @@ def search_oracle(rate: FloatArray, cold_start_s: float,
     fewest: OracleSearch | None = None  # capped search only: the least-violating candidate seen
     tried = 0
 
+    def make(h: float, s: int) -> IntArray:
+        return schedule_for(rate, h, s, cold_start_s, max_replicas) if build is None else build(h, s)
+
     def run(h: float, s: int) -> tuple[IntArray, float, float]:
         nonlocal tried
-        sched = schedule_for(rate, h, s, cold_start_s, max_replicas)
+        sched = make(h, s)
         cost, viol = evaluate(sched)
         tried += 1
         if on_try is not None:

@@ -79,7 +79,8 @@ def _tier(inp: ClusterInputs, i: int) -> dict[str, Any]:
     t = inp.tiers
     if t is None or not bool(t.tiered[i]):
         return {}
-    return {"wake_s": float(comeback_s(inp)[i]), "sleep_max": int(t.max_replicas[i])}
+    reserve = None if t.reserve is None or np.isnan(t.reserve[i]) else float(t.reserve[i])
+    return {"wake_s": float(comeback_s(inp)[i]), "sleep_max": int(t.max_replicas[i]), "reserve": reserve}
 
 
 def comeback_s(inp: ClusterInputs) -> npt.NDArray[np.float64]:

@@ -156,4 +156,6 @@ def _tiers(online: Sequence[ServiceSpec]) -> ClusterTiers | None:
     return ClusterTiers(wake_s=np.array([s.tier.wake_s if s.tier else nan for s in online]),
                         max_replicas=np.array([s.tier.max_replicas if s.tier else 0 for s in online], dtype=np.int64),
                         ttl_s=np.array([s.tier.ttl_s if s.tier else nan for s in online]),
-                        fail=np.array([s.tier.fail if s.tier else 0.0 for s in online]))
+                        fail=np.array([s.tier.fail if s.tier else 0.0 for s in online]),
+                        reserve=np.array([s.tier.reserve if s.tier and s.tier.reserve is not None else nan
+                                          for s in online]))

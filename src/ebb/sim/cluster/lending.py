@@ -56,6 +56,8 @@ class ClusterTiers:
     max_replicas: IntArray
     ttl_s: FloatArray
     fail: FloatArray
+    reserve: FloatArray | None = None
+    """The tier's reserve headroom (``reserve=H``); NaN or None: none."""
 
     @property
     def tiered(self) -> BoolArray:

@@ -141,7 +141,7 @@ class EbbCluster:
             min_replicas=self.rules.classes.min_replicas, max_replicas=inp.max_replicas,
             capacity_rps=inp.capacity_rps, classes=self.rules.classes, profile=profile,
             wake_s=None if tiers is None else comeback_s(inp),
-            sleep_max=None if tiers is None else tiers.max_replicas)
+            sleep_max=None if tiers is None else tiers.max_replicas, reserve=None if tiers is None else tiers.reserve)
         self.vetoes = 0
         self.granted = 0
         self.log: list[DecisionRow] = []
