@@ -63,6 +63,10 @@ POLICIES = "hpa,keda,static,ebb,oracle,kpa,ray,keda-vllm,wva,dynamo,aibrix"
 TIER_POLICIES = "static,ebb,oracle,static-sleep"
 """With ``--tier``: the policies the tier changes (Ebb, the static + idle-sleep baseline) and the
 references; the peers keep their upstream behaviour (no tier), so their figures are the plain run's."""
+REACTORS = ((1.5, 30), (2.0, 30), (3.0, 30), (4.0, 120), (8.0, 600))
+"""With ``--tier``: the memoryless reactors run on every trace, as (headroom, hold s) — one headroom
+for the whole family, no hindsight (:func:`ebb.sim.compare.run_reactor`); their (traces meeting the
+SLO, median GPU-h / static) points are the frontier reacting with a one-wake comeback reaches."""
 PEAK_REPLICAS = 20
 """The default ``--peak-replicas``: each trace's load is calibrated to an oracle peak of 20 replicas."""
 QUICK_DURATION_S = 900
@@ -97,7 +101,7 @@ def _simulate(settings_in: TraceInputSettings, objective: SloSettings, trace: Re
     # With a tier, the perfect reactor whose capacity comes back in one wake: what reacting alone can save.
     cmp = compare(trace, policies, SimSettings(slo=objective, cluster=cluster, warmup_s=warmup_s),
                   fidelity=fid, load_scale=load_scale, peak_replicas=peak,
-                  reactive_comeback_s=None if sleep is None else sleep.wake_s)
+                  reactive_comeback_s=None if sleep is None else sleep.wake_s, reactors=REACTORS)
     cards = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.scorecard.as_dict().items()}
              for r in cmp.runs]
     out: dict[str, Any] = {"requests": cmp.requests, "load_scale": cmp.load_scale, "fidelity": cmp.fidelity,
@@ -106,6 +110,8 @@ def _simulate(settings_in: TraceInputSettings, objective: SloSettings, trace: Re
         r = cmp.reactive
         out["reactive"] = {"gpu_hours": r.replica_seconds / 3600.0, "slo_violation_pct": r.violation_pct,
                            "headroom": r.headroom, "smoothing_s": r.smoothing_s, "comeback_s": sleep.wake_s if sleep else None}
+        out["reactors"] = [{"headroom": x.headroom, "hold_s": x.hold_s, "gpu_hours": x.gpu_hours,
+                            "slo_violation_pct": x.violation_pct} for x in cmp.reactors]
     return out
 
 
@@ -307,11 +313,27 @@ def summarise(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     ebb_points = [_point(c) for r in recurring for c in r["cards"] if c["policy"] == "ebb"]
     ebb_viol = [pt[0] for pt in ebb_points if pt is not None]
     return {"all": block(ok), "family": block([r for r in ok if r["group"] == "family"]),
+            "reactors": reactor_frontier(ok),
             "recurring": {**block(recurring), "median_ebb_violation_pct": _median(ebb_viol),
                           "seen": any(r.get("warmup_s") for r in recurring)},
             "by_tag": {t: block([r for r in ok if t in r["tags"]]) for t in groups},
             "errors": [f"{r['name']}: {r['error']}" for r in records if r.get("error") is not None],
             "dominated": [{"trace": r["name"], "by": r["verdict"]["dominated_by"]} for r in ok if r["verdict"]["dominated_by"]]}
+
+
+def reactor_frontier(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per fixed-headroom reactor (:data:`REACTORS`): on how many traces where static meets the SLO it
+    meets it too, and its median GPU-h over static's (the traces that ran it)."""
+    runs: dict[tuple[float, int], list[tuple[bool, float]]] = {}
+    for r in records:
+        static = card_of(r["cards"], "static")
+        if not _meets(static) or static is None or not float(static["gpu_hours"]) > 0:
+            continue
+        for x in r.get("reactors") or ():
+            runs.setdefault((x["headroom"], x["hold_s"]), []).append(
+                (_meets(x), float(x["gpu_hours"]) / float(static["gpu_hours"])))
+    return [{"headroom": h, "hold_s": hold, "traces": len(v), "meets_slo": sum(m for m, _ in v),
+             "median_over_static": statistics.median(g for _, g in v)} for (h, hold), v in sorted(runs.items())]
 
 
 # --- rendering -------------------------------------------------------------------------------------
@@ -363,6 +385,9 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
              f"- Ebb meets the SLO on {a['ebb_meets_slo_where_static_does']} of the {a['static_meets_slo']} traces "
              f"where static does; median Ebb running GPU-h (held minus asleep) / static: "
              f"{_fmt(a['median_ebb_running_over_static'], '.3f')}",
+             *[f"- memoryless reactor, headroom {x['headroom']:g}, rises held {x['hold_s']} s: meets the SLO on "
+               f"{x['meets_slo']} of the {x['traces']} traces where static does, median GPU-h / static "
+               f"{x['median_over_static']:.3f}" for x in summary.get("reactors", [])],
              *([] if a["median_reactive_over_static"] is None else [
                  f"- the perfect reactor (demand known once it arrives, capacity back one wake later, headroom "
                  f"searched per trace with hindsight): median GPU-h / static "

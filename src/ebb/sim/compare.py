@@ -84,6 +84,8 @@ class Comparison:
     oracle: OracleSearch
     reactive: OracleSearch | None = None
     """With ``reactive_comeback_s``: the perfect reactor's cheapest schedule (:func:`search_reactive`)."""
+    reactors: tuple[ReactorRun, ...] = ()
+    """With ``reactive_comeback_s`` and ``reactors``: each fixed-headroom reactor's run (:func:`run_reactor`)."""
 
 
 def _to_fluid(trace: RequestTrace | CountSeries, bin_s: float, seed: int) -> FluidDemand:
@@ -243,6 +245,30 @@ def search_reactive(w: Workload, settings: SimSettings, comeback_s: float,
                          build=lambda h, s: reactive_schedule_for(rate, h, s, max_replicas))
 
 
+@dataclass(frozen=True)
+class ReactorRun:
+    """One memoryless reactor with a fixed headroom on one workload (:func:`run_reactor`)."""
+
+    headroom: float
+    hold_s: int
+    gpu_hours: float
+    """Replica-hours over the scored span (all running: a reactor holds nothing asleep)."""
+    violation_pct: float
+
+
+def run_reactor(w: Workload, settings: SimSettings, comeback_s: float, headroom: float, hold_s: int,
+                max_replicas: int | None = None) -> ReactorRun:
+    """A **memoryless reactor** with one headroom for every trace (no hindsight): each second it runs
+    ``ceil(headroom × the work rate of the last second)`` replicas, holds each rise ``hold_s`` seconds,
+    and its rises serve ``comeback_s`` later (:func:`~ebb.sim.baselines.oracle.reactive_schedule_for`,
+    on an engine whose cold start is ``comeback_s``). Over a family of traces, its (SLO met, GPU-h)
+    at several headrooms is the frontier that reacting to demand, with that comeback, can reach."""
+    rate = _rate(w, settings)
+    run_on = replace(settings, cluster=replace(settings.cluster, cold_start_s=comeback_s, sleep=None))
+    cost, viol = _evaluate(w, run_on)(reactive_schedule_for(rate, headroom, 1, max_replicas, hold_s))
+    return ReactorRun(headroom, hold_s, cost / 3600.0, viol)
+
+
 def arrivals_per_second(trace: RequestTrace | CountSeries) -> FloatArray:
     """Expected arrivals in each 1 s of the unscaled trace: requests counted by arrival second,
     or a count series' bins spread evenly over their seconds (as :func:`counts_to_requests`
@@ -371,11 +397,13 @@ def compare(trace: RequestTrace | CountSeries, items: Sequence[PolicySpecItem], 
             fidelity: str, load_scale: float = 1.0, peak_replicas: int | None = None,
             fluid_bin_s: float | None = None, on_step: Callable[[str], None] | None = None,
             on_workload: Callable[[int, float, float], None] | None = None,
-            reactive_comeback_s: float | None = None) -> Comparison:
+            reactive_comeback_s: float | None = None,
+            reactors: Sequence[tuple[float, int]] = ()) -> Comparison:
     """Steps 1–4 of the module docstring; ``on_step`` is told what runs next (progress bars),
     ``on_workload`` the prepared workload's requests, span (s) and load multiple once they are known
     (after the calibration, before the oracle's search: what a time estimate needs);
-    ``reactive_comeback_s``: also :func:`search_reactive` with that comeback (``Comparison.reactive``)."""
+    ``reactive_comeback_s``: also :func:`search_reactive` with that comeback (``Comparison.reactive``),
+    and :func:`run_reactor` for each ``(headroom, hold_s)`` of ``reactors`` (``Comparison.reactors``)."""
     def step(msg: str) -> None:
         if on_step is not None:
             on_step(msg)
@@ -413,8 +441,10 @@ def compare(trace: RequestTrace | CountSeries, items: Sequence[PolicySpecItem], 
         step(f"simulating {item.text}")
         runs.append(simulate_one(w, policy, settings))
     _check_figures(runs, w, k, source)
-    reactive = None
+    reactive: OracleSearch | None = None
+    fixed: tuple[ReactorRun, ...] = ()
     if reactive_comeback_s is not None:
         step(f"perfect reactor: searching its cheapest schedule with a {reactive_comeback_s:g} s comeback")
         reactive = search_reactive(w, settings, reactive_comeback_s, max_replicas=peak_replicas)
-    return Comparison(tuple(runs), str(w.name), w.requests, duration, k, fidelity, found, reactive)
+        fixed = tuple(run_reactor(w, settings, reactive_comeback_s, h, hold, peak_replicas) for h, hold in reactors)
+    return Comparison(tuple(runs), str(w.name), w.requests, duration, k, fidelity, found, reactive, fixed)

@@ -130,3 +130,29 @@ def test_a_bad_tier_is_one_line_and_exit_2(bench: ModuleType, capsys: pytest.Cap
     assert bench.main(["--tier", "asleep:wake=2", "--n", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "wake=2" in err
+
+
+def test_the_reactor_frontier_counts_where_static_meets_and_takes_medians_over_static(bench: ModuleType) -> None:
+    def rec(name: str, static: dict[str, Any], reactors: list[tuple[float, int, float, float]],
+            reactive: dict[str, Any] | None = None) -> dict[str, Any]:
+        cards = [card("ebb", 0.0, 9.0), static, card("oracle", 0.0, 5.0)]
+        return {"name": name, "group": "family", "tags": ["none"], "error": None, "cards": cards,
+                "reactors": [{"headroom": h, "hold_s": hold, "slo_violation_pct": v, "gpu_hours": g}
+                             for h, hold, v, g in reactors],
+                "reactive": reactive, "verdict": bench.trace_verdict(cards, reactive)}
+
+    records = [rec("a", card("static", 0.0, 10.0), [(2.0, 30, 0.05, 6.0), (8.0, 600, 0.0, 10.0)],
+                   {"slo_violation_pct": 0.08, "gpu_hours": 5.0}),
+               rec("b", card("static", 0.0, 20.0), [(2.0, 30, 0.9, 8.0), (8.0, 600, 0.0, 20.0)],
+                   {"slo_violation_pct": 0.02, "gpu_hours": 16.0}),
+               rec("c", card("static", 0.5, 10.0), [(2.0, 30, 0.0, 1.0), (8.0, 600, 0.0, 2.0)])]  # static misses
+    s = bench.summarise(records)
+    two, eight = s["reactors"]
+    assert (two["headroom"], two["hold_s"], two["traces"], two["meets_slo"]) == (2.0, 30, 2, 1)
+    assert two["median_over_static"] == pytest.approx((0.6 + 0.4) / 2)
+    assert (eight["meets_slo"], eight["median_over_static"]) == (2, pytest.approx(1.0))
+    a = s["all"]
+    assert a["median_reactive_over_static"] == pytest.approx(0.65)  # 0.5, 0.8 (c has no perfect reactor)
+    assert a["reactive_meets_within_0_7_where_static_does"] == 1
+    text = "\n".join(bench.summary_lines(s))
+    assert "memoryless reactor, headroom 2, rises held 30 s: meets the SLO on 1 of the 2 traces" in text

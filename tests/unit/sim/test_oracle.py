@@ -289,6 +289,8 @@ def test_the_perfect_reactor_sees_a_rise_only_the_second_after_it_arrives() -> N
     # The oracle with foresight (no cold start) holds the rise in the second it arrives.
     assert schedule_for(rate, 1.0, 1, 0.0).tolist() == [1, 1, 3, 3, 1, 1]
     assert reactive_schedule_for(rate, 10.0, 1, max_replicas=4).max() == 4
+    # Held 2 s: up at once, down only once the rise is 2 s old.
+    assert reactive_schedule_for(rate, 1.0, 1, hold_s=2).tolist() == [1, 1, 1, 3, 3, 3]
 
 
 def test_search_oracle_with_a_reactive_builder_verifies_the_reactor_it_returns() -> None:

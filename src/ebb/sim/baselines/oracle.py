@@ -133,15 +133,19 @@ def trailing_mean(x: FloatArray, window: int) -> FloatArray:
 
 
 def reactive_schedule_for(rate: FloatArray, headroom: float, smoothing_s: int,
-                          max_replicas: int | None = None) -> IntArray:
+                          max_replicas: int | None = None, hold_s: int = 0) -> IntArray:
     """The schedule of a **perfect reactor**: at second t, ``ceil(h × mean work rate of the last S
     seconds)`` replicas (at least 1, at most ``max_replicas``), no foresight. Run on an engine whose
     cold start is a comeback time ``d`` (a wake, say), each rise it asks for serves ``d`` seconds
     after the second that showed it: the best a policy that knows the demand exactly, but only once
-    it has arrived, can do (:func:`ebb.sim.compare.search_reactive`)."""
+    it has arrived, can do (:func:`ebb.sim.compare.search_reactive`). ``hold_s`` > 0 keeps each
+    second's count for that many seconds after it (up at once, down only once the rise is
+    ``hold_s`` old: the trailing max), as a policy's scale-down delay does."""
     need = np.maximum(1, np.ceil(headroom * trailing_mean(rate, smoothing_s) - 1e-9)).astype(np.int64)
     if max_replicas is not None:
         need = np.minimum(need, max(1, max_replicas))
+    if hold_s > 0:
+        need = forward_max(need[::-1].copy(), hold_s)[::-1]  # the max of need[t - hold_s : t + 1]
     return np.asarray(need, dtype=np.int64)
 
 
