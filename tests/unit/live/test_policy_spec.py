@@ -73,3 +73,15 @@ def test_post_scale_down_gates_check_every_scale_down_whole_instead_of_canarying
     assert isinstance(p, CanaryGuard) and p.canary_replicas is None and p.gate == after
     canary = build("ebb", gates=(GateSpec(query="p99", success_condition="result < 2", count=3),))
     assert isinstance(canary, CanaryGuard) and canary.canary_replicas == 1
+
+
+def test_a_tier_s_reserve_reaches_the_live_policy_as_the_simulator_s() -> None:
+    from ebb.config.tiers import parse_tier
+
+    pol = build_live_policy("ebb", slo_ttft_ms=2000.0, slo_e2e_ms=60000.0, initial=2,
+                            tier=parse_tier("asleep:wake_s=1,max=4,reserve=2"))
+    assert isinstance(pol, EbbPolicy)
+    assert (pol.wake_s, pol.sleep_max, pol.reserve) == (1.0, 4, 2.0)
+    plain = build_live_policy("ebb", slo_ttft_ms=2000.0, slo_e2e_ms=60000.0, initial=2,
+                              tier=parse_tier("asleep:wake_s=1,max=4"))
+    assert isinstance(plain, EbbPolicy) and plain.reserve is None
