@@ -215,12 +215,13 @@ class ActuatorSettings:
     A ratio > 0: the emulated workers serve ``speed`` times faster than the calibrated H200 latency
     model (tests run at 20 to finish quickly). Default 1: real time."""
     tier: str | None = None
-    """An asleep tier: asleep:wake_s=S,max=N,ttl_s=S (each key optional).
+    """An asleep tier: asleep:wake_s=S,max=N,ttl_s=S,reserve=H (each key optional).
 
     Scale-downs put drained replicas to sleep through their engine (vLLM POST /sleep; local workers
     speak the same endpoints) while fewer than max (8) sleep, scale-ups wake them first, a wake that
     fails or takes past max(10 s, 5 x wake_s) falls back to a cold start, and one asleep ttl_s (1800 s)
-    is released; Ebb counts on the sleepers (docs/tiers.md). Kubernetes: the Service must select
+    is released; Ebb counts on the sleepers (docs/tiers.md); reserve=H (off) keeps every sleeper to
+    max until ttl_s, wakes them all at a scale-up and keeps H x the sized need running. Kubernetes: the Service must select
     ebb.io/routable=true (docs/tiers.md, Live (Kubernetes)). Act mode, single workload (a fleet
     file names each workload's own tier: key); the simulator's snapshot tier has no live actuator.
     Unset: no tier."""

@@ -244,13 +244,14 @@ class SimModelSettings:
     with ``--cluster``, the scenario's own ``warmup_s`` (whole seconds, rounded up)."""
 
     tier: str | None = None
-    """An asleep tier: asleep:wake_s=S,max=N,ttl_s=S,fail=F (each key optional)
+    """An asleep tier: asleep:wake_s=S,max=N,ttl_s=S,fail=F,reserve=H (each key optional)
 
     Replicas that policies which sleep (``ebb``, ``static-sleep``) remove go to sleep instead, while
     fewer than ``max`` (8) sleep, and scale-ups wake them first, each ready ``wake_s`` (2 s) later;
     one asleep ``ttl_s`` (1800 s) is released. ``fail`` (0) of the wakes fail, drawn from the run's
     seed: the sleeper is released and a cold replica starts instead (the scorecard's
-    ``failed_wakes``). A sleeping replica holds its GPU: it is billed, and the scorecard says which
+    ``failed_wakes``). ``reserve`` (off): Ebb keeps every sleeper to ``max`` until ``ttl_s``, wakes
+    them all at a scale-up and keeps ``H`` x the sized need running (docs/tiers.md, The reserve). A sleeping replica holds its GPU: it is billed, and the scorecard says which
     GPU-hours slept. Peers keep their upstream behaviour (they remove
     replicas). Default wake time: vLLM sleep mode level 1 wakes in 0.26-0.82 s, level 2 in
     0.85-2.58 s (A100, vLLM blog 2025-10-26); docs/tiers.md. Or a GPU-snapshot tier,
