@@ -344,6 +344,8 @@ def _simulate(s: SimulateSettings) -> None:
     if led.ledger:
         _check_ledger(led.ledger, ledger_auth)
     items = parse_policies(s.policy.policy, KNOWN_POLICIES)
+    if s.model.tier is not None:
+        parse_tier(s.model.tier)  # a bad --tier is refused before the trace is read
     tr = tflags.after_load(open_trace(
         inp.trace, inp.format, time_col=inp.time_col, count_col=inp.count_col, tokens_in_col=inp.tokens_in_col,
         tokens_out_col=inp.tokens_out_col, service_col=inp.service_time_column, no_header=inp.no_header,

@@ -73,6 +73,9 @@ CASES: list[tuple[str, Argv, str, str]] = [
     # The bundled trace x1e9 is 10^13 requests (41.8 TiB): refused by the request cap, nothing allocated.
     ("load-scale-1e9", lambda f: ["simulate", "--quiet", "--ledger", "", "--policy", "static", "--load-scale", "1e9"],
      "--load-scale", ENTRY),
+    # The tier is checked before the trace is read: the trace given here does not even exist.
+    ("tier-reserve-below-1", lambda f: _sim(f, "--trace", "/nonexistent/t.csv", "--tier", "asleep:reserve=0.5"),
+     "reserve must be in [1, 100]", ENTRY),
     ("trace-23-digit-tokens", lambda f: _sim(f, "--trace", f["huge_tokens"]), "ContextTokens", ENTRY),
     # Output paths are checked before the trace is read: the trace given here does not even exist.
     ("report-dir-missing", lambda f: _sim(f, "--trace", "/nonexistent/t.csv", "--report",
