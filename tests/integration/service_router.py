@@ -4,10 +4,12 @@ fake API server lists, as kube-proxy follows EndpointSlices."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ebb.testing.fake_kube import FakeKubeApiServer
@@ -53,3 +55,31 @@ class Router:
                     exc.close()
                 self.failed.append(f"{ip}: {exc}")
             time.sleep(0.02)
+
+
+def free_port(ips: list[str]) -> int:
+    """A port free on every address in ``ips`` (bound on the first, then tried on the rest)."""
+    for _ in range(20):
+        s = socket.socket()
+        s.bind((ips[0], 0))
+        port = int(s.getsockname()[1])
+        s.close()
+        try:
+            for ip in ips:
+                t = socket.socket()
+                t.bind((ip, port))
+                t.close()
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no port free on every loopback address")
+
+
+def wait_until(ok: Callable[[], object], what: str, timeout_s: float = 10.0) -> None:
+    """Poll ``ok`` every 20 ms until it is truthy; AssertionError naming ``what`` after ``timeout_s``."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if ok():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -18,10 +18,9 @@ is known in advance; real time, no timing asserts, bounded waits.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,7 @@ from ebb.model.spans import NO_SPANS, Spans  # noqa: E402
 from ebb.testing.fake_kube import FakeKubeApiServer  # noqa: E402
 from ebb.testing.fakes import FakeSignalSource  # noqa: E402
 from ebb.testing.vllm_sleep import SleepyEngine  # noqa: E402
-from tests.integration.service_router import Router  # noqa: E402
+from tests.integration.service_router import Router, free_port, wait_until  # noqa: E402
 
 CLASSES = {c.name: c for c in default_workload_classes()}
 TIER = SleepTier(wake_s=0.5, max_replicas=2, ttl_s=3600)
@@ -59,33 +58,6 @@ BUDGET = 1
 CHAT_IPS = [f"127.0.0.{k}" for k in range(2, 8)]
 TRAIN_IPS = [f"127.0.0.{k}" for k in range(8, 14)]
 IPS = CHAT_IPS + TRAIN_IPS
-
-
-def free_port() -> int:
-    """A port free on every address used (bound on the first, then tried on the rest)."""
-    for _ in range(20):
-        s = socket.socket()
-        s.bind((IPS[0], 0))
-        port = int(s.getsockname()[1])
-        s.close()
-        try:
-            for ip in IPS:
-                t = socket.socket()
-                t.bind((ip, port))
-                t.close()
-            return port
-        except OSError:
-            continue
-    raise RuntimeError("no port free on every loopback address")
-
-
-def wait_until(ok: Callable[[], object], what: str, timeout_s: float = 10.0) -> None:
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if ok():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def fresh_signals() -> FakeSignalSource:
@@ -176,7 +148,7 @@ class Fleet:
 
 @pytest.fixture
 def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    port = free_port()
+    port = free_port(IPS)
     engines = {ip: SleepyEngine(ip, port, service_s=0.05).start() for ip in IPS}
     fake = FakeKubeApiServer().start()
     fake.add_node("node-a", "zone-a")

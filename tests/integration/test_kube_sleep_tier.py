@@ -12,12 +12,11 @@ Real time, short: settle 0.2 s, ticks 50 ms.
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,37 +44,10 @@ from ebb.model.ids import DecisionId  # noqa: E402
 from ebb.model.observation import ScaleRequest  # noqa: E402
 from ebb.testing.fake_kube import FakeKubeApiServer  # noqa: E402
 from ebb.testing.vllm_sleep import SleepyEngine  # noqa: E402
-from tests.integration.service_router import Router  # noqa: E402
+from tests.integration.service_router import Router, free_port, wait_until  # noqa: E402
 
 IPS = [f"127.0.0.{k}" for k in range(2, 12)]
 DEP = "/apis/apps/v1/namespaces/default/deployments/vllm"
-
-
-def free_port() -> int:
-    """A port free on every address used (bound on the first, then tried on the rest)."""
-    for _ in range(20):
-        s = socket.socket()
-        s.bind((IPS[0], 0))
-        port = int(s.getsockname()[1])
-        s.close()
-        try:
-            for ip in IPS:
-                t = socket.socket()
-                t.bind((ip, port))
-                t.close()
-            return port
-        except OSError:
-            continue
-    raise RuntimeError("no port free on every loopback address")
-
-
-def wait_until(ok: Callable[[], object], what: str, timeout_s: float = 10.0) -> None:
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if ok():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @dataclass
@@ -113,7 +85,7 @@ class Cluster:
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     """Three pods; the drain budget (s) is 10 unless the test parametrizes ``cluster`` indirectly."""
     budget = float(getattr(request, "param", 10.0))
-    port = free_port()
+    port = free_port(IPS)
     engines = {ip: SleepyEngine(ip, port, service_s=0.1).start() for ip in IPS}
     fake = FakeKubeApiServer().start()
     fake.add_node("node-a", "zone-a")
