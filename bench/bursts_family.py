@@ -65,7 +65,7 @@ TIER_POLICIES = "static,ebb,oracle,static-sleep"
 references; the peers keep their upstream behaviour (no tier), so their figures are the plain run's."""
 REACTORS = ((1.5, 30), (2.0, 30), (3.0, 30), (4.0, 120), (8.0, 600))
 """With ``--tier``: the memoryless reactors run on every trace, as (headroom, hold s) — one headroom
-for the whole family, no hindsight (:func:`ebb.sim.compare.run_reactor`); their (traces meeting the
+for the whole family, no hindsight (:func:`ebb.sim.compare.run_reactors`); their (traces meeting the
 SLO, median GPU-h / static) points are the frontier reacting with a one-wake comeback reaches."""
 PEAK_REPLICAS = 20
 """The default ``--peak-replicas``: each trace's load is calibrated to an oracle peak of 20 replicas."""

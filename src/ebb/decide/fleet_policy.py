@@ -157,6 +157,9 @@ class FleetEbb:
         self.reserving = ~np.isnan(self.reserve)
         if np.any(self.reserving & ~(self.tiered & (self.reserve >= 1.0))):
             raise ValueError("a reserve needs a tier and a headroom >= 1 for every workload that has one")
+        self._reserve_max = np.where(self.reserving, self.sleep_max, NO_FLOOR) if self.reserving.any() else None
+        """The sleepers a reserve keeps (its tier's max; NO_FLOOR without one); None when no workload
+        has a reserve, so a fleet without one does no reserve work in a cycle."""
         # the same memory as the cold bound (as EbbPolicy's): rises within a wake, for as long
         self._wake = _Bound(np.where(self.tiered, wake, 0.0) + 2.0, m_blocks, p) if self.tiered.any() else None
         """The comeback bound at the tier's wake horizon (wake + 2 s); None when no workload has a tier."""
@@ -277,7 +280,7 @@ class FleetEbb:
                             need_replicas=self.need.copy(), floor_replicas=self._cold.floor.copy(),
                             burst=self._burst.copy(), reason=reason, weight=self.weight.copy(), latency_ms=latency,
                             asleep_wanted=asleep_kept_many(self._cold_floor, desired,
-                                                           np.where(self.reserving, self.sleep_max, NO_FLOOR)))
+                                                           self._reserve_max))
 
     def _tier(self, want_up: IntArray, hold_at: IntArray, sized: IntArray, up: BoolArray, floored: BoolArray,
               asleep: IntArray) -> tuple[IntArray, IntArray]:
@@ -294,9 +297,9 @@ class FleetEbb:
         wake_at = _replicas(np.nan_to_num(wake), self.profile.down_util)
         hold_at = tier_floors(hold_at, wake_at, sized, self._spec + asleep, self.sleep_max, self.min_r, self.max_r,
                               floored & ~np.isnan(wake))
-        # A reserve keeps H × the sized need running (EbbPolicy._reserved, after the tier floor).
-        reserved = reserve_awake_many(sized, self.reserve, self.max_r)
-        hold_at = np.where(floored & self.reserving, np.maximum(hold_at, reserved), hold_at)
+        if self._reserve_max is not None:  # H × the sized need running (EbbPolicy._reserved, after the tier floor)
+            reserved = reserve_awake_many(sized, self.reserve, self.max_r)
+            hold_at = np.where(floored & self.reserving, np.maximum(hold_at, reserved), hold_at)
         return want_up, hold_at
 
     def _latency_ms(self) -> FloatArray:

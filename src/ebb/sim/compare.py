@@ -85,7 +85,7 @@ class Comparison:
     reactive: OracleSearch | None = None
     """With ``reactive_comeback_s``: the perfect reactor's cheapest schedule (:func:`search_reactive`)."""
     reactors: tuple[ReactorRun, ...] = ()
-    """With ``reactive_comeback_s`` and ``reactors``: each fixed-headroom reactor's run (:func:`run_reactor`)."""
+    """With ``reactive_comeback_s`` and ``reactors``: each fixed-headroom reactor's run (:func:`run_reactors`)."""
 
 
 def _to_fluid(trace: RequestTrace | CountSeries, bin_s: float, seed: int) -> FluidDemand:
@@ -238,16 +238,23 @@ def search_reactive(w: Workload, settings: SimSettings, comeback_s: float,
     same violations within this family of schedules: a lower bound on what reacting can save, the
     oracle's with foresight taken away. Searched on the whole workload (no digest): one simulation
     per candidate, about 10 candidates."""
-    rate = _rate(w, settings)
-    run_on = replace(settings, cluster=replace(settings.cluster, cold_start_s=comeback_s, sleep=None))
-    return search_oracle(rate, comeback_s, _evaluate(w, run_on), target_violation_pct=_TARGET_VIOLATION_PCT,
+    rate, evaluate = _reacting(w, settings, comeback_s)
+    return search_oracle(rate, comeback_s, evaluate, target_violation_pct=_TARGET_VIOLATION_PCT,
                          max_replicas=max_replicas, smoothing_s=(1, 10), steps=5,
                          build=lambda h, s: reactive_schedule_for(rate, h, s, max_replicas))
 
 
+def _reacting(w: Workload, settings: SimSettings,
+              comeback_s: float) -> tuple[np.ndarray, Callable[[np.ndarray], tuple[float, float]]]:
+    """A reactor's inputs on ``w``: its work rate, and a schedule's evaluation on an engine whose cold
+    start is ``comeback_s`` (no tier: the reactor's sleepers are unlimited)."""
+    run_on = replace(settings, cluster=replace(settings.cluster, cold_start_s=comeback_s, sleep=None))
+    return _rate(w, settings), _evaluate(w, run_on)
+
+
 @dataclass(frozen=True)
 class ReactorRun:
-    """One memoryless reactor with a fixed headroom on one workload (:func:`run_reactor`)."""
+    """One memoryless reactor with a fixed headroom on one workload (:func:`run_reactors`)."""
 
     headroom: float
     hold_s: int
@@ -256,17 +263,20 @@ class ReactorRun:
     violation_pct: float
 
 
-def run_reactor(w: Workload, settings: SimSettings, comeback_s: float, headroom: float, hold_s: int,
-                max_replicas: int | None = None) -> ReactorRun:
-    """A **memoryless reactor** with one headroom for every trace (no hindsight): each second it runs
-    ``ceil(headroom × the work rate of the last second)`` replicas, holds each rise ``hold_s`` seconds,
-    and its rises serve ``comeback_s`` later (:func:`~ebb.sim.baselines.oracle.reactive_schedule_for`,
-    on an engine whose cold start is ``comeback_s``). Over a family of traces, its (SLO met, GPU-h)
-    at several headrooms is the frontier that reacting to demand, with that comeback, can reach."""
-    rate = _rate(w, settings)
-    run_on = replace(settings, cluster=replace(settings.cluster, cold_start_s=comeback_s, sleep=None))
-    cost, viol = _evaluate(w, run_on)(reactive_schedule_for(rate, headroom, 1, max_replicas, hold_s))
-    return ReactorRun(headroom, hold_s, cost / 3600.0, viol)
+def run_reactors(w: Workload, settings: SimSettings, comeback_s: float, reactors: Sequence[tuple[float, int]],
+                 max_replicas: int | None = None) -> tuple[ReactorRun, ...]:
+    """**Memoryless reactors**, one per ``(headroom, hold_s)``, each with that headroom for every
+    trace (no hindsight): each second it runs ``ceil(headroom × the work rate of the last second)``
+    replicas, holds each rise ``hold_s`` seconds, and its rises serve ``comeback_s`` later
+    (:func:`~ebb.sim.baselines.oracle.reactive_schedule_for`, on an engine whose cold start is
+    ``comeback_s``). Over a family of traces, their (SLO met, GPU-h) points are the frontier that
+    reacting to demand, with that comeback, can reach. One simulation per reactor."""
+    rate, evaluate = _reacting(w, settings, comeback_s)
+    runs = []
+    for headroom, hold_s in reactors:
+        cost, viol = evaluate(reactive_schedule_for(rate, headroom, 1, max_replicas, hold_s))
+        runs.append(ReactorRun(headroom, hold_s, cost / 3600.0, viol))
+    return tuple(runs)
 
 
 def arrivals_per_second(trace: RequestTrace | CountSeries) -> FloatArray:
@@ -403,7 +413,7 @@ def compare(trace: RequestTrace | CountSeries, items: Sequence[PolicySpecItem], 
     ``on_workload`` the prepared workload's requests, span (s) and load multiple once they are known
     (after the calibration, before the oracle's search: what a time estimate needs);
     ``reactive_comeback_s``: also :func:`search_reactive` with that comeback (``Comparison.reactive``),
-    and :func:`run_reactor` for each ``(headroom, hold_s)`` of ``reactors`` (``Comparison.reactors``)."""
+    and :func:`run_reactors` for each ``(headroom, hold_s)`` of ``reactors`` (``Comparison.reactors``)."""
     def step(msg: str) -> None:
         if on_step is not None:
             on_step(msg)
@@ -446,5 +456,5 @@ def compare(trace: RequestTrace | CountSeries, items: Sequence[PolicySpecItem], 
     if reactive_comeback_s is not None:
         step(f"perfect reactor: searching its cheapest schedule with a {reactive_comeback_s:g} s comeback")
         reactive = search_reactive(w, settings, reactive_comeback_s, max_replicas=peak_replicas)
-        fixed = tuple(run_reactor(w, settings, reactive_comeback_s, h, hold, peak_replicas) for h, hold in reactors)
+        fixed = run_reactors(w, settings, reactive_comeback_s, reactors, peak_replicas)
     return Comparison(tuple(runs), str(w.name), w.requests, duration, k, fidelity, found, reactive, fixed)
