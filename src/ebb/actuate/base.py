@@ -30,7 +30,8 @@ from ebb.model.drains import DrainObserver
 from ebb.model.ids import DecisionId, ReplicaId
 from ebb.model.observation import ScaleRequest
 
-__all__ = ["ActuationResult", "Actuator", "FleetState", "ReplicaState", "ReportsDrains", "SleepingActuator"]
+__all__ = ["ActuationResult", "Actuator", "FleetState", "ReplicaState", "ReportsDrains", "SizedBySource",
+           "SleepingActuator"]
 
 
 @dataclass(frozen=True)
@@ -70,10 +71,20 @@ class FleetState:
     """The slowest wake this actuator has measured (the wake call until the replica is back in
     service), s; None before any wake or without a tier. A policy learns its tier's wake time
     upward from it (:func:`~ebb.decide.tier_rules.learned_wake_s`)."""
+    real_ready: int | None = None
+    """Ready replicas of the fleet that really serves, when these replicas are not it (None: they
+    are). A shadow fleet (Ebb's own, in recommend mode: :mod:`ebb.live.shadow_fleet`) stands beside
+    the real one, whose replicas the source's samples cover: :attr:`source_ready`."""
 
     @property
     def ready_replicas(self) -> int:
         return sum(1 for r in self.replicas if r.ready_s is not None)
+
+    @property
+    def source_ready(self) -> int:
+        """The ready replicas the source's samples should cover (the controller's fleet-completeness
+        check): :attr:`real_ready` when set, else :attr:`ready_replicas`."""
+        return self.ready_replicas if self.real_ready is None else self.real_ready
 
 
 @dataclass(frozen=True)
@@ -142,4 +153,16 @@ class ReportsDrains(Protocol):
 
     def observe_drains(self, observer: DrainObserver | None) -> None:
         """Send every drain record from now on to ``observer`` (None: stop)."""
+        ...
+
+
+@runtime_checkable
+class SizedBySource(Protocol):
+    """An actuator that learns its fleet's size from the signal source: a fleet Ebb observes but does
+    not own (:class:`~ebb.actuate.observed.ObservedFleet` without ``--workers``). The controller tells
+    it, before each cycle's ``state()``, how many replicas the cycle's fresh read covered."""
+
+    def source_saw(self, replicas: int | None) -> None:
+        """The replicas behind the freshest read (:attr:`~ebb.model.live.LiveSignals.replicas_seen`;
+        None: the read said nothing about them)."""
         ...

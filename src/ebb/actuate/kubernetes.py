@@ -39,6 +39,9 @@ Guarantees, beyond those of :mod:`ebb.actuate.base`:
   go through deletion cost and ``/scale`` — :mod:`ebb.actuate.kube_tier`, which also tells each drain
   (start, in-flight steps, end) to :meth:`KubernetesActuator.observe_drains`'s observer. ``tier=None``
   (the default) is everything above, unchanged: no background thread, no engine call, no drain record.
+* **A hand-off when given a board** (``handoff``; :mod:`ebb.decide.handoff`): step (3) hands the
+  count to the board instead of writing ``/scale``, and ``state()`` reports a pending hand-off as
+  ``spec.replicas``; an HPA or KEDA ScaledObject applies the number. Everything else is unchanged.
 
 State reads ``/scale`` and lists pods by its selector; terminating pods (``deletionTimestamp``)
 count as ``draining``. Zones come from each node's ``topology.kubernetes.io/zone`` label (cached
@@ -62,6 +65,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ebb.actuate.base import ActuationResult, FleetState, ReplicaState
+from ebb.decide.handoff import HandoffBoard
 from ebb.actuate.kube_client import MAX_BACKOFF_S as MAX_BACKOFF_S  # re-export: public here before the split
 from ebb.actuate.kube_client import DECISION_ANNOTATION as DECISION_ANNOTATION  # public here too
 from ebb.actuate.kube_client import DECISION_REPLICAS_ANNOTATION as DECISION_REPLICAS_ANNOTATION
@@ -122,7 +126,7 @@ class KubernetesActuator:
                  backoff_s: float = 0.2, controller_name: str = "ebb", request_timeout_s: float = 10.0,
                  clock: Callable[[], float] | None = None, sleep: Callable[[float], None] | None = None,
                  rng: random.Random | None = None, tier: SleepTier | None = None,
-                 tier_settings: TierSettings | None = None) -> None:
+                 tier_settings: TierSettings | None = None, handoff: HandoffBoard | None = None) -> None:
         if not namespace or not deployment:
             raise ConfigError(f"kubernetes actuator needs a namespace and a deployment, got "
                               f"{namespace!r}/{deployment!r} (fix: pass --namespace and --deployment)")
@@ -156,6 +160,12 @@ class KubernetesActuator:
         if tier_settings is not None and tier is not None and tier_settings.tier != tier:
             raise ConfigError(f"{self.target}: tier {tier.describe()} differs from the tier settings' "
                               f"{tier_settings.tier.describe()} (fix: pass one of them)")
+        if handoff is not None and (tier is not None or tier_settings is not None):
+            raise ConfigError(f"{self.target}: a hand-off to an HPA/KEDA cannot keep an asleep tier (the tier's "
+                              "/scale counts sleeping pods, which the HPA would see as running) (fix: drop --tier, "
+                              "or let Ebb write /scale itself with --mode act and no --serve-keda/--hand-off)")
+        self.handoff = handoff
+        """Hand-off mode (:mod:`ebb.decide.handoff`): the decided count goes to this board, not ``/scale``."""
         self.tier: SleepTier | None = tier or (tier_settings.tier if tier_settings is not None else None)
         """The asleep tier (:class:`~ebb.actuate.base.SleepingActuator`); None: no pod ever sleeps."""
         self._tier: KubeTier | None = None
@@ -190,7 +200,10 @@ class KubernetesActuator:
         d = self._calls.call(f"read deployment {self.target}", lambda: self._apps.read_namespaced_deployment(
             self.deployment, self.namespace, _request_timeout=self._timeout))
         sel = d.spec.selector
-        return KubeDeployment(int(d.spec.replicas if d.spec.replicas is not None else 1), d.metadata.resource_version,
+        replicas = int(d.spec.replicas if d.spec.replicas is not None else 1)
+        if self.handoff is not None:  # a pending hand-off is the spec this decision starts from
+            replicas = self.handoff.spec_seen(self.target, replicas)
+        return KubeDeployment(replicas, d.metadata.resource_version,
                            d.metadata.uid or "", format_selector(sel.match_labels, sel.match_expressions),
                            dict(d.metadata.annotations or {}))
 
@@ -235,6 +248,8 @@ class KubernetesActuator:
                                          self.deployment, self.namespace, _request_timeout=self._timeout))
             pods = self._pods(scale.status.selector if scale.status else "")
             spec = scale.spec.replicas if scale.spec and scale.spec.replicas is not None else 0
+            if self.handoff is not None:
+                spec = self.handoff.spec_seen(self.target, int(spec))
             if self._tier is not None:
                 return self._tier.state(int(spec), pods)
             live = sorted((p for p in pods if not p.terminating), key=lambda p: (p.created_s, p.name))
@@ -375,6 +390,9 @@ class KubernetesActuator:
         return str(out.metadata.resource_version)
 
     def _patch_scale(self, want: int, resource_version: str) -> None:
+        if self.handoff is not None:  # the HPA writes /scale (module docstring: hand-off)
+            self.handoff.hand_off(self.target, want)
+            return
         body = {"metadata": {"resourceVersion": resource_version}, "spec": {"replicas": want}}
         self._calls.call(f"patch scale of {self.target}", lambda: self._apps.patch_namespaced_deployment_scale(
             self.deployment, self.namespace, body, _content_type=_MERGE_PATCH, _request_timeout=self._timeout))

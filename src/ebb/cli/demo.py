@@ -39,6 +39,9 @@ def demo_cmd(
     tier: Annotated[str, typer.Option(
         help="An asleep tier, e.g. asleep:wake_s=2,max=4,ttl_s=1800: drained workers sleep (the ebb worker: "
              "vLLM's /sleep; llama-server: --sleep-idle-seconds) and scale-ups wake them first; empty: none.")] = "",
+    mode: Annotated[str, typer.Option(
+        help="act (the controller scales the workers) or recommend (it scales nothing: Ebb's own fleet runs "
+             "beside them and one shadow row a minute goes to the ledger, for ebb shadow report).")] = "act",
 ) -> None:
     """Scale real worker processes under a real trace with the live controller, and report what happened."""
     if not live:
@@ -65,12 +68,13 @@ def demo_cmd(
         from ebb.demo.llamacpp import llama_server_binary, tiny_model
         settings = llamacpp_settings(minutes=minutes, trace=trace, start_s=start_s, time_scale=time_scale,
                                      source="agents" if source == "auto" else source, report=report,
-                                     workdir=workdir, tier=sleep_tier)
+                                     workdir=workdir, tier=sleep_tier, mode=mode)
         llama_server_binary()  # MissingExtraError with the fix before anything starts
         tiny_model()
     else:
         settings = DemoSettings(minutes=minutes, trace=trace, start_s=start_s, time_scale=time_scale, source=source,
-                                report=report, workdir=workdir, tier=sleep_tier, warmup_s=warmup_s)
+                                report=report, workdir=workdir, tier=sleep_tier, warmup_s=warmup_s,
+                                mode=mode)  # type: ignore[arg-type]
     workdir.mkdir(parents=True, exist_ok=True)
     # The terminal shows the live view; structured logs (with trace ids) go to a file beside the ledger.
     log_file = (workdir / "controller.log").open("a", encoding="utf-8")
@@ -124,3 +128,5 @@ def demo_cmd(
                        f"{z.failed_sleeps} failed sleeps, {z.released} released; slowest wake {z.slowest_wake_s:.2f} s")
     if result.report is not None:
         _console.print(f"report: {result.report}")
+    if settings.mode == "recommend":
+        _console.print(f"shadow: ebb shadow report --ledger {result.ledger_path} --run-id {settings.run_id}")

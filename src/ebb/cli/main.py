@@ -30,6 +30,7 @@ _COMMAND_MODULES = (
     "ebb.cli.run",
     "ebb.cli.demo",
     "ebb.cli.sweep",
+    "ebb.cli.shadow",
 )
 
 for _name in _COMMAND_MODULES:

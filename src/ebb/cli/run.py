@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 from pathlib import Path
@@ -23,6 +22,7 @@ from rich.console import Console
 from ebb.cli.app import app
 from ebb.cli.config_option import ConfigOpt, PrintConfigOpt, panel, print_settings, read_settings, settings_option
 from ebb.cli.ledger_options import etcd_auth, etcd_option
+from ebb.cli.run_election import plan_election, start_elector
 from ebb.config.run_settings import (
     RUN_GROUPS,
     ActuatorSettings,
@@ -139,10 +139,12 @@ def run_cmd(
     deployment: Annotated[str | None, settings_option(ActuatorSettings, "deployment")] = None,
     kubeconfig: Annotated[str | None, settings_option(ActuatorSettings, "kubeconfig")] = None,
     in_cluster: Annotated[bool, settings_option(ActuatorSettings, "in_cluster")] = ActuatorSettings.in_cluster,
-    workers: Annotated[int, settings_option(ActuatorSettings, "workers")] = ActuatorSettings.workers,
+    workers: Annotated[int | None, settings_option(ActuatorSettings, "workers")] = None,
     max_batch: Annotated[int, settings_option(ActuatorSettings, "max_batch")] = ActuatorSettings.max_batch,
     speed: Annotated[float, settings_option(ActuatorSettings, "speed")] = ActuatorSettings.speed,
     tier: Annotated[str | None, settings_option(ActuatorSettings, "tier")] = None,
+    serve_keda: Annotated[str | None, settings_option(ActuatorSettings, "serve_keda")] = None,
+    hand_off: Annotated[bool, settings_option(ActuatorSettings, "hand_off")] = ActuatorSettings.hand_off,
     policy: Annotated[str, settings_option(PolicySettings, "policy")] = PolicySettings.policy,
     workloads: Annotated[Path | None, settings_option(PolicySettings, "workloads")] = None,
     workload_class: Annotated[str | None, settings_option(PolicySettings, "workload_class")] = None,
@@ -155,6 +157,13 @@ def run_cmd(
     elect: Annotated[bool, settings_option(LedgerSettings, "elect")] = LedgerSettings.elect,
     candidate_id: Annotated[str | None, settings_option(LedgerSettings, "candidate_id", envvar="EBB_INSTANCE")]
     = None,
+    election: Annotated[str, settings_option(LedgerSettings, "election")] = LedgerSettings.election,
+    lease_namespace: Annotated[str | None, settings_option(LedgerSettings, "lease_namespace")] = None,
+    lease_duration_s: Annotated[int, settings_option(LedgerSettings, "lease_duration_s")] = \
+    LedgerSettings.lease_duration_s,
+    lease_renew_deadline_s: Annotated[float, settings_option(LedgerSettings, "lease_renew_deadline_s")] = \
+    LedgerSettings.lease_renew_deadline_s,
+    lease_retry_s: Annotated[float, settings_option(LedgerSettings, "lease_retry_s")] = LedgerSettings.lease_retry_s,
     etcd_ca: Annotated[str | None, etcd_option("etcd_ca", panel(LedgerSettings))] = None,
     etcd_cert: Annotated[str | None, etcd_option("etcd_cert", panel(LedgerSettings))] = None,
     etcd_key: Annotated[str | None, etcd_option("etcd_key", panel(LedgerSettings))] = None,
@@ -168,6 +177,10 @@ def run_cmd(
     prometheus_ca: Annotated[Path | None, settings_option(SecuritySettings, "prometheus_ca")] = None,
     prometheus_cert: Annotated[Path | None, settings_option(SecuritySettings, "prometheus_cert")] = None,
     prometheus_key: Annotated[Path | None, settings_option(SecuritySettings, "prometheus_key")] = None,
+    keda_token_file: Annotated[Path | None, settings_option(SecuritySettings, "keda_token_file")] = None,
+    keda_cert: Annotated[Path | None, settings_option(SecuritySettings, "keda_cert")] = None,
+    keda_key: Annotated[Path | None, settings_option(SecuritySettings, "keda_key")] = None,
+    keda_client_ca: Annotated[Path | None, settings_option(SecuritySettings, "keda_client_ca")] = None,
     metrics_bind: Annotated[str, settings_option(SecuritySettings, "metrics_bind")] = SecuritySettings.metrics_bind,
 ) -> None:
     """Run the controller on the wall clock: the simulator's decision code against live signals."""
@@ -197,7 +210,11 @@ def _run(s: RunSettings) -> None:
             raise ConfigError(f"{fleet_cfg.source}: {tiered[0]} has a tier: only act mode puts replicas to sleep "
                               "(fix: --mode act, or drop tier: from the fleet file)")
     actuator, target = _target(s, fleet_cfg)
+    if (s.actuator.hand_off or s.actuator.serve_keda) and actuator != "kubernetes":
+        raise ConfigError(f"{'--serve-keda' if s.actuator.serve_keda else '--hand-off'} needs --actuator kubernetes "
+                          "--deployment NAME: the HPA applies Ebb's number to a Deployment (fix: add them)")
     loc, ledger_auth = _ledger_access(s.ledger)
+    plan_election(s, loc, key=(s.loop.run_id or target) if fleet_cfg is not None else target)  # refused now
     src, sec = s.source, s.security
     prom_client = _prometheus_client(src.prometheus_url, sec.prometheus_token_file, sec.prometheus_ca,
                                      sec.prometheus_cert, sec.prometheus_key)
@@ -240,13 +257,11 @@ def _target(s: RunSettings, fleet_cfg: Any) -> tuple[str, str]:
 
 
 def _ledger_access(led: LedgerSettings) -> tuple[Any, Any]:
-    """(ledger location, etcd auth or None), checked: ``--elect`` needs etcd, and etcd options need etcd."""
+    """(ledger location, etcd auth or None), checked: etcd options need etcd (``--elect``'s combinations:
+    :func:`~ebb.cli.run_election.plan_election`)."""
     from ebb.ledger.location import check_auth_fits, parse_location
 
     loc = parse_location(led.ledger)
-    if led.elect and loc.kind != "etcd":
-        raise ConfigError("--elect needs an etcd ledger (--ledger etcd://HOST:PORT/PREFIX): the fencing "
-                          "token is checked by the ledger's own transactions")
     auth = etcd_auth(led.etcd_ca, led.etcd_cert, led.etcd_key, led.etcd_user, led.etcd_password_file)
     check_auth_fits(loc, auth)
     return loc, auth
@@ -261,10 +276,13 @@ def _run_single(s: RunSettings, src: Any, *, workload: Any, actuator: str, targe
 
     p, loop = s.policy, s.loop
     gate_specs = _gates(p.gates)
-    pol = build_live_policy(p.policy, slo_ttft_ms=p.slo_ttft_ms, slo_e2e_ms=p.slo_e2e_ms, initial=s.actuator.workers,
-                            interval_s=loop.interval_s, max_staleness_s=loop.max_staleness_s,
+    from ebb.decide.handoff import handed_off_cold_start_s
+    handed_off = s.actuator.hand_off or bool(s.actuator.serve_keda)  # capacity comes back one HPA sync later
+    pol = build_live_policy(p.policy, slo_ttft_ms=p.slo_ttft_ms, slo_e2e_ms=p.slo_e2e_ms,
+                            initial=s.actuator.workers_at_start, interval_s=loop.interval_s, max_staleness_s=loop.max_staleness_s,
                             workload=workload, gates=gate_specs,
-                            cold_start_s=p.cold_start_s, tier=tier)
+                            cold_start_s=handed_off_cold_start_s(p.cold_start_s) if handed_off else p.cold_start_s,
+                            tier=tier)
     pol_min, pol_max = replica_bounds(pol)
     probe = None
     # PromQL gates are measured through Prometheus; the built-in one reads L1.
@@ -276,14 +294,30 @@ def _run_single(s: RunSettings, src: Any, *, workload: Any, actuator: str, targe
                                   max_staleness_s=loop.max_staleness_s, min_replicas=pol_min, max_replicas=pol_max,
                                   react_interval_s=s.react_s)
 
+    board, scaler = _hand_off(s, target, workload)
     handler = configure_logging(json=_json_logs(loop.log_json), stream=sys.stderr)
     closers: list[Any] = [lambda: logging.getLogger().removeHandler(handler)]
     try:
-        act = _actuator(actuator, s, closers, tier)
+        act = _actuator(actuator, s, closers, tier, board)
         elector, store, metrics, tracer = _services(closers, s, loc=loc, ledger_auth=ledger_auth,
                                                     election_key=target if s.ledger.elect else None)
+        from ebb.live.replica_gauge import ReplicaGauge
+        gauge = ReplicaGauge(metrics, target, loop.mode, board)
+        watchers: list[Any] = [gauge]
+        if loop.mode == "recommend":  # Ebb's own fleet beside the real one, a ledger row a minute (ebb shadow)
+            from ebb.live.shadow import shadowed
+            act, recorder = shadowed(act, store, settings, pol, elector=elector)
+            watchers += [act.follow, recorder]
+            gauge.as_run = lambda: act.as_run  # current = the fleet that really runs, not Ebb's own
+            closers.append(recorder.close)  # the minute under way, before the ledger closes
         ctl = Controller(pol, src, act, store, settings, tracer=tracer, metrics=metrics, elector=elector,
-                         gate_probe=probe)
+                         gate_probe=probe, watchers=watchers)
+        if scaler is not None:
+            if elector is not None:
+                scaler.is_leader = elector.is_leader
+            _console.print(f"KEDA external scaler: {scaler.start(str(s.actuator.serve_keda))} (metric "
+                           f"ebb-desired-replicas for {target})")
+            closers.append(scaler.stop)
         closers.append(ctl.close)  # the compensation log it opened beside the ledger
         stop = _stop_on_signals()
         _console.print(f"ebb run: {loop.mode} mode, {s.source.source} → {pol.spec} → {actuator} ({target}), "
@@ -292,6 +326,27 @@ def _run_single(s: RunSettings, src: Any, *, workload: Any, actuator: str, targe
     finally:
         for close in reversed(closers):
             close()
+
+
+def _hand_off(s: RunSettings, target: str, workload: Any) -> tuple[Any, Any]:
+    """(board, KEDA scaler) in hand-off mode (:mod:`ebb.decide.handoff`), checked before anything starts;
+    (None, None) when Ebb writes /scale itself."""
+    a, sec = s.actuator, s.security
+    if not (a.hand_off or a.serve_keda):
+        return None, None
+    from ebb.decide.handoff import HandoffBoard
+    board = HandoffBoard(stale_after_s=max(30.0, 3 * s.loop.max_staleness_s))
+    if not a.serve_keda:
+        return board, None
+    from ebb.actuate.keda_scaler import KedaScalerServer
+    token = _secret(sec.keda_token_file, "EBB_KEDA_TOKEN", "--keda-token-file")
+    cls = s.policy.workload_class or (workload.name if workload is not None else None)
+    classes = {target: cls} if cls else {}
+    scaler = KedaScalerServer(board, classes=classes, token=token,
+                              cert_file=str(sec.keda_cert) if sec.keda_cert else None,
+                              key_file=str(sec.keda_key) if sec.keda_key else None,
+                              client_ca_file=str(sec.keda_client_ca) if sec.keda_client_ca else None)
+    return board, scaler
 
 
 def _tier(s: RunSettings) -> Any:
@@ -305,14 +360,15 @@ def _tier(s: RunSettings) -> Any:
     return parse_tier(s.actuator.tier)
 
 
-def _actuator(kind: str, s: RunSettings, closers: list[Any], tier: Any = None) -> Any:
+def _actuator(kind: str, s: RunSettings, closers: list[Any], tier: Any = None, board: Any = None) -> Any:
     """The Kubernetes actuator, the observed local fleet (recommend mode) or started local workers (act);
-    with ``tier``, one that sleeps its victims (:class:`~ebb.actuate.base.SleepingActuator`)."""
+    with ``tier``, one that sleeps its victims (:class:`~ebb.actuate.base.SleepingActuator`); with
+    ``board``, one that hands its numbers to an HPA (:mod:`ebb.decide.handoff`)."""
     a = s.actuator
     if kind == "kubernetes":
         from ebb.actuate.kubernetes import KubernetesActuator
         return KubernetesActuator(a.namespace, str(a.deployment), kubeconfig=a.kubeconfig, in_cluster=a.in_cluster,
-                                  tier=tier)
+                                  tier=tier, handoff=board)
     if s.loop.mode == "recommend":
         # Recommend mode changes nothing, so it starts nothing either: the local fleet is observed.
         from ebb.actuate.observed import ObservedFleet
@@ -322,7 +378,7 @@ def _actuator(kind: str, s: RunSettings, closers: list[Any], tier: Any = None) -
     router = Router()
     _console.print(f"router: {router.start()}")
     closers.append(router.stop)
-    act = LocalActuator(router, initial=a.workers, max_batch=a.max_batch, speed=a.speed, tier=tier)
+    act = LocalActuator(router, initial=a.workers_at_start, max_batch=a.max_batch, speed=a.speed, tier=tier)
     closers.append(act.close)
     return act
 
@@ -386,14 +442,10 @@ def _services(closers: list[Any], s: RunSettings, *, loc: Any, ledger_auth: Any,
     from ebb.telemetry.metrics import EbbMetrics
     from ebb.telemetry.tracing import CycleTracer, configure_otlp, local_provider
 
-    elector = None
-    if election_key is not None:
-        from ebb.ledger.election import LeaderElector
-        elector = LeaderElector(loc.target, f"{loc.prefix or 'ebb'}/leader/{election_key}",
-                                s.ledger.candidate_id or f"{socket.gethostname()}-{os.getpid()}", auth=ledger_auth)
-        elector.start()
-        closers.append(elector.close)
-    store = open_ledger(s.ledger.ledger, writer=True, etcd_auth=ledger_auth)  # SQLite: one controller per file
+    plan = None if election_key is None else plan_election(s, loc, key=election_key)
+    elector = start_elector(plan, s, loc=loc, ledger_auth=ledger_auth, closers=closers)
+    # SQLite: one controller per file, unless the replicas of a Lease election share it (fenced writes)
+    store = open_ledger(s.ledger.ledger, writer=plan is None or not plan.shares_sqlite, etcd_auth=ledger_auth)
     closers.append(store.close)
     metrics = EbbMetrics()
     if s.loop.metrics_port is not None:

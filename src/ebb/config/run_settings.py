@@ -17,6 +17,7 @@ profile) is checked by ``ebb run`` next, still before anything starts.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,10 @@ MAX_COLD_START_S = 86_400
 memories are counted in comeback horizons of this length."""
 AGENTS_REACT_MS = 100
 """The fast path's default period with ``--source agents`` (ms): the agents' 100 ms buckets."""
+ELECTIONS = ("auto", "etcd", "kubernetes")
+LEASE_DEFAULTS = (15, 10.0, 2.0)
+"""client-go's lease duration, renew deadline and retry period (s): the Lease election's defaults."""
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 MAX_CYCLES = 1_000_000_000
 """Most ``--cycles`` accepted: 31 years of 1 s cycles; more is a typo (leave it out to run until stopped)."""
 MAX_WORKERS = 1_000
@@ -182,7 +187,7 @@ class ActuatorSettings:
     SECTION: ClassVar[str] = "actuator"
 
     actuator: str | None = None
-    """local (the default: in act mode, worker processes started on this machine; in recommend mode, --workers workers observed, nothing started) or kubernetes (always, with a fleet file).
+    """local (the default: in act mode, worker processes started on this machine; in recommend mode, the --workers workers, else as many as the source reads, observed, nothing started) or kubernetes (always, with a fleet file).
 
     Unset means local, or kubernetes with a fleet file (the only actuator a fleet has)."""
     namespace: str = "default"
@@ -201,10 +206,11 @@ class ActuatorSettings:
     """Use the pod's service account.
 
     Default false (the kubeconfig is read); a controller deployed as a pod sets it."""
-    workers: int = 2
+    workers: int | None = None
     """local: workers at start (recommend mode: the workers observed).
 
-    A count of worker processes, 0 to 1,000; default 2, the smallest fleet that can scale down."""
+    A count of worker processes, 0 to 1,000. Unset: act mode starts 2, the smallest fleet that can
+    scale down; recommend mode observes as many workers as the source reads (never a guessed count)."""
     max_batch: int = 8
     """local: batch slots per worker.
 
@@ -225,6 +231,19 @@ class ActuatorSettings:
     ebb.io/routable=true (docs/tiers.md, Live (Kubernetes)). Act mode, single workload (a fleet
     file names each workload's own tier: key); the simulator's snapshot tier has no live actuator.
     Unset: no tier."""
+    serve_keda: str | None = None
+    """Serve KEDA's external scaler on HOST:PORT (:9090): a ScaledObject applies Ebb's replicas (docs/keda.md).
+
+    Hand-off mode: act mode on a Kubernetes Deployment, but Ebb writes no /scale; it sets the victims'
+    deletion cost, drains as in act mode and answers KEDA's GetMetrics with the replicas it decided
+    (metric ebb-desired-replicas, target 1: the HPA applies the number). Needs --mode act and
+    --actuator kubernetes; implies --hand-off. Unset: no scaler served."""
+    hand_off: bool = False
+    """Decide, but let an HPA or KEDA ScaledObject write /scale (the number on ebb_desired_replicas{mode="handoff"}).
+
+    Default false: in act mode Ebb writes /scale itself. With it, Ebb publishes its decided replicas on
+    its /metrics (and over gRPC with --serve-keda) for the HPA to apply, and never writes /scale: one
+    writer. Needs --mode act and --actuator kubernetes."""
 
     def __post_init__(self) -> None:
         if self.tier is not None:
@@ -235,9 +254,15 @@ class ActuatorSettings:
         if self.actuator is not None and self.actuator not in ACTUATORS:
             raise ConfigError(f"--actuator must be local or kubernetes, got {self.actuator!r} (fix: --actuator "
                               "kubernetes --deployment NAME, or leave it out for local)")
-        checks.int_in_range("--workers", self.workers, 0, MAX_WORKERS, fix="e.g. --workers 2")
+        if self.workers is not None:
+            checks.int_in_range("--workers", self.workers, 0, MAX_WORKERS, fix="e.g. --workers 2")
         checks.int_in_range("--max-batch", self.max_batch, 1, MAX_BATCH, fix="e.g. --max-batch 8")
         checks.positive("--speed", self.speed, fix="a speed-up over the H200 model, e.g. --speed 1 (real time)")
+
+    @property
+    def workers_at_start(self) -> int:
+        """``--workers``, or 2 when unset (act mode's local fleet, and the policy's initial size)."""
+        return 2 if self.workers is None else self.workers
 
 
 @dataclass(frozen=True)
@@ -293,7 +318,7 @@ class PolicySettings:
 
 @dataclass(frozen=True)
 class LedgerSettings(EtcdAuthSettings):
-    """Where decisions are recorded, and leader election among controllers (on an etcd ledger)."""
+    """Where decisions are recorded, and leader election among controllers (etcd or a Kubernetes Lease)."""
 
     SECTION: ClassVar[str] = "ledger"
 
@@ -304,14 +329,63 @@ class LedgerSettings(EtcdAuthSettings):
     resumes from it. Default ``ebb-ledger.sqlite`` in the working directory (one controller per
     file); etcd for replicated controllers."""
     elect: bool = False
-    """Leader election on the etcd ledger's server (HA controllers).
+    """Leader election among replicated controllers: on etcd with an etcd ledger, else on a Kubernetes Lease (--election).
 
-    Default false (one controller). With it, only the leader acts; its fencing token is checked
-    by the ledger's own transactions. Needs an etcd ledger."""
+    Default false (one controller). With it, only the leader acts, and every ledger write carries
+    its fencing token: the etcd ledger compares it in its own transaction; a SQLite ledger shared by
+    the replicas (one node: SQLite's WAL needs every writer on one host) refuses a token older than
+    one it holds and a write whose Lease ran out (docs/live.md, "Leader election")."""
     candidate_id: str | None = None
     """This controller's id in the election.
 
     Unset: ``$EBB_INSTANCE``, else ``<hostname>-<pid>`` (a pod's name is its hostname)."""
+    election: str = "auto"
+    """With --elect: auto (etcd for an etcd ledger, else kubernetes), etcd, or kubernetes (a coordination.k8s.io Lease).
+
+    ``kubernetes`` campaigns on the Lease ``ebb-<target>-<hash>`` in ``lease_namespace`` with the
+    actuator's credentials (``--kubeconfig`` / ``--in-cluster``), as client-go's leader election
+    does; it needs a SQLite ledger (the etcd ledger checks tokens against its own etcd election).
+    Default auto."""
+    lease_namespace: str | None = None
+    """Namespace of the election Lease (default: $POD_NAMESPACE, else ebb-system).
+
+    A namespace name; the controller's service account needs get, create and update on
+    ``coordination.k8s.io`` ``leases`` there. Only with ``election: kubernetes``."""
+    lease_duration_s: int = 15
+    """Lease election: seconds a follower waits without seeing a renewal before taking the Lease.
+
+    Whole seconds (the Lease's ``leaseDurationSeconds``), above the renew deadline; default 15, as
+    client-go. Only with ``election: kubernetes``."""
+    lease_renew_deadline_s: float = 10.0
+    """Lease election: the leader stops leading this long after its last renewal was sent.
+
+    Seconds, above 1.2 x ``lease_retry_s`` and below ``lease_duration_s``; default 10, as client-go.
+    A leader stops >= lease_duration_s / 1.01 - 1.01 x this (4.75 s by default) before any successor
+    can hold the Lease. Only with ``election: kubernetes``."""
+    lease_retry_s: float = 2.0
+    """Lease election: seconds between renewals, and between a follower's tries (jittered).
+
+    Seconds, > 0; default 2, as client-go. Only with ``election: kubernetes``."""
+
+    def __post_init__(self) -> None:
+        if self.election not in ELECTIONS:
+            raise ConfigError(f"--election must be auto, etcd or kubernetes, got {self.election!r} (fix: "
+                              "--election kubernetes for a Lease, or leave it out)")
+        lease_given = self.lease_namespace is not None or (
+            self.lease_duration_s, self.lease_renew_deadline_s, self.lease_retry_s) != LEASE_DEFAULTS
+        if not self.elect and (self.election != "auto" or lease_given):
+            raise ConfigError("--election and --lease-* choose how --elect elects, and --elect is not given "
+                              "(fix: add --elect, or drop them)")
+        if self.lease_namespace is not None and not DNS_LABEL.fullmatch(self.lease_namespace):
+            raise ConfigError(f"--lease-namespace {self.lease_namespace!r}: must be a namespace name (lower-case "
+                              "letters, digits and '-', at most 63) (fix: e.g. --lease-namespace ebb-system)")
+        checks.int_in_range("--lease-duration-s", self.lease_duration_s, 1, 2**31 - 1,
+                            fix="whole seconds, e.g. --lease-duration-s 15")
+        checks.positive("--lease-retry-s", self.lease_retry_s, fix="e.g. --lease-retry-s 2")
+        if not 1.2 * self.lease_retry_s < self.lease_renew_deadline_s < self.lease_duration_s:
+            raise ConfigError(f"--lease-renew-deadline-s {self.lease_renew_deadline_s!r}: must be above 1.2 x "
+                              f"--lease-retry-s ({self.lease_retry_s:g}) and below --lease-duration-s "
+                              f"({self.lease_duration_s}) (fix: keep client-go's ratios, e.g. 15, 10 and 2)")
 
 
 @dataclass(frozen=True)
@@ -354,6 +428,24 @@ class SecuritySettings:
     """Key of --prometheus-cert.
 
     A PEM file, with ``prometheus_cert``; unset by default."""
+    keda_token_file: Path | None = None
+    """File holding the token KEDA's trigger must send (metadata tokenFromEnv) (default: $EBB_KEDA_TOKEN).
+
+    One token, no spaces; unset: ``$EBB_KEDA_TOKEN``, else no token (then use mTLS, or a NetworkPolicy
+    that admits only KEDA). KEDA sends no call headers: the ScaledObject's trigger passes it as
+    ``tokenFromEnv``, resolved from a Secret in the scale target's environment."""
+    keda_cert: Path | None = None
+    """TLS certificate of the KEDA scaler's port.
+
+    A PEM file, with ``keda_key``; unset: plaintext gRPC (inside the cluster, behind a NetworkPolicy)."""
+    keda_key: Path | None = None
+    """Key of --keda-cert.
+
+    A PEM file, with ``keda_cert``; unset by default."""
+    keda_client_ca: Path | None = None
+    """CA that signs KEDA's client certificate: mTLS on the scaler's port (TriggerAuthentication tlsClientCert).
+
+    A PEM file; needs ``keda_cert``. Unset: no client certificate asked for."""
     metrics_bind: str = "127.0.0.1"
     """Address /metrics listens on: 127.0.0.1 here, 0.0.0.0 in a pod (probes and scrapes use the pod IP).
 
@@ -372,12 +464,32 @@ class RunSettings:
     security: SecuritySettings
 
     def __post_init__(self) -> None:
+        self._check_hand_off()
         react_s = self.react_s
         if not 0 <= react_s < self.loop.interval_s:
             ms = self.policy.react_ms
             got = f"{ms!r}" if ms is not None else f"the agents' default {react_s * 1000:g} ms"
             raise ConfigError(f"--react-ms must be within 0 and the cycle ({self.loop.interval_s * 1000:g} ms), "
                               f"got {got} (fix: a longer --interval-s, or --react-ms 0 to turn the fast path off)")
+
+    def _check_hand_off(self) -> None:
+        """--serve-keda / --hand-off: act mode on a Kubernetes Deployment, no tier (module docstring)."""
+        a = self.actuator
+        flag = "--serve-keda" if a.serve_keda else "--hand-off" if a.hand_off else None
+        if flag is None:
+            sec = self.security
+            if sec.keda_cert or sec.keda_key or sec.keda_client_ca or sec.keda_token_file:
+                raise ConfigError("--keda-token-file/-cert/-key/-client-ca need --serve-keda HOST:PORT (fix: add it)")
+            return
+        if self.loop.mode != "act":
+            raise ConfigError(f"{flag} hands Ebb's decisions to an HPA to apply: it needs --mode act (fix: --mode act; "
+                              "to only watch, leave it out and read ebb_desired_replicas{mode=\"recommend\"})")
+        if a.actuator == "local":
+            raise ConfigError(f"{flag} needs --actuator kubernetes --deployment NAME (the HPA applies the number "
+                              "to a Deployment) (fix: add them)")
+        if a.tier is not None:
+            raise ConfigError(f"{flag} does not go with --tier: the tier's /scale counts sleeping pods, which an "
+                              "HPA would take for running ones (fix: drop one)")
 
     @property
     def react_s(self) -> float:

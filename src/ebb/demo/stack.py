@@ -8,7 +8,11 @@ What runs (all on 127.0.0.1, free ports, a temporary work dir):
 * the real Prometheus server (Debian's ``prometheus``), scraping router, agent and workers every
   second (workers through a file-SD targets file the actuator rewrites) — skipped with a message
   when the binary is absent, the controller then reads the agent directly;
-* the controller (:class:`~ebb.live.controller.Controller`) in ``act`` mode with a SQLite ledger;
+* the controller (:class:`~ebb.live.controller.Controller`) in ``act`` mode with a SQLite ledger — or,
+  with ``mode="recommend"`` (``ebb demo --live --mode recommend``), beside the workers it does not
+  scale, running Ebb's own fleet and recording one shadow row a minute for ``ebb shadow report``
+  (:mod:`ebb.live.shadow`; the workers stay as started unless a hook scales them, as a team's own
+  autoscaler would);
 * a load generator replaying ``trace`` from ``start_s`` for ``minutes`` of wall time, ``time_scale``
   times faster than recorded.
 
@@ -53,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from ebb.actuate.base import Actuator
 from ebb.actuate.local import LocalActuator
 from ebb.actuate.local_sleep import SleepCounts
 from ebb.agent.server import Agent
@@ -61,8 +66,10 @@ from ebb.decide.base import Sleeps
 from ebb.errors import ConfigError, InputError, MissingExtraError
 from ebb.ledger import open_ledger
 from ebb.live.controller import Controller, ControllerSettings, CycleOutcome
+from ebb.live.settings import Mode
 from ebb.demo.loadgen import LoadGenerator, LoadResults
 from ebb.live.policy_spec import build_live_policy, replica_bounds
+from ebb.live.shadow import ShadowRecorder, shadowed
 from ebb.demo.report import FleetSample, LiveRun, live_policy_run
 from ebb.demo.router import Router
 from ebb.model.trace import RequestTrace
@@ -145,6 +152,9 @@ class DemoSettings:
     sleep_idle_s: int = 2
     """llamacpp with a tier: the servers' ``--sleep-idle-seconds`` (a drained server reads asleep 2-3 s
     after its drain; a routed one idle that long unloads too and reloads on its next request)."""
+    mode: Mode = "act"
+    """``act``: the controller scales the workers. ``recommend``: it scales nothing and runs Ebb's own
+    fleet beside them, one shadow row a minute in the ledger (``ebb shadow report``)."""
 
     def __post_init__(self) -> None:
         # Validate first (``ebb demo --live`` flags): before a worker, Prometheus or the load starts.
@@ -157,6 +167,11 @@ class DemoSettings:
             raise ConfigError(f"--start-s {self.start_s!r}: must be a finite number >= 0 (fix: e.g. --start-s 1320)")
         if self.engine not in ENGINES:
             raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.mode not in ("act", "recommend"):
+            raise ConfigError(f"--mode {self.mode!r}: must be act or recommend (fix: --mode recommend to run Ebb "
+                              "beside the workers without scaling them)")
+        if self.mode == "recommend" and self.tier is not None:
+            raise ConfigError("--tier: only act mode puts workers to sleep (fix: --mode act, or leave --tier out)")
         if self.engine == "llamacpp":
             if self.source == "prometheus":
                 raise ConfigError("the llamacpp demo reads the agent (source agents or auto): the Prometheus "
@@ -226,6 +241,8 @@ class LiveDemo:
         self.router: Router | None = None
         self.loadgen: LoadGenerator | None = None
         self.controller: Controller | None = None
+        self.shadow: ShadowRecorder | None = None
+        """The shadow recorder in recommend mode (:mod:`ebb.live.shadow`); None in act mode."""
         self.fleet: list[FleetSample] = []
         self.notes: list[str] = []
 
@@ -292,11 +309,17 @@ class LiveDemo:
             ledger = open_ledger(str(ledger_path), writer=True)
             stack.callback(ledger.close)
             lo, hi = replica_bounds(policy)
-            self.controller = Controller(policy, source, self.actuator, ledger,
-                                         ControllerSettings(run_id=s.run_id, target="local/serving", mode="act",
-                                                            keep_outcomes=None, min_replicas=lo, max_replicas=hi,
-                                                            react_interval_s=0.1 if kind == "agents" else 0.0),
-                                         tracer=self.tracer, metrics=EbbMetrics())
+            settings = ControllerSettings(run_id=s.run_id, target="local/serving", mode=s.mode, keep_outcomes=None,
+                                          min_replicas=lo, max_replicas=hi,
+                                          react_interval_s=0.1 if kind == "agents" else 0.0)
+            acting: Actuator = self.actuator
+            watchers: list[Callable[[CycleOutcome], None]] = []
+            if s.mode == "recommend":  # Ebb's own fleet beside the workers, a ledger row a minute
+                acting, self.shadow = shadowed(self.actuator, ledger, settings, policy)
+                watchers += [acting.follow, self.shadow]
+                stack.callback(self.shadow.close)  # the minute under way, before the ledger closes
+            self.controller = Controller(policy, source, acting, ledger, settings, tracer=self.tracer,
+                                         metrics=EbbMetrics(), watchers=watchers)
             stack.callback(self.controller.close)  # its compensation log, before the ledger it sits beside
             self.loadgen = LoadGenerator(router_url, trace, time_scale=s.time_scale, rate_scale=s.rate_scale,
                                          tokens_in_scale=s.tokens_in_scale, tokens_out_scale=s.tokens_out_scale,

@@ -25,8 +25,11 @@ Guarantees every backend gives (checked by ``tests/contract/test_ledger_contract
     ``fence.token``, compared by etcd in the same transaction as the writes. A deposed leader's write
     fails atomically as soon as its lease has expired or been revoked, whoever wrote since.
   - **SQLite** (no election to look at): ``fence.token`` is at least the highest ``fencing_token`` of
-    any stored cycle. A deposed leader is refused once the new leader has appended one cycle; before
-    that, its writes still land, carrying the older token (visible in ``ebb explain``).
+    any stored cycle, and the fence's lease has not run out: ``fence.valid_until_s`` is still ahead
+    of the ledger's clock (``fence_clock``, ``time.monotonic`` as the electors'), checked inside the
+    write transaction before anything else and again as the last step before COMMIT. A deposed
+    leader is refused once its deadline has passed (``KubeLeaseElector``: >= 4.75 s before a
+    successor can exist) and, whatever its deadline, once the new leader has appended one cycle.
   - **memory**: as SQLite, and while :attr:`MemoryLedger.current_token` is set (tests simulate an
     election with it) ``fence.token`` must equal it.
   - ``fence=None`` checks nothing (one controller, simulations), as before.
@@ -73,7 +76,8 @@ from ebb.errors import InputError, LedgerConflict, NotLeader
 from ebb.model.decisions import CycleRecord, DecisionRecord
 from ebb.model.ids import CycleId, DecisionId, RunId
 
-__all__ = ["Fence", "Ledger", "fence_token", "MalformedRow", "RowSkips", "check_fence_token", "check_same_cycle", "cycle_order",
+__all__ = ["Fence", "Ledger", "fence_token", "MalformedRow", "RowSkips", "check_fence_time", "check_fence_token",
+           "check_same_cycle", "cycle_order",
            "decision_order", "decision_taken", "keep_last", "not_leader"]
 
 log = logging.getLogger("ebb.ledger")
@@ -119,15 +123,18 @@ def fence_token(fence: object) -> int:
 class Fence:
     """Proof of leadership handed to :meth:`Ledger.append_cycle` (made by ``LeaderElector.fence()``).
 
-    ``key`` is the election key; ``token`` its etcd ``create_revision`` (>= 1; it only grows from one
-    leader to the next); ``lease_id`` the etcd lease holding the key (0 when there is none);
-    ``valid_until_s`` the holder's local deadline on its monotonic clock: act only before it.
+    ``key`` is the election key (a Kubernetes Lease: ``namespace/name``); ``token`` its etcd
+    ``create_revision``, or the Lease's ``leaseTransitions`` + 1 (>= 1; it only grows from one leader
+    to the next); ``lease_id`` the etcd lease holding the key (0 when there is none);
+    ``valid_until_s`` the holder's local deadline on its monotonic clock: act only before it;
+    ``holder`` the holder's identity ("" when the election names none).
     """
 
     key: str
     token: int
     lease_id: int = 0
     valid_until_s: float = math.inf
+    holder: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.key, str) or not self.key:
@@ -138,6 +145,8 @@ class Fence:
         if isinstance(self.valid_until_s, bool) or not isinstance(self.valid_until_s, (int, float)) \
                 or math.isnan(self.valid_until_s):
             raise ValueError(f"Fence.valid_until_s must be a number, got {self.valid_until_s!r}")
+        if not isinstance(self.holder, str):
+            raise ValueError(f"Fence.holder must be a string, got {self.holder!r}")
 
 
 @runtime_checkable
@@ -235,6 +244,13 @@ def check_fence_token(cycle: CycleRecord, fence: Fence | None) -> None:
             f"cycle {cycle.cycle_id!r} has fencing_token={cycle.fencing_token} but is appended under the "
             f"fence of token {fence.token} (key {fence.key!r}); build the cycle with fencing_token=fence.token"
         )
+
+
+def check_fence_time(fence: Fence, cycle_id: str, now_s: float) -> None:
+    """NotLeader when ``fence``'s lease has run out by ``now_s`` (the holder's clock: ``valid_until_s``)."""
+    if now_s >= fence.valid_until_s:
+        holder = f" held by {fence.holder!r}" if fence.holder else ""
+        raise not_leader(fence, cycle_id, f"its lease{holder} ran out {now_s - fence.valid_until_s:.3f} s ago")
 
 
 def not_leader(fence: Fence, cycle_id: str, why: str) -> NotLeader:

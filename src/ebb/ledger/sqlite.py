@@ -24,7 +24,12 @@ Guarantees (on top of :mod:`ebb.ledger.base`):
 * **Fencing.** A fenced ``append_cycle`` reads ``max(fencing_token)`` (indexed) inside the same
   ``BEGIN IMMEDIATE`` transaction and raises :class:`~ebb.errors.NotLeader` when ``fence.token`` is
   lower: once a newer leader has appended a cycle, an older one cannot, and the check cannot race
-  another writer because the write lock is held.
+  another writer because the write lock is held. It also raises ``NotLeader`` when
+  ``fence.valid_until_s`` is not ahead of ``fence_clock()`` (the elector's deadline, default
+  ``time.monotonic``), checked with the token and again after the inserts, as the last step before
+  ``COMMIT``: a leader paused past its lease writes nothing when it resumes, and the window in which a
+  pause can still let a write through is the ``COMMIT`` itself — during which the paused writer holds
+  the write lock, so no successor's cycle can land before it.
 * **Malformed rows** (see :mod:`ebb.ledger.base`): every column of every row read is type-checked
   (text that is not UTF-8, numbers in a text column, JSON columns that are not JSON or nest deeper
   than 64 levels, counts outside ``[0, 2**63 - 1]``), and a cycle row must have exactly
@@ -50,12 +55,13 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from ebb.errors import ConfigError, InputError
-from ebb.ledger.base import (Fence, MalformedRow, RowSkips, check_fence_token, check_same_cycle, decision_taken,
-                             keep_last, not_leader)
+from ebb.ledger.base import (Fence, MalformedRow, RowSkips, check_fence_time, check_fence_token, check_same_cycle,
+                             decision_taken, keep_last, not_leader)
 from ebb.ledger.sqlite_store import NotUtf8, SqliteStore, WriterLock
 from ebb.model.decisions import CycleRecord, DecisionRecord
 from ebb.model.ids import CycleId, DecisionId, RunId
@@ -209,11 +215,14 @@ class SqliteLedger(SqliteStore):
     :class:`~ebb.errors.TransientError`. One object may be shared by threads (calls are serialised).
     ``read_only=True`` opens without writing anything (implies ``create=False``; appends fail with
     :class:`~ebb.errors.InputError`); ``exclusive=True`` is the one-controller lock (module docstring).
+    ``fence_clock`` is the clock a fence's ``valid_until_s`` is compared with: the elector's.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True, busy_timeout_s: float = 5.0,
-                 read_only: bool = False, exclusive: bool = False) -> None:
+                 read_only: bool = False, exclusive: bool = False,
+                 fence_clock: Callable[[], float] = time.monotonic) -> None:
         self.path = os.fspath(path)
+        self._fence_clock = fence_clock
         self._lock = threading.RLock()
         self._skipped: tuple[MalformedRow, ...] = ()
         if read_only and exclusive:
@@ -269,6 +278,7 @@ class SqliteLedger(SqliteStore):
         check_fence_token(cycle, fence)
         with self._txn("append_cycle", write=True) as conn:
             if fence is not None:
+                check_fence_time(fence, cycle.cycle_id, self._fence_clock())
                 top = conn.execute("SELECT max(fencing_token) FROM cycles").fetchone()[0]
                 if top is not None and fence.token < top:
                     raise not_leader(fence, cycle.cycle_id, f"a cycle with token {top} is already stored")
@@ -294,6 +304,8 @@ class SqliteLedger(SqliteStore):
                 f"INSERT INTO decisions({_DECISION_COLS}) VALUES ({','.join('?' * 16)})",
                 [self._decision_row(d, i) for i, d in enumerate(cycle.decisions)],
             )
+            if fence is not None:  # again, last: a pause during the inserts must not outlive the lease
+                check_fence_time(fence, cycle.cycle_id, self._fence_clock())
             return True
 
     @staticmethod

@@ -32,10 +32,10 @@ import ast
 import json
 import re
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import yaml
 
@@ -68,6 +68,7 @@ HELM_RULE_ID = "helm-template"
 STDIN_NAME = "<stdin>"
 _GO_TEMPLATE = re.compile(r"\{\{-?\s*[^{}]*?-?\}\}")
 _HELM_FIX = "helm template CHART | ebb lint -"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,17 @@ class Workspace:
     """Every document of one run, for rules that look across files (PDBs, metric pipelines)."""
 
     documents: list[Document] = field(default_factory=list)
+    _derived: dict[str, tuple[int, Any]] = field(default_factory=dict, repr=False)
+
+    def derived(self, key: str, build: Callable[[list[Document]], T]) -> T:
+        """``build(documents)``, computed once per run and per ``key`` (again only when documents were
+        added since): a cross-file rule reads the run in one pass, not once per document it checks."""
+        held = self._derived.get(key)
+        if held is None or held[0] != len(self.documents):
+            held = (len(self.documents), build(self.documents))
+            self._derived[key] = held
+        value: T = held[1]
+        return value
 
 
 @dataclass
@@ -499,7 +511,9 @@ def lint_paths(paths: Sequence[Path], rules: Sequence[Rule], disabled: set[str] 
     source_lines: dict[str, list[str]] = {}
     findings: list[Finding] = list(notes)
     for finding in _iter_findings(active, ws.documents):
-        src = source_lines.setdefault(finding.path, next(d.source for d in ws.documents if d.path == finding.path).splitlines())
+        if finding.path not in source_lines:  # split each file once, not once per finding in it
+            source_lines[finding.path] = next(d.source for d in ws.documents if d.path == finding.path).splitlines()
+        src = source_lines[finding.path]
         if not suppressed(src, finding):
             findings.append(finding)
     findings = sorted(set(findings), key=lambda x: (x.path, x.line, x.rule_id, x.message))

@@ -1,8 +1,9 @@
 """The registry of ``ebb lint`` rules: :data:`ALL_RULES` and :func:`rule_by_id`.
 
 Each rule's ``doc`` is the text of ``docs/lint/<ID>.md``. The checks live by family in
-:mod:`ebb.lint.rules_python` (EBB101–EBB104: DeepSpeed, PyTorch) and :mod:`ebb.lint.rules_k8s`
-(EBB201–EBB205: Kubernetes, Prometheus, KEDA); this module gives each its id, severity, title,
+:mod:`ebb.lint.rules_python` (EBB101–EBB104: DeepSpeed, PyTorch), :mod:`ebb.lint.rules_k8s`
+(EBB201–EBB205: Kubernetes, Prometheus, KEDA) and :mod:`ebb.lint.rules_scalers` (EBB206–EBB208: how
+HPAs, ScaledObjects and Ebb share a fleet); this module gives each its id, severity, title,
 rationale, fix and document kinds. :data:`ALL_RULES` is ordered by id and ids are unique;
 every public name these modules held before the split is still importable from here.
 """
@@ -29,6 +30,9 @@ from ebb.lint.rules_python import DataLoaderSettings as DataLoaderSettings
 from ebb.lint.rules_python import EagerInferenceLoop as EagerInferenceLoop
 from ebb.lint.rules_python import Fp16StaticLossScale as Fp16StaticLossScale
 from ebb.lint.rules_python import ZeroOffload as ZeroOffload
+from ebb.lint.rules_scalers import EbbScalerFallback as EbbScalerFallback
+from ebb.lint.rules_scalers import GpuUtilScaler as GpuUtilScaler
+from ebb.lint.rules_scalers import TwoScalers as TwoScalers
 
 __all__ = ["ALL_RULES", "rule_by_id", "HPA_SYNC_S", "parse_duration_s", "controller_settings", "ControllerSettings",
            "query_window_s"]
@@ -152,6 +156,84 @@ ALL_RULES: tuple[Rule, ...] = (
         "Align the pipeline: `--metric-resolution=15s`, `scrape_interval: 15s`, a KEDA `pollingInterval` no "
         "shorter than the scrape interval, or lengthen the HPA sync period.",
         ("k8s", "prometheus")),
+    GpuUtilScaler(
+        "EBB206", "warning", "HPA or ScaledObject scales on GPU utilisation",
+        "GPU utilisation (`DCGM_FI_DEV_GPU_UTIL`, nvidia-smi's `utilization.gpu`, a duty cycle) is the share of "
+        "time any kernel runs. An LLM server runs kernels for every decode step, so one request in flight already "
+        "reads near the top of the scale and more load can barely move it: the number says nothing about load (NVIDIA/dcgm-exporter"
+        "#301, https://github.com/NVIDIA/dcgm-exporter/issues/301: \"GPU utilization becomes very high if there's "
+        "even single request\"). A scaler on it adds replicas at the first requests and rarely removes them while any "
+        "traffic is left. Reported: an HPA (`autoscaling/v2`, `v2beta1`, `v2beta2`) `Pods`, `Object` or `External` "
+        "metric whose name names a GPU utilisation series, and a KEDA `ScaledObject` (`keda.sh/v1alpha1`) "
+        "`prometheus` trigger whose `query` reads one, or another trigger (`external`, `metrics-api`, "
+        "`aws-cloudwatch`, `datadog`, ...) with a metadata value that names one (keys ending in `Address` "
+        "excluded; a `prometheus` trigger's `metricName` only names its result and is not read). A GPU "
+        "utilisation series is `DCGM_FI_DEV_GPU_UTIL` in any case, with a prefix or suffix "
+        "(`dcgm_fi_dev_gpu_util_relabelled`, `prometheus.googleapis.com|dcgm_fi_dev_gpu_util|gauge`), "
+        "`DCGM_FI_PROF_GR_ENGINE_ACTIVE`, `utilization.gpu`/`utilization_gpu`, a `gpu_util`/`gpu_utilization`/"
+        "`GPUUtilization` name, or a GPU/accelerator duty cycle (`nvidia_gpu_duty_cycle`, GKE's "
+        "`accelerator/duty_cycle`); `gpu_memory_utilization` and `vllm:gpu_cache_usage_perc` are not. Manifests "
+        "do not say whether the target serves an LLM, so every such scaler is reported; on a GPU job whose "
+        "kernels stop between requests (small vision models, batch jobs) the measure is less wrong: suppress "
+        "with `# ebb: ignore[EBB206]` there."
+        "\n\nMeasured (`ebb lint ../shared/lint-corpus --expected tests/data/lint/corpus_expected.json`, 73 real configuration files from public repositories): no finding and none expected (its one LLM HPA scales on `vllm_num_requests_running`), so precision is undefined there; on `ebb lint tests/data/lint/heldout_scalers --expected tests/data/lint/heldout_scalers_expected.json`, 6 real manifests from kubernetes/examples and GoogleCloudPlatform/accelerated-platforms held out for EBB206-EBB208: 1 true positive, 0 false positives, 0 false negatives: precision 100 %, recall 100 % (1/1). The rule's own cases are in tests/data/lint/EBB206.",
+        "Scale on what the engine queues: waiting and running requests or KV-cache use "
+        "(`vllm:num_requests_waiting`, `vllm:num_requests_running`, `vllm:kv_cache_usage_perc`; SGLang's "
+        "`sglang:num_queue_reqs`), or let Ebb decide (`ebb run --engine vllm`, behind KEDA with `--serve-keda`).",
+        ("k8s",)),
+    TwoScalers(
+        "EBB207", "warning", "Two scalers own one scale target",
+        "Across every file of the run, one Deployment (or other scale target, by kind and name, in one "
+        "namespace) scaled by two owners: two HPAs, an HPA and a KEDA `ScaledObject`, two ScaledObjects, or "
+        "any of them and an Ebb controller that scales the Deployment itself. Since kubernetes/kubernetes#112011 "
+        "the HPA controller stops every HPA whose pods another HPA also selects (condition `ScalingActive` "
+        "false, reason `AmbiguousSelector`; kedacore/keda#5825 shows a ScaledObject's HPA and a plain HPA both "
+        "stopped), so nothing scales; Ebb and an HPA instead overwrite each other's replica count every cycle. "
+        "Not a second scaler: the HPA KEDA makes for a ScaledObject (owned by it, or named "
+        "`keda-hpa-<name>` or its `advanced.horizontalPodAutoscalerConfig.name`), one object written twice "
+        "(same kind, name and namespace, e.g. a base and an overlay), a ScaledObject annotated "
+        "`autoscaling.keda.sh/paused: \"true\"`, and an Ebb controller run with `--serve-keda` or `--hand-off` "
+        "(it decides, an HPA or KEDA applies). An Ebb controller scales a Deployment itself when a container "
+        "(or a JSON-patch list of args) runs `ebb run --mode act --actuator kubernetes --deployment NAME` "
+        "(`--namespace`, default `default`; `EBB_RUN_*` variables count as their flags), when an `ebb run "
+        "--config` file says the same (`loop.mode`, `actuator.actuator`/`deployment`/`namespace`), or for "
+        "every entry of a fleet file (`workloads:` with `deployment:`) when an act-mode controller of the run "
+        "reads `--workloads` without `--deployment` (a fleet) or the run holds no Ebb controller; those files count alone or as a string in a "
+        "ConfigMap. A namespace left out of a file matches any namespace. Two HPAs/ScaledObjects are compared "
+        "only when their files are applied together: one folder, or one folder inside the other (a base and "
+        "its overlay); sibling folders (kustomize overlays, a folder per cluster, alternative examples such as "
+        "deploy/examples/hpa-external and deploy/examples/keda) are alternatives. An Ebb controller is compared "
+        "with every HPA/ScaledObject of the run (one controller serves a cluster; its manifests usually live "
+        "apart from the app's). Each HPA/ScaledObject involved is reported at its `scaleTargetRef`, naming the "
+        "other owners (at most 3, then \"more\")."
+        "\n\nMeasured (`ebb lint ../shared/lint-corpus --expected tests/data/lint/corpus_expected.json`, 73 real configuration files from public repositories): no finding and none expected (its two `podinfo` HPAs, from two repositories, are one object: same name, no namespace), so precision is undefined there; on `ebb lint tests/data/lint/heldout_scalers --expected tests/data/lint/heldout_scalers_expected.json`, 6 real manifests from kubernetes/examples and GoogleCloudPlatform/accelerated-platforms held out for EBB206-EBB208: 4 true positives (two repositories each ship two alternative HPAs for one vLLM Deployment), 0 false positives, 0 false negatives: precision 100 %, recall 100 % (4/4). The rule's own cases are in tests/data/lint/EBB207.",
+        "Keep one owner per target: delete the extra HPA, or move its metrics into the ScaledObject's "
+        "triggers. To keep Ebb's decisions with KEDA in front, run `ebb run --mode act --actuator kubernetes "
+        "--serve-keda HOST:PORT` and point the ScaledObject's `external` trigger at it (the ScaledObject applies "
+        "Ebb's number; deploy/examples/keda); with a plain HPA, `--hand-off` (deploy/examples/hpa-external).",
+        ("k8s",)),
+    EbbScalerFallback(
+        "EBB208", "warning", "ScaledObject on Ebb's external scaler without fallback behavior currentReplicasIfHigher",
+        "A KEDA `ScaledObject` whose trigger is Ebb's external scaler (`external` or `external-push` with a "
+        "`scalerAddress` whose host has a word starting `ebb`, e.g. `ebb-keda.ebb-system.svc:9090`, or with "
+        "the `workloadClass` metadata key only Ebb's scaler documents) hands Ebb's replica count to the HPA. "
+        "When Ebb is unreachable (a restart, a network policy, a lost lease) KEDA's scaler fails: without "
+        "`spec.fallback` KEDA hands the HPA no metric (its default error behaviour) and nothing follows the "
+        "load for the whole outage; with the default `behavior: static` KEDA moves the fleet to "
+        "`fallback.replicas` whatever runs, a scale-down when more run, and `currentReplicasIfLower` to the lower "
+        "of the two (neither is reported when `fallback.replicas` is at least `maxReplicaCount`, default 100: "
+        "the fleet can then only grow); `currentReplicas` holds the fleet's size but never lifts it to "
+        "`fallback.replicas` from below (reported as info). With "
+        "`behavior: currentReplicasIfHigher` (KEDA 2.17 and later, https://keda.sh/docs/2.17/reference/"
+        "scaledobject-spec/#fallback) KEDA keeps the larger of the current count and `fallback.replicas`: an "
+        "outage never removes replicas. `failureThreshold` and `replicas` are mandatory in a `fallback` section. "
+        "KEDA applies no fallback to a trigger whose `metricType` is not `AverageValue`, and Ebb's metric (its "
+        "replicas against a target of 1) is only Ebb's number as an `AverageValue`, so any other `metricType` "
+        "on Ebb's trigger is reported too."
+        "\n\nMeasured (`ebb lint ../shared/lint-corpus --expected tests/data/lint/corpus_expected.json`, 73 real configuration files from public repositories): no finding and none expected (its one `external` trigger, KEDA's HTTP add-on at `external-scaler:9090`, is not Ebb's), so precision is undefined there; no public manifest uses Ebb's scaler yet, so the rule's cases are its own, in tests/data/lint/EBB208.",
+        "Add `spec.fallback: {failureThreshold: 3, replicas: N, behavior: currentReplicasIfHigher}` with N the "
+        "fleet's safe size (KEDA 2.17 or later), and leave the trigger's `metricType` out (`AverageValue`).",
+        ("k8s",)),
 )
 
 

@@ -100,7 +100,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -145,7 +145,8 @@ class Controller:
                  clock: Callable[[], float] = time.time, monotonic: Callable[[], float] | None = None,
                  fault_point: Callable[[str], None] | None = None,
                  gate_probe: Callable[[str], float | None] | None = None,
-                 compensation_log: CompensationLog | None = None) -> None:
+                 compensation_log: CompensationLog | None = None,
+                 watchers: Sequence[Callable[[CycleOutcome], None]] = ()) -> None:
         self.policy = policy
         self.source = source
         self.actuator = actuator
@@ -156,6 +157,10 @@ class Controller:
         self.elector = elector
         self.gate_probe = gate_probe
         """Measures a metrics-gate query (PromQL) while the policy names gate queries; None = unmeasured."""
+        self.watchers = tuple(watchers)
+        """Called with every cycle's outcome (a cycle, a fast-path tick, a follower's, an error) after it is
+        kept: the desired-replicas gauge, the KEDA scaler's board, the shadow recorder. A watcher that
+        raises is logged and skipped; it never changes the cycle (telemetry never changes behaviour)."""
         self._fault = fault_point or (lambda where: None)
         """Called at ``before_plan``, ``after_ledger`` and ``after_actuation`` of every acting cycle, and at
         ``after_compensation_ledger`` / ``after_compensation_actuation`` of every rollback step: crash
@@ -308,6 +313,11 @@ class Controller:
 
     def _finish(self, out: CycleOutcome, start: float) -> CycleOutcome:
         self.outcomes.append(out)
+        for watch in self.watchers:
+            try:
+                watch(out)
+            except Exception:  # a watcher's bug must not end the cycle
+                log.exception("cycle watcher %r failed; the cycle is unaffected", watch)
         if self.metrics is not None:
             self.metrics.observe_cycle(out.action, time.perf_counter() - start, out.staleness_s)
             if isinstance(self.source, ClockedSource):

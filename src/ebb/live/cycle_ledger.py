@@ -33,7 +33,10 @@ Guarantees:
   (:meth:`CycleLedger.fence`, :func:`leader_fence`: :class:`~ebb.errors.NotLeader` when leadership
   lapsed since ``is_leader()``), so a deposed leader's write fails atomically (etcd backend); a
   change is applied only while the fence it was recorded under is still the leader's
-  (:meth:`CycleLedger.still_fenced`: the rollback channel's steps too).
+  (:meth:`CycleLedger.still_fenced`: the rollback channel's steps too). An outcome is written under
+  its decision's term with that term's latest deadline (:meth:`CycleLedger.renewed`), so a ledger
+  that checks a fence's deadline (SQLite) does not refuse it because the actuation took longer than
+  the deadline the decision's fence had.
 * **Ids.** Decision ids are ``<run_id>-<n>`` and cycle ids ``<run_id>-c<n>``, ``n`` continuing from
   the ledger's last cycle of ``run_id`` (:meth:`CycleLedger.next_cycle`, :func:`last_cycle_number`:
   also past the numbers the keys of malformed rows show), so a successor (after a restart or a
@@ -147,6 +150,15 @@ class CycleLedger:
         resume reconciles it)."""
         return self.elector is None or fence_token(self.elector.fence()) == fence_token(fence)
 
+    def renewed(self, fence: Any) -> Any:
+        """``fence`` with its term's latest deadline: the elector's fence now when it carries the same
+        token (leadership renewed since ``fence`` was taken), else ``fence`` as it is (lapsed or passed
+        on: the ledger refuses it)."""
+        if self.elector is None:
+            return fence
+        now = self.elector.fence()
+        return now if now is not None and fence_token(now) == fence_token(fence) else fence
+
     # -- a decision's records ----------------------------------------------------------------
     def record(self, d: Decision, n: int, cid: CycleId, tick: Tick, state: FleetState, fence: Any, *,
                policy: str, gated_root: DecisionId | None) -> CycleRecord:
@@ -186,6 +198,7 @@ class CycleLedger:
         """The acted decision's outcome, best effort: unrecorded, the next leader's resume finds the
         fleet at ``to`` and records it then."""
         did = cycle.decisions[0].decision_id
+        fence = self.renewed(fence)  # an actuation may outlast the deadline the decision's fence had
         try:
             with span.layer("ebb.ledger.outcome"):
                 self.ledger.append_cycle(outcome_cycle(cycle, did, ts_ns=int(self._clock() * 1e9), note="applied",

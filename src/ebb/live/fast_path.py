@@ -46,6 +46,9 @@ class FastPath:
         policy's wish with (a tick that fires reads the fleet afresh)."""
         self.asleep = 0
         """Sleepers (an asleep tier) as the last read left them, less those an act since may have woken."""
+        self.source_ready = 0
+        """The ready replicas the source covers as the last read left them (a shadow fleet's real ones:
+        :attr:`~ebb.actuate.base.FleetState.source_ready`)."""
 
     @property
     def armed(self) -> bool:
@@ -55,6 +58,7 @@ class FastPath:
     def saw(self, state: FleetState) -> None:
         """A read of the fleet: its counts."""
         self.counts = (state.spec_replicas, state.ready_replicas)
+        self.source_ready = state.source_ready
         self.asleep = len(state.asleep)
 
     def applied(self, replicas_after: int) -> None:
@@ -72,7 +76,8 @@ class FastPath:
         if note or not len(sig.fine.t_s) or self.counts is None:
             return None
         spec, ready = self.counts
-        sig, _ = covered(sig, ready)  # as the cycle sees it: an incomplete fleet's demand extrapolated
+        # as the cycle sees it: an incomplete fleet's demand extrapolated
+        sig, _ = covered(sig, self.source_ready)
         obs = Observation(t_s=tick.t_s, spec_replicas=spec, ready_replicas=ready, pods=(), total_qps=sig.total_qps,
                           total_inflight=None, queued=sig.queued, fine=rebase(sig.fine, tick),
                           asleep_replicas=self.asleep)

@@ -19,10 +19,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ebb.actuate.base import ActuationResult, Actuator, FleetState
+from ebb.actuate.base import ActuationResult, Actuator, FleetState, SizedBySource
 from ebb.errors import EbbError
 from ebb.live.settings import CycleOutcome
 from ebb.live.timeline import Tick
+from ebb.live.ttft_seen import NO_TTFT, TtftSeen
 from ebb.model.decisions import JSON
 from ebb.model.ids import DecisionId, ReplicaId
 from ebb.model.live import LiveSignals
@@ -50,6 +51,8 @@ class Sensed:
     down_fresh_s: float = math.inf
     """Data older than this (s; capped at ``max_staleness_s``) backs scale-ups only (the freshness
     rule: the source's :attr:`~ebb.sources.live.FreshSource.down_fresh_s`, else the staleness limit)."""
+    ttft: TtftSeen = NO_TTFT
+    """TTFT of the completions read since the previous cycle's read (:meth:`Sensor.sense`)."""
 
     @property
     def unfit(self) -> str:
@@ -66,7 +69,7 @@ class Sensed:
     def outcome(self, n: int, t_s: float, action: str, to_replicas: int, decision_id: DecisionId | None = None,
                 *, acted: bool = False, note: str = "", signals: Mapping[str, float] | None = None) -> CycleOutcome:
         return CycleOutcome(n, t_s, action, self.state.spec_replicas, to_replicas, self.state.ready_replicas,
-                            self.stale_s, decision_id, acted, note, dict(signals or {}))
+                            self.stale_s, decision_id, acted, note, dict(signals or {}), ttft=self.ttft)
 
 
 def empty_fine() -> FineSignals:
@@ -117,6 +120,9 @@ class Sensor:
         """The data's state after the last read: ``fresh`` (backs any decision), ``aged`` (older than
         the source's :attr:`down_fresh_s`: scale-ups only) or ``stale`` (older
         than ``max_staleness_s``, or never seen: no decision); each change is logged once."""
+        self._ttft = NO_TTFT
+        """TTFT of the completions every read since the last :meth:`sense` returned (the fast path's
+        reads consume samples too): what the next cycle's outcome reports."""
 
     def staleness(self, tick: Tick) -> float | None:
         """Age of the freshest sample seen (s); None when the source has never answered."""
@@ -148,6 +154,8 @@ class Sensor:
             return LiveSignals(empty_fine()), "samples from the future"
         if newest is not None:
             self.newest_s = max(self.newest_s or -math.inf, newest)
+        if len(sig.fine.done_ttft_ms):
+            self._ttft = self._ttft.merged(TtftSeen.of(sig.fine.done_ttft_ms, sig.fine.done_weight))
         if len(sig.fine.t_s):
             self.cursor_s = max(self.cursor_s, min(float(np.max(sig.fine.t_s)), now))
         age = None if self.newest_s is None else now - self.newest_s
@@ -177,15 +185,21 @@ class Sensor:
             log.info("data fresh again: newest sample %.1f s old", age_s)
 
     def sense(self, source: SignalSource, actuator: Actuator, span: Spans, tick: Tick) -> Sensed:
-        """Read the source, then the fleet, then check the read covers the fleet (:func:`covered`)."""
+        """Read the source, then the fleet (a fleet sized by the source told what this read covered
+        first: :class:`~ebb.actuate.base.SizedBySource`), then check the read covers the fleet
+        (:func:`covered`: the ready replicas the source reads,
+        :attr:`~ebb.actuate.base.FleetState.source_ready`)."""
         self.down_fresh_s = source.down_fresh_s if isinstance(source, FreshSource) else math.inf
         sig, note = self.read(source, span, tick)
+        ttft, self._ttft = self._ttft, NO_TTFT
+        if not note and isinstance(actuator, SizedBySource):
+            actuator.source_saw(sig.replicas_seen)  # a fleet sized by what the source reads (recommend mode)
         with span.layer("ebb.actuate.state"):
             state = actuator.state()
         if not note:
-            sig, note = covered(sig, state.ready_replicas)
-            self._note_coverage(sig.replicas_seen if note else None, state.ready_replicas)
-        return Sensed(sig, state, note, self.staleness(tick), self.max_staleness_s, self.down_fresh_s)
+            sig, note = covered(sig, state.source_ready)
+            self._note_coverage(sig.replicas_seen if note else None, state.source_ready)
+        return Sensed(sig, state, note, self.staleness(tick), self.max_staleness_s, self.down_fresh_s, ttft)
 
     def _note_coverage(self, seen: int | None, ready: int) -> None:
         """Log an incomplete fleet when it starts or its counts change, and its end (never per cycle)."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ebb.live.resume import ResumeLimits
+from ebb.live.ttft_seen import NO_TTFT, TtftSeen
 from ebb.model.ids import DecisionId
 
 __all__ = ["ControllerSettings", "CycleOutcome", "Elector", "Mode"]
@@ -104,3 +105,7 @@ class CycleOutcome:
     signals: dict[str, float] = field(default_factory=dict)
     fast: bool = False
     """Whether the fast path (a tick between cycles) made this decision."""
+    ttft: TtftSeen = NO_TTFT
+    """TTFT of the completions the controller read since the previous cycle's read, the fast path's
+    reads between them included (:class:`~ebb.live.sensed.Sensor`); empty for a cycle that read
+    nothing (an error before the read, a fast-path tick: the next cycle carries its reads)."""

@@ -53,6 +53,8 @@ from ebb.sim.baselines.hpa_controller import HpaConfig, HpaController, MetricSpe
 from ebb.sim.baselines.oracle import OraclePolicy
 from ebb.sim.baselines.static import StaticPolicy
 from ebb.sim.baselines.static_sleep import StaticSleepPolicy
+from ebb.sim.handed_off import HandedOff, handoff_hpa
+from ebb.decide.handoff import handed_off_cold_start_s
 from ebb.sim.policy import Observation, Pipeline, Policy
 from ebb.sim.policy_context import MAX_REPLICAS, PolicyContext
 from ebb.sim.peers import aibrix, dynamo, keda_vllm, kpa, ray_serve, wva
@@ -75,7 +77,8 @@ POLICY_HELP: dict[str, str] = {
                     "(needs --tier asleep:...; without one it removes and cold-starts them): replicas, idle_s",
     "oracle": "perfect foresight: the cheapest schedule that meets the SLO (the lower bound)",
     "ebb": "Ebb: profile=cautious|balanced|lean (balanced), canary=on|off, min (1), max; any profile field "
-           "(budget 0.001, slack_fraction 0.5, target_util 0.9, ...) and forecast|fast_path|tail|level_peak=on|off",
+           "(budget 0.001, slack_fraction 0.5, target_util 0.9, ...) and forecast|fast_path|tail|level_peak=on|off; "
+           "via=hpa: applied by an HPA/KEDA every 15 s (ebb run --serve-keda), hpa_tolerance (0.1)",
     **{name: mod.HELP for name, mod in PEERS.items()},
 }
 """One line per policy for ``ebb simulate --help``: what it is, its knobs and their defaults."""
@@ -194,6 +197,20 @@ def _hpa_config(item: PolicySpecItem, ctx: PolicyContext, metric: MetricSpec, lo
     )
 
 
+def _handed_off(item: PolicySpecItem, ctx: PolicyContext, policy: Policy, mn: int, mx: int) -> Policy:
+    """``via=hpa``: Ebb's decisions applied by an HPA, as ``ebb run --serve-keda`` does (:mod:`ebb.sim.handed_off`)."""
+    if param_choice(item, "via", "direct", ("direct", "hpa")) == "direct":
+        if item.get("hpa_tolerance") is not None:
+            raise ConfigError(f"policy {item.text!r}: hpa_tolerance needs via=hpa (fix: add via=hpa, or drop it)")
+        return policy
+    if ctx.settings.cluster.sleep is not None:
+        raise ConfigError(f"policy {item.text!r}: via=hpa does not go with --tier (an HPA would count sleeping pods "
+                          "as running; ebb run --serve-keda refuses it too) (fix: drop one)")
+    tolerance = param_float(item, "hpa_tolerance", 0.1, lo=0.0, hi=1.0)
+    return HandedOff(policy, handoff_hpa(mn, mx, tolerance), sync_s=float(ctx.settings.pipeline.hpa_sync_s),
+                     spec=item.text)
+
+
 def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
     """Construct one policy from its spec; ConfigError names the spec and the bad parameter."""
     pipe = ctx.settings.pipeline
@@ -253,7 +270,7 @@ def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
                           param_float(item, "cooldown", 300.0, lo=0.0), pipeline,
                           float(pipe.hpa_sync_s), initial=min(cfg.max_replicas, ctx.initial_replicas))
     if item.name == "ebb":
-        check_keys(item, ("profile", "min", "max", "canary", *PROFILE_FLAGS, *PROFILE_KNOBS))
+        check_keys(item, ("profile", "min", "max", "canary", "via", "hpa_tolerance", *PROFILE_FLAGS, *PROFILE_KNOBS))
         profile = profile_with_knobs(item, PROFILES[param_choice(item, "profile", "balanced", tuple(PROFILES))])
         mn = param_int(item, "min", 1, lo=1)
         mx = param_int(item, "max", min(MAX_REPLICAS, max(8, 4 * ctx.oracle_peak)), lo=1)
@@ -262,12 +279,14 @@ def build_policy(item: PolicySpecItem, ctx: PolicyContext) -> Policy:
         knobs = tier_knobs(ctx.settings.cluster.sleep)
         ebb = EbbPolicy(profile, ctx.settings.slo.ttft_ms, ctx.settings.slo.e2e_ms, min_replicas=mn,
                         max_replicas=mx, initial=min(mx, ctx.initial_replicas), spec=item.text,
-                        cold_start_s=ctx.settings.cluster.cold_start_s,
+                        cold_start_s=handed_off_cold_start_s(ctx.settings.cluster.cold_start_s, pipe.hpa_sync_s)
+                        if item.get("via") == "hpa" else ctx.settings.cluster.cold_start_s,
                         wake_s=knobs.wake_s, sleep_max=knobs.sleep_max,
                         reserve=knobs.reserve)
+        policy: Policy = ebb
         if param_choice(item, "canary", "off", ("on", "off")) == "on":
-            return CanaryGuard(ebb, ttft_gate(ctx.settings.slo.ttft_ms, profile.veto_margin))
-        return ebb
+            policy = CanaryGuard(ebb, ttft_gate(ctx.settings.slo.ttft_ms, profile.veto_margin))
+        return _handed_off(item, ctx, policy, mn, mx)
     peer = PEERS.get(item.name)
     if peer is not None:
         check_keys(item, peer.KEYS)

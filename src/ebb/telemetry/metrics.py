@@ -15,6 +15,9 @@ metric                               type       labels / unit
 ``ebb_leader``                       gauge      1 while this replica holds the leader lease
 ``ebb_agent_clock_offset_seconds``   gauge      ``agent``: its clock minus the controller's (agents that stamp
                                                their pages; corrected past half a bucket)
+``ebb_desired_replicas``             gauge      ``namespace``, ``deployment``, ``mode`` = act | recommend | handoff:
+                                               the replicas Ebb decided for the target at its last cycle
+``ebb_current_replicas``             gauge      same labels: the target's ``spec.replicas`` as last read
 ``ebb_ledger_write_errors_total``    counter
 ``ebb_telemetry_errors_total``       counter    ``where`` = the method that swallowed an error
 ===================================  =========  ==========================================================
@@ -24,7 +27,8 @@ Guarantees:
 * **Bounded label sets.** Free-form labels (veto reasons, gate names and results) keep their first
   20 distinct values per label; later ones are counted as ``other``. Unknown cycle results and
   decision actions are counted as ``other`` (and as a telemetry error). So one process exposes at
-  most ~500 series whatever it is fed.
+  most ~500 series whatever it is fed, plus two replica gauges per scale target (at most
+  10,000 targets).
 * **Never raises.** Every method catches its own errors and counts them in
   ``ebb_telemetry_errors_total{where}``; the decision loop cannot be broken by its metrics.
 * **Private registry.** Each :class:`EbbMetrics` has its own registry unless given one; the global
@@ -48,6 +52,8 @@ __all__ = ["EbbMetrics", "MAX_LABEL_VALUES", "veto_key"]
 
 MAX_LABEL_VALUES: Final = 20
 """Distinct values a free-form label keeps before mapping new ones to ``other``."""
+MAX_TARGETS: Final = 10_000
+"""Scale targets the replica gauges keep (a fleet of 10,000 workloads: two series each)."""
 CYCLE_RESULTS: Final = ("ok", "error", "skipped")
 COMPENSATION_RESULTS: Final = ("compensated", "review")
 ACTIONS: Final = ("scale_up", "scale_down", "hold", "veto")
@@ -122,6 +128,12 @@ class EbbMetrics:
                                    "Each agent's clock minus the controller's (s; median of its last 5 pages).",
                                    ["agent"], registry=r)
         self._agent = _Bounded()
+        self._desired = Gauge("ebb_desired_replicas", "Replicas Ebb decided for the target at its last cycle "
+                              "(handoff: what an HPA/KEDA should apply).", ["namespace", "deployment", "mode"],
+                              registry=r)
+        self._current = Gauge("ebb_current_replicas", "The target's spec.replicas as Ebb last read it.",
+                              ["namespace", "deployment", "mode"], registry=r)
+        self._target = _Bounded(MAX_TARGETS)
         self._ledger_errors = Counter("ebb_ledger_write_errors",
                                       "Failed writes to the decision ledger.", registry=r)
         self._errors = Counter("ebb_telemetry_errors", "Errors swallowed by Ebb's telemetry.",
@@ -168,6 +180,15 @@ class EbbMetrics:
         self._cycles.labels(result=result).inc()
         self._duration.observe(duration_s)
         self._staleness.set(math.nan if staleness_s is None else staleness_s)
+
+    @_swallow
+    def replicas(self, target: str, mode: str, *, current: int, desired: int) -> None:
+        """Set ``ebb_current_replicas`` / ``ebb_desired_replicas`` for ``target`` (``namespace/deployment``;
+        a name without ``/`` is namespace ``""``); at most :data:`MAX_TARGETS` targets, then ``other``."""
+        namespace, _, deployment = self._target(target).rpartition("/")
+        labels = {"namespace": namespace, "deployment": deployment, "mode": mode}
+        self._current.labels(**labels).set(current)
+        self._desired.labels(**labels).set(desired)
 
     @_swallow
     def agent_clock_offsets(self, offsets_s: Mapping[str, float]) -> None:

@@ -15,14 +15,18 @@ process, for the crash-point matrix and fail-over tests (``python -m ebb.testing
   on the fake API server ``--kube-url`` of the *test* process (it outlives this one); ``open_ledger``.
 * **Crash points.** ``--crash-at POINT:N`` SIGKILLs, ``--stop-at POINT:N`` SIGSTOPs this process the
   N-th time (default 1st) the controller reaches ``POINT`` (``before_plan``, ``after_ledger``,
-  ``after_actuation``; a rollback step's ``after_compensation_ledger``, ``after_compensation_actuation``),
-  first printing ``{"event": "crash"|"stop", "point", "nth", "t_s", "pid"}``.
+  ``after_actuation``; a rollback step's ``after_compensation_ledger``, ``after_compensation_actuation``;
+  the harness's own ``before_ledger``: any ledger append, after its fence was taken and before the
+  ledger checks it), first printing ``{"event": "crash"|"stop", "point", "nth", "t_s", "pid"}``.
 * **Progress**: one flushed JSON line per cycle on stdout (``event=cycle``, ``candidate``, ``pid``,
   ``t_s`` = Unix time after the cycle, ``n``, ``action``, ``from``, ``to``, ``decision_id``, ``acted``,
   ``note``); logs on stderr.
 * **Leadership**: ``--elect`` campaigns on ``--etcd`` (key ``ebb-harness/RUN_ID/leader``, lease
-  ``--ttl-s``); every ledger write is fenced. SIGTERM ends the loop after the current cycle, the
-  elector resigns, connections close, exit status 0.
+  ``--ttl-s``), or with ``--election kubernetes`` on the Lease ``lease_name(RUN_ID)`` in
+  ``--lease-namespace`` of ``--kube-url`` (``--lease-duration-s``, ``--lease-renew-deadline-s``,
+  ``--lease-retry-s``; a SQLite ledger is then opened without the one-writer lock, shared by the
+  replicas as ``ebb run --election kubernetes`` does); every ledger write is fenced. SIGTERM ends
+  the loop after the current cycle, the elector resigns, connections close, exit status 0.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ from ebb.actuate.kubernetes import DECISION_ANNOTATION, KubernetesActuator
 from ebb.errors import ConfigError, EbbError, require_extra
 from ebb.ledger import open_ledger
 from ebb.ledger.election import LeaderElector
+from ebb.ledger.kube_lease import KubeLeaseElector
+from ebb.ledger.kube_lease_store import lease_name
 from ebb.live.controller import Controller, ControllerSettings
 from ebb.model.decision import Decision, GateStep
 from ebb.model.live import LiveSignals
@@ -57,11 +63,13 @@ from ebb.model.spans import NO_SPANS, Spans
 from ebb.testing.fakes import FakeSignalSource
 from ebb.testing.fake_kube import RequestRecord
 
-__all__ = ["FAULT_POINTS", "HarnessPolicy", "ROLLBACK_FAULT_POINTS", "fault_at", "fresh_source", "main", "run_harness",
+__all__ = ["FAULT_POINTS", "HARNESS_POINTS", "HarnessPolicy", "ROLLBACK_FAULT_POINTS", "fault_at", "fresh_source", "main", "run_harness",
            "scale_writes"]
 
 FAULT_POINTS = ("before_plan", "after_ledger", "after_actuation")
 ROLLBACK_FAULT_POINTS = ("after_compensation_ledger", "after_compensation_actuation")
+HARNESS_POINTS = ("before_ledger",)
+"""Points the harness adds around the controller: ``before_ledger`` wraps the ledger's ``append_cycle``."""
 LOW, HIGH = 2, 5  # replicas the default plan alternates between
 
 
@@ -152,9 +160,9 @@ def scale_writes(requests: Iterable[RequestRecord], namespace: str, deployment: 
 
 def _point(text: str) -> tuple[str, int]:
     point, _, nth = text.partition(":")
-    if point not in FAULT_POINTS + ROLLBACK_FAULT_POINTS or not (nth or "1").isdigit() or int(nth or 1) < 1:
-        raise argparse.ArgumentTypeError(f"expected POINT[:N], POINT in {', '.join(FAULT_POINTS + ROLLBACK_FAULT_POINTS)}, "
-                                         f"N >= 1: {text!r}")
+    points = FAULT_POINTS + ROLLBACK_FAULT_POINTS + HARNESS_POINTS
+    if point not in points or not (nth or "1").isdigit() or int(nth or 1) < 1:
+        raise argparse.ArgumentTypeError(f"expected POINT[:N], POINT in {', '.join(points)}, N >= 1: {text!r}")
     return point, int(nth or 1)
 
 
@@ -177,10 +185,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kube-url", required=True, help="the fake API server, http://127.0.0.1:PORT")
     for name in ("--namespace", "--deployment", "--run-id"):
         p.add_argument(name, required=True)
-    p.add_argument("--elect", action="store_true", help="campaign on --etcd; fence every ledger write")
+    p.add_argument("--elect", action="store_true", help="campaign (--election); fence every ledger write")
+    p.add_argument("--election", choices=("etcd", "kubernetes"), default="etcd",
+                   help="on --etcd's lease, or on a Lease of --kube-url")
     p.add_argument("--etcd", help="etcd client URL for the election, http://HOST:PORT")
     p.add_argument("--candidate", default=f"harness-{os.getpid()}", help="this controller's id in the election")
-    p.add_argument("--ttl-s", type=int, default=3, help="election lease TTL (whole s)")
+    p.add_argument("--ttl-s", type=int, default=3, help="etcd election lease TTL (whole s)")
+    p.add_argument("--lease-namespace", default="ebb-system", help="namespace of the election Lease")
+    p.add_argument("--lease-duration-s", type=int, default=15, help="Lease election: leaseDurationSeconds")
+    p.add_argument("--lease-renew-deadline-s", type=float, default=10.0, help="Lease election: renew deadline (s)")
+    p.add_argument("--lease-retry-s", type=float, default=2.0, help="Lease election: retry period (s)")
     for flag, kill in (("--crash-at", "SIGKILL"), ("--stop-at", "SIGSTOP")):
         p.add_argument(flag, type=_point, help=f"POINT[:N]: {kill} itself at the N-th visit of POINT")
     p.add_argument("--cycles", type=int, help="stop after this many cycles (default: until SIGTERM)")
@@ -211,8 +225,8 @@ def _policy(args: argparse.Namespace) -> HarnessPolicy:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.elect and not args.etcd:
-        parser.error("--elect needs --etcd http://HOST:PORT")
+    if args.elect and args.election == "etcd" and not args.etcd:
+        parser.error("--elect needs --etcd http://HOST:PORT (or --election kubernetes)")
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s {args.candidate} %(name)s %(levelname)s %(message)s")
     policy, k8s = _policy(args), require_extra("kubernetes.client", "k8s")
@@ -223,17 +237,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         closing.callback(api.close)
         # A fake API server needs no client-side throttling; the default 5 qps would stretch cycles.
         actuator = KubernetesActuator(args.namespace, args.deployment, api_client=api, qps=1000.0, burst=1000)
-        ledger = open_ledger(args.ledger, writer=True)
+        shared = args.elect and args.election == "kubernetes"  # replicas share the file, fenced
+        ledger = open_ledger(args.ledger, writer=not shared)
         closing.callback(ledger.close)
-        elector = None
-        if args.elect:
+        fault = fault_at(args.crash_at, args.stop_at)
+        _before_each_append(ledger, lambda: fault("before_ledger"))
+        elector: Any = None
+        if args.elect and args.election == "etcd":
             elector = closing.enter_context(LeaderElector(args.etcd, f"ebb-harness/{args.run_id}/leader",
                                                           args.candidate, ttl_s=args.ttl_s))
+        elif args.elect:
+            lease_api = k8s.ApiClient(cfg)  # its own client: the elector's thread never waits on the loop's
+            closing.callback(lease_api.close)
+            elector = closing.enter_context(KubeLeaseElector(
+                args.lease_namespace, lease_name(args.run_id), args.candidate, api_client=lease_api,
+                lease_duration_s=args.lease_duration_s, renew_deadline_s=args.lease_renew_deadline_s,
+                retry_period_s=args.lease_retry_s))
+        if elector is not None:
             elector.start()
         ctl = Controller(policy, fresh_source(slot_replicas=args.slot_replicas), actuator, ledger,
                          ControllerSettings(run_id=args.run_id, target=actuator.target, mode="act",
                                             interval_s=args.interval_s),
-                         elector=elector, fault_point=fault_at(args.crash_at, args.stop_at))
+                         elector=elector, fault_point=fault)
         closing.callback(ctl.close)  # the compensation log it opened next to the ledger
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -243,6 +268,17 @@ def main(argv: Sequence[str] | None = None) -> int:
              "action": out.action, "from": out.spec_replicas, "to": out.to_replicas,
              "decision_id": out.decision_id, "acted": out.acted, "note": out.note}))
     return 0
+
+
+def _before_each_append(ledger: Any, hook: Callable[[], None]) -> None:
+    """Run ``hook`` before every ``ledger.append_cycle`` (the ``before_ledger`` point); the object stays
+    the same ledger (the compensation log is still opened next to its file)."""
+    append = ledger.append_cycle
+
+    def hooked(cycle: Any, fence: Any = None) -> bool:
+        hook()
+        return bool(append(cycle, fence))
+    setattr(ledger, "append_cycle", hooked)  # noqa: B010 - an instance attribute over the method
 
 
 def _main() -> int:

@@ -3,7 +3,7 @@
 No real API server can run on the build machines, so the Kubernetes actuator is tested against
 this fake. It is **not** a Kubernetes API server: it serves plain HTTP on 127.0.0.1 (no TLS, no
 authentication, no authorization — RBAC is checked separately, by mapping :attr:`requests` to the
-rules in ``deploy/rbac.yaml``), keeps everything in memory, and implements these ten endpoints and
+rules in ``deploy/rbac.yaml``), keeps everything in memory, and implements these endpoints and
 nothing more (anything else answers 404, an unsupported patch type 415):
 
 =======  =====================================================================  ==================
@@ -19,6 +19,11 @@ POST     ``/api/v1/namespaces/{ns}/pods/{name}/eviction``                       
 GET      ``/api/v1/nodes/{name}``                                               nodes get
 POST     ``/api/v1/namespaces/{ns}/events``                                     events create
 GET      ``/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices?...``         discovery.k8s.io/endpointslices list
+GET      ``/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}``         coordination.k8s.io/leases get
+POST     ``/apis/coordination.k8s.io/v1/namespaces/{ns}/leases``                coordination.k8s.io/leases create
+PUT      ``/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}``         coordination.k8s.io/leases update
+PATCH    ``/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}``         coordination.k8s.io/leases patch
+DELETE   ``/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}``         coordination.k8s.io/leases delete
 =======  =====================================================================  ==================
 
 What it models, roughly as upstream does:
@@ -62,6 +67,9 @@ What it models, roughly as upstream does:
   ``metadata.namespace`` (else 400, as upstream); ``limit`` pages with a ``continue`` token over one
   consistent snapshot, and :meth:`compact` expires the issued tokens (410 ``Expired``).
   ``watch`` is not served (400): nothing in Ebb watches.
+* **Leases** (``coordination.k8s.io/v1``, :mod:`ebb.testing.kube_leases`): get, create, replace
+  with resourceVersion and uid preconditions (409 Conflict), merge patch, delete; 404 when absent,
+  409 AlreadyExists on create; MicroTimes parsed as upstream's RFC3339Micro; :meth:`lease` reads one.
 * **Fault injection**: :meth:`inject` makes the next N requests to a path answer 409, 429 (with
   ``Retry-After``) or 500; :meth:`before` runs a callback before a matching request is served
   (a concurrent writer). :attr:`requests` logs every request (verb, path, status, body).
@@ -86,6 +94,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from ebb.testing.kube_leases import LeaseRoutes
 from ebb.testing.kube_wire import (
     PATCH_TYPES,
     ROUTES,
@@ -146,7 +155,7 @@ class Fault:
     retry_after_s: int | None = None
 
 
-class FakeKubeApiServer:
+class FakeKubeApiServer(LeaseRoutes):
     """See the module docstring. Use as a context manager; :meth:`configuration` points a client at it."""
 
     def __init__(self, *, ready_delay_s: float = 0.0, termination_grace_s: float = 0.0,
@@ -164,6 +173,7 @@ class FakeKubeApiServer:
         self.events: list[dict[str, Any]] = []
         self.services: dict[tuple[str, str], dict[str, Any]] = {}
         self.slices: dict[tuple[str, str], dict[str, Any]] = {}
+        self.leases: dict[tuple[str, str], dict[str, Any]] = {}
         self._slice_names: dict[tuple[Any, ...], str] = {}
         self._snapshots: dict[int, tuple[str, list[dict[str, Any]]]] = {}  # id → (resourceVersion, items)
         self._snapshot_seq = 0

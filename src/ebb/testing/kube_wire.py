@@ -15,7 +15,7 @@ counter and the lock, and calls these with plain JSON-shaped ``dict``s. What the
   dispatcher. :func:`check_resource_version` answers 409 Conflict with upstream's wording when a
   patch body's ``metadata.resourceVersion`` differs from the stored one (no precondition: no check).
 * Timestamps are metav1.Time text: UTC, whole seconds (``2024-01-02T03:04:05Z``).
-* :func:`json_handler` serves HTTP/1.1 keep-alive JSON: every answer has ``Content-Type:
+* :func:`json_handler` serves GET, POST, PUT, PATCH and DELETE as HTTP/1.1 keep-alive JSON: every answer has ``Content-Type:
   application/json`` and a ``Content-Length``; an idle connection closes after 30 s.
 """
 
@@ -56,6 +56,16 @@ ROUTES: tuple[tuple[str, re.Pattern[str], str, str], ...] = (
     ("GET", re.compile(rf"^/apis/discovery.k8s.io/v1{_NS}/endpointslices$"), "list_endpointslices",
      "discovery.k8s.io endpointslices list"),
     ("POST", re.compile(rf"^/api/v1{_NS}/events$"), "create_event", " events create"),
+    ("GET", re.compile(rf"^/apis/coordination.k8s.io/v1{_NS}/leases/(?P<name>[^/]+)$"), "get_lease",
+     "coordination.k8s.io leases get"),
+    ("POST", re.compile(rf"^/apis/coordination.k8s.io/v1{_NS}/leases$"), "create_lease",
+     "coordination.k8s.io leases create"),
+    ("PUT", re.compile(rf"^/apis/coordination.k8s.io/v1{_NS}/leases/(?P<name>[^/]+)$"), "replace_lease",
+     "coordination.k8s.io leases update"),
+    ("PATCH", re.compile(rf"^/apis/coordination.k8s.io/v1{_NS}/leases/(?P<name>[^/]+)$"), "patch_lease",
+     "coordination.k8s.io leases patch"),
+    ("DELETE", re.compile(rf"^/apis/coordination.k8s.io/v1{_NS}/leases/(?P<name>[^/]+)$"), "delete_lease",
+     "coordination.k8s.io leases delete"),
 )
 _MODIFIED = "the object has been modified; please apply your changes to the latest version and try again"
 
@@ -250,7 +260,7 @@ def check_disruption_budget(budget: dict[str, Any], selected: list[dict[str, Any
 
 
 def json_handler(serve: Serve, conns: set[socket.socket], lock: threading.RLock) -> type[BaseHTTPRequestHandler]:
-    """A request-handler class answering GET/PATCH/POST through ``serve``; open connections are kept
+    """A request-handler class answering GET/POST/PUT/PATCH/DELETE through ``serve``; open connections are kept
     in ``conns`` (under ``lock``) so the owner can shut them down when it stops."""
 
     class Handler(BaseHTTPRequestHandler):
@@ -287,5 +297,7 @@ def json_handler(serve: Serve, conns: set[socket.socket], lock: threading.RLock)
         do_GET = _handle
         do_PATCH = _handle
         do_POST = _handle
+        do_PUT = _handle
+        do_DELETE = _handle
 
     return Handler

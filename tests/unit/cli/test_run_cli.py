@@ -71,7 +71,8 @@ def test_bad_config_is_refused_before_any_worker_starts(tmp_path: Path) -> None:
     broken = tmp_path / "gates.yaml"
     broken.write_text("gates: [\n")
     for extra in (["--gates", str(broken)], ["--gates", str(tmp_path / "missing.yaml")],
-                  ["--workloads", str(broken)], ["--policy", "ebb:hold=3"], ["--elect"]):
+                  ["--workloads", str(broken)], ["--policy", "ebb:hold=3"], ["--elect", "--election", "etcd"],
+                  ["--elect", "--kubeconfig", str(tmp_path / "missing-kubeconfig")]):
         res = runner.invoke(app, ["run", "--source", "agents", "--agent", "http://127.0.0.1:1", *extra])
         assert res.exit_code != 0, extra
         assert "router:" not in res.output, f"{extra}: the fleet started before the config was checked"

@@ -73,6 +73,7 @@ def test_the_defaults_are_the_flags_documented_defaults() -> None:
     s = run_settings({})
     assert s.loop == LoopSettings() and s.loop.mode == "recommend" and s.loop.interval_s == 1.0
     assert s.source == SourceSettings() and s.source.agent == ()
-    assert s.actuator == ActuatorSettings() and s.actuator.actuator is None and s.actuator.workers == 2
+    assert s.actuator == ActuatorSettings() and s.actuator.actuator is None and s.actuator.workers is None \
+        and s.actuator.workers_at_start == 2
     assert s.policy == PolicySettings() and s.policy.policy == "ebb"
     assert s.ledger.ledger == "ebb-ledger.sqlite" and s.security.metrics_bind == "127.0.0.1"

@@ -73,14 +73,11 @@ def test_render_matches_kubectl_kustomize_when_kubectl_is_installed(docs: list[d
     assert theirs == sorted(docs, key=key)
 
 
-def test_the_controller_runs_two_spread_hardened_replicas(docs: list[dict[str, Any]]) -> None:
+def test_the_controller_runs_one_hardened_replica_replaced_by_recreate(docs: list[dict[str, Any]]) -> None:
     dep = one(docs, "Deployment", "ebb-controller")
     spec = dep["spec"]["template"]["spec"]
     (c,) = spec["containers"]
-    assert dep["spec"]["replicas"] == 2
-    anti = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert anti[0]["topologyKey"] == "kubernetes.io/hostname"
-    assert anti[0]["labelSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
     assert spec["securityContext"]["runAsNonRoot"] is True
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     assert c["securityContext"]["allowPrivilegeEscalation"] is False
@@ -89,11 +86,45 @@ def test_the_controller_runs_two_spread_hardened_replicas(docs: list[dict[str, A
     assert c["resources"]["requests"] and c["resources"]["limits"]
 
 
-def test_a_pdb_keeps_one_controller_through_drains(docs: list[dict[str, Any]]) -> None:
+def test_the_ledger_is_sqlite_on_a_read_write_once_claim_the_non_root_controller_can_write(
+        docs: list[dict[str, Any]]) -> None:
+    """One writer per SQLite file: one replica, no --elect, the file (and its WAL and lock) on the claim's
+    mount, the only writable path besides /tmp; fsGroup makes the volume writable by uid 65532."""
+    from ebb.ledger.location import parse_location
+
+    dep = one(docs, "Deployment", "ebb-controller")
+    spec = dep["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    args = c["args"]
+    assert not any(a == "--elect" or a.startswith("--elect=") for a in args)
+    (ledger,) = [a.split("=", 1)[1] for a in args if a.startswith("--ledger=")]
+    loc = parse_location(ledger)
+    assert loc.kind == "sqlite" and loc.target == "/var/lib/ebb/ledger.db"
+    (vol,) = [v for v in spec["volumes"] if "persistentVolumeClaim" in v]
+    (mount,) = [m for m in c["volumeMounts"] if m["name"] == vol["name"]]
+    assert loc.target.startswith(mount["mountPath"] + "/") and not mount.get("readOnly", False)
+    pvc = one(docs, "PersistentVolumeClaim", vol["persistentVolumeClaim"]["claimName"])
+    assert pvc["metadata"]["namespace"] == dep["metadata"]["namespace"]
+    assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"] and pvc["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    ctx = spec["securityContext"]
+    assert ctx["fsGroup"] == ctx["runAsGroup"] == 65532 and ctx["runAsUser"] == 65532
+    writable = {m["mountPath"] for m in c["volumeMounts"] if not m.get("readOnly", False)}
+    assert writable == {"/tmp", mount["mountPath"]}
+
+
+def test_the_pdb_lets_a_drain_evict_the_single_controller(docs: list[dict[str, Any]]) -> None:
+    """minAvailable 1 on one replica would block every drain of its node; maxUnavailable 1 lets it move."""
     pdb = one(docs, "PodDisruptionBudget", "ebb-controller")
     dep = one(docs, "Deployment", "ebb-controller")
-    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["maxUnavailable"] == dep["spec"]["replicas"] == 1 and "minAvailable" not in pdb["spec"]
     assert pdb["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+
+
+def test_the_default_render_names_no_etcd(docs: list[dict[str, Any]]) -> None:
+    """Nothing in deploy/ creates etcd, so nothing in it may point at one (overlays/ha-etcd ships it)."""
+    text = yaml.safe_dump_all(docs)
+    assert "etcd://" not in text and "etcd+https://" not in text and "--etcd-" not in text
+    assert not [d for d in docs if "etcd" in d["metadata"]["name"]]
 
 
 def test_the_agent_runs_on_gpu_nodes_without_host_pid_or_api_access(docs: list[dict[str, Any]]) -> None:

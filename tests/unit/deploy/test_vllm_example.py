@@ -11,94 +11,31 @@ names, labels, ports and concurrency agree across every file.
 
 from __future__ import annotations
 
-import copy
-import shutil
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[3]
-DEPLOY = ROOT / "deploy"
+from deploy_render import DEPLOY, K8S_VERSION, dump, flags, generate, key, kubectl_render, load_all, one, render
+
 EXAMPLE = DEPLOY / "examples" / "vllm"
-K8S_VERSION = "1.30"
 HEADER = ("# GENERATED: Ebb's base (deploy/*.yaml) with deploy/examples/vllm/patches/ applied; do not edit.\n"
           "# Regenerate: .venv/bin/python tests/unit/deploy/test_vllm_example.py (the test fails when stale).\n"
           "# The comments explaining each field are in the base files.\n")
 
 
-def load_all(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
-
-
-def kustomized(root: Path) -> list[dict[str, Any]]:
-    """The documents of ``root``'s kustomization: its ``resources`` files, in order (all these use)."""
-    kust = yaml.safe_load((root / "kustomization.yaml").read_text(encoding="utf-8"))
-    assert set(kust) <= {"apiVersion", "kind", "resources"}, f"{root}: teach kustomized() {set(kust)}"
-    return [d for res in kust["resources"] for d in load_all(root / res)]
-
-
-def _pointer(doc: Any, path: str) -> tuple[Any, str | int]:
-    *parents, leaf = [p.replace("~1", "/").replace("~0", "~") for p in path.lstrip("/").split("/")]
-    node = doc
-    for p in parents:
-        node = node[int(p)] if isinstance(node, list) else node[p]
-    return node, (leaf if not isinstance(node, list) or leaf == "-" else int(leaf))
-
-
-def apply_patch(doc: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
-    """RFC 6902 ``replace`` and ``add`` (what patches/ uses); ``replace`` of a missing key fails."""
-    out = copy.deepcopy(doc)
-    for op in ops:
-        node, leaf = _pointer(out, op["path"])
-        if op["op"] == "replace":
-            assert (leaf in node) if isinstance(node, dict) else (0 <= int(leaf) < len(node)), op["path"]
-            node[leaf] = copy.deepcopy(op["value"])
-        elif op["op"] == "add":
-            if isinstance(node, list):
-                node.insert(len(node) if leaf == "-" else int(leaf), copy.deepcopy(op["value"]))
-            else:
-                node[leaf] = copy.deepcopy(op["value"])
-        else:
-            raise AssertionError(f"patch op {op['op']!r}: teach apply_patch() or use replace/add")
-    return out
-
-
 def expected_ebb() -> list[dict[str, Any]]:
     """The base's documents with every patch applied to its target (each patch used exactly once)."""
-    patches = {tuple(p.name.removesuffix(".yaml").split(".", 1)): yaml.safe_load(p.read_text(encoding="utf-8"))
-               for p in sorted((EXAMPLE / "patches").glob("*.yaml"))}
-    out, used = [], set()
-    for d in kustomized(DEPLOY):
-        target = (d["kind"], d["metadata"]["name"])
-        if target in patches:
-            d = apply_patch(d, patches[target])
-            used.add(target)
-        out.append(d)
-    assert used == set(patches), f"patches without a target in the base: {set(patches) - used}"
-    return out
+    return generate(DEPLOY, EXAMPLE / "patches")
 
 
 def write_ebb() -> None:
-    (EXAMPLE / "ebb.yaml").write_text(HEADER + yaml.safe_dump_all(expected_ebb(), sort_keys=False, width=120),
-                                      encoding="utf-8")
+    (EXAMPLE / "ebb.yaml").write_text(dump(HEADER, expected_ebb()), encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
 def docs() -> list[dict[str, Any]]:
-    return kustomized(EXAMPLE)
-
-
-def one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
-    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
-    assert len(found) == 1, f"expected one {kind}/{name}, found {len(found)}"
-    return found[0]
-
-
-def flags(args: list[str]) -> dict[str, str]:
-    return dict(a.removeprefix("--").split("=", 1) for a in args if a.startswith("--") and "=" in a)
+    return render(EXAMPLE)
 
 
 def test_ebb_yaml_is_the_base_with_the_patches_applied() -> None:
@@ -111,7 +48,7 @@ def test_every_file_of_the_example_is_in_its_kustomization() -> None:
     assert listed == {p.name for p in EXAMPLE.glob("*.yaml")} - {"kustomization.yaml"}
 
 
-@pytest.mark.parametrize("doc", [d for d in kustomized(EXAMPLE) if d["kind"] != "PodMonitor"],
+@pytest.mark.parametrize("doc", [d for d in render(EXAMPLE) if d["kind"] != "PodMonitor"],
                          ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
 def test_every_document_validates_against_the_kubernetes_schema(doc: dict[str, Any]) -> None:
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
@@ -119,14 +56,10 @@ def test_every_document_validates_against_the_kubernetes_schema(doc: dict[str, A
 
 
 def test_kubectl_kustomize_renders_the_same_documents(docs: list[dict[str, Any]]) -> None:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl not installed; kustomized() alone is checked")
-    out = subprocess.run([kubectl, "kustomize", str(EXAMPLE)], capture_output=True, text=True, timeout=60, check=True)
-
-    def key(d: dict[str, Any]) -> tuple[str, str, str]:
-        return d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]
-    assert sorted((d for d in yaml.safe_load_all(out.stdout) if d), key=key) == sorted(docs, key=key)
+    theirs = kubectl_render(EXAMPLE)
+    if theirs is None:
+        pytest.skip("kubectl not installed; render() alone is checked")
+    assert sorted(theirs, key=key) == sorted(docs, key=key)
 
 
 def test_the_agent_and_controller_args_are_real_ebb_options(docs: list[dict[str, Any]]) -> None:
@@ -143,7 +76,7 @@ def test_the_agent_and_controller_args_are_real_ebb_options(docs: list[dict[str,
 
 
 def test_ebb_pods_keep_every_hardening_rule_of_the_base(docs: list[dict[str, Any]]) -> None:
-    base = kustomized(DEPLOY)
+    base = render(DEPLOY)
     for kind, name in (("Deployment", "ebb-controller"), ("DaemonSet", "ebb-agent")):
         ours, theirs = one(docs, kind, name)["spec"]["template"]["spec"], one(base, kind, name)["spec"]["template"]["spec"]
         assert ours["securityContext"] == theirs["securityContext"]
