@@ -33,9 +33,15 @@ Guarantees, per endpoint and scrape:
   exposition, lacking the running/waiting gauges (the message names the metric, the engine and
   how to enable it), or giving neither a max concurrency nor KV usage raises
   :class:`~ebb.errors.InputError`; the agent counts it and lists the endpoint as missing.
+* **One model per pod page.** A pod serving several models (its running series carry several
+  ``model_name`` values, the profile's ``model_labels``) is several workloads: with ``--model NAME``
+  (``model``) the poller reads that model's series alone (and the pod-wide ones without a model
+  label); without it such a page is an :class:`~ebb.errors.InputError` naming the models and the fix,
+  so the endpoint is listed missing and its failure logged once (the agent's per-endpoint log rule),
+  never summed into one pod. A page with one model, or an engine that labels none, reads as before.
 * :func:`check_engine` refuses at startup (ConfigError) an engine whose profile has no
-  max-concurrency metric and no KV-usage metric when no ``--max-concurrency`` is given, and one
-  that names no busy-seconds counter.
+  max-concurrency metric and no KV-usage metric when no ``--max-concurrency`` is given, one
+  that names no busy-seconds counter, and a ``--model`` for an engine that labels no model.
 * Worker names: the endpoint's ``host:port`` (``[v6]:port``; the scheme's port when none is
   written), at most 253 characters (a longer one keeps its last 253), never ``@``.
 """
@@ -55,6 +61,7 @@ from ebb.agent.buckets import MAX_NAME_CHARS, EnginePoll
 from ebb.log_limit import LogLimiter, held_note
 from ebb.errors import ConfigError, InputError, SourceUnavailable
 from ebb.sources.agent_wire import WorkerGauges
+from ebb.sources.engines.models import check_model
 from ebb.sources.engines.profiles import EngineProfile
 from ebb.sources.engines.reading import EngineReading, LatencyDelta, interval, read_engine_text
 
@@ -97,8 +104,10 @@ def slot_share(running: float, max_concurrency: int | None, kv_usage_ratio: floa
     return min(1.0, max(0.0, max(terms))) if terms else None
 
 
-def check_engine(profile: EngineProfile, max_concurrency: int | None) -> None:
-    """ConfigError when ``profile`` can never give a slot share without ``--max-concurrency``."""
+def check_engine(profile: EngineProfile, max_concurrency: int | None, model: str | None = None) -> None:
+    """ConfigError when ``profile`` can never give a slot share without ``--max-concurrency``, names no
+    busy counter, or cannot select ``model`` (it labels none)."""
+    check_model(profile, model)
     if max_concurrency is not None and max_concurrency < 1:
         raise ConfigError(f"--max-concurrency must be >= 1, got {max_concurrency}")
     if max_concurrency is None and not profile.max_concurrency and not profile.kv_usage:
@@ -138,10 +147,12 @@ async def read_capped(resp: aiohttp.ClientResponse, cap: int, what: str, fix: st
 class EnginePoller:
     """Per-endpoint state of the engine endpoints one agent polls; see the module guarantees."""
 
-    def __init__(self, profile: EngineProfile, max_concurrency: int | None = None) -> None:
-        check_engine(profile, max_concurrency)
+    def __init__(self, profile: EngineProfile, max_concurrency: int | None = None, model: str | None = None) -> None:
+        check_engine(profile, max_concurrency, model)
         self.profile = profile
         self.max_concurrency = max_concurrency
+        self.model = model
+        """The model read from each page (``--model``); None: the page's one model, refused when it has several."""
         self._prev: dict[str, tuple[EngineReading, float]] = {}
         self.dropped = 0
         """Samples the parser or the validation dropped, all endpoints together (each with a reason)."""
@@ -174,7 +185,7 @@ class EnginePoller:
     def parse(self, url: str, raw: bytes) -> EngineReading:
         """One answer of ``url`` read with the profile (pure, thread-safe: the agent runs it in a
         worker thread, :mod:`ebb.agent.parse_pool`); InputError for an unusable page."""
-        return read_engine_text(raw, self.profile, source=url)
+        return read_engine_text(raw, self.profile, source=url, model=self.model)
 
     def advance(self, url: str, reading: EngineReading, t: float) -> EnginePoll:
         """The bucket entry of ``reading`` (``url``'s answer received at ``t``, monotonic s), against

@@ -1,7 +1,7 @@
 """What Ebb derives from one or two scrapes of an inference server's metrics page (``ebb probe``).
 
 :func:`probe_report` turns one or two :class:`~ebb.sources.engines.reading.EngineReading` values
-into one JSON-ready dict: running and waiting requests, the max concurrency (the engine's metric, else the operator's
+into one JSON-ready dict (of the model read, ``model``, when the reading is of one): running and waiting requests, the max concurrency (the engine's metric, else the operator's
 ``--max-concurrency``), KV-cache usage, the slot share the agent would report (its own
 :func:`~ebb.agent.engine_poll.slot_share`), the busy share over the interval (two scrapes), and per
 latency histogram (TTFT, inter-token, end-to-end, queue) the observations and the P99 — over the
@@ -53,7 +53,7 @@ def probe_report(profile: EngineProfile, cur: EngineReading, prev: EngineReading
     mc_metric = cur.max_concurrency
     mc = mc_metric or max_concurrency
     out: dict[str, Any] = {
-        "pod": pod, "engine": profile.name, "title": profile.title, "source": source,
+        "pod": pod, "engine": profile.name, "title": profile.title, "source": source, "model": cur.model,
         "scrapes": 1 if prev is None else 2, "interval_s": None if prev is None else interval_s,
         "running": cur.running, "waiting": cur.waiting, "max_concurrency": mc,
         "max_concurrency_from": "metric" if mc_metric else ("--max-concurrency" if mc else None),

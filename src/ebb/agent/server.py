@@ -71,6 +71,8 @@ wall limit lists its endpoint as missing for that bucket (counted in
 ``engine_pods`` (blocking: :class:`~ebb.agent.kube_pods.EndpointSliceLister` or
 :class:`~ebb.agent.kube_pods.PodLister`) runs every ``discover_s``
 in a thread; the URLs it returns are engine endpoints, a failing call keeps the current ones.
+``engine_model`` (``--model``) reads one model's series from each engine page; a page serving several
+models without it is refused, never summed (:mod:`ebb.agent.engine_poll`).
 """
 
 from __future__ import annotations
@@ -131,12 +133,14 @@ class Agent:
                  engine: EngineProfile | None = None, engine_endpoints: Sequence[str] = (),
                  max_concurrency: int | None = None,
                  engine_pods: Callable[[], Sequence[str]] | None = None,
-                 parse_budget_s: float | None = None) -> None:
+                 parse_budget_s: float | None = None, engine_model: str | None = None) -> None:
         if not endpoints and endpoints_from is None and not engine_endpoints and engine_pods is None:
             raise ValueError("Agent needs endpoints, engine_endpoints, engine_pods or endpoints_from (a router URL)")
         if (engine_endpoints or engine_pods is not None) and engine is None:
             raise ConfigError("engine endpoints need an engine profile (fix: give --engine NAME)")
-        self._engines = EnginePoller(engine, max_concurrency) if engine is not None else None
+        if engine_model is not None and engine is None:
+            raise ConfigError("--model selects a model on engine pages: it needs --engine NAME")
+        self._engines = EnginePoller(engine, max_concurrency, engine_model) if engine is not None else None
         if parse_budget_s is not None and not 0 < parse_budget_s <= 60:
             raise ConfigError(f"--parse-budget-ms must be in (0, 60000], got {parse_budget_s * 1000:g}")
         self._parser = ParsePool(parse_budget_s or default_budget_s(bucket_ms))

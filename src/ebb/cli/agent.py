@@ -21,7 +21,9 @@ ones) — with ``--engine`` every ``--endpoint`` is such a full metrics URL, and
 ``--endpoints-from ROUTER`` are polled at ``{url}{metrics_path}`` while the router itself stays an
 Ebb ``/stats`` endpoint. ``--max-concurrency N`` gives the slots per pod when the engine does not
 report them (llama.cpp: its ``-np``); an engine that reports neither that nor KV usage exits 2 without
-it. ``--poll-ms`` (100-1000; the bucket length) sets the poll period. On Kubernetes, ``--pod-selector
+it. ``--model NAME`` reads one model's series from each page: a pod serving several models (several
+``model_name`` values) is several workloads, so without it such a page is refused (the endpoint listed
+missing, its failure logged once) rather than summed. ``--poll-ms`` (100-1000; the bucket length) sets the poll period. On Kubernetes, ``--pod-selector
 app=vllm --node-name $NODE_NAME [--pod-port 8000] [--pod-namespace NS]`` discovers the Running, Ready
 engine pods on this node every second (:mod:`ebb.agent.kube_pods`; ``pip install 'ebb[k8s]'``);
 ``--pod-service vllm`` instead reads them from that Service's EndpointSlices (RBAC ``endpointslices
@@ -153,6 +155,8 @@ def agent_command(
     pod_namespace: str = typer.Option("default", "--pod-namespace", envvar="POD_NAMESPACE",
                                       help="Namespace of the engine pods."),
     dcgm: str | None = typer.Option(None, "--dcgm", help="DCGM exporter URL to read the GPUs from (instead of NVML)."),
+    model: str | None = typer.Option(None, "--model", help="With --engine: read this model's series alone from "
+                                     "each page (its model_name); a page serving several models needs it."),
     parse_budget_ms: float | None = typer.Option(None, "--parse-budget-ms", help="CPU time one engine page may take "
                                                  "to parse before its pod rests (default: a bucket, at least 100 ms; "
                                                  "a 52 KB vLLM page takes ~4 ms); past 4 budgets (at least 1 s) of "
@@ -176,8 +180,9 @@ def agent_command(
 
         profile = engine_profile(engine, engines_file)
     elif (pod_selector is not None or pod_service is not None or max_concurrency is not None
-          or engines_file is not None):
-        raise ConfigError("--pod-selector, --pod-service, --max-concurrency and --engines-file need --engine NAME")
+          or engines_file is not None or model is not None):
+        raise ConfigError("--pod-selector, --pod-service, --max-concurrency, --engines-file and --model need "
+                          "--engine NAME")
     if bucket_ms < 1 or not 0 <= port < 65536:
         raise ConfigError(f"--bucket-ms must be >= 1 and --port in [0, 65535], got {bucket_ms}, {port}")
     if max_endpoints < 1 or max_connections < 1:
@@ -204,7 +209,7 @@ def agent_command(
                   endpoints_from=endpoints_from, bind=bind, token=token, protect_metrics=protect_metrics,
                   ssl_context=tls, limits=limits, max_endpoints=max_endpoints, engine=profile,
                   engine_endpoints=endpoint if profile else (), max_concurrency=max_concurrency, engine_pods=pods,
-                  parse_budget_s=None if parse_budget_ms is None else parse_budget_ms / 1000)
+                  parse_budget_s=None if parse_budget_ms is None else parse_budget_ms / 1000, engine_model=model)
     if token is None and not _loopback(bind):
         typer.echo(f"warning: serving /v1/buckets on {bind} without a token: anyone who can connect reads the "
                    f"fleet's data (fix: --token-file PATH or ${TOKEN_ENV})", err=True)

@@ -25,6 +25,7 @@ from ebb.analysis.inputs import load_samples
 from ebb.analysis.report_html import render_html
 from ebb.cli.app import app
 from ebb.errors import ConfigError
+from ebb.score.units import plural
 
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 
@@ -48,7 +49,8 @@ def _spark(row: np.ndarray, lo: float, hi: float) -> str:
 
 def _print(console: Console, report: AnalysisReport, coupled_abs_r: float) -> None:
     span = (report.t1_ns - report.t0_ns) / 1e9
-    console.print(f"[bold]{report.n_samples:,}[/] samples, {report.n_series} series, span {span:,.1f} s")
+    console.print(f"[bold]{report.n_samples:,}[/] {'sample' if report.n_samples == 1 else 'samples'}, "
+                  f"{report.n_series} series, span {span:,.1f} s")
     t = Table(title="Distribution per resource (atoms: exact values holding >= 5 % of samples; "
                     "modes of the rest: range, share of samples)")
     for head in ("resource", "n", "mean", "p50", "p95", "p99", "atoms", "modes"):
@@ -68,7 +70,7 @@ def _print(console: Console, report: AnalysisReport, coupled_abs_r: float) -> No
         for node, row in zip(hm.nodes[:shown], hm.cells[:shown]):
             console.print(f"  {node:>12} {_spark(row, lo, hi)}", highlight=False)
         if len(hm.nodes) > shown:
-            console.print(f"  ... {len(hm.nodes) - shown} more nodes (see --html)")
+            console.print(f"  ... {plural(len(hm.nodes) - shown, 'more node')} (see --html)")
     if len(report.resources) > 1:
         ct = Table(title=f"Pearson correlation (|r| > {coupled_abs_r} = coupled load)")
         ct.add_column("")

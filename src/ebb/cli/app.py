@@ -23,12 +23,14 @@ from typing import Annotated
 
 import typer
 
+from ebb.cli.help_format import EbbTyper
+
 __all__ = ["app", "package_version", "ENV_PREFIX"]
 
 ENV_PREFIX = "EBB"
 """Options read ``EBB_<COMMAND>_<OPTION>`` from the environment (see the module docstring)."""
 
-app = typer.Typer(
+app = EbbTyper(  # help that reads whole at 80 columns (ebb.cli.help_format)
     name="ebb",
     help="Ebb: safe, SLA-aware elastic scale-down for GPU clusters.",
     no_args_is_help=True,

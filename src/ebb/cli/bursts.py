@@ -39,6 +39,7 @@ from ebb.cli.app import app
 from ebb.cli.output_option import OutputOpt, wants_json
 from ebb.config.triggers import default_triggers, load_triggers
 from ebb.errors import ConfigError
+from ebb.score.units import plural
 
 __all__ = ["bursts_command"]
 
@@ -102,7 +103,7 @@ def bursts_command(
     from rich.table import Table
 
     if rows is not None and threshold is not None and min_duration_ms is not None:
-        table = Table(title=f"{len(rows)} burst(s) in {input.name}:{value_col} "
+        table = Table(title=f"{plural(len(rows), 'burst')} in {input.name}:{value_col} "
                             f"(p{quantile * 100:g} over {window_ms:g} ms >= {threshold:g} "
                             f"for >= {min_duration_ms:g} ms)")
         for col in ("start_s", "end_s", "peak", "detect_delay_ms"):

@@ -1,5 +1,9 @@
 """``ebb demo``: the live loop on this machine (``--live``) — workers, router, agent, Prometheus, the
-controller and a replayed trace (:mod:`ebb.demo.stack`) — with a live terminal view and the report."""
+controller and a replayed trace (:mod:`ebb.demo.stack`) — with a live terminal view and the report.
+
+Validate first: every flag is checked before a worker, Prometheus or the workdir exists; a bad one
+stops the command with one line naming the flag and the fix (``--source`` not one of
+:data:`SOURCES`; ``--start-s`` at or past the trace's end, with the trace's length)."""
 
 from __future__ import annotations
 
@@ -15,8 +19,22 @@ from rich.table import Table
 
 from ebb.cli.app import app
 from ebb.errors import ConfigError
+from ebb.score.units import plural
 
 _console = Console()
+
+SOURCES = ("auto", "prometheus", "agents")
+"""``--source`` values: ``auto`` reads Prometheus when its binary is installed, else the agents."""
+
+
+def _check_start(trace: str, start_s: float) -> None:
+    """Refuse a ``--start-s`` at or past the end of ``trace`` (the replay would send nothing)."""
+    from ebb.sources.traces import open_trace
+
+    length_s = open_trace(trace).duration_s
+    if start_s >= length_s:
+        raise ConfigError(f"--start-s {start_s:g}: past the end of trace {trace!r}, which is {length_s:,.0f} s long "
+                          f"(fix: --start-s below {length_s:,.0f}, e.g. 1320 for the bundled azure-code)")
 
 
 @app.command("demo")
@@ -64,17 +82,22 @@ def demo_cmd(
                           "simulator-only (fix: --tier asleep:wake_s=2,max=4)")
     if engine not in ENGINES:
         raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if source not in SOURCES:
+        raise ConfigError(f"--source {source!r}: must be one of {', '.join(SOURCES)} (fix: --source auto reads "
+                          "Prometheus when it is installed, else the agents)")
     if engine == "llamacpp":
-        from ebb.demo.llamacpp import llama_server_binary, tiny_model
         settings = llamacpp_settings(minutes=minutes, trace=trace, start_s=start_s, time_scale=time_scale,
                                      source="agents" if source == "auto" else source, report=report,
                                      workdir=workdir, tier=sleep_tier, mode=mode)
-        llama_server_binary()  # MissingExtraError with the fix before anything starts
-        tiny_model()
     else:
         settings = DemoSettings(minutes=minutes, trace=trace, start_s=start_s, time_scale=time_scale, source=source,
                                 report=report, workdir=workdir, tier=sleep_tier, warmup_s=warmup_s,
                                 mode=mode)  # type: ignore[arg-type]
+    _check_start(trace, start_s)  # reads the trace once more in LiveDemo.run: 0.2 s for the bundled one
+    if engine == "llamacpp":
+        from ebb.demo.llamacpp import llama_server_binary, tiny_model
+        llama_server_binary()  # MissingExtraError with the fix before anything starts
+        tiny_model()
     workdir.mkdir(parents=True, exist_ok=True)
     # The terminal shows the live view; structured logs (with trace ids) go to a file beside the ledger.
     log_file = (workdir / "controller.log").open("a", encoding="utf-8")
@@ -116,16 +139,18 @@ def demo_cmd(
     for note in result.notes:
         _console.print(f"[yellow]note:[/] {note}")
     c = result.policy_run.scorecard
-    _console.print(f"source {result.source}; {c.requests:,} requests, {result.load.failed} failed; "
-                   f"replicas mean {c.mean_replicas:.2f} peak {c.peak_replicas}; {c.scale_downs} scale-downs, "
-                   f"{c.scale_ups} scale-ups; SLO violations {c.slo_violation_pct:.2f} %; "
+    _console.print(f"source {result.source}; {plural(c.requests, 'request')}, {result.load.failed} failed; "
+                   f"replicas mean {c.mean_replicas:.2f} peak {c.peak_replicas}; "
+                   f"{plural(c.scale_downs, 'scale-down')}, {plural(c.scale_ups, 'scale-up')}; SLO violations {c.slo_violation_pct:.2f} %; "
                    f"ledger {result.ledger_path} (ebb explain --ledger {result.ledger_path} --list); "
                    f"logs {workdir / 'controller.log'}")
     if result.sleep is not None:
         z = result.sleep
         _console.print(f"asleep tier {sleep_tier.describe() if sleep_tier else ''} ({result.sleep_mechanism}): "
-                       f"{z.sleeps} sleeps, {z.wakes} wakes, {z.failed_wakes} failed wakes (cold starts instead), "
-                       f"{z.failed_sleeps} failed sleeps, {z.released} released; slowest wake {z.slowest_wake_s:.2f} s")
+                       f"{plural(z.sleeps, 'sleep')}, {plural(z.wakes, 'wake')}, "
+                       f"{plural(z.failed_wakes, 'failed wake')} (cold starts instead), "
+                       f"{plural(z.failed_sleeps, 'failed sleep')}, {z.released} released; "
+                       f"slowest wake {z.slowest_wake_s:.2f} s")
     if result.report is not None:
         _console.print(f"report: {result.report}")
     if settings.mode == "recommend":

@@ -50,6 +50,7 @@ from ebb.ledger import DEFAULT_PATH, Ledger, MalformedRow, open_ledger
 from ebb.model.decisions import CycleRecord, DecisionRecord
 from ebb.model.drains import DrainEvent
 from ebb.model.ids import CycleId, DecisionId, RunId
+from ebb.score.units import plural
 
 __all__ = ["explain_json", "explain_text", "format_time", "format_ts", "latest_run", "nearest_ids"]
 
@@ -225,7 +226,7 @@ def _list_drains(ledger: Ledger, where: str, run: str | None, limit: int, as_jso
         typer.echo(f"no drains{scope} in {where}")
         return
     total = len({e.drain_id for e in events})
-    typer.echo(f"{len(ids)} most recent of {total} drains in {where}{scope}")
+    typer.echo(f"{len(ids)} most recent of {plural(total, 'drain')} in {where}{scope}")
     for ln in drain_blocks(recent, format_time):
         typer.echo(f"  {ln}")
 
@@ -249,9 +250,9 @@ def _list(ledger: Ledger, where: str, run: str | None, limit: int, as_json: bool
         typer.echo(f"no decisions{scope} in {where}")
         return
     runs = len({d.run_id for d in every})
-    others = f"; {runs - 1} other run{'s' if runs > 2 else ''}: --run RUN or --run all" if runs > 1 else ""
-    scope = f" (run {chosen}{others})" if chosen is not None else f" ({runs} runs)"
-    typer.echo(f"{len(recent)} most recent of {len(found)} decisions in {where}{scope}")
+    others = f"; {plural(runs - 1, 'other run')}: --run RUN or --run all" if runs > 1 else ""
+    scope = f" (run {chosen}{others})" if chosen is not None else f" ({plural(runs, 'run')})"
+    typer.echo(f"{len(recent)} most recent of {plural(len(found), 'decision')} in {where}{scope}")
     policy = {c.cycle_id: c.policy or "-" for c in cycles}
     rows = [(format_time(d.ts_ns), d.decision_id, policy.get(d.cycle_id, "-"), d.target,
              f"{d.action} {d.from_replicas}→{d.to_replicas}", d.reasons[0] if d.reasons else "") for d in recent]

@@ -39,6 +39,7 @@ from ebb.lint import (
 from ebb.lint.core import FAIL_ON
 from ebb.lint.output import dumps, render_human, to_json, to_sarif
 from ebb.lint.score import RuleScore, Score, format_score, load_labels, score_against
+from ebb.score.units import plural
 
 __all__ = ["lint"]
 
@@ -143,6 +144,6 @@ def _score(result: LintResult, labels_path: Path, roots: list[Path], fmt: str, m
         sys.stdout.write(dumps(payload) + "\n")
     else:
         typer.echo(format_score(score))
-        typer.echo(f"{result.files} file(s), {len(result.errors)} parse error(s); floors: precision "
+        typer.echo(f"{plural(result.files, 'file')}, {plural(len(result.errors), 'parse error')}; floors: precision "
                    f">= {100 * min_precision:.1f} %, recall >= {100 * min_recall:.1f} %: {'pass' if ok else 'FAIL'}")
     raise typer.Exit(0 if ok else 1)

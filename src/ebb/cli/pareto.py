@@ -36,6 +36,7 @@ from ebb.analysis.measurements import Measurement, parse_objectives
 from ebb.analysis.pareto import ParetoReport, pareto_report
 from ebb.cli.app import app
 from ebb.cli.output_option import OutputOpt, wants_json
+from ebb.score.units import plural
 
 __all__ = ["pareto_cmd", "report_json"]
 
@@ -95,10 +96,11 @@ def _print(report: ParetoReport) -> None:
     if report.window_s is not None:
         live = len(report.frontier) + len(report.dominated)
         console.print(f"window {report.window_s:g} s on {escape(str(report.time_column))} at t = "
-                      f"{report.now_s:g}: {live:,} of {report.n_rows:,} measurement(s) live, "
+                      f"{report.now_s:g}: {live:,} of {plural(report.n_rows, 'measurement')} live, "
                       f"{report.expired:,} expired", highlight=False)
-    front = Table(title=escape(f"frontier: {len(report.frontier)} of {len(report.frontier) + len(report.dominated)} "
-                               f"measurement(s) non-dominated (minimising {objs})"))
+    front = Table(title=escape(f"frontier: {len(report.frontier)} of "
+                               f"{plural(len(report.frontier) + len(report.dominated), 'measurement')} "
+                               f"non-dominated (minimising {objs})"))
     heads = ["line", *report.config_columns, *(o.column for o in report.objectives)]
     for i, h in enumerate(heads):
         front.add_column(escape(h), justify="left" if 0 < i <= len(report.config_columns) else "right")
@@ -110,7 +112,7 @@ def _print(report: ParetoReport) -> None:
     if not report.dominated:
         console.print("no dominated configuration")
         return
-    dom = Table(title=escape(f"dominated: {len(report.dominated)} measurement(s); the dominator costs no more "
+    dom = Table(title=escape(f"dominated: {plural(len(report.dominated), 'measurement')}; the dominator costs no more "
                              "in every objective and less in one"))
     for i, h in enumerate(heads):
         dom.add_column(escape(h), justify="left" if 0 < i <= len(report.config_columns) else "right")

@@ -28,6 +28,7 @@ from typing import Annotated, TypeVar
 import typer
 
 from ebb.cli.app import app
+from ebb.cli.help_format import EbbTyper
 from ebb.cli.ledger_options import (EtcdCaOpt, EtcdCertOpt, EtcdKeyOpt, EtcdPasswordFileOpt, EtcdUserOpt, etcd_auth,
                                     quiet_row_warnings, skipped_warning)
 from ebb.errors import EbbError
@@ -37,7 +38,7 @@ from ebb.ledger.review import CompensationLog, ReviewItem, open_compensation_log
 
 __all__ = ["review_app", "format_item"]
 
-review_app = typer.Typer(help="Manual review queue of the rollback channel.", no_args_is_help=True)
+review_app = EbbTyper(help="Manual review queue of the rollback channel.", no_args_is_help=True)
 app.add_typer(review_app, name="review")
 
 T = TypeVar("T")

@@ -18,6 +18,7 @@ from typing import Any
 
 from ebb.config.fleet import FleetConfig, FleetWorkload
 from ebb.errors import ConfigError
+from ebb.score.units import plural
 
 __all__ = ["FleetPlan", "MemberPlan", "plan_fleet", "run_fleet"]
 
@@ -115,7 +116,7 @@ def run_fleet(plan: FleetPlan, *, mode: str, run_id: str, interval_s: float, max
                                                           interval_s=interval_s, react_interval_s=react_s),
                             quotas=cfg.quotas, batcher=batcher, elector=elector)
     namespaces = sorted({w.namespace for w in cfg.workloads})
-    say(f"ebb run: {mode} mode, {len(members)} Deployments in {len(namespaces)} namespace(s) "
-        f"({', '.join(namespaces)}) from {cfg.source}; L3 budget {cfg.cluster.disruption_budget} replica(s) per "
-        f"cycle, at most {cfg.cluster.writes_per_100ms} writes per 100 ms")
+    say(f"ebb run: {mode} mode, {plural(len(members), 'Deployment')} in {plural(len(namespaces), 'namespace')} "
+        f"({', '.join(namespaces)}) from {cfg.source}; L3 budget {plural(cfg.cluster.disruption_budget, 'replica')} "
+        f"per cycle, at most {plural(cfg.cluster.writes_per_100ms, 'write')} per 100 ms")
     fleet.run(stop, max_cycles=cycles)

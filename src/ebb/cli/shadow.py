@@ -32,6 +32,7 @@ from typing import Annotated, Any
 import typer
 
 from ebb.cli.app import app
+from ebb.cli.help_format import EbbTyper
 from ebb.cli.ledger_options import (EtcdCaOpt, EtcdCertOpt, EtcdKeyOpt, EtcdPasswordFileOpt, EtcdUserOpt, etcd_auth,
                                     quiet_row_warnings)
 from ebb.cli.output_option import OutputOpt, wants_json
@@ -41,10 +42,11 @@ from ebb.model.decisions import CycleRecord
 from ebb.model.ids import RunId
 from ebb.model.shadow import SLOTS, ShadowMinute, shadow_of
 from ebb.score.shadow import ShadowReport, saving_text, shadow_report, utc_stamp
+from ebb.score.units import plural
 
 __all__ = ["parse_since", "report_json", "report_text", "shadow_app"]
 
-shadow_app = typer.Typer(help="Shadow mode: what Ebb would have done beside your own autoscaler "
+shadow_app = EbbTyper(help="Shadow mode: what Ebb would have done beside your own autoscaler "
                               "(recorded by ebb run --mode recommend).", no_args_is_help=True)
 app.add_typer(shadow_app, name="shadow")
 
@@ -172,7 +174,7 @@ def report_cmd(
         typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
         raise typer.Exit(2) from exc
     if skipped:
-        typer.echo(f"warning: skipped {len(skipped)} malformed shadow row(s) (everything else is counted); "
+        typer.echo(f"warning: skipped {plural(len(skipped), 'malformed shadow row')} (everything else is counted); "
                    f"first: {' '.join(skipped[0].split())}", err=True)
     if as_json:
         typer.echo(json.dumps(report_json(rep, chosen), ensure_ascii=False))

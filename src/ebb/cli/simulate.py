@@ -12,6 +12,7 @@ import io
 import math
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -27,9 +28,11 @@ from ebb.cli.checks import write_scorecards
 from ebb.cli.config_option import ConfigOpt, PrintConfigOpt, panel, print_settings, read_settings, settings_option
 from ebb.cli.ledger_options import etcd_auth, etcd_option
 from ebb.cli.output_option import wants_json
-from ebb.cli.progress import StepProgress, estimate_run
+from ebb.cli.simulate_history import as_run_row, check_history, history_scaling, load_history, saved_measured
+from ebb.cli.progress import StepProgress, run_estimate
 from ebb.cli.trace_options import TraceFlags, check_trace_flags
 from ebb.config.policy_specs import parse_policies
+from ebb.config.history_settings import HistorySettings
 from ebb.config.simulate_settings import (
     DEFAULT_POLICIES,
     SIMULATE_GROUPS,
@@ -49,7 +52,8 @@ from ebb.score.frontier import frontier_ratios
 from ebb.score.names import abbreviate, legend
 from ebb.score.report import write_report
 from ebb.score.results import Scorecard
-from ebb.score.units import human_count, human_span
+from ebb.score.units import human_count, human_span, plural
+from ebb.score.as_run import AS_RUN_LEGEND, as_run_lines, is_as_run
 from ebb.score.verdict import meets_slo, verdict
 from ebb.sim.compare import FIDELITIES, Comparison, compare
 from ebb.sim.policies import KNOWN_POLICIES, POLICY_HELP
@@ -181,7 +185,7 @@ def _record(where: str, cmp: Comparison, console: Console, etcd: EtcdAuth | None
     finally:
         book.close()
     example = next(iter(first.values()), f"{run_id}-1-1")
-    console.print(f"{n} decisions recorded in {where} (run {run_id}); explain one with: ebb explain {example}"
+    console.print(f"{plural(n, 'decision')} recorded in {where} (run {run_id}); explain one with: ebb explain {example}"
                   + (f" --ledger {where}" if where != DEFAULT_PATH else ""))
 
 
@@ -239,6 +243,20 @@ def simulate(
     load_scale: Annotated[float | None, settings_option(TraceInputSettings, "load_scale")] = None,
     peak_replicas: Annotated[str | None, settings_option(TraceInputSettings, "peak_replicas")] = None,
     cluster: Annotated[Path | None, settings_option(TraceInputSettings, "cluster")] = None,
+    from_prometheus: Annotated[str | None, settings_option(HistorySettings, "from_prometheus")] = None,
+    engine: Annotated[str, settings_option(HistorySettings, "engine")] = HistorySettings.engine,
+    selector: Annotated[str | None, settings_option(HistorySettings, "selector", "--selector",
+                                                    "--prometheus-selector")] = None,
+    deployment: Annotated[str | None, settings_option(HistorySettings, "deployment")] = None,
+    since: Annotated[str | None, settings_option(HistorySettings, "since")] = None,
+    start: Annotated[str | None, settings_option(HistorySettings, "start")] = None,
+    end: Annotated[str | None, settings_option(HistorySettings, "end")] = None,
+    step_s: Annotated[float | None, settings_option(HistorySettings, "step_s")] = None,
+    save_trace: Annotated[Path | None, settings_option(HistorySettings, "save_trace")] = None,
+    prometheus_token_file: Annotated[Path | None, settings_option(HistorySettings, "prometheus_token_file")] = None,
+    prometheus_ca: Annotated[Path | None, settings_option(HistorySettings, "prometheus_ca")] = None,
+    prometheus_cert: Annotated[Path | None, settings_option(HistorySettings, "prometheus_cert")] = None,
+    prometheus_key: Annotated[Path | None, settings_option(HistorySettings, "prometheus_key")] = None,
     policy: Annotated[str, settings_option(PolicyListSettings, "policy", help_suffix=" Known: " + ", ".join(
         KNOWN_POLICIES) + " (each listed below)")] = PolicyListSettings.policy,
     fidelity: Annotated[str | None, settings_option(SimModelSettings, "fidelity")] = None,
@@ -264,6 +282,7 @@ def simulate(
     output: Annotated[str, settings_option(OutputSettings, "output", "--output", "-o")] = OutputSettings.output,
     report: Annotated[Path | None, settings_option(OutputSettings, "report")] = None,
     quiet: Annotated[bool, settings_option(OutputSettings, "quiet")] = OutputSettings.quiet,
+    max_run_min: Annotated[float, settings_option(OutputSettings, "max_run_min")] = OutputSettings.max_run_min,
     ledger: Annotated[str, settings_option(SimLedgerSettings, "ledger")] = SimLedgerSettings.ledger,
     etcd_ca: Annotated[str | None, etcd_option("etcd_ca", panel(SimLedgerSettings))] = None,
     etcd_cert: Annotated[str | None, etcd_option("etcd_cert", panel(SimLedgerSettings))] = None,
@@ -323,7 +342,9 @@ def _simulate(s: SimulateSettings) -> None:
     """Check the outputs, the trace flags and the ledger, then replay, print and write what was asked."""
     # Validate first: every number (the settings did), every output path, before the trace is even read.
     json_out = _json_target(s.output)
-    load_scale, peak = s.input.scaling
+    hist = check_history(s)  # --from-prometheus: its flags, range and files, before anything is read
+    measured = saved_measured(s.input.trace) if hist is None and s.input.cluster is None else None
+    load_scale, peak = history_scaling(s, hist is not None or measured is not None)
     tflags = _checked_trace_flags(s)
     for flag, out in (("--json", json_out), ("--report", s.output.report)):
         if out is not None:
@@ -346,7 +367,9 @@ def _simulate(s: SimulateSettings) -> None:
     items = parse_policies(s.policy.policy, KNOWN_POLICIES)
     if s.model.tier is not None:
         parse_tier(s.model.tier)  # a bad --tier is refused before the trace is read
-    tr = tflags.after_load(open_trace(
+    loaded = load_history(hist, s.model.seed, console) if hist is not None else None
+    measured = loaded.measured if loaded is not None else measured
+    tr = tflags.after_load(loaded.trace if loaded is not None else open_trace(
         inp.trace, inp.format, time_col=inp.time_col, count_col=inp.count_col, tokens_in_col=inp.tokens_in_col,
         tokens_out_col=inp.tokens_out_col, service_col=inp.service_time_column, no_header=inp.no_header,
         clients=tflags.clients, seed=s.model.seed))
@@ -354,19 +377,16 @@ def _simulate(s: SimulateSettings) -> None:
         console.print(f"[yellow]note:[/] {note}")
     fid = s.model.fidelity or ("fluid" if isinstance(tr, CountSeries) and tflags.model is None else "request")
     fluid_bin_ms = s.model.fluid_bin_ms
-    names, bin_s = [i.text for i in items], (fluid_bin_ms / 1000.0) if fluid_bin_ms is not None else 1.0
-    est = estimate_run(tr.requests, tr.duration_s, fid, names, load_scale=load_scale,
-                       calibrated_later=peak is not None, bin_s=bin_s)
-    if not quiet:
-        console.print(escape(est.line()))
-    with StepProgress(console, 1 + len(items), est.expected_s, enabled=not quiet) as progress:
-        def calibrated(requests: int, span_s: float, _k: float) -> None:
+    fluid_bin_s, sim = None if fluid_bin_ms is None else fluid_bin_ms / 1000.0, _sim_settings(s, tflags.model)
+    # Measured before it starts, refused past --max-run-min with the flags that shrink it (ebb.sim.estimate).
+    est = run_estimate(tr, items, sim, fid, load_scale, peak, fluid_bin_s, s.output, console)
+    with StepProgress(console, est, enabled=not quiet) as progress:
+        def calibrated(requests: int, _span_s: float, k: float) -> None:
             if peak is not None:  # the first estimate could not know the load multiple
-                progress.revise(estimate_run(requests, span_s, fid, names, bin_s=bin_s))
+                progress.revise(est.rescaled(requests, k))
         try:
-            cmp = compare(tr, items, _sim_settings(s, tflags.model), fidelity=fid, load_scale=load_scale,
-                          peak_replicas=peak, fluid_bin_s=None if fluid_bin_ms is None else fluid_bin_ms / 1000.0,
-                          on_step=progress, on_workload=calibrated)
+            cmp = compare(tr, items, sim, fidelity=fid, load_scale=load_scale, peak_replicas=peak,
+                          fluid_bin_s=fluid_bin_s, on_step=progress, on_workload=calibrated)
         except MemoryError as exc:
             # The request cap (ebb.model.trace_ops.MAX_REQUESTS) refuses oversized expansions before
             # allocating; this is the backstop for what it cannot foresee (a trace spanning years,
@@ -375,16 +395,20 @@ def _simulate(s: SimulateSettings) -> None:
                              f"{human_span(tr.duration_s)}): {' '.join(str(exc).split())}",
                              path=str(tr.source or inp.trace),
                              fix="use --fidelity fluid, a smaller --load-scale, or a shorter trace") from exc
+    measured_run = as_run_row(measured, tr, s, load_scale, console)  # the fleet as it ran, beside the rest
+    recorded, cmp = cmp, cmp if measured_run is None else replace(cmp, runs=(*cmp.runs, measured_run))
     _print_results(cmp, console, service_model=tflags.model is not None)
     if led.ledger:
-        _record(led.ledger, cmp, console, ledger_auth)
+        _record(led.ledger, recorded, console, ledger_auth)
     elif not quiet:
         console.print("decisions not recorded (add --ledger ebb-ledger.sqlite to explain them with ebb explain)")
     if json_out is not None:
         # Each card also says the load multiple and fidelity it was run at (one run, one multiple).
         write_scorecards(json_out, [{**{k: (None if isinstance(v, float) and math.isnan(v) else v)
                                         for k, v in r.scorecard.as_dict().items()},
-                                     "load_scale": cmp.load_scale, "fidelity": cmp.fidelity} for r in cmp.runs])
+                                     "load_scale": cmp.load_scale,
+                                     "fidelity": r.scorecard.fidelity if is_as_run(r.scorecard) else cmp.fidelity}
+                                    for r in cmp.runs])
         if json_out != checks.STDOUT:
             console.print(f"scorecards written to {json_out}")
     if s.output.report is not None:
@@ -393,11 +417,14 @@ def _simulate(s: SimulateSettings) -> None:
 
 def _print_results(cmp: Comparison, console: Console, *, service_model: bool) -> None:
     """The verdict first (what to deploy, how Ebb did against the best peer), then the table and the oracle."""
-    for line in verdict([r.scorecard for r in cmp.runs]).lines():
+    cards = [r.scorecard for r in cmp.runs]
+    for line in verdict([c for c in cards if not is_as_run(c)]).lines():
+        console.print(escape(line))
+    for line in next((as_run_lines(c, cards) for c in cards if is_as_run(c)), []):
         console.print(escape(line))
     table, legend_lines = _table(cmp, console.width, service_model=service_model)
     console.print(table)
-    for line in legend_lines:
+    for line in legend_lines + ([AS_RUN_LEGEND] if any(is_as_run(c) for c in cards) else []):
         console.print(escape(line))
     o = cmp.oracle
     console.print(f"oracle: headroom x{o.headroom:.3f}, smoothing {o.smoothing_s} s, "

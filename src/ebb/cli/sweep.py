@@ -10,8 +10,11 @@ The spec format, the job ids and the determinism guarantees are :mod:`ebb.sim.sw
 * ``--out`` (default ``sweep-results.json``): a JSON list sorted by job id, each entry the job
   (id, scenario, kind, policy, knobs, seed, fidelity), its ``scorecard`` (null when it failed) and
   ``error`` when it failed. No timing in it: the file is byte-identical whichever backend ran it.
-* stdout: ``-o table`` (default) a table of every job and the Pareto set, at most 80 columns;
-  ``-o json`` the results file's content.
+* stdout: ``-o table`` (default) a table of every job and the Pareto sets, at most 80 columns;
+  ``-o json`` the results file's content. Rows go by comparable group (scenario, then the workload
+  and environment knobs such as ``cold_start_s``, as numbers), then policy, then the other knobs; a
+  Pareto set is computed within each group (:func:`~ebb.sim.sweep.pareto_groups`), never across two
+  cold starts.
 
 Exit codes: 0 every job ran; 2 a bad spec or option (nothing runs), or at least one job failed
 (reported by id; the others are still written).
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,13 +35,15 @@ import typer
 from ebb.cli.app import app
 from ebb.errors import InputError
 from ebb.model.trace import CountSeries, RequestTrace
+from ebb.score.units import plural
 from ebb.sim.sweep import (
     JobOutcome,
     KNOBS,
     SweepJob,
+    comparable_group,
     expand_jobs,
     load_sweep_spec,
-    pareto_ids,
+    pareto_groups,
     results_json,
     violation_pct,
 )
@@ -105,8 +111,19 @@ def _header() -> str:
     return " ".join((name.rjust(w) if i >= 4 else name.ljust(w)) for i, (name, w) in enumerate(_COLS)).rstrip()
 
 
+def _natural(text: str) -> list[str | float]:
+    """``hpa:target=5`` before ``hpa:target=10``: the numbers in a policy spec compare as numbers."""
+    return [float(part) if i % 2 else part for i, part in enumerate(re.split(r"(\d+(?:\.\d+)?)", text))]
+
+
+def _order(o: JobOutcome) -> tuple[Any, ...]:
+    """Row order: comparable group (scenario, then workload/environment knob values as numbers), policy
+    (its numbers as numbers), then the remaining knobs; the id (a hash) only breaks what is left."""
+    return comparable_group(o.job), _natural(o.job.policy), o.job.knobs, o.job.id
+
+
 def _table(outcomes: Sequence[JobOutcome]) -> list[str]:
-    """The table and the Pareto set, every line at most :data:`WIDTH` characters."""
+    """The table and the Pareto sets, every line at most :data:`WIDTH` characters."""
     values: dict[str, set[float]] = {}
     for o in outcomes:
         for k, v in o.job.knobs:
@@ -114,7 +131,7 @@ def _table(outcomes: Sequence[JobOutcome]) -> list[str]:
     varying = sorted(k for k, vs in values.items() if len(vs) > 1)
     fixed = sorted(k for k, vs in values.items() if len(vs) == 1)
     lines = [_header()]
-    lines += [_row(o, varying) for o in outcomes]
+    lines += [_row(o, varying) for o in sorted(outcomes, key=_order)]
     legend = [f"{_KNOB_ABBREV[k]}={k}" for k in varying]
     if fixed:
         kn = dict(outcomes[0].job.knobs)
@@ -122,12 +139,17 @@ def _table(outcomes: Sequence[JobOutcome]) -> list[str]:
     if legend:
         lines.append(_cut("knobs: " + ", ".join(legend), WIDTH))
     by_id = {o.job.id: o for o in outcomes}
-    front = pareto_ids(outcomes)
+    groups = pareto_groups(outcomes)
     lines.append("")
-    lines.append("Pareto set (cheapest per violation level; per scenario and workload knobs):")
+    lines.append("Pareto sets (cheapest per violation level), one per scenario and environment:")
     lines.append(_header())
-    lines += [_row(by_id[i], varying) for i in front]
-    if not front:
+    grouped = len({comparable_group(o.job) for o in outcomes}) > 1
+    for (scenario, knobs), ids in groups:
+        if grouped:  # name the group by what differs between groups: scenario and varying knobs
+            shown = " ".join(f"{_KNOB_ABBREV.get(k, k)}={v:g}" for k, v in knobs if k in varying)
+            lines.append(f"-- {Path(scenario).name or scenario}" + (f", {shown}" if shown else "") + ":")
+        lines += [_row(by_id[i], varying) for i in ids]  # along the front: fewest violations first
+    if not groups:
         lines.append("(none: no job produced a finite score)")
     return [_cut(line, WIDTH) for line in lines]
 
@@ -192,7 +214,7 @@ def sweep(
     where = {"serial": "in this process", "pool": f"on {n_workers} worker processes",
              "ray": f"on a private local Ray ({cpus}, 127.0.0.1 only)" if local_ray
              else f"on Ray ({ray_address})"}[backend.name]
-    print(f"sweep {spec}: {len(jobs)} jobs {where}", file=sys.stderr, flush=True)
+    print(f"sweep {spec}: {plural(len(jobs), 'job')} {where}", file=sys.stderr, flush=True)
     outcomes = run_sweep(run_job, jobs, backend, on_done=_progress(len(jobs)))
     text = results_json(outcomes)
     try:
@@ -204,7 +226,7 @@ def sweep(
     else:
         print("\n".join(_table(outcomes)))
     failed = [o for o in outcomes if o.error is not None]
-    print(f"results written to {out}" + (f"; {len(failed)} of {len(outcomes)} jobs failed" if failed else ""),
+    print(f"results written to {out}" + (f"; {len(failed)} of {plural(len(outcomes), 'job')} failed" if failed else ""),
           file=sys.stderr, flush=True)
     for o in failed:
         print(f"job {o.job.id} ({o.job.scenario}, {o.job.policy}) failed: {o.error}", file=sys.stderr, flush=True)

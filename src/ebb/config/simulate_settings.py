@@ -1,7 +1,7 @@
 """``ebb simulate``'s settings, one frozen dataclass per concern, each a section of ``--config FILE``.
 
 ``input`` (the trace, how to read it, which part, how much load; or a cluster scenario),
-``policy`` (the policies compared), ``model`` (the SLO, cost, cold start, metric pipeline, fidelity
+``history`` (or a fleet's Prometheus history instead: :mod:`ebb.config.history_settings`), ``policy`` (the policies compared), ``model`` (the SLO, cost, cold start, metric pipeline, fidelity
 and seed the run is judged and simulated with), ``fault`` (an injected latency regression),
 ``output`` (JSON, the HTML report, progress) and ``ledger`` (where decisions are recorded). A key is
 its flag's long name with underscores (``--time-col`` is ``input.time_col``, ``--json`` is
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ebb.config import settings_checks as checks
+from ebb.config.history_settings import HistorySettings
 from ebb.config.ledger_settings import EtcdAuthSettings
 from ebb.config.settings_file import SettingsFile, group_values, merge_settings, settings_groups
 from ebb.errors import ConfigError
@@ -320,6 +321,15 @@ class OutputSettings:
     """No progress output
 
     Default false: the run estimate and a progress bar while policies run."""
+    max_run_min: float = 30.0
+    """Refuse a run estimated to take longer than this many minutes (0: no limit)
+
+    The estimate is measured on a slice of the trace with the actual policies before the run starts
+    (counted without simulating when even its floor is over). Default 30: past it the refusal names
+    the flags that shrink the run (--window-s, --fidelity fluid, a smaller --load-scale)."""
+
+    def __post_init__(self) -> None:
+        checks.non_negative("--max-run-min", self.max_run_min, fix="minutes, e.g. --max-run-min 60, or 0 for no limit")
 
 
 @dataclass(frozen=True)
@@ -340,6 +350,7 @@ class SimulateSettings:
     """Everything ``ebb simulate`` is told, one group per section; built once, by :func:`simulate_settings`."""
 
     input: TraceInputSettings
+    history: HistorySettings
     policy: PolicyListSettings
     model: SimModelSettings
     fault: FaultInjectionSettings

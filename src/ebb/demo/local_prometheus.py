@@ -73,8 +73,9 @@ class LocalPrometheus:
     """One Prometheus process on a fixed loopback port and data dir; restartable."""
 
     def __init__(self, binary: str, data_dir: Path, config_path: Path, *, port: int | None = None,
-                 log_path: Path | None = None, ready_within_s: float = 30.0) -> None:
+                 log_path: Path | None = None, ready_within_s: float = 30.0, retention: str = "1d") -> None:
         self.binary = binary
+        self.retention = retention  # backfilled history (tests) is kept only within it of the newest sample
         # Prometheus resolves relative paths against the config's directory, not our cwd.
         self.data_dir = data_dir.resolve()
         self.config_path = config_path.resolve()
@@ -98,7 +99,7 @@ class LocalPrometheus:
         args = [self.binary, f"--config.file={self.config_path}",
                 f"--storage.tsdb.path={self.data_dir / 'tsdb'}",
                 f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle",
-                "--storage.tsdb.retention.time=1d", "--log.level=warn"]
+                f"--storage.tsdb.retention.time={self.retention}", "--log.level=warn"]
         out = self.log_path.open("ab") if self.log_path is not None else subprocess.DEVNULL
         try:
             self._proc = spawn(args, stdout=out, stderr=subprocess.STDOUT)

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ebb.lint.core import LintResult, Rule
+from ebb.score.units import plural
 
 __all__ = ["render_human", "to_json", "to_sarif", "dumps", "SARIF_SCHEMA", "SARIF_LEVELS"]
 
@@ -27,8 +28,8 @@ def render_human(result: LintResult, console: Console) -> None:
         console.print(f"{escape(f.path)}:{f.line}:{f.column}: [bold]{f.rule_id}[/] "
                       f"[{_STYLE.get(f.severity, 'white')}]{f.severity}[/] {escape(f.message)}", highlight=False)
         console.print(f"    fix: {escape(f.fix)}", highlight=False, style="dim")
-    console.print(f"{result.files} file(s), {len(result.findings)} finding(s), {len(result.errors)} parse error(s)",
-                  highlight=False)
+    console.print(f"{plural(result.files, 'file')}, {plural(len(result.findings), 'finding')}, "
+                  f"{plural(len(result.errors), 'parse error')}", highlight=False)
 
 
 def to_json(result: LintResult, exit_code: int | None = None) -> dict[str, Any]:

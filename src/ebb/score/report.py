@@ -22,8 +22,9 @@ from ebb.score.frontier import frontier_ratios
 from ebb.score.names import abbreviate, legend
 from ebb.score.results import FloatArray, PolicyRun, Scorecard
 from ebb.score.scatter import SLO_DASH, cost_violation_chart, dash_swatch
+from ebb.score.styles import PolicyStyle, marker_close, marker_svg, policy_style, style_swatch
+from ebb.score.units import plural
 from ebb.score.svgplot import (
-    PALETTE,
     LinearScale,
     LogScale,
     downsample_max,
@@ -36,6 +37,7 @@ from ebb.score.svgplot import (
     step_path,
     time_unit,
 )
+from ebb.score.as_run import AS_RUN_LEGEND, as_run_lines, is_as_run
 from ebb.score.verdict import SLO_VIOLATION_LIMIT_PCT, Verdict, meets_slo, verdict
 
 __all__ = [
@@ -73,7 +75,7 @@ td.best{font-weight:700;outline:2px solid #009E73}
 dl.abbr{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px 0;font-size:13px}
 dl.abbr dt{font-weight:600}dl.abbr dd{margin:0;overflow-wrap:anywhere;font-family:ui-monospace,monospace}
 .legend{display:flex;flex-wrap:wrap;gap:6px 18px;margin:4px 0 2px;font-size:13px}
-.legend svg.swl{width:28px;height:10px;display:inline-block;vertical-align:middle;margin-right:6px}
+svg.swl{width:28px;height:10px;display:inline-block;vertical-align:middle;margin-right:6px}
 .blk{display:inline-block;width:14px;height:10px;vertical-align:middle;margin-right:6px}
 svg{width:100%;height:auto;display:block}svg text{font:11px system-ui,sans-serif;fill:#333}
 svg .halo{paint-order:stroke;stroke:#fff;stroke-width:3px}
@@ -85,8 +87,13 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _color(i: int) -> str:
-    return PALETTE[i % len(PALETTE)]
+def _style(i: int) -> PolicyStyle:
+    """The ``i``-th policy's colour, dash and marker: distinct for every policy (:mod:`ebb.score.styles`)."""
+    return policy_style(i)
+
+
+def _dash(style: PolicyStyle) -> str:
+    return f' stroke-dasharray="{style.dash}"' if style.dash else ""
 
 
 # --------------------------------------------------------------------------- verdict and tables
@@ -156,7 +163,7 @@ def _scorecard_tables(cards: Sequence[Scorecard], labels: Sequence[str], pick: S
         rows = []
         for i, c in enumerate(cards):
             is_pick = pick is not None and c is pick
-            cells = [f'<td class="l p"><span class="blk" style="background:{_color(i)}"></span>{_e(labels[i])}</td>']
+            cells = [f'<td class="l p">{style_swatch(_style(i), width=3)}{_e(labels[i])}</td>']
             for key, _, fmt in cols:
                 cls = "l" if key in _TEXT_COLS else ("best" if key == "gpu_hours" and is_pick else "")
                 cells.append(f'<td class="{cls}">{_cell(c, key, fmt, ratios)}</td>')
@@ -237,7 +244,7 @@ def _svg(label: str, body: str, height: int = _H) -> str:
 
 
 def _legend(labels: Sequence[str], extra: str = "") -> str:
-    items = [f"<span>{dash_swatch(_color(i), '', width=3)}{_e(name)}</span>" for i, name in enumerate(labels)]
+    items = [f"<span>{style_swatch(_style(i), width=3)}{_e(name)}</span>" for i, name in enumerate(labels)]
     return f'<div class="legend">{"".join(items)}{extra}</div>'
 
 
@@ -260,10 +267,10 @@ def _replicas_chart(runs: Sequence[PolicyRun], labels: Sequence[str]) -> str:
                  f'fill-opacity="0.3"><title>demand (req/s), peak {_e(fmt_num(_finite_max(dv)))}</title></path>')
     for i, r in enumerate(runs):
         tt, rv = downsample_minmax(r.timeline.t_s, r.timeline.replicas, MAX_POINTS)
-        tip = (f"{r.scorecard.policy}: peak {r.scorecard.peak_replicas} replicas, "
+        tip = (f"{r.scorecard.policy}: peak {plural(r.scorecard.peak_replicas, 'replica')}, "
                f"mean {r.scorecard.mean_replicas:.2f}")
-        parts.append(f'<path class="s" d="{step_path(x(tt), y(rv), x.at(_x_end(r)))}" stroke="{_color(i)}" '
-                     f'stroke-width="1.8"><title>{_e(tip)}</title></path>')
+        parts.append(f'<path class="s" d="{step_path(x(tt), y(rv), x.at(_x_end(r)))}" stroke="{_style(i).color}" '
+                     f'stroke-width="1.8"{_dash(_style(i))}><title>{_e(tip)}</title></path>')
     extra = f'<span><span class="blk" style="background:{_GREY};opacity:.45"></span>demand (req/s, right axis)</span>'
     return _legend(labels, extra) + _svg("replicas over time per policy against demand", "".join(parts))
 
@@ -301,8 +308,8 @@ def _latency_chart(runs: Sequence[PolicyRun], labels: Sequence[str], metric: str
         peak = _finite_max(vv)
         pol = runs[i].scorecard.policy
         tip = f"{pol}: {name}, max {peak:,.1f} ms" if math.isfinite(peak) else f"{pol}: {name}, no completed requests"
-        parts.append(f'<path class="s" d="{line_path(x(tt), y(vv))}" stroke="{_color(i)}" stroke-width="1.5">'
-                     f"<title>{_e(tip)}</title></path>")
+        parts.append(f'<path class="s" d="{line_path(x(tt), y(vv))}" stroke="{_style(i).color}" stroke-width="1.5"'
+                     f"{_dash(_style(i))}><title>{_e(tip)}</title></path>")
     extra = f"<span>{dash_swatch('#555', SLO_DASH)}{_e(slo_name)}</span>" if slos else ""
     return _legend(labels, extra) + _svg(f"{name} over time per policy", "".join(parts))
 
@@ -334,10 +341,13 @@ def _bars_chart(runs: Sequence[PolicyRun], labels: Sequence[str]) -> str:
             if math.isfinite(v):
                 top = y.at(max(v, 0.0))
                 parts.append(f'<rect x="{cx - band * 0.35:.1f}" y="{top:.1f}" width="{band * 0.7:.1f}" '
-                             f'height="{max(_Y0 - top, 0.0):.1f}" fill="{_color(i)}">'
+                             f'height="{max(_Y0 - top, 0.0):.1f}" fill="{_style(i).color}">'
                              f"<title>{_e(f'{r.scorecard.policy}: {label} {text}')}</title></rect>")
-            parts.append(f'<text x="{cx:.1f}" y="{(y.at(max(v, 0.0)) if math.isfinite(v) else _Y0) - 4:.1f}" '
-                         f'text-anchor="middle">{_e(text)}</text>')
+            above = (y.at(max(v, 0.0)) if math.isfinite(v) else _Y0) - 4
+            parts.append(f'<text x="{cx:.1f}" y="{above:.1f}" text-anchor="middle">{_e(text)}</text>'
+                         # the policy's marker above its value, as in the legend: bars of one colour differ
+                         + marker_svg(_style(i).marker, cx, above - 14, 4.0, _style(i).color, 'class="key"')
+                         + marker_close(_style(i).marker))
         if limit is not None:
             py = y.at(limit)
             parts.append(f'<line x1="{x0}" x2="{x1}" y1="{py:.1f}" y2="{py:.1f}" stroke="#555" '
@@ -371,11 +381,14 @@ def render_report(runs: Sequence[PolicyRun], *, title: str, trace_desc: str,
         parts.append(settings_html + "<p>No policy runs to report.</p></body></html>")
         return "".join(parts)
     cards = [r.scorecard for r in runs]
-    v = verdict(cards)
+    measured = next((c for c in cards if is_as_run(c)), None)  # beside the verdict, never its pick
+    v = verdict([c for c in cards if not is_as_run(c)])
     by_spec = abbreviate((c.policy for c in cards), POLICY_LABEL_CHARS)
     labels = [by_spec[c.policy] for c in cards]
     parts.append(_verdict_block(v))
-    legend_html, scatter_svg = cost_violation_chart(cards, [_color(i) for i in range(len(cards))], labels, v.pick)
+    if measured is not None:
+        parts.append("".join(f"<p>{_e(line)}</p>" for line in (*as_run_lines(measured, cards), AS_RUN_LEGEND)))
+    legend_html, scatter_svg = cost_violation_chart(cards, [_style(i) for i in range(len(cards))], labels, v.pick)
     parts.append("<h2>Cost against SLO violations</h2>" + _legend(labels) + legend_html + scatter_svg)
     if frontier_ratios([c.as_dict() for c in cards]):
         parts.append('<p class="muted">The solid grey line is the peers\' frontier, the dashed one the HPA '

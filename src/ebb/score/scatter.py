@@ -27,6 +27,7 @@ import numpy as np
 from ebb.gates.pareto import pareto_mask
 from ebb.score.frontier import HPA_FAMILIES, family, lower_hull
 from ebb.score.results import Scorecard
+from ebb.score.styles import PolicyStyle, marker_close, marker_svg
 from ebb.score.svgplot import LinearScale, fmt_num, nice_ticks
 from ebb.score.verdict import SLO_VIOLATION_LIMIT_PCT, role
 
@@ -41,6 +42,7 @@ _X0, _X1, _Y0, _Y1 = 70, 930, 296, 16
 _C = 0.01  # symlog offset (%): 0 % maps to log10(0.01) = -2
 _FRONTIER = "#777777"
 _LABEL_ALL_UP_TO = 12  # more points than this: label only the verdict's policies and the oracle
+_LABEL_STEP = 13  # px between stacked labels of coinciding points (11-px text)
 
 
 def symlog_pct(pct: float) -> float:
@@ -68,9 +70,26 @@ def _hull_path(points: list[tuple[float, float]], x: LinearScale, y: LinearScale
     return "M" + " L".join(f"{x.at(symlog_pct(a)):.1f},{y.at(b):.1f}" for a, b in pts)
 
 
-def cost_violation_chart(cards: Sequence[Scorecard], colors: Sequence[str], labels: Sequence[str],
+def _labels(labelled: list[tuple[bool, float, float, str]]) -> list[str]:
+    """Point labels; labels of points that coincide (to the pixel) stack downward under the verdict's
+    pick, so "— deploy" always sits on the first line beside its own point and no two labels overlap."""
+    out: list[str] = []
+    stacked: dict[tuple[int, int], int] = {}
+    for is_pick, cx, cy, text in sorted(labelled, key=lambda item: not item[0]):  # stable: the pick first
+        at = (round(cx), round(cy))
+        row = stacked.get(at, 0)
+        stacked[at] = row + 1
+        anchor, dx = ("end", -12) if cx > _X1 - 160 else ("start", 12)
+        bold = ' font-weight="bold"' if is_pick else ""
+        out.append(f'<text class="halo" x="{cx + dx:.1f}" y="{cy - 6 + _LABEL_STEP * row:.1f}" '
+                   f'text-anchor="{anchor}"{bold}>{html.escape(text)}</text>')
+    return out
+
+
+def cost_violation_chart(cards: Sequence[Scorecard], styles: Sequence[PolicyStyle], labels: Sequence[str],
                          pick: Scorecard | None) -> tuple[str, str]:
-    """(legend HTML, SVG) of the cost-against-violations chart; ``colors``/``labels`` align with ``cards``.
+    """(legend HTML, SVG) of the cost-against-violations chart; ``styles``/``labels`` align with ``cards``
+    (each point is drawn in its style's colour and marker shape).
 
     Points with a non-finite violation rate or GPU-hours are left out (they have no position).
     ``pick`` (the verdict's policy) is drawn larger and labelled "deploy".
@@ -122,6 +141,7 @@ def cost_violation_chart(cards: Sequence[Scorecard], colors: Sequence[str], labe
                             '<circle cx="14" cy="5" r="4" fill="none" stroke="#222" stroke-width="1.5"/></svg>'
                             "Pareto set of the policies run</span>")
     label_all = len(fin) <= _LABEL_ALL_UP_TO
+    labelled: list[tuple[bool, float, float, str]] = []
     for k, i in enumerate(fin):
         c = cards[i]
         cx, cy = x.at(symlog_pct(c.slo_violation_pct)), y.at(c.gpu_hours)
@@ -131,14 +151,12 @@ def cost_violation_chart(cards: Sequence[Scorecard], colors: Sequence[str], labe
         if on_front[k]:
             parts.append(f'<circle class="pareto" cx="{cx:.1f}" cy="{cy:.1f}" r="9" fill="none" stroke="#222" '
                          'stroke-width="1.5"/>')
-        parts.append(f'<circle class="pt" cx="{cx:.1f}" cy="{cy:.1f}" r="{6 if is_pick else 4.5}" '
-                     f'fill="{colors[i]}"><title>{tip}</title></circle>')
+        st = styles[i]
+        parts.append(marker_svg(st.marker, cx, cy, 6 if is_pick else 4.5, st.color, 'class="pt"')
+                     + f"<title>{tip}</title>" + marker_close(st.marker))
         if label_all or is_pick or role(c.policy) != "peer":
-            text = labels[i] + (" — deploy" if is_pick else "")
-            anchor, dx = ("end", -12) if cx > _X1 - 160 else ("start", 12)
-            bold = ' font-weight="bold"' if is_pick else ""
-            parts.append(f'<text class="halo" x="{cx + dx:.1f}" y="{cy - 6:.1f}" text-anchor="{anchor}"{bold}>'
-                         f"{html.escape(text)}</text>")
+            labelled.append((is_pick, cx, cy, labels[i] + (" — deploy" if is_pick else "")))
+    parts += _labels(labelled)
     svg = (f'<svg viewBox="0 0 {_W} {_H}" role="img" aria-label="GPU-hours against SLO violations per policy">'
            + "".join(parts) + "</svg>")
     return '<div class="legend">' + "".join(legend_items) + "</div>", svg

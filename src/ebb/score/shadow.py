@@ -47,6 +47,7 @@ import numpy.typing as npt
 from ebb.errors import InputError
 from ebb.model.decisions import DecisionRecord
 from ebb.model.shadow import SLOTS, ShadowMinute
+from ebb.score.units import plural
 
 __all__ = ["MAX_RISK_SHARE", "MIN_OBSERVED_S", "MIN_SAVING", "TOP", "Disagreement", "ShadowReport",
            "ShadowSeries", "merged_series", "saving_text", "shadow_report", "utc_stamp"]
@@ -210,7 +211,7 @@ def _why(d_start: int, end: int, series: ShadowSeries, decisions: Sequence[Decis
         lines.append(f"{d.decision_id} {d.action} {d.from_replicas} → {d.to_replicas} at "
                      f"{utc_stamp(d.ts_ns / 1e9)}: {reason}")
     if len(inside) > 2:
-        lines.append(f"… and {len(inside) - 2} more decision(s) within it")
+        lines.append(f"… and {plural(len(inside) - 2, 'more decision')} within it")
     return tuple(lines)
 
 

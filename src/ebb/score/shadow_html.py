@@ -20,6 +20,7 @@ import numpy as np
 from ebb.errors import InputError
 from ebb.model.shadow import SLOTS
 from ebb.score.shadow import ShadowReport, saving_text, utc_stamp
+from ebb.score.units import plural
 from ebb.score.svgplot import LinearScale, downsample_minmax, fmt_num, nice_ticks, step_path, time_unit
 
 __all__ = ["MAX_POINTS", "render_shadow", "write_shadow"]
@@ -63,9 +64,9 @@ def _chart(r: ShadowReport) -> str:
     parts = []
     for a, b in _bands(r.risk_minute_starts):
         x0, x1 = x.at(a), x.at(b)
+        risk = "risk: " + plural((b - a) // SLOTS, "minute")
         parts.append(f'<rect x="{x0:.1f}" y="{_Y1}" width="{max(x1 - x0, 1.0):.1f}" height="{_Y0 - _Y1}" '
-                     f'fill="{_RISK}" fill-opacity="0.3"><title>{_e(f"risk: {(b - a) // SLOTS} minute(s)")}</title>'
-                     "</rect>")
+                     f'fill="{_RISK}" fill-opacity="0.3"><title>{_e(risk)}</title></rect>')
     for v in ticks:
         py = y.at(v)
         parts.append(f'<line class="grid" x1="{_X0}" x2="{_X1}" y1="{py:.1f}" y2="{py:.1f}"/>'

@@ -2,14 +2,15 @@
 
 Guarantees: :func:`human_span` always returns a number and a unit a person reads without
 arithmetic (``45 s``, ``12 min 05 s``, ``2 h 05 min``, ``58.6 days``); :func:`human_count` keeps at
-least two significant digits and is exact (with thousands separators) below 100,000.
+least two significant digits and is exact (with thousands separators) below 100,000; :func:`plural`
+puts a counted noun in the number its count asks for (``1 policy``, ``2 policies``, ``0 scale-downs``).
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["human_count", "human_span"]
+__all__ = ["human_count", "human_span", "plural"]
 
 
 def human_span(seconds: float) -> str:
@@ -46,3 +47,22 @@ def human_count(n: float) -> str:
     div, suffix = next((d, s) for d, s in ((1e9, "G"), (1e6, "M"), (1e3, "k")) if a >= d)
     v = n / div
     return f"{v:.1f} {suffix}" if abs(v) < 100 else f"{v:,.0f} {suffix}"
+
+
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """``n`` and ``noun``, the noun singular only when ``n`` is 1: ``1 policy``, ``3 policies``, ``0 pods``.
+
+    The count keeps thousands separators (``1,200 requests``). The plural is ``many`` when given (``series``,
+    ``replica-s``), else English's regular one: a consonant + ``y`` → ``ies``, ``s``/``x``/``z``/``ch``/``sh`` →
+    ``es``, otherwise ``s`` (``scale-down`` → ``scale-downs``, ``GPU`` → ``GPUs``).
+    """
+    if n == 1:
+        return f"{n:,} {noun}"
+    if many is None:
+        if noun.endswith("y") and len(noun) > 1 and noun[-2].lower() not in "aeiou":
+            many = noun[:-1] + "ies"
+        elif noun.endswith(("s", "x", "z", "ch", "sh")):
+            many = noun + "es"
+        else:
+            many = noun + "s"
+    return f"{n:,} {many}"

@@ -309,6 +309,45 @@ def reference_demand(trace: RequestTrace | CountSeries, settings: SimSettings) -
     return FluidDemand(str(trace.name), _REFERENCE_BIN_S, arrivals_per_second(trace), np.sort(tin), np.sort(tout))
 
 
+def calibration_reference(trace: RequestTrace | CountSeries, settings: SimSettings) -> Callable[[float], Workload]:
+    """The workload :func:`calibrate` searches at load multiple ``k``: a request log's (or, under the
+    service-time model, any trace's) own requests in request fidelity, else :func:`reference_demand`
+    times ``k``."""
+    requests = settings.cluster.service is not None or isinstance(trace, RequestTrace)
+    base = None if requests else reference_demand(trace, settings)
+
+    def reference(k: float) -> Workload:
+        return prepare(trace, "request", settings, load_scale=k) if base is None else replace(base, counts=base.counts * k)
+
+    return reference
+
+
+def unit_peak_replicas(trace: RequestTrace | CountSeries, settings: SimSettings) -> float:
+    """The 5 s peak of work of the unscaled trace's :func:`calibration_reference`, in replicas 100 %
+    busy (0.0 for a trace with no request): the fleet at load ``k`` peaks near ``k`` times it, so a
+    run's size is known from this number before anything is simulated."""
+    unit = calibration_reference(trace, settings)(1.0)
+    return float(forward_mean(_rate(unit, settings), 5).max()) if unit.requests else 0.0
+
+
+def first_load_guess(peak_replicas: int, unit_peak: float) -> float:
+    """The load multiple :func:`calibrate` starts from for ``--peak-replicas N``: N replicas 80 % busy
+    at the 5 s peak of work (``unit_peak``, :func:`unit_peak_replicas`)."""
+    return _PEAK_REF_UTIL * peak_replicas / unit_peak
+
+
+def probe_schedule(w: Workload, settings: SimSettings) -> np.ndarray:
+    """A plausible oracle schedule for ``w`` without the search (headroom ×1.2, 10 s smoothing): what a
+    time estimate runs the policies against on a slice of the trace (:mod:`ebb.sim.estimate`)."""
+    return schedule_for(_rate(w, settings), 1.2, 10, settings.cluster.cold_start_s)
+
+
+def search_share(duration_s: float) -> float:
+    """The share of a ``duration_s`` workload each candidate of :func:`search` simulates: 1.0, or for a
+    workload longer than 4 days the digest's ``4 × 6 h`` over its span (then one or more full checks)."""
+    return 1.0 if duration_s <= _DIGEST_SECONDS else min(1.0, _DIGEST_SEGMENTS * _SEGMENT_S / duration_s)
+
+
 def calibrate(trace: RequestTrace | CountSeries, peak_replicas: int, settings: SimSettings,
               on_step: Callable[[str], None] | None = None) -> tuple[float, OracleSearch]:
     """The load multiple K for ``--peak-replicas N``: one number per (trace, N, settings),
@@ -326,18 +365,12 @@ def calibrate(trace: RequestTrace | CountSeries, peak_replicas: int, settings: S
     searched at this K under a hard cap of N replicas.
     """
     settings = replace(settings, warmup_s=0.0)  # the calibration measures the whole trace, warm-up included
-    requests = settings.cluster.service is not None or isinstance(trace, RequestTrace)
-    base = None if requests else reference_demand(trace, settings)
-
-    def reference(k: float) -> Workload:
-        return prepare(trace, "request", settings, load_scale=k) if base is None else replace(base, counts=base.counts * k)
-
-    unit = reference(1.0)
-    base_peak = float(forward_mean(_rate(unit, settings), 5).max()) if unit.requests else 0.0
+    reference = calibration_reference(trace, settings)
+    base_peak = unit_peak_replicas(trace, settings)
     if not base_peak > 0:
         raise InputError("--peak-replicas needs a trace with some requests; this one has none",
                          path=str(trace.source or trace.name), fix="point at a trace with requests, or use --load-scale")
-    k = _PEAK_REF_UTIL * peak_replicas / base_peak
+    k = first_load_guess(peak_replicas, base_peak)
     best: tuple[float, OracleSearch] | None = None
     found: OracleSearch | None = None
     for rnd in range(_CALIBRATION_ROUNDS):

@@ -13,6 +13,9 @@ from ebb.model.observation import FineSignals
 
 __all__ = ["FineBuffer"]
 
+_NONE = np.zeros(0)
+"""The empty completion array every take without completions hands out."""
+
 
 class FineBuffer:
     """Samples (time, prefill share, slot share, router queue) and completions since the last take."""
@@ -42,6 +45,14 @@ class FineBuffer:
     def take(self) -> FineSignals:
         """Everything since the previous take, as arrays; the buffer is empty afterwards."""
         n = len(self.done_t)
+        if n == 0 and not (self.done_ttft_ms or self.done_e2e_ms or self.done_weight or self.done_wait_ms):
+            # No completion (most fast-path samples): the five completion arrays are one shared empty
+            # array — it has no element to write, so sharing it is safe — not five new ones.
+            fs = FineSignals(np.asarray(self.t), np.asarray(self.prefill), np.asarray(self.slot),
+                             np.asarray(self.queued), _NONE, _NONE, _NONE, _NONE, _NONE)
+            for buf in (self.t, self.prefill, self.slot, self.queued):
+                buf.clear()  # in place: the engines hold these lists' bound appends
+            return fs
         w = np.asarray(self.done_weight) if self.done_weight else np.ones(n)
         fs = FineSignals(np.asarray(self.t), np.asarray(self.prefill), np.asarray(self.slot),
                          np.asarray(self.queued), np.asarray(self.done_t), np.asarray(self.done_ttft_ms),

@@ -12,11 +12,39 @@ recording (:attr:`~ebb.model.decision.Decision.noteworthy`) are kept in the run'
 
 Each policy declares the :class:`Pipeline` it reads through, so a baseline sees exactly as stale
 and as averaged a value as it would in a real cluster.
+
+A policy whose answers are known ahead (:class:`Scheduled`: the oracle's schedule, a fixed fleet)
+tells the request engine when its next change is due; the engine skips the reconciles before it,
+which would all have been plain holds.
 """
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 from ebb.decide.base import Policy
 from ebb.model.observation import FineSignals, Observation, Pipeline, PodView
 
-__all__ = ["FineSignals", "Observation", "Pipeline", "PodView", "Policy"]
+__all__ = ["FineSignals", "Observation", "Pipeline", "PodView", "Policy", "Scheduled", "scheduled"]
+
+
+@runtime_checkable
+class Scheduled(Protocol):
+    """A policy whose answer at a reconcile depends only on the reconcile's time and the target it
+    sees: it reads no signal and keeps no state between reconciles."""
+
+    def next_change(self, t_s: float, spec_replicas: int) -> float:
+        """The first reconcile from ``t_s`` on (``t_s`` plus whole multiples of ``interval_s``) whose
+        answer is not a hold at ``spec_replicas`` (``math.inf`` when none): the ones before it are
+        plain holds, nothing recorded, so an engine may skip them."""
+        ...
+
+
+def scheduled(policy: Policy) -> Scheduled | None:
+    """``policy`` as a :class:`Scheduled` whose reconciles an engine can skip exactly: it reads no fine
+    samples (none pile up unread) and reconciles every whole number of seconds (the skipped times are
+    whole numbers too, so the reconcile clock lands where one tick at a time would). None otherwise."""
+    interval = float(policy.interval_s)
+    if isinstance(policy, Scheduled) and policy.pipeline.fine_ms is None and interval >= 1 and interval.is_integer():
+        return policy
+    return None

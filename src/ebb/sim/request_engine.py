@@ -23,6 +23,11 @@ cold start, drain and billing are the same code.
 
 Determinism: no randomness inside; equal inputs give equal outputs. Cost: O(log n) per request
 (one heap push/pop) plus O(replicas) routing; ≥ 50 k requests/s on one core (bench/sim_throughput.py).
+Idle time costs nothing of its own: the pipelines' signal rows are written at the seconds something
+changed (:mod:`ebb.sim.request_signals`), and a policy whose answers are known ahead
+(:class:`~ebb.sim.policy.Scheduled`: the oracle, static) is reconciled only where it changes. What
+remains proportional to the span is the policy's own work — a reconcile every ``interval_s`` and, with
+fine samples, one every ``fine_ms`` (Ebb: 10 fast-path calls and a reconcile per simulated second).
 """
 
 from __future__ import annotations
@@ -38,12 +43,13 @@ import numpy as np
 
 from ebb.decide.base import Policy, Reactive, react_of
 from ebb.model.decision import Decision
-from ebb.model.ids import ReplicaId
-from ebb.model.observation import QUEUE_TIME_BOUNDS_S, Observation, PodView, ServingCounters
+from ebb.model.observation import QUEUE_TIME_BOUNDS_S, Observation, ServingCounters
 from ebb.model.trace import RequestTrace
 from ebb.sim.fine import FineBuffer
-from ebb.sim.fleet import FleetLog, choose_victims, zone_of
+from ebb.sim.fleet import FleetLog, choose_victims
 from ebb.sim.lifecycle import DRAINING, READY, STARTING, STOPPED, Lifecycles
+from ebb.sim.policy import scheduled
+from ebb.sim.request_signals import SignalRows
 from ebb.sim.service_time import service_admitter, service_times
 from ebb.sim.settings import SimSettings
 from ebb.sim.sleepers import Sleeps, sleep_tier
@@ -61,31 +67,15 @@ class RequestOutcome:
     replica: np.ndarray
 
 
-def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings) -> tuple[RequestOutcome, FleetLog]:
-    """Replay ``trace`` through ``policy``; returns per-request outcomes and the replica history."""
-    run = _RequestRun(trace, policy, settings)
+def simulate_requests(trace: RequestTrace, policy: Policy, settings: SimSettings, *,
+                      every_second: bool = False) -> tuple[RequestOutcome, FleetLog]:
+    """Replay ``trace`` through ``policy``; returns per-request outcomes and the replica history.
+    ``every_second``: write the pipelines' signal rows every second, not only when something changed
+    (:mod:`ebb.sim.request_signals`; the same results, at a cost proportional to the trace's span)."""
+    run = _RequestRun(trace, policy, settings, every_second)
     run.start_fleet()
     run.run_events()
     return run.finish_run()
-
-
-class _Counters:
-    """Cumulative per-replica counters sampled once per virtual second for metric pipelines."""
-
-    __slots__ = ("busy", "done", "inflight", "kv", "arrivals", "total_inflight", "queued", "ready_n", "serving",
-                 "first_sec")
-
-    def __init__(self) -> None:
-        self.busy: dict[int, list[float]] = {}
-        self.done: dict[int, list[float]] = {}
-        self.inflight: dict[int, list[float]] = {}
-        self.kv: dict[int, list[float]] = {}  # KV tokens held (prompt + half the output per sequence)
-        self.first_sec: dict[int, int] = {}
-        self.arrivals: list[float] = []
-        self.total_inflight: list[float] = []
-        self.queued: list[float] = []
-        self.ready_n: list[int] = []
-        self.serving: list[ServingCounters] = []
 
 
 class _RequestRun:
@@ -96,12 +86,12 @@ class _RequestRun:
                  "u_cap",
                  "arr", "tin", "tout", "n", "first_tok", "finish", "where", "fleet", "active", "pf_free",
                  "pf_work", "pf_t", "busy_since", "busy_cum", "done_cum", "starting", "queue", "fin_heap",
-                 "counters", "horizon", "t_end_arrivals", "spec", "scale_ups", "scale_downs", "decisions",
+                 "rows", "horizon", "t_end_arrivals", "spec", "scale_ups", "scale_downs", "decisions",
                  "noteworthy", "fault", "slow", "fault_pre", "fine_ms", "fine_dt", "active_total",
                  "pf_cum_total", "pf_prev", "fine_buf", "kv_held", "kv_cap", "admit_t", "pf_start", "ft_heap", "serving_on", "sv", "qb",
                  "svc")
 
-    def __init__(self, trace: RequestTrace, policy: Policy, settings: SimSettings) -> None:
+    def __init__(self, trace: RequestTrace, policy: Policy, settings: SimSettings, every_second: bool) -> None:
         lat = settings.cluster.latency
         self.policy, self.settings = policy, settings
         self.cold = settings.cluster.cold_start_s
@@ -127,7 +117,7 @@ class _RequestRun:
         self.starting: list[tuple[float, int]] = []  # heap of (ready_at, rid); cancelled ones stay until popped
         self.queue: deque[int] = deque()
         self.fin_heap: list[tuple[float, int, int]] = []
-        self.counters = _Counters()
+        self.rows = SignalRows(every_second=every_second)
         self.t_end_arrivals = self.arr[-1] if n else 0.0
         self.horizon = self.t_end_arrivals + settings.drain_horizon_s
         self.spec = self.scale_ups = self.scale_downs = 0
@@ -183,6 +173,7 @@ class _RequestRun:
         self.busy_cum.append(0.0)
         self.done_cum.append(0.0)
         self.kv_held.append(0.0)
+        self.rows.dirty.add(rid)
         if not warm:
             heapq.heappush(self.starting, (t + delay, rid))
 
@@ -192,6 +183,7 @@ class _RequestRun:
         if self.fleet.phase[rid] != STARTING:
             return  # cancelled by a scale-down while it was starting
         self.fleet.move(rid, READY, t)
+        self.rows.dirty.add(rid)
         self.busy_since[rid] = t
         self.pf_free[rid] = t
         queue, active, max_batch = self.queue, self.active, self.max_batch
@@ -206,18 +198,25 @@ class _RequestRun:
         arr, n, fin_heap, starting, queue = self.arr, self.n, self.fin_heap, self.starting, self.queue
         horizon, fine_dt, policy = self.horizon, self.fine_dt, self.policy
         fast = react_of(policy) if self.fine_ms else None
+        every_second = self.rows.every_second
+        # A policy whose answers are known ahead: only its changes are reconciled (every one in the
+        # reference run that writes every second).
+        sched = None if every_second else scheduled(policy)
         admit = service_admitter(self) if self.svc is not None else _admitter(self)
         arrive, complete = _router(self, admit), _completer(self, admit)
         interval = float(policy.interval_s)
         next_tick = interval
-        next_snap = 0
+        # The next second whose signal row is due (a change waits for it); _INF while nothing changed
+        # since the last row — then idle seconds cost nothing (ebb.sim.request_signals).
+        next_snap = 0.0
+        decisions = self.decisions
         next_fine = fine_dt
         i = 0
         while True:
             t_arr = arr[i] if i < n else _INF
             fin_top = fin_heap[0][0] if fin_heap else _INF
             t_ready = starting[0][0] if starting else _INF
-            t_ctrl = float(next_snap)
+            t_ctrl = next_snap
             if next_fine < t_ctrl:
                 t_ctrl = next_fine
             if next_tick < t_ctrl:
@@ -230,62 +229,58 @@ class _RequestRun:
                 break
             if fin_top <= t_arr and fin_top <= t_ctrl:
                 complete()
+                if next_snap == _INF:  # seen by the snapshot at its second (it comes after finishes)
+                    next_snap = float(math.ceil(fin_top))
             elif t_arr <= t_ctrl:
                 arrive(i, t_arr)
                 i += 1
+                if next_snap == _INF:
+                    next_snap = float(math.ceil(t_arr))
             elif t_ready == t_ctrl:
                 self._ready(admit)
+                if next_snap == _INF:
+                    next_snap = float(math.ceil(t_ready))
             elif next_fine == t_ctrl:
                 self._fine_sample(next_fine)
                 # Not at a reconcile (the one due, or the one just past: 0.1 s steps drift around it).
                 if fast is not None and abs(next_fine - next_tick) > 1e-6 and abs(next_fine - next_tick + interval) > 1e-6:
+                    changes = len(decisions)
                     self._react(fast, next_fine)
+                    if len(decisions) != changes and next_snap == _INF:
+                        next_snap = float(math.ceil(next_fine))
                 next_fine += fine_dt
-            elif float(next_snap) == t_ctrl:
-                self._snapshot(next_snap, arrivals=i)
-                next_snap += 1
+            elif next_snap == t_ctrl:
+                sec = int(next_snap)
+                self._snapshot(sec, arrivals=i)
+                next_snap = sec + 1.0 if every_second else _INF
             else:
+                if sched is not None:
+                    t_change = sched.next_change(next_tick, self.spec)
+                    if t_change > next_tick:  # the reconciles before it are plain holds
+                        next_tick = t_change
+                        continue
+                changes = len(decisions)
                 self._apply(policy.decide(self._observe(next_tick)), next_tick)
+                if len(decisions) != changes and next_snap == _INF:  # after the snapshot at its own second
+                    next_snap = math.floor(next_tick) + 1.0
                 next_tick += interval
 
     # -- signals ---------------------------------------------------------------------------------
 
     def _snapshot(self, sec: int, *, arrivals: int) -> None:
-        """Second ``sec``: append each live replica's cumulative busy time, completions and batch,
-        and the fleet's arrivals (``arrivals`` so far), in-flight and queued counts."""
-        t = float(sec)
-        c = self.counters
-        active, busy_cum, busy_since, done_cum = self.active, self.busy_cum, self.busy_since, self.done_cum
-        kv_held = self.kv_held
-        inflight_total = len(self.queue)
-        for r in self.fleet.live:
-            if r not in c.first_sec:
-                c.first_sec[r] = sec
-                c.busy[r] = []
-                c.done[r] = []
-                c.inflight[r] = []
-                c.kv[r] = []
-            b = busy_cum[r] + (t - busy_since[r] if active[r] > 0 else 0.0)
-            c.busy[r].append(b)
-            c.done[r].append(done_cum[r])
-            c.inflight[r].append(float(active[r]))
-            c.kv[r].append(kv_held[r])
-            inflight_total += active[r]
-        c.arrivals.append(float(arrivals))
-        c.total_inflight.append(float(inflight_total))
-        c.queued.append(float(len(self.queue)))
-        c.ready_n.append(len(self.fleet.ready))
-        if self.serving_on:
-            c.serving.append(_counters(self.sv, self.qb))
+        """Second ``sec``: the signal rows of what changed since the last (``arrivals`` so far)."""
+        self.rows.record(sec, self.fleet, arrivals, len(self.queue), self.active, self.busy_cum, self.busy_since,
+                         self.done_cum, self.kv_held, _counters(self.sv, self.qb) if self.serving_on else None)
 
     def _fine_sample(self, t: float) -> None:
         """One fine sample at ``t``: the fleet's prefill work since the previous one, slots, queue."""
         # Prefill work done by t = scheduled − still pending (pending work on a replica is contiguous).
         pf_free = self.pf_free
         pending = 0.0
-        for r in self.fleet.live:
-            if pf_free[r] > t:
-                pending += pf_free[r] - t
+        if self.svc is None:  # the service-time model has no prefill (pf_free never passes the clock)
+            for r in self.fleet.live:
+                if pf_free[r] > t:
+                    pending += pf_free[r] - t
         done = self.pf_cum_total - pending
         buf = self.fine_buf
         buf.t.append(t)
@@ -314,50 +309,24 @@ class _RequestRun:
         """What the policy sees at ``t``: the newest pipeline sample's window, per pod and fleet-wide."""
         pipe = self.policy.pipeline
         per, win, off = pipe.period_s, pipe.window_s, pipe.offset_s
-        c = self.counters
-        last_snap = len(c.arrivals) - 1  # second index of the newest snapshot
+        rows = self.rows
+        last_snap = math.floor(t)  # the newest second: its signals precede a reconcile at it
         s = int(math.floor((min(t, float(last_snap)) - off) / per)) * per + off
-        pods = tuple(self._pods(s, win)) if pipe.per_pod else ()
+        pods = tuple(rows.pods(s, win, self.fleet, self.kv_cap)) if pipe.per_pod else ()
         total_qps = total_inflight = queued = None
-        if s >= 0 and last_snap >= 0:
+        serving = None
+        if s >= 0:
+            k = rows.row(s)
             lo = max(s - win, 0)
             if s > lo:
-                total_qps = (c.arrivals[s] - c.arrivals[lo]) / (s - lo)
-            total_inflight = c.total_inflight[s]
-            queued = c.queued[s]
+                total_qps = (rows.arrivals[k] - rows.arrivals[rows.row(lo)]) / (s - lo)
+            total_inflight = rows.inflight[k]
+            queued = rows.queued[k]
+            if self.serving_on:
+                serving = rows.serving[k]
         fine = self.fine_buf.take() if self.fine_ms else None
-        serving = c.serving[s] if self.serving_on and 0 <= s < len(c.serving) else None
         return Observation(t, self.spec, len(self.fleet.ready), pods, total_qps, total_inflight, queued, fine,
                            serving=serving, asleep_replicas=self.fleet.sleep.asleep(t))
-
-    def _pods(self, s: int, win: int) -> list[PodView]:
-        """Every live replica but the draining ones, oldest first, read at sample second ``s``."""
-        c, fleet = self.counters, self.fleet
-        phase, ready_s, kv_cap = fleet.phase, fleet.ready_s, self.kv_cap
-        # The router queue, spread over the replicas ready at s (an engine-side queue's view).
-        share = c.queued[s] / c.ready_n[s] if 0 <= s < len(c.ready_n) and c.ready_n[s] > 0 else 0.0
-        pods: list[PodView] = []
-        for r in fleet.live:
-            if phase[r] == DRAINING:
-                continue
-            util = inflight = qps = kv = waiting = None
-            f = c.first_sec.get(r)
-            if f is not None and s >= f:
-                lo = max(s - win, f)
-                span = s - lo
-                bus = c.busy[r]
-                if span > 0:
-                    util = min(1.0, max(0.0, (bus[s - f] - bus[lo - f]) / span))
-                    qps = (c.done[r][s - f] - c.done[r][lo - f]) / span
-                else:
-                    util, qps = 0.0, 0.0
-                inflight = c.inflight[r][s - f]
-                kv = min(1.0, c.kv[r][s - f] / kv_cap)
-                waiting = share if phase[r] != STARTING and ready_s[r] <= s else 0.0
-            pods.append(PodView(ReplicaId(r), fleet.requested_s[r], None if phase[r] == STARTING else ready_s[r],
-                                util, inflight, qps, zone_of(r), running=inflight, waiting=waiting,
-                                kv_usage_ratio=kv))
-        return pods
 
     # -- decisions -------------------------------------------------------------------------------
 
@@ -471,6 +440,7 @@ def _router(run: _RequestRun, admit: _Admit) -> Callable[[int, float], None]:
     """``arrive(req, t)``: route request ``req`` to the least-loaded ready replica with a free slot
     (ties → the oldest), or queue it behind the ones already waiting (FIFO)."""
     active, ready, queue, max_batch = run.active, run.fleet.ready, run.queue, run.max_batch
+    mark = run.rows.dirty.add
 
     def arrive(req: int, t: float) -> None:
         best = -1
@@ -483,6 +453,7 @@ def _router(run: _RequestRun, admit: _Admit) -> Callable[[int, float], None]:
                     break
         if best >= 0 and not queue:
             admit(req, best, t)
+            mark(best)
         else:
             queue.append(req)
 
@@ -499,9 +470,11 @@ def _completer(run: _RequestRun, admit: _Admit) -> Callable[[], None]:
     d_wait = run.fine_buf.done_wait_ms.append
     kv_held, tin, tout, admit_t, serving_on = run.kv_held, run.tin, run.tout, run.admit_t, run.serving_on
     sv, qb, bounds, bisect_left = run.sv, run.qb, QUEUE_TIME_BOUNDS_S, bisect.bisect_left
+    mark = run.rows.dirty.add
 
     def complete() -> None:
         t, req, r = pop(fin_heap)
+        mark(r)
         a = active[r] - 1
         active[r] = a
         done_cum[r] += 1.0

@@ -99,9 +99,10 @@ from ebb.sim.settings import (
 )
 
 __all__ = [
-    "BUNDLED_SCENARIOS", "KNOBS", "MAX_JOBS", "WORKLOAD_KNOBS", "ClusterFn", "JobFn", "JobOutcome", "Knob",
-    "SweepJob", "SweepSpec", "TraceLoader", "canonical_json",
-    "expand_jobs", "load_sweep_spec", "pareto_ids", "parse_sweep_spec", "results_json", "run_job", "violation_pct",
+    "BUNDLED_SCENARIOS", "CHOICE_KNOBS", "ENVIRONMENT_KNOBS", "KNOBS", "MAX_JOBS", "WORKLOAD_KNOBS", "ClusterFn",
+    "JobFn", "JobOutcome", "Knob", "SweepJob", "SweepSpec", "TraceLoader", "canonical_json", "comparable_group",
+    "expand_jobs", "load_sweep_spec", "pareto_groups", "pareto_ids", "parse_sweep_spec", "results_json", "run_job",
+    "violation_pct",
 ]
 
 MAX_JOBS: Final = 10_000
@@ -180,6 +181,15 @@ WORKLOAD_KNOBS: Final = frozenset({"minutes", "load_scale", "peak_replicas", "sl
                                    "fluid_bin_ms", "fault_slowdown", "fault_after_s", "duration_s", "warmup_s"})
 """Knobs that change what is served or how it is judged: results are comparable (one Pareto set)
 only among jobs of one scenario with the same values of these."""
+ENVIRONMENT_KNOBS: Final = frozenset({"cold_start_s", "gpu_hour_usd", "metric_resolution_s", "scrape_interval_s",
+                                      "hpa_sync_s", "kubelet_resolution_s", "writes_per_100ms"})
+"""Knobs that describe the cluster a policy runs in, not a choice between policies: how long a replica
+takes to start, the price, the metric pipeline, the HPA controller's period (a kube-controller-manager
+flag, one per cluster), the API server's write rate. A policy at ``cold_start_s=30`` does not beat one
+at ``cold_start_s=120``: they ran in different clusters, so each value is its own Pareto set."""
+CHOICE_KNOBS: Final = frozenset({"disruption_budget"})
+"""Knobs a team chooses along with the policy (Ebb's L3 removals per cycle): configurations differing
+only in these compete in one Pareto set. Every knob of :data:`KNOBS` is in exactly one of the three sets."""
 
 
 @dataclass(frozen=True)
@@ -505,15 +515,26 @@ def violation_pct(card: Mapping[str, Any]) -> float | None:
     return None
 
 
-def pareto_ids(outcomes: Sequence[JobOutcome]) -> list[str]:
-    """Ids of the Pareto set: jobs no other job beats on both GPU-hours and SLO violation %.
+GroupKey = tuple[str, tuple[tuple[str, KnobValue], ...]]
+"""(scenario, the workload and environment knobs as (name, value) sorted by name): jobs with equal keys
+are comparable. Tuples sort readably: by scenario, then by knob values as numbers (30 before 120)."""
 
-    Compared only within a group of one scenario and equal :data:`WORKLOAD_KNOBS` values (the
-    same demand, judged the same way); failed jobs and NaN violations are left out. Within a
-    group the set is the cheapest configuration at each violation level (ties all kept), and
-    the ids come back in group order, then by violation %.
+
+def comparable_group(job: SweepJob) -> GroupKey:
+    """The group ``job`` is compared within: its scenario and its :data:`WORKLOAD_KNOBS` and
+    :data:`ENVIRONMENT_KNOBS` values (the same demand, judged the same way, in the same cluster)."""
+    return job.scenario, tuple(kv for kv in job.knobs if kv[0] not in CHOICE_KNOBS)
+
+
+def pareto_groups(outcomes: Sequence[JobOutcome]) -> list[tuple[GroupKey, list[str]]]:
+    """Each comparable group (:func:`comparable_group`) with the ids of its Pareto set: the jobs no
+    other job of the group beats on both GPU-hours and SLO violation %.
+
+    Failed jobs and NaN violations are left out (a group with none left is too). Within a group the
+    set is the cheapest configuration at each violation level (ties all kept), by violation %; the
+    groups come in :data:`GroupKey` order (scenario, then knob values as numbers).
     """
-    groups: dict[str, list[tuple[float, float, str]]] = {}
+    groups: dict[GroupKey, list[tuple[float, float, str]]] = {}
     for o in outcomes:
         r = o.result
         if r is None:
@@ -521,14 +542,18 @@ def pareto_ids(outcomes: Sequence[JobOutcome]) -> list[str]:
         viol, gpu = violation_pct(r), finite_number(r.get("gpu_hours"))
         if viol is None or gpu is None:
             continue
-        key = canonical_json([o.job.scenario, [kv for kv in o.job.knobs if kv[0] in WORKLOAD_KNOBS]])
-        groups.setdefault(key, []).append((viol, gpu, o.job.id))
-    ids: list[str] = []
+        groups.setdefault(comparable_group(o.job), []).append((viol, gpu, o.job.id))
+    out: list[tuple[GroupKey, list[str]]] = []
     for key in sorted(groups):
         pts = sorted(groups[key])
         mask = pareto_mask(np.array([(v, g) for v, g, _ in pts], dtype=np.float64))
-        ids.extend(i for (_, _, i), keep in zip(pts, mask) if keep)
-    return ids
+        out.append((key, [i for (_, _, i), keep in zip(pts, mask) if keep]))
+    return out
+
+
+def pareto_ids(outcomes: Sequence[JobOutcome]) -> list[str]:
+    """Ids of every group's Pareto set (:func:`pareto_groups`), group after group."""
+    return [i for _, ids in pareto_groups(outcomes) for i in ids]
 
 
 def _describe_outcome(o: JobOutcome) -> dict[str, Any]:

@@ -12,7 +12,14 @@ Per replica (a target: the replica label, default ``pod``, with ``job`` and ``in
 step of the grid:
 
 * ``running`` / ``waiting``: the profile's gauges summed over the target's series (an engine's
-  ``engine="0"``/``"1"`` data-parallel ranks, several ``model_name`` values). **Several names per
+  ``engine="0"``/``"1"`` data-parallel ranks) — of **one model**: a pod serving several models is
+  several workloads. A matcher on the profile's model label in the selector (vLLM
+  ``--prometheus-selector 'namespace="serving",model_name="llama-8b"'``, per workload in a fleet file)
+  reads that model's series alone (``up`` is asked without it: it carries no model label). A target
+  whose running series carry several models at a step (no such matcher, or a regex matching several;
+  the profile's ``model_labels``, one ``count by (G) (group by (G, M) (...))`` query per running
+  name) is left out of that step with the reason "serves several models", never summed: the
+  controller then sees fewer replicas than are ready and blocks a scale-down on them. **Several names per
   signal** (a V1 name, then the V0 / renamed one): all are queried at once with
   ``__name__=~"a|b"`` and, per target and step, the first name of the profile's order that has a
   value wins — never both, so an engine exporting a deprecated name beside the new one (vLLM 0.11)
@@ -62,7 +69,7 @@ step. A step is also dropped (reason counted and logged once per read) for: no e
 all, or none left after the value checks; a target without the replica label; two targets naming
 one replica; a target missing running or waiting. A target (not the step) is left out, counted
 under its reason, for: running above 10 × its max concurrency; a NaN, infinite or negative prefill
-share; no usable max concurrency or KV usage.
+share; no usable max concurrency or KV usage; several models (above).
 ``replicas_seen`` is the fewest replicas behind any returned step, as in Ebb mode.
 
 Missing series (checked on every read, before any step): no running series in the whole window —
@@ -97,7 +104,7 @@ from ebb.sources.prometheus_grid import (Fleet, Grid, Key, age_problem, bucket_b
                                          step_increase)
 from ebb.sources.promql import EngineQueries, Selector
 
-__all__ = ["ENGINE_ABSENT", "EngineMode", "engine_signals"]
+__all__ = ["ENGINE_ABSENT", "SEVERAL_MODELS", "EngineMode", "engine_signals"]
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +164,7 @@ class EngineMode:
             waiting=names(profile.waiting), max_concurrency=names(profile.max_concurrency),
             kv=names(profile.kv_usage), busy=names(profile.busy_seconds),
             ttft=names(profile.ttft.names) if profile.ttft is not None else (),
-            e2e=names(profile.e2e.names) if profile.e2e is not None else ())
+            e2e=names(profile.e2e.names) if profile.e2e is not None else (), model_labels=profile.model_labels)
         return cls(profile, replica_label, max_concurrency, profile.busy_unit_s, queries, window_s)
 
 
@@ -185,8 +192,12 @@ class _Read:
     max_concurrency: list[Grid]
     kv: list[Grid]
     busy: list[Grid]
+    models: list[Grid]
+    """Models per target, one grid per running name (none for a profile without model labels)."""
 
 
+SEVERAL_MODELS: Final = ("engine target left out of a step: it serves several models (add the model label, e.g. "
+                         'model_name="NAME", to the workload\'s Prometheus selector)')
 
 
 def engine_signals(mode: EngineMode, grid: FloatArray, step_s: float, fetch: Fetch,
@@ -200,7 +211,7 @@ def engine_signals(mode: EngineMode, grid: FloatArray, step_s: float, fetch: Fet
         return [fetch(query, first, points).get("", Grid()) for query in queries]
 
     x = _Read(running=each(q.running), scraped=each(q.scraped), waiting=each(q.waiting),
-              max_concurrency=each(q.max_concurrency), kv=each(q.kv), busy=each(q.busy))
+              max_concurrency=each(q.max_concurrency), kv=each(q.kv), busy=each(q.busy), models=each(q.models))
     ttft, e2e = each(q.ttft, start - step_s, n + 1), each(q.e2e, start - step_s, n + 1)
     _require(mode, x, probe_up, where)
     drops: Counter[str] = Counter()
@@ -305,6 +316,9 @@ def _fleet(mode: EngineMode, grid: FloatArray, x: _Read, max_age_s: float, drops
             share = None if b is None else b * mode.busy_unit_s
             if r is None or w is None:
                 continue  # its running or waiting series was dropped: this target sits the step out
+            if max((v for g in x.models if (v := g.at(key, k)) is not None), default=1.0) > 1.0:
+                skipped.append(SEVERAL_MODELS)  # two workloads' figures are never summed into one pod
+                continue
             why = _value_problem(r, mc or None, u, share)
             if why is not None:
                 skipped.append(why)

@@ -35,7 +35,11 @@ an engines file can carry PromQL::
     sum by (G) (WAITING{S})   sum by (G) (MAX_CONCURRENCY{S})   max by (G) (KV_USAGE{S})
     sum by (G) (rate(BUSY_SECONDS{S}[W]))
     sum by (G, le) (TTFT_bucket{S})   sum by (G, le) (E2E_bucket{S})   raw cumulative, per target
-    up{S}                              only when no running series answers (which error to raise)
+    count by (G) (group by (G, M) (RUNNING{S}))   models per target (profiles with model labels M)
+    up{S'}                             only when no running series answers (which error to raise)
+
+``S'`` is ``S`` without its matchers on the profile's model labels (``model_name="llama"``, which
+selects one model's series: ``up`` carries no model label, so keeping them would match no target).
 
 The sums run within one target only (an engine's ``engine="0"``/``"1"`` or ``model_name`` series);
 targets are never summed in PromQL, so two targets claiming one replica are still seen, and a
@@ -241,17 +245,22 @@ class EngineQueries:
     ttft: tuple[str, ...]
     e2e: tuple[str, ...]
     up: str
+    models: tuple[str, ...] = ()
+    """``count by (G) (group by (G, M) (RUNNING))`` per running name: how many models each target serves
+    (empty for a profile without model labels)."""
 
     @classmethod
     def build(cls, selector: Selector, window: str, *, replica_label: str, running: Sequence[MetricName],
               waiting: Sequence[MetricName], max_concurrency: Sequence[MetricName] = (),
               kv: Sequence[MetricName] = (), busy: Sequence[MetricName] = (), ttft: Sequence[MetricName] = (),
-              e2e: Sequence[MetricName] = ()) -> EngineQueries:
+              e2e: Sequence[MetricName] = (), model_labels: Sequence[str] = ()) -> EngineQueries:
         """The queries for these metric names (each checked by :func:`check_metric_name`; a name's own
-        label pairs join the selector's matchers, re-rendered like them)."""
+        label pairs join the selector's matchers, re-rendered like them); ``model_labels`` (checked by
+        :func:`check_label`) add the models query and are left out of ``up``'s matchers."""
         if not LABEL_NAME.fullmatch(replica_label):
             raise ConfigError(f"replica label {replica_label[:80]!r} is not a Prometheus label name")
         g = ",".join(dict.fromkeys((replica_label, "job", "instance")))
+        labels = ",".join(dict.fromkeys(check_label(x) for x in model_labels))
 
         def sel(m: MetricName, suffix: str = "") -> str:
             name = check_metric_name(m.name + suffix, "engine profile")
@@ -267,7 +276,8 @@ class EngineQueries:
             busy=tuple(f"sum by ({g}) (rate({sel(m)}[{window}]))" for m in busy),
             ttft=tuple(f"sum by ({g},le) ({sel(m, '_bucket')})" for m in ttft),
             e2e=tuple(f"sum by ({g},le) ({sel(m, '_bucket')})" for m in e2e),
-            up=selector.select("up"))
+            up=Selector(tuple(x for x in selector.matchers if x.name not in model_labels)).select("up"),
+            models=tuple(f"count by ({g}) (group by ({g},{labels}) ({sel(m)}))" for m in running) if labels else ())
 
 
 class MetricName(Protocol):

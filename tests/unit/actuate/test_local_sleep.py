@@ -103,13 +103,16 @@ def test_a_woken_worker_joins_the_router_only_once_it_reads_awake(router: Router
         act.wait_idle()
         [sleeper] = act.state().asleep
         act.apply(DecisionId("up"), ScaleRequest(2))
-        seen: list[tuple[bool, bool, bool]] = []  # (counted ready, routed, still asleep) while waking
-        while act.state().ready_replicas < 2:
-            asleep = is_sleeping(sleeper.endpoint)
-            seen.append((act.state().ready_replicas == 2, sleeper.name in routed(router), asleep))
+        # (counted ready, routed, still asleep), read in that order each time: the worker never falls back
+        # asleep once awake, so "ready or routed, then asleep" in one sample is the bug (no timing race).
+        seen: list[tuple[bool, bool, bool]] = []
+        while not seen or not seen[-1][0]:
+            ready = act.state().ready_replicas == 2
+            seen.append((ready, sleeper.name in routed(router), is_sleeping(sleeper.endpoint)))
             time.sleep(0.05)
         assert health(sleeper.endpoint) == 200
-        assert seen and all(s == (False, False, s[2]) for s in seen) and seen[0][2]
+        assert seen[0][2], "the sleeper was awake before the scale-up asked for it"
+        assert not any((ready or in_router) and asleep for ready, in_router, asleep in seen), seen
         assert sleeper.name in routed(router) and not is_sleeping(sleeper.endpoint)
 
 

@@ -188,6 +188,9 @@ def test_serving_beyond_loopback_without_a_token_warns() -> None:
      "--parse-budget-ms"),
     (["--engine", "vllm", "--endpoint", "http://10.0.0.1:8000/metrics", "--parse-budget-ms", "nan"],
      "--parse-budget-ms"),
+    (["--endpoint", "http://10.0.0.1:8000", "--model", "m"], "--engine"),
+    (["--engine", "tgi", "--endpoint", "http://10.0.0.1:80/metrics", "--max-concurrency", "4", "--model", "m"],
+     "labels no model"),
 ], ids=lambda a: " ".join(a) if isinstance(a, list) else a)
 def test_engine_flags_that_cannot_work_are_config_errors(args: list[str], needle: str,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -311,3 +314,39 @@ def test_the_gpus_can_come_from_a_dcgm_exporter() -> None:
         stop_dcgm()
     assert gpu.get("gpu0/busy_pct") == 50.0 and gpu.get("gpu0/util_gpu_pct") == 37.0
     assert gpu.get("gpu0/mem_used_mib") == 2048.0
+
+
+_TWO_MODELS = "".join(f'vllm:num_requests_running{{engine="0",model_name="{m}"}} {r}\n'
+                      f'vllm:num_requests_waiting{{engine="0",model_name="{m}"}} {w}\n'
+                      f'vllm:kv_cache_usage_perc{{engine="0",model_name="{m}"}} 0.5\n'
+                      f'vllm:request_prefill_time_seconds_sum{{engine="0",model_name="{m}"}} 1.0\n'
+                      for m, r, w in (("llama-8b", 3, 1), ("qwen-7b", 5, 4))).encode()
+
+
+def test_an_engine_agent_reads_the_model_it_is_given_and_refuses_a_two_model_page_without_one() -> None:
+    engine_url, stop = _engine_page(_TWO_MODELS)
+    name = engine_url.removeprefix("http://")
+    try:
+        proc, url = _start("--engine", "vllm", "--endpoint", f"{engine_url}/metrics", "--max-concurrency", "8",
+                           "--model", "qwen-7b", "--poll-ms", "200")
+        try:
+            w = _worker_in_buckets(url, name)
+            assert (w["running"], w["waiting"]) == (5.0, 4.0)  # qwen-7b's alone, never 8 / 5
+        finally:
+            _stop(proc)
+        proc, url = _start("--engine", "vllm", "--endpoint", f"{engine_url}/metrics", "--max-concurrency", "8",
+                           "--poll-ms", "200")
+        try:
+            import time
+
+            time.sleep(1.5)  # several polls
+            with urllib.request.urlopen(f"{url}/v1/buckets", timeout=10) as resp:
+                page = json.loads(resp.read())
+            assert page["buckets"] and all(name not in b["workers"] for b in page["buckets"])
+            assert any(name in str(b.get("missing", [])) for b in page["buckets"])
+        finally:
+            err = _stop(proc)
+    finally:
+        stop()
+    said = [line for line in err.splitlines() if "serves 2 models" in line]
+    assert len(said) == 1 and "--model NAME" in said[0]  # said once, not every poll

@@ -36,7 +36,7 @@ def test_json_output_lists_each_burst_with_start_end_peak_and_delay(tmp_path: Pa
 def test_the_default_output_is_a_table(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["bursts", "--input", str(_spiky(tmp_path)), "--threshold", "95",
                                    "--min-duration-ms", "200"])
-    assert res.exit_code == 0 and "1 burst(s)" in res.output and "detect_delay_ms" in res.output
+    assert res.exit_code == 0 and "1 burst in" in res.output and "detect_delay_ms" in res.output
 
 
 def test_bad_input_exits_with_the_error_not_a_traceback(tmp_path: Path) -> None:

@@ -115,7 +115,7 @@ def test_a_dominated_configuration_returns_when_its_dominator_expires(tmp_path: 
     batch = _run(f, "--minimize", "mem,lat", "--config", "gpu,batch")
     assert [p["line"] for p in batch["frontier"]] == [p["line"] for p in wide["frontier"]]
     table = CliRunner().invoke(app, ["pareto", str(f), *args, "--window-s", "10"])
-    assert table.exit_code == 0 and "2 of 3 measurement(s) live, 1 expired" in table.output
+    assert table.exit_code == 0 and "2 of 3 measurements live, 1 expired" in table.output
 
 
 def test_the_window_needs_both_flags_and_a_positive_length(tmp_path: Path) -> None:

@@ -49,7 +49,23 @@ def test_the_table_names_victims_and_why(tmp_path: Path) -> None:
     f.write_text(FLEET)
     res = CliRunner().invoke(app, ["plan", str(f)])
     assert res.exit_code == 0, res.output
-    assert "3 of 3 removal(s)" in res.output and "tr-1" in res.output and "vetoed" in res.output
+    assert "3 of 5 requested removals planned" in res.output and "tr-1" in res.output and "vetoed" in res.output
+
+
+def test_fewer_removals_than_requested_say_which_workloads_got_fewer_and_why(tmp_path: Path) -> None:
+    # #35: it said "3 of 3 removal(s) planned" when 5 were requested (3 was the cluster budget).
+    f = tmp_path / "fleet.yaml"
+    f.write_text(FLEET)
+    res = CliRunner().invoke(app, ["plan", str(f)])
+    assert res.exit_code == 0, res.output
+    assert "3 of 5 requested removals planned in fleet.yaml (cluster budget 3 per cycle" in res.output
+    assert "Fewer than requested: recs 0 of 1 (vetoed); chat 1 of 2 (cluster budget 3 per cycle)." in res.output
+    f.write_text(FLEET.replace("budget: 3", "budget: 10"))  # the budget no longer binds: chat's PDB does
+    res = CliRunner().invoke(app, ["plan", str(f)])
+    assert "3 of 5 requested removals planned" in res.output
+    assert "chat 1 of 2 (its own limits: pdb" in res.output and "cluster budget 10" not in res.output.split(
+        "Fewer than requested")[1]
+    assert _plan(tmp_path, FLEET)["requested"] == 5
 
 
 def test_a_bad_snapshot_is_a_config_error_naming_the_key_path(tmp_path: Path) -> None:
@@ -80,7 +96,7 @@ def test_pending_verdicts_are_listed_in_the_json_and_the_table(tmp_path: Path) -
     f.write_text(PENDING)
     res = CliRunner().invoke(app, ["plan", str(f)])
     assert res.exit_code == 0, res.output
-    assert "4 pending pod(s)" in res.output and "borrowing" in res.output and "refused" in res.output
+    assert "4 pending pods after this cycle" in res.output and "borrowing" in res.output and "refused" in res.output
 
 
 def test_the_shipped_example_snapshot_plans_a_cycle() -> None:

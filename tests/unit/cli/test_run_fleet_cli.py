@@ -77,7 +77,7 @@ def test_a_fleet_run_reads_every_deployment_and_writes_nothing_without_data(tmp_
                                   "--kubeconfig", str(kubeconfig), "--ledger", str(tmp_path / "l.sqlite"),
                                   "--cycles", "2", "--interval-s", "0.2", "--react-ms", "0", "--no-log-json"])
         assert res.exit_code == 0, (res.output, res.exception)
-        assert "3 Deployments in 2 namespace(s)" in res.output
+        assert "3 Deployments in 2 namespaces" in res.output
         read = {r.path.split("/")[-2] for r in fake.requests if r.method == "GET" and r.path.endswith("/scale")}
         assert read == {"checkout", "recs", "train"}
         assert [r for r in fake.requests if r.method != "GET"] == [], "no data: no write (fail static)"

@@ -19,7 +19,6 @@ from ebb.model.ids import CycleId, DecisionId, RunId
 from ebb.model.shadow import SLOTS, ShadowMinute, shadow_cycle
 
 runner = CliRunner()
-NOW = int(time.time()) // SLOTS * SLOTS
 
 
 def minute(start_s: int, as_run: int, ebb: int, p99: float) -> ShadowMinute:
@@ -31,14 +30,15 @@ def minute(start_s: int, as_run: int, ebb: int, p99: float) -> ShadowMinute:
 @pytest.fixture()
 def ledger(tmp_path: Path) -> Path:
     path = tmp_path / "ledger.sqlite"
+    now = int(time.time()) // SLOTS * SLOTS  # at the fixture, not at import: the tests read "the last 4 minutes"
     with SqliteLedger(path) as led:
         for k in range(10):  # ten minutes, the last three near the SLO with Ebb below the fleet
-            start = NOW - SLOTS * (10 - k)
+            start = now - SLOTS * (10 - k)
             led.append_cycle(shadow_cycle(minute(start, 6, 4, 1700.0 if k >= 7 else 300.0), RunId("rec")))
-        d = DecisionRecord(DecisionId("rec-1"), CycleId("rec-c1"), RunId("rec"), (NOW - 600) * 10**9, "default/vllm",
+        d = DecisionRecord(DecisionId("rec-1"), CycleId("rec-c1"), RunId("rec"), (now - 600) * 10**9, "default/vllm",
                            "scale_down", 6, 4, reasons=("comeback: 4 replicas hold a 62 s rise",))
         led.append_cycle(CycleRecord(CycleId("rec-c1"), RunId("rec"), d.ts_ns, "ebb", (d,)))
-        led.append_cycle(shadow_cycle(minute(NOW - 30 * 86_400, 2, 2, 100.0), RunId("old")))
+        led.append_cycle(shadow_cycle(minute(now - 30 * 86_400, 2, 2, 100.0), RunId("old")))
     return path
 
 

@@ -23,7 +23,7 @@ def test_an_oversized_workers_request_is_lowered_with_a_message(tmp_path: Path) 
     assert capped <= usable_cpus() and why is not None
     assert f"sweep: --workers 10000 lowered to {capped}: " in res.stderr and "docs/sweep.md" in res.stderr
     # the pool then runs the capped number (no more than the 1 job needs)
-    assert re.search(r"1 jobs on \d+ worker processes", res.stderr), res.stderr
+    assert re.search(r"1 job on \d+ worker processes", res.stderr), res.stderr
     assert "[1/1]" in res.stderr
 
 

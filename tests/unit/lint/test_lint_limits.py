@@ -160,7 +160,7 @@ def test_the_cli_on_hostile_files_exits_two_with_one_line_per_file_and_no_traceb
                          capture_output=True, text=True, timeout=60, env=os.environ | {"COLUMNS": "80"})
     assert res.returncode == 2 and res.stderr == "", res.stderr
     lines = res.stdout.strip().splitlines()
-    assert len(lines) == 4 and lines[-1] == "3 file(s), 0 finding(s), 3 parse error(s)"
+    assert len(lines) == 4 and lines[-1] == "3 files, 0 findings, 3 parse errors"
     for name, line in zip(files, lines):
         assert line.startswith(f"{tmp_path / name}:") and "parse error" in line
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
@@ -302,3 +303,38 @@ def test_the_cost_violation_chart_marks_the_pareto_set_and_draws_the_peers_front
     assert len(re.findall(r'<circle class="pareto"', svg.group(1))) == 1
     assert "peers' frontier" in svg.group(1) and "P2 — deploy" in svg.group(1)
     ET.fromstring(f"<svg>{svg.group(1)}</svg>")
+
+
+def test_the_chart_labels_deploy_the_policy_the_verdict_box_names_and_stacks_coinciding_labels() -> None:
+    # #35: WVA never scaled and cost what static cost; the box said "Deploy wva", the chart mislabelled static.
+    wva = dataclasses.replace(_card("wva", gpu_hours=2.0, pct=0.0), scale_ups=0, scale_downs=0)
+    static = dataclasses.replace(_card("static", gpu_hours=2.0, pct=0.0), scale_ups=0, scale_downs=0)
+    doc = _render([PolicyRun(wva, _timeline(50, 1)), PolicyRun(static, _timeline(50, 2)),
+                   PolicyRun(_card("hpa", gpu_hours=3.0, pct=0.0), _timeline(50, 3))])
+    box = re.search(r'<section class="verdict" id="verdict">(.*?)</section>', doc, flags=re.S)
+    assert box is not None and "Deploy static:" in box.group(1)
+    svg = re.search(r'aria-label="GPU-hours against SLO violations per policy">(.*?)</svg>', doc, flags=re.S)
+    assert svg is not None
+    labels = re.findall(r'<text class="halo" x="([^"]+)" y="([^"]+)"[^>]*>([^<]*)</text>', svg.group(1))
+    deploy = [text for _, _, text in labels if "deploy" in text]
+    assert deploy == ["static — deploy"]
+    at = {text: (x, float(y)) for x, y, text in labels}
+    assert at["wva"][0] == at["static — deploy"][0] and at["wva"][1] > at["static — deploy"][1]
+
+
+def test_twenty_policies_get_twenty_distinct_styles_in_every_chart_and_legend() -> None:
+    # #35: the report's colours repeated past 8 policies.
+    runs = [PolicyRun(_card(f"hpa:target=0.{i:02d}", gpu_hours=1.0 + i, pct=0.01 * i), _timeline(40, i))
+            for i in range(20)]
+    doc = _render(runs)
+    charts = dict(re.findall(r'<svg viewBox="[^"]*" role="img" aria-label="([^"]*)">(.*?)</svg>', doc, flags=re.S))
+    lines = re.findall(r'<path class="s"[^>]*stroke="([^"]+)"[^>]*?(?:stroke-dasharray="([^"]+)")?>',
+                       charts["replicas over time per policy against demand"])
+    assert len(lines) == 20 and len(set(lines)) == 20
+    points = re.findall(r'<(circle|rect|polygon) class="pt"[^>]*fill="([^"]+)"',
+                        charts["GPU-hours against SLO violations per policy"])
+    assert len(points) == 20 and len(set(points)) == 20
+    legend = re.search(r'<div class="legend">(.*?)</div>', doc, flags=re.S)
+    assert legend is not None
+    swatches = re.findall(r'<span>(<svg class="swl".*?</svg>)hpa', legend.group(1))
+    assert len(swatches) == 20 and len(set(swatches)) == 20

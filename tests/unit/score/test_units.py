@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ebb.score.names import abbreviate, legend
-from ebb.score.units import human_count, human_span
+from ebb.score.units import human_count, human_span, plural
 
 
 @pytest.mark.parametrize(("seconds", "text"), [
@@ -44,3 +44,16 @@ def test_long_specs_become_p_labels_with_a_legend_and_short_ones_stay() -> None:
     assert legend(labels) == [("P1", long_spec), ("P2", long_spec + ",seed=1")]
     # A policy literally named like a label is abbreviated too, so labels never collide.
     assert abbreviate(["P1", long_spec], 16) == {"P1": "P1", long_spec: "P2"}
+
+
+@pytest.mark.parametrize(("n", "noun", "text"), [
+    (1, "policy", "1 policy"), (2, "policy", "2 policies"), (0, "policy", "0 policies"),
+    (1, "scale-down", "1 scale-down"), (3, "scale-down", "3 scale-downs"), (2, "day", "2 days"),
+    (2, "burst", "2 bursts"), (2, "match", "2 matches"), (1_200, "request", "1,200 requests"), (2, "GPU", "2 GPUs"),
+])
+def test_a_counted_noun_is_singular_only_for_one(n: int, noun: str, text: str) -> None:
+    assert plural(n, noun) == text
+
+
+def test_an_irregular_plural_is_given_once() -> None:
+    assert (plural(1, "series", "series"), plural(4, "series", "series")) == ("1 series", "4 series")

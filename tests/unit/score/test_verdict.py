@@ -8,13 +8,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ebb.score.results import Scorecard
-from ebb.score.verdict import SLO_VIOLATION_LIMIT_PCT, meets_slo, role, verdict
+from ebb.score.verdict import SLO_VIOLATION_LIMIT_PCT, TIE_REL, ebb_profile, meets_slo, role, verdict
 
 
-def card(policy: str, gpu_hours: float, pct: float) -> Scorecard:
+def card(policy: str, gpu_hours: float, pct: float, *, ups: int = 0, downs: int = 0) -> Scorecard:
     return Scorecard(policy=policy, trace="t", fidelity="fluid", requests=1000, gpu_hours=gpu_hours,
                      cost_usd=gpu_hours * 3, slo_violations=0, slo_violation_pct=pct, ttft_p50_ms=1.0,
-                     ttft_p99_ms=2.0, e2e_p50_ms=3.0, e2e_p99_ms=4.0, scale_ups=0, scale_downs=0,
+                     ttft_p99_ms=2.0, e2e_p50_ms=3.0, e2e_p99_ms=4.0, scale_ups=ups, scale_downs=downs,
                      dropped_requests=0, peak_replicas=1, mean_replicas=1.0, slo_ttft_ms=2000.0,
                      slo_e2e_ms=60000.0, wall_s=0.1)
 
@@ -48,6 +48,48 @@ def test_a_comparison_without_ebb_or_without_peers_says_so() -> None:
         "No deployable policy ran (only the oracle, which sees the future)."]
 
 
+def test_a_tie_goes_to_the_static_fleet_before_a_peer_that_never_scaled_whatever_the_order() -> None:
+    # #35: "Deploy wva" when WVA never scaled and cost exactly what static did, because it was listed first.
+    v = verdict([card("wva", 10.0, 0.0), card("static", 10.0, 0.0), card("ebb", 12.0, 0.0, ups=3, downs=3)])
+    assert v.pick is not None and v.pick.policy == "static"
+    assert v.peer is not None and v.peer.policy == "static"
+    assert v.lines()[0].startswith("Deploy static:") and "as cheap: wva" in v.lines()[0]
+
+
+def test_a_tie_between_scalers_goes_to_the_one_that_scaled_least() -> None:
+    cards = [card("hpa", 8.0, 0.0, ups=6, downs=5), card("kpa", 8.0 * (1 + TIE_REL / 2), 0.0, ups=2, downs=1),
+             card("keda", 8.0, 0.0, ups=4, downs=4), card("ray", 7.9, 0.5)]
+    v = verdict(cards)
+    assert v.pick is not None and v.pick.policy == "kpa" and v.peer is v.pick
+    assert [c.policy for c in v.tied] == ["hpa", "keda"]
+    cheaper = verdict([*cards, card("aibrix", 7.5, 0.0, ups=40, downs=40)])
+    assert cheaper.pick is not None and cheaper.pick.policy == "aibrix" and not cheaper.tied
+
+
+def test_ebb_is_compared_as_its_default_profile_then_one_line_per_other_profile() -> None:
+    # #35: the comparison line named ebb:profile=cautious (the cheapest Ebb) instead of the default profile.
+    cards = [card("hpa", 10.0, 0.0), card("ebb:profile=cautious", 6.0, 0.0), card("ebb", 8.0, 0.0),
+             card("ebb:profile=lean", 5.0, 0.05)]
+    v = verdict(cards)
+    assert v.ebb is not None and v.ebb.policy == "ebb"
+    assert [e.policy for e in v.ebbs] == ["ebb", "ebb:profile=cautious", "ebb:profile=lean"]
+    assert math.isclose(v.saved_pct, 20.0)
+    compare = [line for line in v.lines() if line.startswith("Ebb (")]
+    assert [line.split(")")[0] for line in compare] == ["Ebb (ebb", "Ebb (ebb:profile=cautious",
+                                                        "Ebb (ebb:profile=lean"]
+    assert "20.0 % fewer" in compare[0] and "40.0 % fewer" in compare[1] and "50.0 % fewer" in compare[2]
+    explicit = verdict([card("hpa", 10.0, 0.0), card("ebb:profile=cautious", 6.0, 0.0),
+                        card("ebb:profile=balanced,canary=on", 9.0, 0.0)])
+    assert explicit.ebb is not None and explicit.ebb.policy == "ebb:profile=balanced,canary=on"
+    only_lean = verdict([card("hpa", 10.0, 0.0), card("ebb:profile=lean", 5.0, 0.0)])
+    assert only_lean.ebb is not None and only_lean.ebb.policy == "ebb:profile=lean" and len(only_lean.lines()) == 2
+
+
+def test_the_profile_of_an_ebb_spec_defaults_to_balanced() -> None:
+    assert [ebb_profile(p) for p in ("ebb", "ebb:canary=on", "ebb:canary=on,profile=lean", "ebb:profile=")] == [
+        "balanced", "balanced", "lean", "balanced"]
+
+
 def test_roles_come_from_the_policy_family() -> None:
     assert [role(p) for p in ("ebb:profile=lean", "oracle", "hpa:target=0.5", "ray-serve", "static")] == [
         "ebb", "oracle", "peer", "peer", "peer"]
@@ -64,7 +106,10 @@ def test_the_pick_is_the_cheapest_deployable_policy_meeting_the_slo_and_never_th
     deployable_ok = [c for c in cards if c.policy != "oracle" and meets_slo(c)]
     if deployable_ok:
         assert v.pick is not None and meets_slo(v.pick)
-        assert v.pick.gpu_hours == min(c.gpu_hours for c in deployable_ok)
+        low = min(c.gpu_hours for c in deployable_ok)
+        assert low <= v.pick.gpu_hours <= low + TIE_REL * low
+        tied = [c for c in deployable_ok if c.gpu_hours <= low + TIE_REL * low]
+        assert v.pick.policy == "static" or all(c.policy != "static" for c in tied)
     else:
         assert v.pick is None
     assert v.pick is None or v.pick.policy != "oracle"

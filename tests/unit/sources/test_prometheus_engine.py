@@ -128,7 +128,9 @@ def test_vllm_pods_become_the_fleet_signals_the_controller_reads(fake: FakeProme
         'sum by (pod,job,instance) (rate(vllm:request_prefill_time_seconds_sum{namespace="serving",job="vllm"}[4s]))',
         'sum by (pod,job,instance) (rate(vllm:time_to_first_token_seconds_sum{namespace="serving",job="vllm"}[4s]))',
         'sum by (pod,job,instance,le) (vllm:time_to_first_token_seconds_bucket{namespace="serving",job="vllm"})',
-        'sum by (pod,job,instance,le) (vllm:e2e_request_latency_seconds_bucket{namespace="serving",job="vllm"})'}
+        'sum by (pod,job,instance,le) (vllm:e2e_request_latency_seconds_bucket{namespace="serving",job="vllm"})',
+        'count by (pod,job,instance) (group by (pod,job,instance,model_name) '
+        '(vllm:num_requests_running{namespace="serving",job="vllm"}))'}
 
 
 def test_the_first_name_of_the_profile_wins_per_pod_never_both(fake: FakePrometheus) -> None:
@@ -394,3 +396,38 @@ def test_a_pod_exporting_two_histogram_names_counts_the_first_only(fake: FakePro
     fake.matrix(q.ttft[1], *_hist(pod("a"), counts), *_hist(pod("b"), counts))  # b: only the old name
     f = src.read(995.0).fine
     assert f.done_t_s.tolist() == [997.0] and f.done_weight.tolist() == [6.0] and f.done_ttft_ms.tolist() == [500.0]
+
+
+# -- one model per workload ------------------------------------------------------------------------
+def test_a_pod_serving_two_models_is_left_out_with_the_reason_never_summed(
+        fake: FakePrometheus, caplog: pytest.LogCaptureFixture) -> None:
+    # Pod a's running series carry two model_name values (its sum, 4, is two workloads' figures); b serves one.
+    src = source(fake)
+    fleet(fake, src)
+    q = src.engine.queries  # type: ignore[union-attr]
+    assert q.models == ('count by (pod,job,instance) (group by (pod,job,instance,model_name) '
+                        '(vllm:num_requests_running{namespace="serving",job="vllm"}))',)
+    fake.matrix(q.models[0], (pod("a"), {t: 2 for t in STEPS}), (pod("b"), {t: 1 for t in STEPS}))
+    with caplog.at_level(logging.WARNING, logger="ebb.sources.prometheus"):
+        sig = src.read(995.0)
+    assert len(sig.fine.t_s) == 5 and dict(sig.inflight_by_replica) == {"b": 2.0} and sig.replicas_seen == 1
+    assert sig.fine.queued.tolist() == [1.0] * 5  # b's waiting alone
+    assert "5 × engine target left out of a step: it serves several models" in caplog.text
+    assert 'model_name="NAME"' in caplog.text
+
+
+def test_a_model_matcher_in_the_selector_scopes_the_engine_series_but_not_up(fake: FakePrometheus) -> None:
+    src = PrometheusSource(PrometheusClient(fake.url), selector='namespace="serving",model_name="llama-8b"',
+                           engine=VLLM, max_concurrency=8, clock=lambda: NOW)
+    q = src.engine.queries  # type: ignore[union-attr]
+    assert q.up == 'up{namespace="serving"}'  # up carries no model label: with it no target would match
+    assert q.running[0] == 'sum by (pod,job,instance) (vllm:num_requests_running{namespace="serving",model_name="llama-8b"})'
+    assert all('model_name="llama-8b"' in x for x in (*q.waiting, *q.kv, *q.busy, *q.ttft, *q.e2e, *q.models))
+    fake.answers['up{namespace="serving"}'] = _ok("vector", [{"metric": pod("a"), "value": [NOW, "1"]}])
+    with pytest.raises(InputError, match="1 targets"):  # up answered: the engine's series are what is missing
+        src.read(0.0)
+
+
+def test_an_engine_without_model_labels_asks_no_models_query(fake: FakePrometheus) -> None:
+    src = source(fake, profile=PROFILES["llamacpp"], max_concurrency=4)
+    assert src.engine is not None and src.engine.queries.models == ()

@@ -27,6 +27,7 @@ optimality; it sees the future, so no real policy can match it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -157,6 +158,8 @@ class OraclePolicy:
     spec: str = "oracle"
     interval_s: float = 1.0
     pipeline: Pipeline = field(default_factory=lambda: Pipeline(1, 1, per_pod=False))
+    _starts: IntArray | None = field(default=None, init=False, repr=False, compare=False)
+    """The first second of each new count in the schedule (built on the first :meth:`next_change`)."""
 
     def decide(self, obs: Observation, *, spans: Spans = NO_SPANS) -> Decision:
         k = min(int(obs.t_s), len(self.schedule) - 1)
@@ -166,6 +169,25 @@ class OraclePolicy:
         # candidate schedule, and holds are never recorded.
         why = (f"{self.spec}: schedule {n} at {k} s",) if n != frm else ()
         return Decision.change(obs.t_s, frm, n, policy=self.spec, reasons=why)
+
+    def next_change(self, t_s: float, spec_replicas: int) -> float:
+        """The first reconcile from ``t_s`` on whose scheduled count is not ``spec_replicas``; inf when
+        none (:class:`~ebb.sim.policy.Scheduled`: the request engine skips the holds before it)."""
+        sched, last = self.schedule, len(self.schedule) - 1
+        if last < 0:
+            return t_s
+        if self._starts is None:
+            self._starts = np.flatnonzero(sched[1:] != sched[:-1]) + 1
+        starts, t = self._starts, t_s
+        while True:
+            k = max(min(int(t), last), 0)
+            if max(0, int(sched[k])) != spec_replicas:  # what decide's Decision.change moves to
+                return t
+            j = int(np.searchsorted(starts, k, side="right"))
+            if j == len(starts):
+                return math.inf
+            # The first reconcile at or after the next count's first second (whole seconds: exact).
+            t += math.ceil((int(starts[j]) - t) / self.interval_s) * self.interval_s
 
     def observe(self, obs: Observation) -> None:
         """Nothing to ingest: the schedule was computed from the whole trace beforehand."""
@@ -186,10 +208,24 @@ class OracleSearch:
     tried: int
 
 
+SEARCH_SMOOTHINGS_S: tuple[int, ...] = (1, 10)
+"""The smoothing windows (s) a fresh :func:`search_oracle` tries."""
+SEARCH_STEPS = 7
+"""Bisection steps per smoothing of a fresh search."""
+NEAR_STEPS = 4
+"""Bisection steps of a search started ``near`` an earlier one (one smoothing only)."""
+
+
+def search_runs(near: bool) -> int:
+    """Candidates a :func:`search_oracle` with the default smoothings and steps simulates when its first
+    headroom already meets the SLO (the usual case; each doubling past it adds one): 16 fresh, 5 ``near``."""
+    return 1 + NEAR_STEPS if near else len(SEARCH_SMOOTHINGS_S) * (1 + SEARCH_STEPS)
+
+
 def search_oracle(rate: FloatArray, cold_start_s: float,
                   evaluate: Callable[[IntArray], tuple[float, float]], *,
-                  target_violation_pct: float = 0.1, smoothing_s: tuple[int, ...] = (1, 10),
-                  steps: int = 7, on_try: Callable[[], None] | None = None,
+                  target_violation_pct: float = 0.1, smoothing_s: tuple[int, ...] = SEARCH_SMOOTHINGS_S,
+                  steps: int = SEARCH_STEPS, on_try: Callable[[], None] | None = None,
                   near: tuple[float, int] | None = None, max_replicas: int | None = None,
                   build: Callable[[float, int], IntArray] | None = None) -> OracleSearch:
     """Find the cheapest verified schedule; ``evaluate(schedule) -> (replica_seconds, violation_pct)``.
@@ -223,7 +259,7 @@ def search_oracle(rate: FloatArray, cold_start_s: float,
 
     if near is not None:
         # A previous search's (headroom, smoothing) on a similar workload: bracket around it.
-        smoothing_s, steps = (near[1],), 4
+        smoothing_s, steps = (near[1],), NEAR_STEPS
     for s in smoothing_s:
         lo, hi = (near[0] / 1.4, near[0] * 1.4) if near is not None else (0.25, 2.0)
         sched, cost, viol = run(hi, s)

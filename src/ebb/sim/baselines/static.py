@@ -3,6 +3,7 @@ provisions without autoscaling). Upper bound on cost among policies that meet th
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ebb.model.decision import Decision
@@ -23,6 +24,10 @@ class StaticPolicy:
         frm = obs.spec_replicas  # 0 at the engines' initial call (no pods yet)
         return Decision.change(obs.t_s, frm, self.replicas, policy=self.spec,
                                reasons=(f"{self.spec}: fixed at {self.replicas}",))
+
+    def next_change(self, t_s: float, spec_replicas: int) -> float:
+        """``t_s`` while the target is not ``replicas``, else never (:class:`~ebb.sim.policy.Scheduled`)."""
+        return t_s if max(0, self.replicas) != spec_replicas else math.inf
 
     def observe(self, obs: Observation) -> None:
         """Nothing to ingest: the answer never depends on what it sees."""

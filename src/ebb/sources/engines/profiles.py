@@ -16,6 +16,9 @@ when absent. ``kv_usage`` is a 0..1 fraction (max over series: the fullest pool 
 cumulative counter whose rate, times ``busy_unit_s``, is the busy share; ``ttft``/``itl``/``e2e``/
 ``queue`` cumulative histograms whose bounds are in ``unit_s`` seconds.
 
+Models: ``model_labels`` name the labels saying which model a series serves (vLLM ``model_name``; none
+for TGI and llama.cpp); a page of several is read one model at a time (:mod:`ebb.sources.engines.models`).
+
 Custom engines: :func:`load_engines_file` reads the YAML format documented in ``docs/engines.md``
 (worked example: ``docs/examples/engines.yaml``); every key is checked and a bad one is a
 :class:`~ebb.errors.ConfigError` naming the file and the key.
@@ -45,6 +48,7 @@ _NAME = r"[A-Za-z_:][A-Za-z0-9_:]*"
 _SELECTOR = re.compile(rf"^({_NAME})(?:\{{(.*)\}})?$")
 _MATCHER = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"([^"\\]*)"\s*(?:,|$)')
 _ENGINE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+_LABEL = re.compile(r"^(?!__)[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,9 @@ class EngineProfile:
     engine has none (it is then never read as asleep)."""
     notes: str = ""
     """What a signal means for this engine where it differs from the name (documented caveats)."""
+    model_labels: tuple[str, ...] = ()
+    """Labels naming the model a series belongs to, first present wins (vLLM ``model_name``); () when the
+    engine labels no model (one model per process)."""
 
     def __post_init__(self) -> None:
         if not self.running or not self.waiting:
@@ -176,6 +183,9 @@ class EngineProfile:
         if not _unit_ok(self.busy_unit_s):
             raise ValueError(f"busy_unit_s must be a number in [{UNIT_S_RANGE[0]:g}, {UNIT_S_RANGE[1]:g}], "
                              f"got {self.busy_unit_s!r}")
+        if not isinstance(self.model_labels, tuple) or not all(isinstance(x, str) and _LABEL.match(x)
+                                                               for x in self.model_labels):
+            raise ValueError(f"model_labels must be a tuple of label names, got {self.model_labels!r}")
         why = path_problem(self.metrics_path)
         if why is not None:
             raise ValueError(why)
@@ -226,6 +236,7 @@ VLLM = EngineProfile(
            "the batch's time and the share can exceed the wall clock (clamped to 1); the V0 fallback, the TTFT "
            "histogram sum, also counts queueing. Both overstate busy time, the safe direction for scaling up. "
            "vLLM has no max-concurrency gauge: give --max-concurrency (its --max-num-seqs)."),
+    model_labels=("model_name",),
 )
 
 SGLANG = EngineProfile(
@@ -247,6 +258,7 @@ SGLANG = EngineProfile(
            "counter: busy_seconds is the TTFT histogram sum, which counts queueing and each request of a batch "
            "(clamped to 1), so it overstates busy time, the safe direction for scaling. No max-concurrency "
            "gauge: give --max-concurrency (its --max-running-requests)."),
+    model_labels=("model_name", "name"),
 )
 
 TGI = EngineProfile(
@@ -302,6 +314,7 @@ TRITON = EngineProfile(
            "model without that backend fails with the names tried. waiting prefers the backend's queue, then "
            "Triton's own pending count. busy_seconds is the cumulative per-request compute time (µs), which "
            "counts batched requests once each (overstates; clamped to 1)."),
+    model_labels=("model",),
 )
 
 PROFILES: Final[Mapping[str, EngineProfile]] = MappingProxyType(
@@ -311,7 +324,8 @@ PROFILES: Final[Mapping[str, EngineProfile]] = MappingProxyType(
 
 _LIST_KEYS: Final = ("running", "waiting", "kv_usage", "max_concurrency", "busy_seconds", "sleep_state", "required")
 _STR_KEYS: Final = ("title", "source", "enable_hint", "metrics_path", "notes")
-_KEYS: Final = frozenset(_LIST_KEYS + _STR_KEYS + HISTOGRAM_SIGNALS + ("extends", "busy_unit_s", "default_port"))
+_KEYS: Final = frozenset(_LIST_KEYS + _STR_KEYS + HISTOGRAM_SIGNALS + ("extends", "busy_unit_s", "default_port",
+                                                                        "model_labels"))
 _SHAPE = ("write engines: {NAME: {title: ..., source: ..., running: [metric], waiting: [metric]}} (one line: "
           "errors are one line; see docs/engines.md)")
 
@@ -330,6 +344,17 @@ def _names(src: str, key: str, value: Any) -> tuple[str, ...]:
             raise config_error(src, key, str(exc), 'metric names match [A-Za-z_:][A-Za-z0-9_:]*, '
                                'optionally {label="value",...}') from None
     return tuple(value)
+
+
+def _labels(src: str, key: str, value: Any) -> tuple[str, ...]:
+    """A list of label names (``[model_name]``; ``[]`` for an engine that labels no model)."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and _LABEL.match(v) for v in value):
+        raise config_error(src, key, f"expected a list of label names, got {describe(value)}",
+                           "write e.g. [model_name] (labels match [A-Za-z_][A-Za-z0-9_]*, not starting with __), "
+                           "or [] for an engine that labels no model")
+    return tuple(dict.fromkeys(value))
 
 
 def _number(src: str, key: str, value: Any) -> float:
@@ -413,6 +438,8 @@ def _engine(src: str, name: str, doc: Any, builtins: Mapping[str, EngineProfile]
             kw[key] = _histogram(src, f"{where}.{key}", doc[key])
     if "busy_unit_s" in doc:
         kw["busy_unit_s"] = _number(src, f"{where}.busy_unit_s", doc["busy_unit_s"])
+    if "model_labels" in doc:
+        kw["model_labels"] = _labels(src, f"{where}.model_labels", doc["model_labels"])
     if "default_port" in doc:
         port = doc["default_port"]
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:

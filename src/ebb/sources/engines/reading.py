@@ -38,6 +38,19 @@ series was dropped or is absent reads **asleep** — the state that counts no ca
 direction. A page without the family (an engine without sleep mode, vLLM before PR #24176) reads
 ``None``: nothing known, the pod is served as today.
 
+**Models** (a profile with ``model_labels``: vLLM and SGLang ``model_name``, Triton ``model``):
+:func:`~ebb.sources.engines.models.page_models` lists the models the page's running series carry. A pod serving several models is
+several workloads, so :func:`read_engine` never sums them: given ``model``, it reads only the series of
+that model (and those that carry no model label: the process's own); without one, a page with several
+models is an :class:`~ebb.errors.InputError` naming them and the fix (``--model NAME``); a page with one
+model, or an engine that labels none, reads as before. A ``model`` the page does not carry is an
+InputError naming the models it does; ``model`` for a profile without model labels is a
+:class:`~ebb.errors.ConfigError` (:mod:`ebb.sources.engines.models`).
+
+**A wrong engine**: when a required gauge is absent and the page's metric names are another built-in
+engine's (:func:`~ebb.sources.engines.detect.looks_like`), the error says which one ("looks like vLLM")
+and its fix names ``--engine`` for it.
+
 Restarts: :attr:`EngineReading.started_s` is ``process_start_time_seconds`` (the Python client's
 process collector: vLLM, SGLang), and :attr:`EngineReading.created` the ``*_created`` timestamps of
 the series each counter signal was read from (``X_created`` for a histogram family ``X`` or a
@@ -68,13 +81,16 @@ import numpy as np
 import numpy.typing as npt
 
 from ebb.errors import InputError
+from ebb.sources.engines.detect import detect_engine, looks_like
 from ebb.sources.engines.exposition import Exposition, Sample, parse_exposition
+from ebb.sources.engines.models import one_model
 from ebb.sources.engines.profiles import (HISTOGRAM_SIGNALS, EngineProfile, HistogramSpec, MetricSelector,
                                           parse_selector)
 
 __all__ = [
     "MAX_COUNT", "MAX_SUM_S", "VALUE_RANGES", "CumulativeHistogram", "EngineInterval", "EngineReading",
-    "FloatArray", "LatencyDelta", "SLEEP_LABEL", "interval", "read_engine", "read_engine_text", "read_sleep_state",
+    "FloatArray", "LatencyDelta", "SLEEP_LABEL", "interval", "parse_engine_text", "read_engine", "read_engine_text",
+    "read_sleep_state",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -144,6 +160,8 @@ class EngineReading:
     asleep: bool | None = None
     """True: the engine says it sleeps, or wakes only in part (module docstring); False: every engine of
     the pod is awake; None: the page has no sleep-state gauge."""
+    model: str | None = None
+    """The model whose series were read (``model`` of :func:`read_engine`); None: the page as a whole."""
 
 
 SLEEP_LABEL: Final = "sleep_state"
@@ -273,12 +291,16 @@ def assemble_histogram(expo: Exposition, name: str, unit_s: float) -> tuple[Cumu
                                sum_s=sum_s, series=len(groups)), None
 
 
-def read_engine(expo: Exposition, profile: EngineProfile, *, source: str) -> EngineReading:
-    """The signals of scrape ``expo`` read with ``profile`` (see the module docstring).
+def read_engine(expo: Exposition, profile: EngineProfile, *, source: str, model: str | None = None) -> EngineReading:
+    """The signals of scrape ``expo`` read with ``profile`` (see the module docstring), of ``model`` alone
+    when given.
 
     InputError (``path=source``) when a required signal (always ``running`` and ``waiting``) is
-    absent: the message names the metric names tried and the engine, the fix quotes ``enable_hint``.
+    absent: the message names the metric names tried and the engine (and the engine the page looks
+    like, when another), the fix quotes ``enable_hint``; also for several models without ``model``, or
+    a ``model`` the page does not serve (module docstring).
     """
+    expo = one_model(expo, profile, model, source)
     dropped: list[str] = list(expo.dropped)
     read_from: dict[str, str] = {}
     missing: list[str] = []
@@ -290,9 +312,12 @@ def read_engine(expo: Exposition, profile: EngineProfile, *, source: str) -> Eng
     def absent(signal: str, why: str = "") -> None:
         if signal in profile.required:
             names = ", ".join(profile.names_of(signal))
+            other = looks_like(expo, profile)
+            found = detect_engine(expo) if other else None
+            fix = (f"use --engine {found} (or check that this is a {profile.title} metrics endpoint)" if found
+                   else profile.enable_hint or f"check that this is a {profile.title} metrics endpoint")
             raise InputError(f"{profile.title} ({profile.name}) scrape has no {signal} metric: tried {names}"
-                             + (f"; {why}" if why else ""), path=source,
-                             fix=profile.enable_hint or f"check that this is a {profile.title} metrics endpoint")
+                             + (f"; {why}" if why else "") + other, path=source, fix=fix)
         missing.append(signal)
 
     for signal in ("running", "waiting", "kv_usage", "max_concurrency", "busy_seconds"):
@@ -357,20 +382,24 @@ def read_engine(expo: Exposition, profile: EngineProfile, *, source: str) -> Eng
         histograms=MappingProxyType(histograms), read_from=MappingProxyType(read_from),
         missing=tuple(dict.fromkeys(missing)), dropped=tuple(dict.fromkeys(dropped)), source=source,
         started_s=max(s.value for s in starts) if starts else None, created=MappingProxyType(created),
-        asleep=asleep)
+        asleep=asleep, model=model)
 
 
-def read_engine_text(text: str | bytes, profile: EngineProfile, *, source: str) -> EngineReading:
-    """:func:`parse_exposition` then :func:`read_engine`; a text that is not exposition at all is an
-    InputError whose fix also quotes the profile's ``enable_hint``."""
+def parse_engine_text(text: str | bytes, profile: EngineProfile | None, *, source: str) -> Exposition:
+    """:func:`parse_exposition`; a text that is not exposition at all is an InputError whose fix also
+    quotes the profile's ``enable_hint`` (when a profile is known)."""
     try:
-        expo = parse_exposition(text, source=source)
+        return parse_exposition(text, source=source)
     except InputError as exc:
-        if not profile.enable_hint or exc.fix is None:
+        if profile is None or not profile.enable_hint or exc.fix is None:
             raise
         what = str(exc).removesuffix(f" (fix: {exc.fix})").removeprefix(f"{exc.path}: ")
         raise InputError(what, path=source, fix=f"{exc.fix}; for {profile.title}: {profile.enable_hint}") from None
-    return read_engine(expo, profile, source=source)
+
+
+def read_engine_text(text: str | bytes, profile: EngineProfile, *, source: str, model: str | None = None) -> EngineReading:
+    """:func:`parse_engine_text` then :func:`read_engine` (of ``model`` alone when given)."""
+    return read_engine(parse_engine_text(text, profile, source=source), profile, source=source, model=model)
 
 
 @dataclass(frozen=True, eq=False)
@@ -420,8 +449,9 @@ def interval(prev: EngineReading, cur: EngineReading, dt_s: float) -> EngineInte
     or if the readings are of different engines)."""
     if not (isinstance(dt_s, (int, float)) and math.isfinite(dt_s) and dt_s > 0):
         raise ValueError(f"dt_s must be a finite number > 0, got {dt_s!r}")
-    if prev.engine != cur.engine:
-        raise ValueError(f"readings of different engines: {prev.engine!r} then {cur.engine!r}")
+    if prev.engine != cur.engine or prev.model != cur.model:
+        raise ValueError(f"readings of different engines or models: {prev.engine!r}/{prev.model!r} then "
+                         f"{cur.engine!r}/{cur.model!r}")
     resets: list[str] = []
     restarted = prev.started_s is not None and cur.started_s is not None and prev.started_s != cur.started_s
 

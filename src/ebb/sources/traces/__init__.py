@@ -15,7 +15,9 @@ Formats: ``azure`` (Azure LLM inference 2023 CSV), ``mooncake`` (Mooncake FAST'2
 the column flags: names or 0-based indexes, ``no_header`` for header-less files, an optional
 service-time column), ``servegen`` (a ServeGen model folder of per-client rate windows, or one
 ``chunk-*-trace.csv`` file, turned into arrivals per second as ServeGen's generator does, with
-``seed``; detected for a folder and for a file whose first row is a window row).
+``seed``; detected for a folder and for a file whose first row is a window row), ``history`` (a
+request log rebuilt from Prometheus and saved by ``ebb simulate --from-prometheus --save-trace``,
+with its provenance and as-run record: :mod:`~ebb.sources.traces.history_file`).
 See each reader module for the exact rules.
 
 Guarantees:
@@ -52,14 +54,14 @@ from pathlib import Path
 from ebb.errors import ConfigError, TraceFormatError
 from ebb.model.ids import TraceName
 from ebb.model.trace import CountSeries, RequestTrace
-from ebb.sources.traces import azure, counts, generic_csv, mooncake, servegen
+from ebb.sources.traces import azure, counts, generic_csv, history_file, mooncake, servegen
 from ebb.sources.traces._common import open_binary
 from ebb.sources.traces.generic_csv import check_columns
 from ebb.untrusted import UntrustedInput
 
 __all__ = ["BUNDLED_TRACES", "FORMATS", "bundled_trace", "check_columns", "detect_format", "load_trace", "open_trace"]
 
-FORMATS: tuple[str, ...] = ("auto", "azure", "mooncake", "counts", "csv", "servegen")
+FORMATS: tuple[str, ...] = ("auto", "azure", "mooncake", "counts", "csv", "servegen", "history")
 
 _BUNDLED_FILES: dict[str, str] = {
     "azure-code": "azure_code_2023_slice.csv.gz",
@@ -75,7 +77,7 @@ _AUTO_FIX = ("name the format and columns, e.g. --format csv --time-col TIME "
 
 def detect_format(path: str | Path) -> str:
     """Guess the format of ``path`` from its first 64 KiB: ``azure``, ``mooncake``, ``servegen`` (the
-    first row is a ServeGen window row) or ``counts``.
+    first row is a ServeGen window row), ``history`` (a trace saved by ``--save-trace``) or ``counts``.
 
     Raises :class:`TraceFormatError` when the file is empty or matches none of them (generic
     CSVs cannot be detected because their column meanings are unknown).
@@ -93,6 +95,8 @@ def detect_format(path: str | Path) -> str:
         raise TraceFormatError("file is empty (no data rows)", path=str(p), line=1,
                                fix="point at a non-empty trace file")
     first = lines[first_idx].strip()
+    if history_file.is_history_first_line(first):
+        return "history"
     if tuple(cell.strip() for cell in first.split(",")) == azure.HEADER:
         return "azure"
     if first.startswith("{"):
@@ -170,6 +174,8 @@ def load_trace(
         return counts.read_counts(p, bin_s=bin_s)
     if fmt == "servegen":
         return servegen.load_servegen(p, clients=clients, seed=seed)
+    if fmt == "history":
+        return history_file.read_history_trace(p)
     return generic_csv.read_csv(p, time_col=time_col, count_col=count_col, tokens_in_col=tokens_in_col,
                                 tokens_out_col=tokens_out_col, bin_s=1.0 if bin_s is None else bin_s,
                                 service_col=service_col, no_header=no_header)
