@@ -181,6 +181,6 @@ def test_the_lint_cli_exits_zero_one_or_two_with_one_line_per_parse_error(
     assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
     assert res.exit_code in (0, 1, 2)
     lines = res.stdout.strip().splitlines()
-    assert lines[-1].startswith("1 file(s), ")
+    assert lines[-1].startswith("1 file, ")
     if res.exit_code == 2:
-        assert lines[-1].endswith(" 1 parse error(s)") and len(lines) == 2 and "parse error" in lines[0]
+        assert lines[-1].endswith(" 1 parse error") and len(lines) == 2 and "parse error" in lines[0]

@@ -6,7 +6,8 @@ say which model a series belongs to; a sample's model is its first such label wi
 Guarantees:
 
 * :func:`page_models`: the distinct models of the samples of every running name of the profile, sorted
-  (``()`` for a profile without model labels, or a page whose running series carry none).
+  (``()`` for a profile without model labels, or a page whose running series carry none); a negative
+  running sample — a bad series, which reading drops alone — names no model.
 * :func:`only_model`: the page without the samples of other models; samples carrying no model label
   (``process_start_time_seconds``, a pod-wide gauge) stay. Families left empty disappear.
 * :func:`one_model`: what :func:`~ebb.sources.engines.reading.read_engine` reads — the page as it is when
@@ -48,7 +49,10 @@ def page_models(expo: Exposition, profile: EngineProfile) -> tuple[str, ...]:
     profile without model labels or a page whose running series carry none."""
     if not profile.model_labels:
         return ()
-    found = {m for s in _running(expo, profile) if (m := _model_of(s, profile.model_labels)) is not None}
+    # A running gauge below zero is a bad series, dropped alone when the page is read: it names no model
+    # (a hostile or broken series must not turn a one-model page into a refused two-model one).
+    found = {m for s in _running(expo, profile)
+             if s.value >= 0 and (m := _model_of(s, profile.model_labels)) is not None}
     return tuple(sorted(found))
 
 

@@ -184,3 +184,14 @@ def test_each_model_reads_its_own_sums_and_several_are_never_summed(pods: dict[s
             read_engine(expo, VLLM, source="s")
     else:
         assert read_engine(expo, VLLM, source="s").running == sum(x for x, _ in next(iter(pods.values())))
+
+
+def test_a_negative_running_series_of_another_model_is_a_bad_series_not_a_second_model() -> None:
+    """The red team's evil engine ("neg" mode) adds vllm:num_requests_running{model_name="x"} -50 to a good
+    page: that series is dropped alone, and the pod is still read (one bad series, never the page)."""
+    from ebb.sources.engines.exposition import parse_exposition
+    from ebb.sources.engines.models import page_models
+    from ebb.sources.engines.profiles import PROFILES
+    page = ('vllm:num_requests_running{model_name="m"} 3\nvllm:num_requests_waiting{model_name="m"} 1\n'
+            'vllm:num_requests_running{model_name="x"} -50\n')
+    assert page_models(parse_exposition(page, source="p"), PROFILES["vllm"]) == ("m",)
