@@ -379,22 +379,23 @@ def _simulate(s: SimulateSettings) -> None:
     fluid_bin_ms = s.model.fluid_bin_ms
     fluid_bin_s, sim = None if fluid_bin_ms is None else fluid_bin_ms / 1000.0, _sim_settings(s, tflags.model)
     # Measured before it starts, refused past --max-run-min with the flags that shrink it (ebb.sim.estimate).
-    est = run_estimate(tr, items, sim, fid, load_scale, peak, fluid_bin_s, s.output, console)
-    with StepProgress(console, est, enabled=not quiet) as progress:
-        def calibrated(requests: int, _span_s: float, k: float) -> None:
-            if peak is not None:  # the first estimate could not know the load multiple
-                progress.revise(est.rescaled(requests, k))
-        try:
+    try:
+        est = run_estimate(tr, items, sim, fid, load_scale, peak, fluid_bin_s, s.output, console)
+        with StepProgress(console, est, enabled=not quiet) as progress:
+            def calibrated(requests: int, _span_s: float, k: float) -> None:
+                if peak is not None:  # the first estimate could not know the load multiple
+                    progress.revise(est.rescaled(requests, k))
             cmp = compare(tr, items, sim, fidelity=fid, load_scale=load_scale, peak_replicas=peak,
                           fluid_bin_s=fluid_bin_s, on_step=progress, on_workload=calibrated)
-        except MemoryError as exc:
-            # The request cap (ebb.model.trace_ops.MAX_REQUESTS) refuses oversized expansions before
-            # allocating; this is the backstop for what it cannot foresee (a trace spanning years,
-            # a machine with little memory). numpy raises it before the allocation, so we can report.
-            raise InputError(f"not enough memory to simulate this trace ({human_count(tr.requests)} requests over "
-                             f"{human_span(tr.duration_s)}): {' '.join(str(exc).split())}",
-                             path=str(tr.source or inp.trace),
-                             fix="use --fidelity fluid, a smaller --load-scale, or a shorter trace") from exc
+    except MemoryError as exc:
+        # The request cap (ebb.model.trace_ops.MAX_REQUESTS) refuses oversized expansions before
+        # allocating; this is the backstop for what it cannot foresee (a trace spanning years,
+        # a machine with little memory), in the estimate's slice or the run. numpy raises it before
+        # the allocation, so we can report.
+        raise InputError(f"not enough memory to simulate this trace ({human_count(tr.requests)} requests over "
+                         f"{human_span(tr.duration_s)}): {' '.join(str(exc).split())}",
+                         path=str(tr.source or inp.trace),
+                         fix="use --fidelity fluid, a smaller --load-scale, or a shorter trace") from exc
     measured_run = as_run_row(measured, tr, s, load_scale, console)  # the fleet as it ran, beside the rest
     recorded, cmp = cmp, cmp if measured_run is None else replace(cmp, runs=(*cmp.runs, measured_run))
     _print_results(cmp, console, service_model=tflags.model is not None)
