@@ -30,9 +30,10 @@ PEAK_PER_HOUR = 132.0
 
 
 def long_service_trace(days: float = 23.0, seed: int = 35) -> RequestTrace:
-    """The trace of the module docstring over ``days`` days (its first ``days × 24`` hours)."""
+    """The trace of the module docstring over ``days`` days: the first ``days × 24`` hours of the
+    23-day trace (of a longer one past 23 days)."""
     rng = np.random.default_rng(seed)
-    n_days = int(np.ceil(days))
+    n_days = max(23, int(np.ceil(days)))  # drawn whole, then cut: fewer days are the same first days
     day_scale = np.exp(rng.normal(0.0, 0.35, n_days)) * np.where(np.arange(n_days) % 7 >= 5, 0.6, 1.0)
     hours = np.arange(n_days * 24)
     shape = np.clip(np.sin((hours % 24 - 7) / 17 * np.pi), 0.0, None) ** 1.5  # 07:00 to midnight
