@@ -165,6 +165,38 @@ class _Term:
     ended: bool = False
 
 
+def campaign_loop(cond: threading.Condition, closed: Callable[[], bool], step: Callable[[], float], *, who: str,
+                  what: str, retry_s: float) -> None:
+    """An elector's campaign thread (etcd's and the Kubernetes Lease's): ``step()`` and wait the seconds it
+    returns, until ``closed()`` (read under ``cond``, whose ``notify`` wakes the wait). A
+    :class:`~ebb.errors.PermanentError` (auth, TLS, RBAC) is logged once per distinct message and retried
+    every ``max(retry_s, 1)`` s; any other error is logged and retried after ``retry_s``: the thread
+    outlives every surprise, and leadership lapses meanwhile."""
+    refused: str | None = None
+    while True:
+        with cond:
+            if closed():
+                return
+        try:
+            pause = step()
+            refused = None
+        except PermanentError as exc:
+            if str(exc) != refused:
+                refused = str(exc)
+                log.error("%s: %s (%s); retrying every %.2f s", who, what, exc, max(retry_s, 1.0))
+            pause = max(retry_s, 1.0)
+        except Exception:
+            with cond:
+                if closed():
+                    return
+            log.exception("%s: election round failed; retrying", who)
+            pause = retry_s
+        with cond:
+            if closed():
+                return
+            cond.wait(timeout=pause)
+
+
 class LeaderElector:
     """Campaign for ``election_key`` on etcd at ``endpoint`` as ``candidate_id``; see the module docstring.
 
@@ -216,7 +248,6 @@ class LeaderElector:
         self._want = False
         self._closed = False
         self._outage = False
-        self._refused: str | None = None  # the last permanent error logged by the thread (logged once)
         self._thread: threading.Thread | None = None
 
     # -- queries --------------------------------------------------------------------------------------
@@ -349,29 +380,8 @@ class LeaderElector:
     # -- lifecycle ------------------------------------------------------------------------------------
 
     def _loop(self) -> None:
-        while True:
-            with self._cond:
-                if self._closed:
-                    return
-            try:
-                pause = self.step()
-                self._refused = None
-            except PermanentError as exc:  # TLS or auth refused: say it once, keep trying slowly
-                if str(exc) != self._refused:
-                    self._refused = str(exc)
-                    log.error("%s: etcd refused the election (%s); retrying every %.2f s",
-                              self.candidate_id, exc, max(self.poll_every_s, 1.0))
-                pause = max(self.poll_every_s, 1.0)
-            except Exception:  # the thread must outlive any surprise; leadership lapses meanwhile
-                with self._cond:
-                    if self._closed:
-                        return
-                log.exception("%s: election round failed; retrying", self.candidate_id)
-                pause = self.poll_every_s
-            with self._cond:
-                if self._closed:
-                    return
-                self._cond.wait(timeout=pause)
+        campaign_loop(self._cond, lambda: self._closed, self.step, who=self.candidate_id, what="etcd refused the election",
+                      retry_s=self.poll_every_s)
 
     def start(self, *, background: bool = True) -> None:
         """Campaign in a daemon thread (and keep leadership, and campaign again after losing it).

@@ -74,7 +74,7 @@ from typing import Any, Final
 
 from ebb.errors import ConfigError, EbbError, PermanentError, TransientError
 from ebb.ledger.base import Fence
-from ebb.ledger.election import CLOCK_DRIFT_RATIO
+from ebb.ledger.election import CLOCK_DRIFT_RATIO, campaign_loop
 from ebb.ledger.kube_lease_store import KubeLeaseStore, LeaseRecord, micro_time
 
 __all__ = ["CLOCK_DRIFT_RATIO", "JITTER_FACTOR", "KubeLeaseElector"]
@@ -141,7 +141,6 @@ class KubeLeaseElector:
         self._want = False
         self._closed = False
         self._outage = False
-        self._refused: str | None = None
         self._thread: threading.Thread | None = None
 
     # -- queries --------------------------------------------------------------------------------------
@@ -288,29 +287,8 @@ class KubeLeaseElector:
     # -- lifecycle ------------------------------------------------------------------------------------
 
     def _loop(self) -> None:
-        while True:
-            with self._cond:
-                if self._closed:
-                    return
-            try:
-                pause = self.step()
-                self._refused = None
-            except PermanentError as exc:  # RBAC or a missing namespace: say it once, keep trying slowly
-                if str(exc) != self._refused:
-                    self._refused = str(exc)
-                    log.error("%s: the Lease election was refused (%s); retrying every %.2f s",
-                              self.identity, exc, max(self.retry_period_s, 1.0))
-                pause = max(self.retry_period_s, 1.0)
-            except Exception:  # the thread must outlive any surprise; leadership lapses meanwhile
-                with self._cond:
-                    if self._closed:
-                        return
-                log.exception("%s: election round failed; retrying", self.identity)
-                pause = self.retry_period_s
-            with self._cond:
-                if self._closed:
-                    return
-                self._cond.wait(timeout=pause)
+        campaign_loop(self._cond, lambda: self._closed, self.step, who=self.identity,
+                      what="the Lease election was refused", retry_s=self.retry_period_s)
 
     def start(self, *, background: bool = True) -> None:
         """Campaign in a daemon thread (keep leadership, campaign again after losing it);
