@@ -14,6 +14,9 @@ Guarantees (every function):
   reach :data:`MAX_BIN_COUNT` (10**18). The size is computed from the counts (in float64, so a sum
   past int64 cannot wrap) *before* anything is allocated; past a bound they raise one
   :class:`~ebb.errors.InputError` naming the trace's source file, the size it would have and the fix.
+* The simulator's per-second and per-bin state is bounded the same way, before it is allocated:
+  :func:`refuse_long_span` (:data:`MAX_SPAN_S`, 366 days) and :func:`refuse_many_bins`
+  (:data:`MAX_FLUID_BINS`, 10 M fluid bins).
 """
 
 from __future__ import annotations
@@ -32,9 +35,13 @@ __all__ = [
     "AZURE_CONV_2023_TOKENS",
     "DEFAULT_TOKENS",
     "MAX_BIN_COUNT",
+    "MAX_FLUID_BINS",
     "MAX_REQUESTS",
+    "MAX_SPAN_S",
     "TokenDistribution",
     "counts_to_requests",
+    "refuse_long_span",
+    "refuse_many_bins",
     "scale_counts",
     "scale_requests",
     "window",
@@ -124,6 +131,51 @@ def _refuse_size(source: str, what: str, requests: float) -> None:
         raise InputError(f"{what} gives {requests:,.0f} requests, more than the {MAX_REQUESTS:,} a "
                          f"request-level simulation holds (about {requests * _BYTES_PER_REQUEST / 2**30:,.0f} GiB)",
                          path=source or None, fix=_FLUID_FIX)
+
+
+MAX_SPAN_S: Final = 366 * 86_400
+"""Longest trace (s from its first second to its last request) a simulation covers.
+
+Why: the simulator keeps dense per-second state over the whole span (work rate, the oracle's
+schedule, each policy's fleet), about 100 bytes per simulated second at request fidelity (measured
+as the peak-RSS difference of 2-request traces spanning 2.3 and 11.6 days), however few requests
+the trace holds. A year is then about 3 GiB; a trace whose two timestamps lie 31 years apart (a
+unit mix-up: milliseconds read as seconds, an epoch next to a relative time) asked numpy for
+7.45 GiB per array and was killed by the kernel before Python saw a MemoryError."""
+
+_BYTES_PER_SPAN_S: Final = 100
+
+MAX_FLUID_BINS: Final = 10_000_000
+"""Most bins a fluid simulation holds: about 650 bytes each (peak RSS of a 2 M-bin run: 1.33 GB),
+so about 6 GiB. At the 0.1 s bins a request log gets by default that is 11.6 days; ``--fluid-bin-ms
+1000`` covers 116 days."""
+
+_BYTES_PER_FLUID_BIN: Final = 650
+
+
+def refuse_long_span(source: str, span_s: float) -> None:
+    """Raise one :class:`~ebb.errors.InputError` when ``span_s`` is over :data:`MAX_SPAN_S` (or not finite)."""
+    if not span_s <= MAX_SPAN_S:
+        raise InputError(f"the trace spans {span_s / 86_400:,.1f} days, more than the {MAX_SPAN_S // 86_400} days "
+                         f"a simulation covers (it keeps per-second state: about "
+                         f"{span_s * _BYTES_PER_SPAN_S / 2**30:,.1f} GiB)", path=source or None,
+                         fix="check the time column's unit (milliseconds read as seconds?), or simulate "
+                             "a part with --window-s START:END")
+
+
+def refuse_many_bins(source: str, bins: float, bin_s: float) -> None:
+    """Raise one :class:`~ebb.errors.InputError` when a fluid run would hold over :data:`MAX_FLUID_BINS` bins."""
+    if not bins <= MAX_FLUID_BINS:
+        raise InputError(f"a fluid simulation at {bin_s:g}-s bins holds {bins:,.0f} bins, more than the "
+                         f"{MAX_FLUID_BINS:,} it keeps (about {bins * _BYTES_PER_FLUID_BIN / 2**30:,.1f} GiB)",
+                         path=source or None,
+                         fix=f"use coarser bins (--fluid-bin-ms {_coarser_bin_ms(bins * bin_s)}), "
+                             "--fidelity request, or a part of the trace with --window-s START:END")
+
+
+def _coarser_bin_ms(span_s: float) -> int:
+    """The smallest whole-second bin (in ms) that keeps ``span_s`` under :data:`MAX_FLUID_BINS`."""
+    return 1000 * max(1, math.ceil(span_s / MAX_FLUID_BINS))
 
 
 def _check_seed(seed: int) -> None:

@@ -29,7 +29,14 @@ import numpy as np
 from ebb.errors import ConfigError, InputError
 from ebb.gates.guard import canary_counts
 from ebb.model.trace import CountSeries, RequestTrace
-from ebb.model.trace_ops import DEFAULT_TOKENS, counts_to_requests, scale_counts, scale_requests
+from ebb.model.trace_ops import (
+    DEFAULT_TOKENS,
+    counts_to_requests,
+    refuse_long_span,
+    refuse_many_bins,
+    scale_counts,
+    scale_requests,
+)
 from ebb.sim.baselines.oracle import (
     OraclePolicy,
     OracleSearch,
@@ -89,6 +96,8 @@ class Comparison:
 
 
 def _to_fluid(trace: RequestTrace | CountSeries, bin_s: float, seed: int) -> FluidDemand:
+    _refuse_oversized(trace)
+    refuse_many_bins(_source(trace), *_fluid_bins(trace, bin_s))
     if isinstance(trace, CountSeries):
         rng = np.random.default_rng(seed)
         tin, tout = DEFAULT_TOKENS.sample(_TOKEN_SAMPLE, rng)
@@ -115,6 +124,18 @@ def _to_fluid(trace: RequestTrace | CountSeries, bin_s: float, seed: int) -> Flu
     counts = np.bincount((trace.arrival_s / bin_s).astype(np.int64), minlength=nb).astype(np.float64)
     return FluidDemand(str(trace.name), bin_s, counts, np.sort(trace.tokens_in.astype(np.float64)),
                        np.sort(trace.tokens_out.astype(np.float64)))
+
+
+def _fluid_bins(trace: RequestTrace | CountSeries, bin_s: float) -> tuple[float, float]:
+    """``(bins, bin width in s)`` of :func:`_to_fluid`'s demand, counted before it is built."""
+    if isinstance(trace, RequestTrace):
+        return np.ceil(max(trace.duration_s, bin_s) / bin_s) + 1, bin_s
+    ratio = trace.bin_s / bin_s
+    if ratio > 1 + 1e-9 and abs(ratio - round(ratio)) < 1e-9:
+        return len(trace.counts) * round(ratio), bin_s
+    if abs(trace.bin_s - bin_s) > 1e-9 and 1 / ratio >= 1 and abs(1 / ratio - round(1 / ratio)) < 1e-9:
+        return np.ceil(len(trace.counts) / round(1 / ratio)), bin_s
+    return len(trace.counts), trace.bin_s
 
 
 def _rate(w: Workload, settings: SimSettings) -> np.ndarray:
@@ -283,6 +304,7 @@ def arrivals_per_second(trace: RequestTrace | CountSeries) -> FloatArray:
     """Expected arrivals in each 1 s of the unscaled trace: requests counted by arrival second,
     or a count series' bins spread evenly over their seconds (as :func:`counts_to_requests`
     spreads them, uniformly within each bin). Sums to the trace's request count (to 1e-9)."""
+    _refuse_oversized(trace)
     if isinstance(trace, RequestTrace):
         n = int(np.ceil(max(trace.duration_s, 1.0))) + 1
         return np.bincount(trace.arrival_s.astype(np.int64), minlength=n).astype(np.float64)
@@ -392,6 +414,16 @@ def calibrate(trace: RequestTrace | CountSeries, peak_replicas: int, settings: S
     return best
 
 
+def _source(trace: RequestTrace | CountSeries) -> str:
+    return trace.source or str(trace.name)
+
+
+def _refuse_oversized(trace: RequestTrace | CountSeries) -> None:
+    """Per-second state over a span past :data:`~ebb.model.trace_ops.MAX_SPAN_S` is refused before
+    any of it is allocated (one InputError naming the trace)."""
+    refuse_long_span(_source(trace), trace.duration_s)
+
+
 def prepare(trace: RequestTrace | CountSeries, fidelity: str, settings: SimSettings, *,
             load_scale: float = 1.0, fluid_bin_s: float | None = None) -> Workload:
     """The workload at ``fidelity``, with load multiplied by ``load_scale``.
@@ -407,6 +439,7 @@ def prepare(trace: RequestTrace | CountSeries, fidelity: str, settings: SimSetti
     if fidelity == "fluid" and settings.cluster.service is not None:
         raise ConfigError("the service-time model runs at request fidelity only (fix: drop --fidelity fluid, "
                           "or drop the service-time flags for the LLM model)")
+    _refuse_oversized(trace)
     seed = settings.seed
     if isinstance(trace, CountSeries):
         series = trace if load_scale == 1.0 else scale_counts(trace, load_scale, seed=seed)

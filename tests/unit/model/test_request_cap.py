@@ -113,7 +113,7 @@ def test_the_red_team_counts_file_is_refused_without_allocating() -> None:
 
 def test_simulate_reports_an_unforeseen_memory_error_as_one_input_error(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """The backstop for what the cap cannot foresee (a trace spanning 31 years asked numpy for 7.45 GiB)."""
+    """The backstop for what the caps cannot foresee (a machine with little memory)."""
     from typer.testing import CliRunner
 
     import ebb.cli.simulate as simulate_cli
@@ -123,12 +123,58 @@ def test_simulate_reports_an_unforeseen_memory_error_as_one_input_error(tmp_path
         raise MemoryError("Unable to allocate 7.45 GiB for an array with shape (1000000001,) and data type float64")
 
     monkeypatch.setattr(simulate_cli, "compare", no_memory)
-    path = tmp_path / "far.jsonl"
+    path = tmp_path / "short.jsonl"
     path.write_text('{"timestamp": 0, "input_length": 9, "output_length": 5}\n'
-                    '{"timestamp": 1000000000000, "input_length": 9, "output_length": 5}\n')
+                    '{"timestamp": 1000000, "input_length": 9, "output_length": 5}\n')
     # --max-run-min 0 with --quiet: no estimate slice, so the patched compare is what runs out of memory
     res = CliRunner().invoke(app, ["simulate", "--trace", str(path), "--quiet", "--ledger", "", "--max-run-min", "0"])
     assert isinstance(res.exception, InputError), res.output
     text = str(res.exception)
-    assert text.startswith(f"{path}: not enough memory to simulate this trace (2 requests over 11574.1 days)")
+    assert text.startswith(f"{path}: not enough memory to simulate this trace (2 requests over 16 min 40 s)")
     assert "7.45 GiB" in text and "--fidelity fluid" in text and "\n" not in text
+
+
+def far_apart(span_s: float) -> RequestTrace:
+    return RequestTrace(TraceName("far"), np.array([0.0, span_s]), np.array([9, 9], dtype=np.int64),
+                        np.array([5, 5], dtype=np.int64), source="far.jsonl")
+
+
+def test_a_trace_spanning_31_years_is_refused_before_its_per_second_state_is_allocated() -> None:
+    """Two timestamps 10**9 s apart (milliseconds read as seconds) once asked numpy for 7.45 GiB per
+    array, which the kernel, not Python, refused: the test process was killed."""
+    from ebb.config.policy_specs import parse_policies
+    from ebb.sim.estimate import plan_run
+    from ebb.sim.policies import KNOWN_POLICIES
+    from ebb.sim.settings import SimSettings
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError) as exc:
+            plan_run(far_apart(1e9), parse_policies("static", KNOWN_POLICIES), SimSettings(), fidelity="request")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+    text = str(exc.value)
+    assert text.startswith("far.jsonl: the trace spans 11,574.1 days, more than the 366 days") and "\n" not in text
+    assert "--window-s" in text and "milliseconds" in text
+
+
+def test_the_span_cap_is_inclusive() -> None:
+    from ebb.model.trace_ops import MAX_SPAN_S, refuse_long_span
+
+    refuse_long_span("t.csv", float(MAX_SPAN_S))
+    for bad in (MAX_SPAN_S + 1.0, float("nan"), float("inf")):
+        with pytest.raises(InputError, match="^t.csv: the trace spans"):
+            refuse_long_span("t.csv", bad)
+
+
+def test_a_fluid_run_past_the_bin_cap_is_refused_naming_a_bin_that_fits() -> None:
+    from ebb.sim.compare import prepare
+    from ebb.sim.settings import SimSettings
+
+    with pytest.raises(InputError) as exc:  # 30 days at the request log's default 0.1 s bins: 26 M bins
+        prepare(far_apart(30 * 86_400.0), "fluid", SimSettings())
+    text = str(exc.value)
+    assert "25,920,001 bins, more than the 10,000,000" in text and "--fluid-bin-ms 1000" in text
+    assert prepare(far_apart(30 * 86_400.0), "fluid", SimSettings(), fluid_bin_s=1.0).counts.sum() == 2
