@@ -23,6 +23,7 @@ Exit codes: 0 every job ran; 2 a bad spec or option (nothing runs), or at least 
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 import sys
@@ -33,9 +34,9 @@ from typing import Annotated, Any
 import typer
 
 from ebb.cli.app import app
-from ebb.errors import InputError
+from ebb.errors import ConfigError, InputError
 from ebb.model.trace import CountSeries, RequestTrace
-from ebb.score.units import plural
+from ebb.score.units import human_span, plural
 from ebb.sim.sweep import (
     JobOutcome,
     KNOBS,
@@ -45,6 +46,7 @@ from ebb.sim.sweep import (
     load_sweep_spec,
     pareto_groups,
     results_json,
+    sweep_floor_s,
     violation_pct,
 )
 from ebb.sim.sweep_backends import (
@@ -171,6 +173,13 @@ def _progress(total: int) -> Any:
     return on_done
 
 
+def _expected(floor_s: float, uncounted: int) -> str:
+    """``expected ≥ 4 min 10 s (counted, not measured[; N jobs not counted])``."""
+    text = f"expected ≥ {human_span(floor_s)} (counted, not measured"
+    return text + (f"; {plural(uncounted, 'job')} not counted: cluster scenarios or unreadable traces)"
+                   if uncounted else ")")
+
+
 @app.command("sweep")
 def sweep(
     spec: Annotated[Path, typer.Argument(help="Sweep spec YAML: scenarios, policies, knobs, seed (docs/sweep.md)")],
@@ -185,6 +194,8 @@ def sweep(
     out: Annotated[Path, typer.Option(help="Write every job and scorecard here (JSON, sorted by job id)")]
     = Path("sweep-results.json"),
     output: Annotated[str, typer.Option("--output", "-o", help="stdout: table | json")] = "table",
+    max_run_min: Annotated[float, typer.Option(help="Refuse, before any job runs, a sweep counted to take "
+                                               "longer than this many minutes on its workers (0: no limit)")] = 30.0,
 ) -> None:
     """Run policies × knobs × scenarios (one simulation per job), on a process pool or Ray; results are
     identical on either."""
@@ -192,6 +203,8 @@ def sweep(
         raise typer.BadParameter(f"-o {output!r}: choose table or json")
     if workers is not None and workers < 1:
         raise typer.BadParameter(f"--workers {workers}: must be >= 1")
+    if not (max_run_min >= 0 and math.isfinite(max_run_min)):
+        raise typer.BadParameter(f"--max-run-min {max_run_min:g}: minutes, e.g. --max-run-min 60, or 0 for no limit")
     if serial and ray_address is not None:
         raise typer.BadParameter("--serial and --ray-address exclude each other")
     parsed = load_sweep_spec(spec)
@@ -214,7 +227,14 @@ def sweep(
     where = {"serial": "in this process", "pool": f"on {n_workers} worker processes",
              "ray": f"on a private local Ray ({cpus}, 127.0.0.1 only)" if local_ray
              else f"on Ray ({ray_address})"}[backend.name]
-    print(f"sweep {spec}: {plural(len(jobs), 'job')} {where}", file=sys.stderr, flush=True)
+    floor_s, uncounted = sweep_floor_s(jobs, _load_trace, 1 if serial else int(n_workers or 1))
+    print(f"sweep {spec}: {plural(len(jobs), 'job')} {where}; {_expected(floor_s, uncounted)}",
+          file=sys.stderr, flush=True)
+    if max_run_min > 0 and floor_s > max_run_min * 60.0:
+        raise ConfigError(f"{spec}: this sweep would take too long: {plural(len(jobs), 'job')} {where}, "
+                          f"{_expected(floor_s, uncounted)}, past --max-run-min {max_run_min:g} (fix: fewer "
+                          "policies, scenarios or knob values, a minutes knob, fluid fidelity, more --workers or a "
+                          "Ray cluster; or raise --max-run-min, 0 for no limit)")
     outcomes = run_sweep(run_job, jobs, backend, on_done=_progress(len(jobs)))
     text = results_json(outcomes)
     try:

@@ -63,6 +63,7 @@ function: picklable by reference for the process pool and Ray).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -83,11 +84,12 @@ from ebb.config.yamlio import (
     load_yaml,
     read_config_text,
 )
-from ebb.errors import ConfigError
+from ebb.errors import ConfigError, EbbError
 from ebb.gates.pareto import pareto_mask
 from ebb.model.trace import CountSeries, RequestTrace
 from ebb.model.trace_ops import window
 from ebb.sim.compare import FIDELITIES, compare
+from ebb.sim.estimate import plan_run
 from ebb.sim.policies import KNOWN_POLICIES, build_policy
 from ebb.sim.policy_context import PolicyContext
 from ebb.sim.settings import (
@@ -101,7 +103,7 @@ from ebb.sim.settings import (
 __all__ = [
     "BUNDLED_SCENARIOS", "CHOICE_KNOBS", "ENVIRONMENT_KNOBS", "KNOBS", "MAX_JOBS", "WORKLOAD_KNOBS", "ClusterFn",
     "JobFn", "JobOutcome", "Knob", "SweepJob", "SweepSpec", "TraceLoader", "canonical_json", "comparable_group",
-    "expand_jobs", "load_sweep_spec", "pareto_groups", "pareto_ids", "parse_sweep_spec", "results_json", "run_job",
+    "expand_jobs", "job_floor_s", "load_sweep_spec", "sweep_floor_s", "pareto_groups", "pareto_ids", "parse_sweep_spec", "results_json", "run_job",
     "violation_pct",
 ]
 
@@ -483,6 +485,18 @@ def run_job(job: SweepJob, load_trace: TraceLoader, run_cluster: ClusterFn | Non
         card = dict(run_cluster(job.path, job.policy, {k: float(v) for k, v in job.knobs}, job.seed))
         card.pop("wall_s", None)
         return cast(dict[str, Any], _json_clean(card))
+    trace, items, kw = _trace_job(job, load_trace)
+    cmp = compare(trace, items, _settings(job), **kw)
+    card = cmp.runs[0].scorecard.as_dict()
+    card.pop("wall_s", None)
+    card["load_scale"] = cmp.load_scale
+    return cast(dict[str, Any], _json_clean(card))
+
+
+def _trace_job(job: SweepJob, load_trace: TraceLoader) -> tuple[RequestTrace | CountSeries, list[PolicySpecItem],
+                                                                  dict[str, Any]]:
+    """A trace job's trace (cut to ``minutes``), policy and :func:`~ebb.sim.compare.compare` keywords:
+    fidelity as ``ebb simulate`` picks it, the load multiple or calibration, the fluid bin."""
     trace = load_trace(job.path)
     minutes = job.knob("minutes")
     if minutes is not None:
@@ -491,14 +505,41 @@ def run_job(job: SweepJob, load_trace: TraceLoader, run_cluster: ClusterFn | Non
     load_scale, peak = job.knob("load_scale"), job.knob("peak_replicas")
     peak_replicas = int(peak) if peak is not None else None if load_scale is not None else _DEFAULT_PEAK_REPLICAS
     bin_ms = job.knob("fluid_bin_ms")
-    items = parse_policies(job.policy, KNOWN_POLICIES)
-    cmp = compare(trace, items, _settings(job), fidelity=fid,
-                  load_scale=1.0 if load_scale is None else float(load_scale), peak_replicas=peak_replicas,
-                  fluid_bin_s=None if bin_ms is None else float(bin_ms) / 1000.0)
-    card = cmp.runs[0].scorecard.as_dict()
-    card.pop("wall_s", None)
-    card["load_scale"] = cmp.load_scale
-    return cast(dict[str, Any], _json_clean(card))
+    return trace, parse_policies(job.policy, KNOWN_POLICIES), {
+        "fidelity": fid, "load_scale": 1.0 if load_scale is None else float(load_scale),
+        "peak_replicas": peak_replicas, "fluid_bin_s": None if bin_ms is None else float(bin_ms) / 1000.0}
+
+
+def job_floor_s(job: SweepJob, load_trace: TraceLoader) -> float | None:
+    """The fewest wall seconds :func:`run_job` can take on ``job``: its run counted, nothing simulated
+    (:meth:`ebb.sim.estimate.RunPlan.floor`, the bound ``ebb simulate`` refuses on first); None for a
+    cluster job, which is not counted. Raises what :func:`run_job` would for a trace it cannot read."""
+    if job.kind == "cluster":
+        return None
+    trace, items, kw = _trace_job(job, load_trace)
+    return plan_run(trace, items, _settings(job), **kw).floor().expected_s
+
+
+def sweep_floor_s(jobs: Sequence[SweepJob], load_trace: TraceLoader, workers: int) -> tuple[float, int]:
+    """The fewest wall seconds the sweep can take on ``workers`` (the counted jobs' floors shared
+    perfectly among them, and at least the longest one), and how many jobs were not counted:
+    cluster jobs, and jobs whose trace cannot be read or sized (their run reports why)."""
+    floors: list[float] = []
+    seen: dict[SweepJob, float | None] = {}
+    for job in jobs:
+        # A floor prices the workload, not the policy: jobs differing only in policy are counted once.
+        key = dataclasses.replace(job, policy="")
+        if key not in seen:
+            try:
+                seen[key] = job_floor_s(job, load_trace)
+            except EbbError:
+                seen[key] = None
+        f = seen[key]
+        if f is not None:
+            floors.append(f)
+    if not floors:
+        return 0.0, len(jobs)
+    return max(sum(floors) / max(workers, 1), max(floors)), len(jobs) - len(floors)
 
 
 def violation_pct(card: Mapping[str, Any]) -> float | None:
