@@ -46,7 +46,6 @@ from ebb.sim.sweep import (
     load_sweep_spec,
     pareto_groups,
     results_json,
-    sweep_floor_s,
     violation_pct,
 )
 from ebb.sim.sweep_backends import (
@@ -60,6 +59,7 @@ from ebb.sim.sweep_backends import (
     run_sweep,
 )
 from ebb.sim.sweep import run_job as _sim_run_job
+from ebb.sim.sweep_floor import sweep_floor_s
 from ebb.sources.traces import open_trace
 
 WIDTH = 80

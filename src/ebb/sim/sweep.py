@@ -63,7 +63,6 @@ function: picklable by reference for the process pool and Ray).
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import itertools
 import json
@@ -84,12 +83,11 @@ from ebb.config.yamlio import (
     load_yaml,
     read_config_text,
 )
-from ebb.errors import ConfigError, EbbError
+from ebb.errors import ConfigError
 from ebb.gates.pareto import pareto_mask
 from ebb.model.trace import CountSeries, RequestTrace
 from ebb.model.trace_ops import window
 from ebb.sim.compare import FIDELITIES, compare
-from ebb.sim.estimate import plan_run
 from ebb.sim.policies import KNOWN_POLICIES, build_policy
 from ebb.sim.policy_context import PolicyContext
 from ebb.sim.settings import (
@@ -103,8 +101,8 @@ from ebb.sim.settings import (
 __all__ = [
     "BUNDLED_SCENARIOS", "CHOICE_KNOBS", "ENVIRONMENT_KNOBS", "KNOBS", "MAX_JOBS", "WORKLOAD_KNOBS", "ClusterFn",
     "JobFn", "JobOutcome", "Knob", "SweepJob", "SweepSpec", "TraceLoader", "canonical_json", "comparable_group",
-    "expand_jobs", "job_floor_s", "load_sweep_spec", "sweep_floor_s", "pareto_groups", "pareto_ids", "parse_sweep_spec", "results_json", "run_job",
-    "violation_pct",
+    "expand_jobs", "load_sweep_spec", "pareto_groups", "pareto_ids", "parse_sweep_spec", "results_json", "run_job",
+    "sim_settings", "trace_job", "violation_pct",
 ]
 
 MAX_JOBS: Final = 10_000
@@ -445,7 +443,8 @@ def expand_jobs(spec: SweepSpec) -> list[SweepJob]:
 # --- one job -------------------------------------------------------------------------------------
 
 
-def _settings(job: SweepJob) -> SimSettings:
+def sim_settings(job: SweepJob) -> SimSettings:
+    """The simulation settings of a trace job: ``ebb simulate``'s defaults with the job's knobs."""
     def get(name: str, default: float) -> float:
         v = job.knob(name)
         return default if v is None else float(v)
@@ -485,15 +484,15 @@ def run_job(job: SweepJob, load_trace: TraceLoader, run_cluster: ClusterFn | Non
         card = dict(run_cluster(job.path, job.policy, {k: float(v) for k, v in job.knobs}, job.seed))
         card.pop("wall_s", None)
         return cast(dict[str, Any], _json_clean(card))
-    trace, items, kw = _trace_job(job, load_trace)
-    cmp = compare(trace, items, _settings(job), **kw)
+    trace, items, kw = trace_job(job, load_trace)
+    cmp = compare(trace, items, sim_settings(job), **kw)
     card = cmp.runs[0].scorecard.as_dict()
     card.pop("wall_s", None)
     card["load_scale"] = cmp.load_scale
     return cast(dict[str, Any], _json_clean(card))
 
 
-def _trace_job(job: SweepJob, load_trace: TraceLoader) -> tuple[RequestTrace | CountSeries, list[PolicySpecItem],
+def trace_job(job: SweepJob, load_trace: TraceLoader) -> tuple[RequestTrace | CountSeries, list[PolicySpecItem],
                                                                   dict[str, Any]]:
     """A trace job's trace (cut to ``minutes``), policy and :func:`~ebb.sim.compare.compare` keywords:
     fidelity as ``ebb simulate`` picks it, the load multiple or calibration, the fluid bin."""
@@ -508,38 +507,6 @@ def _trace_job(job: SweepJob, load_trace: TraceLoader) -> tuple[RequestTrace | C
     return trace, parse_policies(job.policy, KNOWN_POLICIES), {
         "fidelity": fid, "load_scale": 1.0 if load_scale is None else float(load_scale),
         "peak_replicas": peak_replicas, "fluid_bin_s": None if bin_ms is None else float(bin_ms) / 1000.0}
-
-
-def job_floor_s(job: SweepJob, load_trace: TraceLoader) -> float | None:
-    """The fewest wall seconds :func:`run_job` can take on ``job``: its run counted, nothing simulated
-    (:meth:`ebb.sim.estimate.RunPlan.floor`, the bound ``ebb simulate`` refuses on first); None for a
-    cluster job, which is not counted. Raises what :func:`run_job` would for a trace it cannot read."""
-    if job.kind == "cluster":
-        return None
-    trace, items, kw = _trace_job(job, load_trace)
-    return plan_run(trace, items, _settings(job), **kw).floor().expected_s
-
-
-def sweep_floor_s(jobs: Sequence[SweepJob], load_trace: TraceLoader, workers: int) -> tuple[float, int]:
-    """The fewest wall seconds the sweep can take on ``workers`` (the counted jobs' floors shared
-    perfectly among them, and at least the longest one), and how many jobs were not counted:
-    cluster jobs, and jobs whose trace cannot be read or sized (their run reports why)."""
-    floors: list[float] = []
-    seen: dict[SweepJob, float | None] = {}
-    for job in jobs:
-        # A floor prices the workload, not the policy: jobs differing only in policy are counted once.
-        key = dataclasses.replace(job, policy="")
-        if key not in seen:
-            try:
-                seen[key] = job_floor_s(job, load_trace)
-            except EbbError:
-                seen[key] = None
-        f = seen[key]
-        if f is not None:
-            floors.append(f)
-    if not floors:
-        return 0.0, len(jobs)
-    return max(sum(floors) / max(workers, 1), max(floors)), len(jobs) - len(floors)
 
 
 def violation_pct(card: Mapping[str, Any]) -> float | None:

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import ebb.sim.sweep as sweep_mod
+import ebb.sim.sweep_floor as sweep_floor_mod
 from ebb.cli.main import app
 from ebb.errors import ConfigError
-from ebb.sim.sweep import SweepJob, sweep_floor_s
+from ebb.sim.sweep import SweepJob
+from ebb.sim.sweep_floor import sweep_floor_s
 
 
 def spec_file(tmp_path: Path, knobs: str) -> Path:
@@ -58,7 +59,7 @@ def test_the_floor_prices_each_workload_once_shares_it_among_workers_and_skips_c
         priced.append(j)
         return {60: 10.0, 120: 30.0}[int(dict(j.knobs)["cold_start_s"])]
 
-    monkeypatch.setattr(sweep_mod, "job_floor_s", floor)
+    monkeypatch.setattr(sweep_floor_mod, "job_floor_s", floor)
     jobs = [job("static"), job("hpa"), job("static", cold=120), job("hpa", cold=120), job("ebb", kind="cluster")]
     total, uncounted = sweep_floor_s(jobs, lambda path: None, workers=2)  # type: ignore[arg-type,return-value]
     assert len(priced) == 2 and uncounted == 1
