@@ -15,7 +15,9 @@ busy replicas / 0.9) and one that always wants 2. For every mode:
   missing; a page past the agent's 1 s wall limit delays one bucket's close, and a cycle that read
   no new sample then holds);
 * the other controller's scale-down goes through only on cycles whose data covers all four pods,
-  and is vetoed ("incomplete fleet") on every other.
+  and is vetoed ("incomplete fleet") on every other; a page that cannot be read never covers them,
+  and ``quadratic``'s valid but slow page does at most once (when its parse beats the wall limit,
+  after which its pod rests).
 
 Modes left out, with why: ``gzipbomb`` (the double compresses 200 MB per request, an attack on the
 test machine rather than the agent; the agent never decompresses: ``auto_decompress`` off, covered
@@ -187,5 +189,11 @@ def test_one_hostile_pod_never_stops_the_scale_up_for_the_others_nor_lets_a_scal
     if mode in ("ok", "neg", "negsmall", "dup", "reset", "noinf"):
         # a page with a bad series or a counter reset still reports its pod
         assert any(o.action == "scale_down" for o in downs), [(o.action, o.note) for o in downs]
-    if mode in ("hang", "binary", "empty", "status500", "quadratic", "huge", "redirect_file"):
+    if mode in ("hang", "binary", "empty", "status500", "huge", "redirect_file"):
         assert all(o.action == "veto" for o in downs), [(o.action, o.note) for o in downs]
+    if mode == "quadratic":
+        # A valid 3.8 MiB page of escaped quotes: parsed within the 1 s wall limit on a quick moment
+        # it is used (ebb.agent.parse_pool), and its pod then rests for 9x the CPU it took, longer than
+        # this test; past the limit it is dropped. So at most one complete fleet, never two.
+        assert sum(o.action == "scale_down" for o in downs) <= 1, [(o.action, o.note) for o in downs]
+        assert sum(o.action == "veto" for o in downs) >= CYCLES - 1, [(o.action, o.note) for o in downs]
