@@ -3,28 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
 from ebb.testing.traffic_family import family
-
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "bursts_family.py"
+from tests.unit.bench.bench_module import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bursts_family", BENCH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["bursts_family"] = mod  # dataclasses resolve their module by name
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("bursts_family")
 
 
 def card(policy: str, viol: float, gpu_h: float) -> dict[str, Any]:

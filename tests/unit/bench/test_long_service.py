@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "long_service.py"
+from tests.unit.bench.bench_module import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("long_service", BENCH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["long_service"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("long_service")
 
 
 def test_23_days_hold_about_27_k_requests_with_quiet_nights_and_long_services(bench: ModuleType) -> None:
