@@ -357,7 +357,7 @@ def _simulate(s: SimulateSettings) -> None:
 
         simulate_cluster(inp.cluster, DEFAULT_CLUSTER_POLICIES if s.policy.policy == DEFAULT_POLICIES else s.policy.policy,
                          json_out=json_out, report=s.output.report, ledger=led.ledger, quiet=quiet,
-                         warmup_s=s.model.warmup_s)
+                         warmup_s=s.model.warmup_s, max_run_min=s.output.max_run_min)
         return
     # Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
     console = checks.human_console(json_out)

@@ -22,7 +22,9 @@ from rich.table import Table
 from ebb.cli.checks import STDOUT, human_console, write_scorecards
 from ebb.config.scenario import load_scenario
 from ebb.config.workloads import WorkloadClass, default_workload_classes
-from ebb.score.units import plural
+from ebb.errors import ConfigError
+from ebb.score.units import human_span, plural
+from ebb.sim.cluster.estimate import measure_cluster
 from ebb.sim.cluster.inputs import build_inputs
 from ebb.sim.cluster.ledger_rows import batch_cycles
 from ebb.sim.cluster.run import (
@@ -42,9 +44,11 @@ DEFAULT_CLUSTER_POLICIES = ",".join(("ebb", *PEER_GRID))
 
 
 def simulate_cluster(scenario: Path, policy: str, *, json_out: Path | None, report: Path | None, ledger: str,
-                     quiet: bool, warmup_s: float | None = None) -> None:
+                     quiet: bool, warmup_s: float | None = None, max_run_min: float = 0.0) -> None:
     """Run the scenario under each policy, print the cluster scorecard, write JSON / report / ledger.
-    ``warmup_s`` (``--warmup-s``, whole seconds rounded up) replaces the scenario's own ``warmup_s``."""
+    ``warmup_s`` (``--warmup-s``, whole seconds rounded up) replaces the scenario's own ``warmup_s``.
+    Measured first on a slice of the scenario (:mod:`ebb.sim.cluster.estimate`), said unless ``quiet``,
+    and refused past ``max_run_min`` minutes (0: no limit) before any policy runs whole."""
     console = human_console(json_out)
     started = time.monotonic()
     sc = load_scenario(scenario)  # outputs and ledger were checked by ``ebb simulate`` before this call
@@ -60,10 +64,22 @@ def simulate_cluster(scenario: Path, policy: str, *, json_out: Path | None, repo
                       f"{plural(int(inp.arrivals.sum()), 'request')}"
                       + (f"; the first {inp.warmup_s:,} s warm-up, not scored" if inp.warmup_s else ""))
     policies = [p.strip() for p in policy.split(",") if p.strip()]
+    est = None if quiet and max_run_min <= 0 else measure_cluster(sc, inp, policies)  # nothing to say or check
+    if est is not None and max_run_min > 0 and est.expected_s > max_run_min * 60.0:
+        raise ConfigError(f"this cluster run would take too long: {est.line()}, past --max-run-min {max_run_min:g} "
+                          f"(fix: fewer policies with --policy, a shorter duration_s in {scenario.name}; or raise "
+                          "--max-run-min, 0 for no limit)")
+    if est is not None and not quiet:
+        console.print(escape(est.line()), soft_wrap=True)
+    done = [0]
+    run_started = time.monotonic()
 
     def tick(r: ClusterResult) -> None:
-        if not quiet:
-            print(f"  {r.policy}: done at {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+        done[0] += 1
+        if est is not None and not quiet:
+            left = est.left_s(done[0], time.monotonic() - run_started)
+            more = f", ≈ {human_span(left)} left" if done[0] < len(policies) else ""
+            print(f"  {r.policy}: done at {time.monotonic() - started:.0f} s{more}", file=sys.stderr, flush=True)
 
     results, best = compare_cluster(sc, policies, inp=inp, progress=tick)
     said = cluster_verdict(results, best, sc.classes)

@@ -325,8 +325,9 @@ class OutputSettings:
     """Refuse a run estimated to take longer than this many minutes (0: no limit)
 
     The estimate is measured on a slice of the trace with the actual policies before the run starts
-    (counted without simulating when even its floor is over). Default 30: past it the refusal names
-    the flags that shrink the run (--window-s, --fidelity fluid, a smaller --load-scale)."""
+    (counted without simulating when even its floor is over); with --cluster, on the scenario's first
+    5 % of seconds. Default 30: past it the refusal names the flags that shrink the run (--window-s,
+    --fidelity fluid, a smaller --load-scale; with --cluster fewer policies or a shorter duration_s)."""
 
     def __post_init__(self) -> None:
         checks.non_negative("--max-run-min", self.max_run_min, fix="minutes, e.g. --max-run-min 60, or 0 for no limit")

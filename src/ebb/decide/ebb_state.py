@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from operator import itemgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +40,7 @@ from ebb.decide.latency import LatencyWindow
 from ebb.decide.need import NeedReading, NeedTracker
 from ebb.decide.profiles import EbbProfile
 from ebb.decide.recurrence import BurstMemory
-from ebb.decide.served import completion_weights, served_demand
+from ebb.decide.served import completion_weights, served_demand, served_demand_one
 from ebb.model.observation import FineSignals
 from ebb.window.small import SmallWindow
 
@@ -52,6 +53,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 _NS = 1_000_000_000
+_SECOND = itemgetter(1)
 
 
 class EbbState:
@@ -129,6 +131,11 @@ class EbbState:
         if f is None or not len(f.t_s):
             self.trim(self.read_time(t))
             return
+        if self._plain_sample(f):
+            self._ingest_sample(float(f.t_s[0]), float(f.prefill_replicas[0]), float(f.slot_replicas[0]),
+                                float(f.queued[0]), ready)
+            self.trim(self.read_time(t))
+            return
         demand = served_demand(f.prefill_replicas, f.slot_replicas, ready)
         # One sample (the fluid engine's 1 s bins): scalar reads of the same values, not array ops.
         one = len(demand) == 1 and len(f.t_s) == 1 and len(f.queued) == 1
@@ -150,6 +157,31 @@ class EbbState:
                 self.last_busy_t = max(self.last_busy_t, float(f.t_s[np.flatnonzero(busy)[-1]]))
         self.latency.add(f.done_t_s, f.done_ttft_ms, f.done_e2e_ms, f.done_weight, f.done_wait_ms)
         self.trim(self.read_time(t))
+
+    @staticmethod
+    def _plain_sample(f: FineSignals) -> bool:
+        """Whether ``f`` is one sample at a finite time with no completion row (:meth:`_ingest_sample`'s case)."""
+        return len(f.t_s) == len(f.prefill_replicas) == len(f.slot_replicas) == len(f.queued) == 1 and \
+            not (len(f.done_t_s) or len(f.done_weight) or len(f.done_ttft_ms) or len(f.done_e2e_ms)) and \
+            math.isfinite(float(f.t_s[0]))
+
+    def _ingest_sample(self, t: float, prefill: float, slots: float, queued: float, ready: int) -> None:
+        """:meth:`ingest`'s steps for one sample without completions (an agent's 100 ms samples, most
+        of them), in Python floats: the same values as the array path takes (its one-sample branches),
+        without ~30 numpy calls on length-1 arrays."""
+        demand = served_demand_one(prefill, slots, ready)
+        self.served_now = demand
+        if math.isfinite(demand):
+            self.l1.ingest_one(demand, int(t * _NS))
+        self.queue_hist.append((t, queued > 0))
+        if t > self.need.last_t:  # an older sample the tracker drops (NeedTracker.ingest)
+            reading = self.need.ingest_sample(t, demand, queued, 0.0)  # no rows: np.nansum of none is 0.0
+            self.reading = reading
+            self.cycle_peak = max(self.cycle_peak, reading.peak_need_replicas)
+            self.recent_need.append((t, reading.peak_need_replicas))
+        self.last_signal_t = max(self.last_signal_t, t)
+        if demand > 0 or queued > 0:
+            self.last_busy_t = max(self.last_busy_t, t)
 
     def read_time(self, t: float) -> float:
         """When the windows (sizing, L1, queue, latency) end for a decision at ``t``: ``t`` while the
@@ -230,7 +262,7 @@ class EbbState:
     # -- the sizing window -------------------------------------------------------------------------
     def need_now(self) -> float:
         """The largest need over the sizing window (replica units; 0 without any)."""
-        return max((v for _, v in self.recent_need), default=0.0)
+        return max(map(_SECOND, self.recent_need), default=0.0)  # every react asks: no generator frame
 
     def window_needs(self, ticks: FloatArray, needs: FloatArray) -> FloatArray:
         """:meth:`need_now` after each of ticks ``ticks`` adds its need ``needs[k]`` (and the window

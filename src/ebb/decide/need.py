@@ -156,8 +156,14 @@ class NeedTracker:
         return need, NeedReading(float(need[-1]), float(need.max()), float(q[-1]) * cost, self._cost, rate, ahead)
 
     def _ingest_one(self, t: float, s: float, q: float, done: float) -> tuple[FloatArray, NeedReading]:
-        """:meth:`ingest` of one sample newer than every earlier one, in Python floats: the same
-        operations in the same order as the vectorised path (identical IEEE results)."""
+        """:meth:`ingest` of one sample newer than every earlier one (:meth:`ingest_sample`, as arrays)."""
+        reading = self.ingest_sample(t, s, q, done)
+        return np.array([reading.need_replicas]), reading
+
+    def ingest_sample(self, t: float, s: float, q: float, done: float) -> NeedReading:
+        """:meth:`ingest` of one sample at ``t``, newer than every earlier one (:attr:`last_t`; the
+        caller checks), with ``done`` completions, in Python floats: the same operations in the same
+        order as the vectorised path (identical IEEE results); the reading (its need is the sample's)."""
         s = s if math.isfinite(s) and s > 0 else 0.0
         q = q if math.isfinite(q) and q > 0 else 0.0
         first_prev = self._last_t if math.isfinite(self._last_t) else t - min(0.1, _MAX_DT_S)
@@ -174,18 +180,27 @@ class NeedTracker:
         rate = self._rate(all_t[-3:], all_cum[-3:], all_q[-3:], t, cost)
         need = ahead = -math.inf
         served = grown = 0.0
+        rise, right = rate * look, bisect.bisect_right
+        # max(a, b) written as "b if b > a else a": the same operand chosen (NaN and signed zeros too),
+        # without a call per window (this runs at every 100 ms sample).
         for w in WINDOWS_S:
-            i = bisect.bisect_right(all_t, t - w) - 1
+            i = right(all_t, t - w) - 1
             served = cum_new - (all_cum[i] if i >= 0 else before)
             grown = q - (all_q[i] if i >= 0 else q_before)
-            pos = max(0.0, served + grown * min(cost, w + slack))
-            need = max(need, pos / (w + slack))
-            ahead = max(ahead, (pos + rate * look) / (w + look + slack))
+            cap = w + slack
+            pos = served + grown * (cap if cap < cost else cost)  # min(cost, w + slack)
+            pos = pos if pos > 0.0 else 0.0
+            v = pos / cap
+            need = v if v > need else need
+            v = (pos + rise) / (w + look + slack)
+            ahead = v if v > ahead else ahead
         # The longest window's sustained demand, no slack: steady demand needs itself (module docstring).
         w_long = WINDOWS_S[-1]
-        need = max(need, max(0.0, served + grown * min(cost, w_long)) / w_long)
+        long = served + grown * (w_long if w_long < cost else cost)
+        v = (long if long > 0.0 else 0.0) / w_long
+        need = v if v > need else need
         self._keep(all_t, all_cum, all_q, t)
-        return np.array([need]), NeedReading(need, need, q * cost, self._cost, rate, ahead)
+        return NeedReading(need, need, q * cost, self._cost, rate, ahead)
 
     def ingest_seconds(self, t_s: FloatArray, served: FloatArray, queued: FloatArray,
                        done: FloatArray) -> tuple[FloatArray, NeedReading]:

@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from ebb.model.observation import FineSignals
 
-__all__ = ["completion_weights", "served_demand"]
+__all__ = ["completion_weights", "served_demand", "served_demand_one"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -34,7 +34,7 @@ def served_demand(prefill: FloatArray, slots: FloatArray, ready: int) -> FloatAr
     the same order as the array path, so the same bits (signed zeros included); numpy's fixed costs
     would dominate it."""
     if len(prefill) == 1 and len(slots) == 1:
-        return np.array([_served_one(float(prefill[0]), float(slots[0]), ready)], dtype=np.float64)
+        return np.array([served_demand_one(float(prefill[0]), float(slots[0]), ready)], dtype=np.float64)
     pf = np.asarray(prefill, dtype=np.float64)
     sv = np.asarray(slots, dtype=np.float64)
     # _served_one's operations element-wise: max(a, b) is "b if b > a else a" (its signed zeros too).
@@ -47,8 +47,8 @@ def served_demand(prefill: FloatArray, slots: FloatArray, ready: int) -> FloatAr
     return np.asarray(np.where(inner > total, inner, total), dtype=np.float64)
 
 
-def _served_one(prefill: float, slots: float, ready: int) -> float:
-    """:func:`served_demand` of one sample: ``np.where(isfinite, maximum(x, 0), 0)``, ``clip`` and
+def served_demand_one(prefill: float, slots: float, ready: int) -> float:
+    """:func:`served_demand` of one sample, as a float (the scalar twin it is tested equal to): ``np.where(isfinite, maximum(x, 0), 0)``, ``clip`` and
     ``maximum`` as Python's ``min``/``max`` (all operands finite and non-negative here, so numpy's
     NaN and signed-zero rules never apply and both pick the same operand)."""
     p = prefill if math.isfinite(prefill) and prefill > 0.0 else 0.0

@@ -30,7 +30,7 @@ __all__ = ["SmallWindow"]
 class SmallWindow:
     """Samples of the last ``buckets`` × ``bucket_ms`` as (bucket id, value), quantiles exact to the sketch."""
 
-    __slots__ = ("_bin_values", "_samples", "bucket_ns", "buckets", "head", "mapping")
+    __slots__ = ("_bin_values", "_lowest", "_ordered", "_samples", "bucket_ns", "buckets", "head", "mapping")
 
     def __init__(self, *, buckets: int, bucket_ms: float, mapping: LogMapping | None = None) -> None:
         if buckets < 1 or not bucket_ms > 0:
@@ -42,6 +42,8 @@ class SmallWindow:
         self.mapping = mapping if mapping is not None else LogMapping()
         self._bin_values = self.mapping.bin_values()
         self._samples: list[tuple[int, float]] = []
+        self._lowest: int | None = None  # the smallest bucket id in _samples (None when empty)
+        self._ordered = True  # _samples' bucket ids never decrease (samples arrive in time order)
 
     def ingest(self, value: npt.NDArray[np.float64], ts_ns: npt.NDArray[np.int64]) -> None:
         """Add samples (finite values, integer nanosecond times; ValueError otherwise, nothing added)."""
@@ -50,27 +52,53 @@ class SmallWindow:
         if not len(value):
             return
         if len(value) == 1 and math.isfinite(v := float(value[0])):
-            # One sample (the fluid engine's 1 s bins): Python ints floor-divide as numpy's int64 do.
-            bid = int(ts_ns[0]) // self.bucket_ns
-            self._advance_to(bid)
-            if bid >= (self.head if self.head is not None else 0) - self.buckets + 1:
-                self._samples.append((bid, v))
+            self.ingest_one(v, int(ts_ns[0]))
             return
         self.mapping.check_finite(np.asarray(value, dtype=np.float64))
         bids: list[int] = (np.asarray(ts_ns, dtype=np.int64) // self.bucket_ns).tolist()
         vals: list[float] = np.asarray(value, dtype=np.float64).tolist()
         self._advance_to(max(bids))
         oldest = (self.head if self.head is not None else 0) - self.buckets + 1
-        self._samples.extend((b, v) for b, v in zip(bids, vals, strict=True) if b >= oldest)
+        kept = [(b, v) for b, v in zip(bids, vals, strict=True) if b >= oldest]
+        if kept:
+            s = self._samples
+            self._ordered = self._ordered and (not s or s[-1][0] <= kept[0][0]) and \
+                all(kept[i][0] <= kept[i + 1][0] for i in range(len(kept) - 1))
+            s.extend(kept)
+            low = min(b for b, _ in kept)
+            self._lowest = low if self._lowest is None or low < self._lowest else self._lowest
+
+    def ingest_one(self, value: float, ts_ns: int) -> None:
+        """:meth:`ingest` of one finite sample (the fluid engine's 1 s bins, an agent's 100 ms samples):
+        Python ints floor-divide as numpy's int64 do."""
+        bid = ts_ns // self.bucket_ns
+        self._advance_to(bid)
+        if bid >= (self.head if self.head is not None else 0) - self.buckets + 1:
+            s = self._samples
+            if s and bid < s[-1][0]:
+                self._ordered = False
+            s.append((bid, value))
+            if self._lowest is None or bid < self._lowest:
+                self._lowest = bid
 
     def _advance_to(self, head: int) -> None:
         if self.head is not None and head <= self.head:
             return
         self.head = head
         oldest = head - self.buckets + 1
+        if self._lowest is None or self._lowest >= oldest:
+            return  # every sample is still in the window
         s = self._samples
-        if s and min(b for b, _ in s) < oldest:
-            self._samples = [x for x in s if x[0] >= oldest]
+        if self._ordered:  # the samples that left are a prefix
+            i = 0
+            while i < len(s) and s[i][0] < oldest:
+                i += 1
+            del s[:i]
+            self._lowest = s[0][0] if s else None
+            return
+        self._samples = kept = [x for x in s if x[0] >= oldest]
+        self._lowest = min(b for b, _ in kept) if kept else None
+        self._ordered = all(kept[i][0] <= kept[i + 1][0] for i in range(len(kept) - 1))
 
     def lone_quantiles(self, values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """:meth:`quantile` (any ``q``) of a window holding one sample, for each of ``values``: the

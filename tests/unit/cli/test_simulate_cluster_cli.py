@@ -62,3 +62,24 @@ def test_hostile_scenarios_exit_2_with_one_line_naming_the_key(tmp_path: Path) -
         res = _ebb("simulate", "--cluster", name, "--policy", "ebb", "--quiet", cwd=tmp_path)
         assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
         assert f"{name}: {key}:" in res.stderr and "fix:" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_cluster_run_says_its_measured_estimate_and_time_left_as_policies_finish(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text(SCENARIO, encoding="utf-8")
+    res = _ebb("simulate", "--cluster", "s.yaml", "--policy", "static,hpa:target=0.7", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "bundled-pair: 2 policies over 20 min: expected ≈ " in res.stdout
+    assert "(measured on 5 % of the scenario)" in res.stdout
+    assert "  static: done at " in res.stderr and " left" in res.stderr.split("static: done at")[1].splitlines()[0]
+
+
+def test_a_cluster_run_past_its_budget_is_refused_in_one_line_before_any_policy_runs(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text(SCENARIO, encoding="utf-8")
+    res = _ebb("simulate", "--cluster", "s.yaml", "--policy", "ebb,hpa:target=0.7", "--max-run-min", "0.0001",
+               "--json", "out.json", cwd=tmp_path)
+    assert res.returncode == 2
+    line = res.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert line.startswith("error: this cluster run would take too long: bundled-pair: 2 policies over 20 min")
+    assert "past --max-run-min 0.0001" in line and "fewer policies with --policy" in line
+    assert "done at" not in res.stderr and not (tmp_path / "out.json").exists()

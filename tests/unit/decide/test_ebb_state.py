@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ebb.decide.comeback import ComebackBound
 from ebb.decide.ebb_state import EbbState, burst_after
+from ebb.model.observation import FineSignals
 from ebb.window.small import SmallWindow
 
 
@@ -184,3 +187,44 @@ def test_the_historys_floor_keeps_a_scale_ups_headroom_until_saturation_measures
     s.learn_capacity(10)  # a saturated fleet of 10 served 7.5 replica units
     assert s.capacity_measured and s.capacity == 0.75 and s.history_util(prof) == prof.down_util
     assert s.replicas(15.0, s.history_util(prof)) == 20
+
+
+class _ArraysOnly(EbbState):
+    """An EbbState that ingests every sample through the array path (the reference for the scalar one)."""
+
+    @staticmethod
+    def _plain_sample(f: FineSignals) -> bool:
+        return False
+
+
+_ODD = st.sampled_from([0.0, -0.0, -1.0, math.nan, math.inf, 1e-12])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.floats(-0.3, 0.25), st.one_of(st.floats(0.0, 12.0), _ODD),
+                          st.one_of(st.floats(0.0, 40.0), _ODD), st.one_of(st.floats(0.0, 30.0), _ODD),
+                          st.integers(0, 16)), min_size=1, max_size=120))
+def test_a_sample_without_completions_leaves_what_the_array_path_leaves(
+        steps: list[tuple[float, float, float, float, int]]) -> None:
+    # An agent's 100 ms samples, most without completions, take the scalar path (~30 numpy calls
+    # fewer); every field a decision reads must be what the array path leaves, bit for bit — out of
+    # order and repeated times (dropped by the need tracker), NaN, inf, negative and signed-zero values.
+    scalar, arrays = state(), _ArraysOnly(bound=ComebackBound(7.0, memory_s=200.0, level_s=5.0), slack_s=1.0,
+                                          lookahead_s=0.5, latency_window_s=30.0, slo_ttft_ms=2000.0,
+                                          slo_e2e_ms=20000.0, long_window_s=600.0, queue_surge_s=5.0,
+                                          sizing_window_s=4.0, weight=0.65, cold_start_s=5.0)
+    t = 50.0
+    for dt, prefill, slots, queued, ready in steps:
+        t = round(t + 0.1 + dt, 6) if dt > -0.25 else t  # mostly forward 100 ms, sometimes a repeat or a step back
+        fine = FineSignals(np.array([t]), np.array([prefill]), np.array([slots]), np.array([queued]))
+        for s in (scalar, arrays):
+            s.ingest(fine, ready, t)
+        # repr: NaN equal to NaN, -0.0 told from 0.0 (bit for bit, short of NaN payloads)
+        assert repr(_fields(scalar)) == repr(_fields(arrays))
+        a, b = scalar.l1.quantile(0.99, int(t * 1e9)), arrays.l1.quantile(0.99, int(t * 1e9))
+        assert (math.isnan(a) and math.isnan(b)) or a == b
+
+
+def _fields(s: EbbState) -> tuple[object, ...]:
+    return (s.served_now, s.reading, s.cycle_peak, s.last_signal_t, s.last_busy_t, list(s.recent_need),
+            list(s.queue_hist), s.need.snapshot(), s.need_now())

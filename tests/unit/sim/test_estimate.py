@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from ebb.model.trace import CountSeries, RequestTrace
 from ebb.sim.baselines.oracle import search_oracle, search_runs
 from ebb.sim.estimate import CALIBRATING, CALIBRATION_ROUNDS, ORACLE, RunEstimate, measure, plan_run
 from ebb.sim.policies import KNOWN_POLICIES
+from ebb.sim.service_time import ServiceTimeModel
 from ebb.sim.settings import SimSettings
 
 SETTINGS = SimSettings()
@@ -39,17 +41,35 @@ def _phase(est: RunEstimate, key: str) -> float:
 
 def test_a_measured_phase_is_the_slice_time_times_the_work_ratio_times_its_simulations() -> None:
     trace = _one_per_second(20_000)
-    plan = plan_run(trace, parse_policies("static", KNOWN_POLICIES), SETTINGS, fidelity="request")
+    plan = plan_run(trace, parse_policies("static,hpa", KNOWN_POLICIES), SETTINGS, fidelity="request")
     est = measure(plan, trace, SETTINGS, clock=_clock(0.5))
     # The slice: 2 % of the requests, i.e. the first 400 s (requests 0..399, last at 399 s).
-    # static reconciles every 15 s, the oracle's candidate every second.
-    static_ratio = (20_000 + 19_999 / 15) / (400 + 399 / 15)
-    oracle_ratio = (20_000 + 19_999 / 1) / (400 + 399 / 1)
+    # static and the oracle's candidate are known ahead: the engine reconciles them only where they
+    # change, so their work is their requests. The HPA reconciles every 15 s through the slice's
+    # last completion (just past 399 s: the timeline's last bin ends at 400 s).
+    known_ratio = 20_000 / 400
+    hpa_ratio = (20_000 + 19_999 / 15) / (400 + 400 / 15)
     assert est.measured_share == pytest.approx(0.02)
-    assert _phase(est, "simulating static") == pytest.approx(0.5 * static_ratio, rel=1e-3)
-    assert _phase(est, ORACLE) == pytest.approx(search_runs(near=False) * 0.5 * oracle_ratio, rel=1e-3)
+    assert _phase(est, "simulating static") == pytest.approx(0.5 * known_ratio, rel=1e-3)
+    assert _phase(est, "simulating hpa") == pytest.approx(0.5 * hpa_ratio, rel=1e-3)
+    assert _phase(est, ORACLE) == pytest.approx(search_runs(near=False) * 0.5 * known_ratio, rel=1e-3)
     slower = measure(plan, trace, SETTINGS, clock=_clock(1.5))
     assert slower.expected_s == pytest.approx(3 * est.expected_s, rel=1e-3)
+
+
+def test_a_slice_of_long_requests_counts_its_reconciles_until_they_finish() -> None:
+    # Two bursts of 30 s jobs 6 h apart: the slice holds the first burst, all arriving in one second,
+    # and the engine reconciles the HPA until the jobs finish — not over the 0 s of the arrivals alone
+    # (which priced the whole run 15,000-fold the slice: 2 min 39 s said for 9 s taken).
+    t = np.array([10.0] * 16 + [21_610.0] * 16)
+    one = np.ones(32, dtype=np.int64)
+    trace = RequestTrace(TraceName("bursts"), t, one, one, service_s=np.full(32, 30.0))
+    settings = replace(SETTINGS, cluster=replace(SETTINGS.cluster, service=ServiceTimeModel()))
+    plan = plan_run(trace, parse_policies("hpa", KNOWN_POLICIES), settings, fidelity="request")
+    est = measure(plan, trace, settings, clock=_clock(0.5))
+    whole = 32 + plan.span_s / 15
+    longest = 0.5 * whole / (16 + 40 / 15)  # the slice ran at least until its jobs finished at 40 s
+    assert 0.5 * whole / (16 + 120 / 15) <= _phase(est, "simulating hpa") <= longest
 
 
 def test_a_peak_calibrated_run_is_planned_with_its_calibration_rounds_then_the_search_near_them() -> None:

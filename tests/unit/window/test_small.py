@@ -41,3 +41,22 @@ def test_samples_older_than_the_window_are_forgotten() -> None:
 def test_a_non_finite_sample_is_refused_with_its_value() -> None:
     with pytest.raises(ValueError, match="finite"):
         SmallWindow(buckets=10, bucket_ms=100.0).ingest(np.array([np.nan]), np.array([0], dtype=np.int64))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 0.35), st.floats(0.0, 60.0), st.booleans()), min_size=1, max_size=200),
+       st.sampled_from([0.5, 0.99]))
+def test_a_stream_of_single_samples_answers_as_the_sliding_sketch(steps: list[tuple[float, float, bool]],
+                                                                  q: float) -> None:
+    # An agent's stream: one sample at a time, mostly in time order (the window forgets a prefix), now
+    # and then one a little late (it forgets by filtering, then keeps order again).
+    sketch, small = SlidingWindow(1, buckets=10, bucket_ms=100.0), SmallWindow(buckets=10, bucket_ms=100.0)
+    t = 10.0
+    for dt, v, late in steps:
+        t += dt
+        at = int((t - 0.25 if late else t) * _NS)
+        sketch.ingest(np.zeros(1, dtype=np.int64), np.array([v]), np.array([at], dtype=np.int64))
+        small.ingest(np.array([v]), np.array([at], dtype=np.int64))
+        now = int(t * _NS)
+        a, b = float(sketch.quantile(q, now)[0]), small.quantile(q, now)
+        assert (math.isnan(a) and math.isnan(b)) or a == b
