@@ -54,6 +54,8 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 _NS = 1_000_000_000
 _SECOND = itemgetter(1)
+_INT64_NS_S = 9.2e9
+"""Seconds whose nanoseconds an int64 holds (2^63 ns ≈ 9.22e9 s)."""
 
 
 class EbbState:
@@ -160,10 +162,11 @@ class EbbState:
 
     @staticmethod
     def _plain_sample(f: FineSignals) -> bool:
-        """Whether ``f`` is one sample at a finite time with no completion row (:meth:`_ingest_sample`'s case)."""
+        """Whether ``f`` is one sample with no completion row, at a time whose nanoseconds fit the array
+        path's int64 (finite, under 292 years: its L1 bucket is the same) — :meth:`_ingest_sample`'s case."""
         return len(f.t_s) == len(f.prefill_replicas) == len(f.slot_replicas) == len(f.queued) == 1 and \
             not (len(f.done_t_s) or len(f.done_weight) or len(f.done_ttft_ms) or len(f.done_e2e_ms)) and \
-            math.isfinite(float(f.t_s[0]))
+            abs(float(f.t_s[0])) < _INT64_NS_S
 
     def _ingest_sample(self, t: float, prefill: float, slots: float, queued: float, ready: int) -> None:
         """:meth:`ingest`'s steps for one sample without completions (an agent's 100 ms samples, most
