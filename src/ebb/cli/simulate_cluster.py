@@ -71,14 +71,15 @@ def simulate_cluster(scenario: Path, policy: str, *, json_out: Path | None, repo
                           "--max-run-min, 0 for no limit)")
     if est is not None and not quiet:
         console.print(escape(est.line()), soft_wrap=True)
-    done = [0]
+    done = 0
     run_started = time.monotonic()
 
     def tick(r: ClusterResult) -> None:
-        done[0] += 1
+        nonlocal done
+        done += 1
         if est is not None and not quiet:
-            left = est.left_s(done[0], time.monotonic() - run_started)
-            more = f", ≈ {human_span(left)} left" if done[0] < len(policies) else ""
+            left = est.left_s(done, time.monotonic() - run_started)
+            more = f", ≈ {human_span(left)} left" if done < len(policies) else ""
             print(f"  {r.policy}: done at {time.monotonic() - started:.0f} s{more}", file=sys.stderr, flush=True)
 
     results, best = compare_cluster(sc, policies, inp=inp, progress=tick)

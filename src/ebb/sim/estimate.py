@@ -222,7 +222,7 @@ def _units(w: Workload) -> int:
 
 def _reconciles(policy: Policy, span_s: float, fidelity: str) -> float:
     """Decisions a policy makes over ``span_s``: its reconciles, plus its fast path's if it has one.
-    None for a :class:`~ebb.sim.policy.Scheduled` policy (the oracle, static) in request fidelity: the
+    Zero for a :class:`~ebb.sim.policy.Scheduled` policy (the oracle, static) in request fidelity: the
     engine reconciles it only where its answer changes, so its cost follows the requests, not the span
     (counting its reconciles priced two requests 6 h apart at ≈ 9 min; they took 9 s)."""
     if fidelity == "request" and scheduled(policy) is not None:

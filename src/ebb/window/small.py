@@ -18,6 +18,8 @@ samples per query, O(batch) per ingest (one numpy call for the bucket ids).
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
+from operator import itemgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -26,11 +28,13 @@ from ebb.window.mapping import LogMapping
 
 __all__ = ["SmallWindow"]
 
+_BUCKET = itemgetter(0)
+
 
 class SmallWindow:
     """Samples of the last ``buckets`` × ``bucket_ms`` as (bucket id, value), quantiles exact to the sketch."""
 
-    __slots__ = ("_bin_values", "_lowest", "_ordered", "_samples", "bucket_ns", "buckets", "head", "mapping")
+    __slots__ = ("_bin_values", "_samples", "bucket_ns", "buckets", "head", "mapping")
 
     def __init__(self, *, buckets: int, bucket_ms: float, mapping: LogMapping | None = None) -> None:
         if buckets < 1 or not bucket_ms > 0:
@@ -41,9 +45,9 @@ class SmallWindow:
         """Newest bucket id seen; None before the first sample or query."""
         self.mapping = mapping if mapping is not None else LogMapping()
         self._bin_values = self.mapping.bin_values()
+        # Sorted by bucket id (samples in time order append at the end), so the ones that leave the
+        # window are a prefix; the order of values within it does not matter (quantile sorts them).
         self._samples: list[tuple[int, float]] = []
-        self._lowest: int | None = None  # the smallest bucket id in _samples (None when empty)
-        self._ordered = True  # _samples' bucket ids never decrease (samples arrive in time order)
 
     def ingest(self, value: npt.NDArray[np.float64], ts_ns: npt.NDArray[np.int64]) -> None:
         """Add samples (finite values, integer nanosecond times; ValueError otherwise, nothing added)."""
@@ -59,14 +63,9 @@ class SmallWindow:
         vals: list[float] = np.asarray(value, dtype=np.float64).tolist()
         self._advance_to(max(bids))
         oldest = (self.head if self.head is not None else 0) - self.buckets + 1
-        kept = [(b, v) for b, v in zip(bids, vals, strict=True) if b >= oldest]
-        if kept:
-            s = self._samples
-            self._ordered = self._ordered and (not s or s[-1][0] <= kept[0][0]) and \
-                all(kept[i][0] <= kept[i + 1][0] for i in range(len(kept) - 1))
-            s.extend(kept)
-            low = min(b for b, _ in kept)
-            self._lowest = low if self._lowest is None or low < self._lowest else self._lowest
+        for b, v in zip(bids, vals, strict=True):
+            if b >= oldest:
+                insort(self._samples, (b, v), key=_BUCKET)
 
     def ingest_one(self, value: float, ts_ns: int) -> None:
         """:meth:`ingest` of one finite sample (the fluid engine's 1 s bins, an agent's 100 ms samples):
@@ -74,31 +73,16 @@ class SmallWindow:
         bid = ts_ns // self.bucket_ns
         self._advance_to(bid)
         if bid >= (self.head if self.head is not None else 0) - self.buckets + 1:
-            s = self._samples
-            if s and bid < s[-1][0]:
-                self._ordered = False
-            s.append((bid, value))
-            if self._lowest is None or bid < self._lowest:
-                self._lowest = bid
+            insort(self._samples, (bid, value), key=_BUCKET)
 
     def _advance_to(self, head: int) -> None:
         if self.head is not None and head <= self.head:
             return
         self.head = head
         oldest = head - self.buckets + 1
-        if self._lowest is None or self._lowest >= oldest:
-            return  # every sample is still in the window
         s = self._samples
-        if self._ordered:  # the samples that left are a prefix
-            i = 0
-            while i < len(s) and s[i][0] < oldest:
-                i += 1
-            del s[:i]
-            self._lowest = s[0][0] if s else None
-            return
-        self._samples = kept = [x for x in s if x[0] >= oldest]
-        self._lowest = min(b for b, _ in kept) if kept else None
-        self._ordered = all(kept[i][0] <= kept[i + 1][0] for i in range(len(kept) - 1))
+        if s and s[0][0] < oldest:
+            del s[:bisect_left(s, oldest, key=_BUCKET)]
 
     def lone_quantiles(self, values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """:meth:`quantile` (any ``q``) of a window holding one sample, for each of ``values``: the
