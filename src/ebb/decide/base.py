@@ -27,6 +27,12 @@ answers a scale-up :class:`Decision` to apply at once, or None — never a scale
 the reconcile's slow, careful path. Samples ``react`` consumed are not handed to ``decide`` again:
 the policy's windows have them.
 
+A reactive policy may also plan :class:`QuietStretches`: a request simulator with a stretch of fine
+samples and no event in it (no arrival, finish, first token or cold-start end) hands the policy
+every sample at once; the policy answers how many leading ones ``react`` answers None to, and the
+engine runs the reconciles among them with ``decide`` as always, after :meth:`Stretch.take` has
+ingested the samples before each — the same state and decisions as one call per sample.
+
 A policy may also :class:`HoldsInBlocks`: a simulator whose fleet is steady (nothing cold-starting
 or draining) may serve a block of reconciles ahead and hand the policy all their fine samples at
 once; the policy answers how many of those reconciles, from the first, it can prove it would have
@@ -51,7 +57,8 @@ from ebb.model.decision import Decision
 from ebb.model.observation import FineSignals, Observation, Pipeline
 from ebb.model.spans import Spans
 
-__all__ = ["HoldsInBlocks", "Policy", "Reactive", "Sleeps", "holds_in_blocks", "react_of"]
+__all__ = ["HoldsInBlocks", "Policy", "QuietStretches", "Reactive", "Sleeps", "Stretch", "holds_in_blocks",
+           "quiet_stretches_of", "react_of"]
 
 
 class Policy(Protocol):
@@ -118,6 +125,30 @@ class HoldsInBlocks(Protocol):
         ...
 
 
+class Stretch(Protocol):
+    """A planned quiet stretch (:class:`QuietStretches`): how far ``react`` stays quiet, taken in order."""
+
+    quiet: int
+    """Leading samples ``react`` answers None to."""
+
+    def take(self, stop: int) -> bool:
+        """Ingest the samples before ``stop`` (≤ :attr:`quiet`) not taken yet, as ``react`` — and
+        ``decide``, for a reconcile's own sample — would; False, nothing taken, when the plan is void."""
+        ...
+
+
+@runtime_checkable
+class QuietStretches(Protocol):
+    """A fast path that can plan a stretch of samples with no event in it at once (see the module docstring)."""
+
+    def quiet_stretch(self, t_s: list[float], reacts: list[bool], prefill: list[float], slots: list[float],
+                      queued: list[float], ready_replicas: int, spec_replicas: int) -> Stretch | None:
+        """Plan the fine samples at ``t_s`` (increasing, no completion rows; ``reacts[k]``: ``react``'s,
+        else the next reconcile's own) of a fleet at ``spec_replicas`` with ``ready_replicas`` ready
+        throughout; None when the policy cannot (then the engine serves them one by one)."""
+        ...
+
+
 @runtime_checkable
 class Sleeps(Protocol):
     """A policy that puts replicas to sleep when the cluster has an asleep tier (Ebb, static + sleep).
@@ -134,6 +165,13 @@ class Sleeps(Protocol):
 def holds_in_blocks(policy: Policy) -> HoldsInBlocks | None:
     """``policy`` as a :class:`HoldsInBlocks` when it is one; None otherwise."""
     return policy if isinstance(policy, HoldsInBlocks) else None
+
+
+def quiet_stretches_of(policy: Policy) -> QuietStretches | None:
+    """``policy``'s fast path as a :class:`QuietStretches` when its fast path is on and it is one."""
+    if react_of(policy) is not None and isinstance(policy, QuietStretches):
+        return policy
+    return None
 
 
 def react_of(policy: Policy) -> Reactive | None:

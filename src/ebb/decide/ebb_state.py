@@ -37,14 +37,14 @@ import numpy.typing as npt
 from ebb.decide.comeback import ComebackBound
 from ebb.decide.comeback.streams import recorded
 from ebb.decide.latency import LatencyWindow
-from ebb.decide.need import NeedReading, NeedTracker
+from ebb.decide.need import NeedReading, NeedTracker, SamplePlan
 from ebb.decide.profiles import EbbProfile
 from ebb.decide.recurrence import BurstMemory
 from ebb.decide.served import completion_weights, served_demand, served_demand_one
 from ebb.model.observation import FineSignals
 from ebb.window.small import SmallWindow
 
-__all__ = ["READ_LAG_S", "EbbState", "burst_after"]
+__all__ = ["INT64_NS_S", "READ_LAG_S", "EbbState", "burst_after"]
 
 READ_LAG_S = 1.0
 """Age (s) of the newest sample up to which a decision's windows end at the decision's own time."""
@@ -54,7 +54,7 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 _NS = 1_000_000_000
 _SECOND = itemgetter(1)
-_INT64_NS_S = 9.2e9
+INT64_NS_S = 9.2e9
 """Seconds whose nanoseconds an int64 holds (2^63 ns ≈ 9.22e9 s)."""
 
 
@@ -166,7 +166,7 @@ class EbbState:
         path's int64 (finite, under 292 years: its L1 bucket is the same) — :meth:`_ingest_sample`'s case."""
         return len(f.t_s) == len(f.prefill_replicas) == len(f.slot_replicas) == len(f.queued) == 1 and \
             not (len(f.done_t_s) or len(f.done_weight) or len(f.done_ttft_ms) or len(f.done_e2e_ms)) and \
-            abs(float(f.t_s[0])) < _INT64_NS_S
+            abs(float(f.t_s[0])) < INT64_NS_S
 
     def _ingest_sample(self, t: float, prefill: float, slots: float, queued: float, ready: int) -> None:
         """:meth:`ingest`'s steps for one sample without completions (an agent's 100 ms samples, most
@@ -185,6 +185,31 @@ class EbbState:
         self.last_signal_t = max(self.last_signal_t, t)
         if demand > 0 or queued > 0:
             self.last_busy_t = max(self.last_busy_t, t)
+
+    def ingest_planned(self, plan: SamplePlan, start: int, stop: int, demand: list[float],
+                       queued: list[float]) -> None:
+        """:meth:`ingest` of ``plan``'s samples ``start:stop`` one at a time (``demand[k]`` served,
+        ``queued[k]`` queued, no completion rows, every demand and need a number, times increasing
+        past every sample held — :meth:`_ingest_sample`'s case), at once: the need tracker takes
+        them from the plan (:meth:`NeedTracker.take`), the L1 window as a run
+        (:meth:`SmallWindow.ingest_run`), the rest as the last call leaves it. The windows are then
+        trimmed at the last one's read time, which forgets what the trims between would have."""
+        t = plan.t[start:stop].tolist()
+        needs = plan.need[start:stop].tolist()
+        q = queued[start:stop]
+        last = len(t) - 1
+        self.served_now = demand[stop - 1]
+        self.l1.ingest_run(demand[start:stop], [int(x * _NS) for x in t])
+        self.queue_hist.extend(zip(t, [v > 0 for v in q], strict=True))
+        self.reading = self.need.take(plan, start, stop)
+        self.cycle_peak = max(self.cycle_peak, *needs)  # max(max(p, a), b): the first largest, as one by one
+        self.recent_need.extend(zip(t, needs, strict=True))
+        self.last_signal_t = max(self.last_signal_t, t[last])
+        for k in range(last, -1, -1):
+            if demand[start + k] > 0 or q[k] > 0:
+                self.last_busy_t = max(self.last_busy_t, t[k])
+                break
+        self.trim(self.read_time(t[last]))
 
     def read_time(self, t: float) -> float:
         """When the windows (sizing, L1, queue, latency) end for a decision at ``t``: ``t`` while the

@@ -39,7 +39,7 @@ import numpy.typing as npt
 
 from ebb.decide.running import running_sums
 
-__all__ = ["WINDOWS_S", "NeedReading", "NeedState", "NeedTracker"]
+__all__ = ["WINDOWS_S", "CostPlan", "NeedReading", "NeedState", "NeedTracker", "SamplePlan"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -87,6 +87,48 @@ class NeedState:
     cost_work: float
     cost_done: float
     cost: float
+
+
+@dataclass(frozen=True)
+class CostPlan:
+    """The cost window after each sample of a :class:`SamplePlan` (:meth:`NeedTracker.plan`)."""
+
+    work_sum: FloatArray
+    """Served replica-seconds in the cost window after each sample."""
+    done_sum: FloatArray
+    """Completions in the cost window after each sample."""
+    cost: FloatArray
+    """Replica-seconds per request after each sample (NaN before the first completion)."""
+    used: FloatArray
+    """``cost`` as the need reads it (0.0 while unknown)."""
+    gone: npt.NDArray[np.intp]
+    """Cost rows aged out by each sample, counted from the window as the plan found it."""
+
+
+@dataclass(frozen=True)
+class SamplePlan:
+    """Per sample, what :meth:`NeedTracker.ingest_sample` would read and leave (:meth:`NeedTracker.plan`)."""
+
+    t: FloatArray
+    cum: FloatArray
+    """Cumulative served replica-seconds through each sample."""
+    q: FloatArray
+    """Queued requests (sanitised)."""
+    work: FloatArray
+    """Served replica-seconds of each sample."""
+    done: FloatArray
+    need: FloatArray
+    """The need at each sample (replica units)."""
+    ahead: FloatArray
+    """The lookahead bound at each sample (:attr:`NeedReading.ahead_replicas`)."""
+    rate: FloatArray
+    """The sustained arrival rate at each sample (:attr:`NeedReading.rate_replicas`)."""
+    costs: CostPlan
+
+    @property
+    def finite(self) -> bool:
+        """Whether every need and lookahead bound is a number (then they are the scalar path's)."""
+        return bool(np.isfinite(self.need).all() and np.isfinite(self.ahead).all())
 
 
 class NeedTracker:
@@ -214,7 +256,55 @@ class NeedTracker:
         path would have trimmed by then lies before every edge it is asked for, where it reads
         the same running total), ``arrived`` with each sample's own cost per request. The cost's
         running sums are one ``cumsum`` over the additions and removals in the scalar path's order."""
-        n = len(t_s)
+        t, s, q, work = self._samples(t_s, served, queued)
+        d = np.asarray(done, dtype=np.float64)
+        costs = self._cost_plan(t, work, d)
+        cum_new = np.cumsum(np.concatenate(([self._cum[-1] if self._cum else self._before], work)))[1:]
+        all_t, all_cum, all_q, pos, need = self._needs(t, cum_new, q, costs.used)
+        cost, t_last = float(costs.used[-1]), float(t[-1])
+        rate = self._rate(all_t[-3:].tolist(), all_cum[-3:].tolist(), all_q[-3:].tolist(), t_last, cost)
+        look, slack = self.lookahead_s, self.slack_s
+        ahead = -math.inf
+        for w, p in zip(WINDOWS_S, pos[-1].tolist(), strict=True):
+            ahead = max(ahead, (p + rate * look) / (w + look + slack))
+        self._take_costs(t, work, d, costs, 0, len(t))
+        self._keep(all_t.tolist(), all_cum.tolist(), all_q.tolist(), t_last)
+        last = float(need[-1])
+        return need, NeedReading(last, last, float(q[-1]) * cost, self._cost, rate, ahead)
+
+    def plan(self, t_s: FloatArray, served: FloatArray, queued: FloatArray, done: FloatArray) -> SamplePlan:
+        """What ``len(t_s)`` :meth:`ingest_sample` calls would read and leave — sample ``k`` with
+        ``done[k]`` completions, times increasing past :attr:`last_t` — computed at once, the state
+        untouched: each call's need, lookahead bound, rate and cost, bit for bit (NaN where the
+        scalar path's ``max`` would skip one: check :attr:`SamplePlan.finite`). :meth:`take` then
+        moves the state through any prefix, as those calls would."""
+        t, s, q, work = self._samples(t_s, served, queued)
+        d = np.asarray(done, dtype=np.float64)
+        costs = self._cost_plan(t, work, d)
+        cum_new = np.cumsum(np.concatenate(([self._cum[-1] if self._cum else self._before], work)))[1:]
+        all_t, all_cum, all_q, pos, need = self._needs(t, cum_new, q, costs.used)
+        rate, ahead = self._aheads(all_t, all_cum, all_q, pos, costs.used)
+        return SamplePlan(t, cum_new, q, work, d, need, ahead, rate, costs)
+
+    def take(self, plan: SamplePlan, start: int, stop: int) -> NeedReading:
+        """The state after :meth:`ingest_sample` of ``plan``'s samples ``start:stop`` (the tracker
+        holds those before ``start`` already: taken from the same plan, nothing else since), and
+        the last one's reading."""
+        k = stop - 1
+        t = plan.t
+        self._take_costs(t, plan.work, plan.done, plan.costs, start, stop)
+        self._t.extend(t[start:stop].tolist())
+        self._cum.extend(plan.cum[start:stop].tolist())
+        self._q.extend(plan.q[start:stop].tolist())
+        self._keep(self._t, self._cum, self._q, float(t[k]))
+        need = float(plan.need[k])
+        return NeedReading(need, need, float(plan.q[k]) * float(plan.costs.used[k]), self._cost,
+                           float(plan.rate[k]), float(plan.ahead[k]))
+
+    def _samples(self, t_s: FloatArray, served: FloatArray, queued: FloatArray
+                 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        """Times, sanitised served demand and queue, and each sample's served work (its gap from
+        the previous sample capped at :data:`_MAX_DT_S`), as the scalar path makes them."""
         t = np.asarray(t_s, dtype=np.float64)
         s = np.asarray(served, dtype=np.float64)
         q = np.asarray(queued, dtype=np.float64)
@@ -222,20 +312,7 @@ class NeedTracker:
         q = np.where(np.isfinite(q) & (q > 0), q, 0.0)
         first_prev = self._last_t if math.isfinite(self._last_t) else float(t[0]) - min(0.1, _MAX_DT_S)
         dt = np.minimum(np.maximum(t - np.concatenate(([first_prev], t[:-1])), 0.0), _MAX_DT_S)
-        work = s * dt
-        costs = self._costs_through(t, work, np.asarray(done, dtype=np.float64))
-        total = self._cum[-1] if self._cum else self._before
-        cum_new = np.cumsum(np.concatenate(([total], work)))[1:]
-        all_t, all_cum, all_q, pos, need = self._needs(t, cum_new, q, costs)
-        cost, t_last = float(costs[-1]), float(t[-1])
-        rate = self._rate(all_t[-3:].tolist(), all_cum[-3:].tolist(), all_q[-3:].tolist(), t_last, cost)
-        look, slack = self.lookahead_s, self.slack_s
-        ahead = -math.inf
-        for w, p in zip(WINDOWS_S, pos[-1].tolist(), strict=True):
-            ahead = max(ahead, (p + rate * look) / (w + look + slack))
-        self._keep(all_t.tolist(), all_cum.tolist(), all_q.tolist(), t_last)
-        last = float(need[-1])
-        return need, NeedReading(last, last, float(q[-1]) * cost, self._cost, rate, ahead)
+        return t, s, q, s * dt
 
     def _needs(self, t: FloatArray, cum_new: FloatArray, q: FloatArray, cost: FloatArray
                ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
@@ -302,11 +379,33 @@ class NeedTracker:
         r1 = ((cum3[2] - cum3[1]) + (q3[2] - q3[1]) * min(cost, dt1 + self.slack_s)) / dt1
         return max(min(r0, r1), 0.0)
 
-    def _costs_through(self, t: FloatArray, work: FloatArray, done: FloatArray) -> FloatArray:
-        """:meth:`_update_cost` for each sample in turn (times increasing), vectorised: per sample the
-        cost per request it leaves (0.0 while unknown), the rows and running sums as the last leaves
-        them. Each running sum is a ``cumsum`` over its additions and removals in the loop's order
-        (a sample's row added, then the rows it ages out, oldest first): the same floats."""
+    def _aheads(self, all_t: FloatArray, all_cum: FloatArray, all_q: FloatArray, pos: FloatArray,
+                costs: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """Per new sample (the last ``len(costs)`` of ``all_t``), :meth:`_rate` over its last three
+        samples and the lookahead bound :meth:`ingest_sample` takes of it: the same float operations
+        element-wise (Python's ``min``/``max`` as ``where``). A kept sample the scalar path trimmed
+        lies over 33 s back, where :meth:`_rate` reads 0 on either list."""
+        g = np.arange(len(all_t) - len(costs), len(all_t))
+        i0, i1 = np.maximum(g - 2, 0), np.maximum(g - 1, 0)
+        t0, t1, t2 = all_t[i0], all_t[i1], all_t[g]
+        dt0, dt1 = t1 - t0, t2 - t1
+        slack = self.slack_s
+        ok = (g >= 2) & ~(t2 - t0 > 2 * _MAX_DT_S) & (dt0 > 0) & (dt1 > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):  # where not ok the rate is 0.0, unread
+            r0 = ((all_cum[i1] - all_cum[i0]) + (all_q[i1] - all_q[i0]) * np.minimum(costs, dt0 + slack)) / dt0
+            r1 = ((all_cum[g] - all_cum[i1]) + (all_q[g] - all_q[i1]) * np.minimum(costs, dt1 + slack)) / dt1
+        low = np.where(r1 < r0, r1, r0)  # min(r0, r1)
+        rate = np.where(ok, np.where(0.0 > low, 0.0, low), 0.0)  # max(min(r0, r1), 0.0), or 0.0
+        look = self.lookahead_s
+        bound = (pos + (rate * look)[:, None]) / ((self._windows + look) + slack)[None, :]
+        # NaN propagates here where the scalar max skips it: SamplePlan.finite says which to trust
+        return np.asarray(rate, dtype=np.float64), np.asarray(bound.max(axis=1), dtype=np.float64)
+
+    def _cost_plan(self, t: FloatArray, work: FloatArray, done: FloatArray) -> CostPlan:
+        """:meth:`_update_cost` for each sample in turn (times increasing), vectorised, the state
+        untouched: per sample the running sums and the cost it leaves, and how many rows have aged
+        out by then. Each running sum is a ``cumsum`` over its additions and removals in the loop's
+        order (a sample's row added, then the rows it ages out, oldest first): the same floats."""
         n = len(t)
         rows = self._cost_rows
         horizon = float(t[-1]) - self.cost_window_s
@@ -316,19 +415,25 @@ class NeedTracker:
         all_t = np.concatenate((old[:, 0], t if len(leaving) == len(rows) else [math.inf]))
         # Rows aged out by sample k: those before t_k − window (a prefix: times increase).
         gone = np.maximum.accumulate(np.searchsorted(all_t, t - self.cost_window_s, side="left"))
-        n_gone = int(gone[-1])
-        aged = np.concatenate((old, np.stack((t, work, done), axis=1)))[:n_gone]
+        aged = np.concatenate((old, np.stack((t, work, done), axis=1)))[:int(gone[-1])]
         work_sum = running_sums(self._cost_work, work, aged[:, 1], gone)
         done_sum = running_sums(self._cost_done, done, aged[:, 2], gone)
         known = done_sum >= 1.0
         cost = np.where(known, np.where(0.0 > work_sum, 0.0, work_sum) / np.where(known, done_sum, 1.0), math.nan)
         last = np.maximum.accumulate(np.where(known, np.arange(n), -1))
         cost = np.where(last >= 0, cost[np.maximum(last, 0)], self._cost)
-        rows.extend(zip(t.tolist(), work.tolist(), done.tolist(), strict=True))
-        for _ in range(n_gone):
+        return CostPlan(work_sum, done_sum, cost, np.where(np.isfinite(cost), cost, 0.0), gone)
+
+    def _take_costs(self, t: FloatArray, work: FloatArray, done: FloatArray, plan: CostPlan, start: int,
+                    stop: int) -> None:
+        """The cost window as :meth:`_update_cost` leaves it after samples ``start:stop`` of ``plan``
+        (rows appended, the aged ones popped from the front: the same deque as one at a time)."""
+        rows, k = self._cost_rows, stop - 1
+        rows.extend(zip(t[start:stop].tolist(), work[start:stop].tolist(), done[start:stop].tolist(), strict=True))
+        for _ in range(int(plan.gone[k]) - (int(plan.gone[start - 1]) if start else 0)):
             rows.popleft()
-        self._cost_work, self._cost_done, self._cost = float(work_sum[-1]), float(done_sum[-1]), float(cost[-1])
-        return np.where(np.isfinite(cost), cost, 0.0)
+        self._cost_work, self._cost_done = float(plan.work_sum[k]), float(plan.done_sum[k])
+        self._cost = float(plan.cost[k])
 
     def _update_cost(self, t: float, work: float, done: float) -> None:
         """Replica-seconds per completion over the last ``cost_window_s`` (kept when none finished)."""

@@ -82,6 +82,7 @@ from ebb.decide.ebb_state import EbbState
 from ebb.decide.hold_block import hold_ticks, holds_possible
 from ebb.decide.latency import E2E, TTFT, WAIT
 from ebb.decide.profiles import EbbProfile
+from ebb.decide.quiet_stretch import QuietStretch, plan_stretch
 from ebb.decide.semantics import recalibrate_weight
 from ebb.decide.tier_rules import asleep_kept, awoken, learned_wake_s, reserve_awake, tier_floor
 from ebb.model.decision import Decision
@@ -630,6 +631,12 @@ class EbbPolicy:
                f"fast path: need {ahead:.1f} replicas in {FAST_LOOKAHEAD_S:.1f} s > {ready} ready "
                f"(demand arriving at {r.rate_replicas:.1f}, {r.backlog_replicas_s:.1f} replica-s queued)")
         return self._explained(obs.t_s, "scale_up", obs.spec_replicas, want, signals, (why, *self._unseen(size)))
+
+    def quiet_stretch(self, t_s: list[float], reacts: list[bool], prefill: list[float], slots: list[float],
+                      queued: list[float], ready_replicas: int, spec_replicas: int) -> QuietStretch | None:
+        """A stretch of fine samples with no event in it, planned at once
+        (:mod:`ebb.decide.quiet_stretch`; the :class:`~ebb.decide.base.QuietStretches` seam)."""
+        return plan_stretch(self, t_s, reacts, prefill, slots, queued, ready_replicas, spec_replicas)
 
     def _unseen(self, need: float) -> tuple[str, ...]:
         """A reason to add when ``need`` is past everything the history has seen (a first-ever burst):

@@ -27,7 +27,11 @@ Idle time costs nothing of its own: the pipelines' signal rows are written at th
 changed (:mod:`ebb.sim.request_signals`), and a policy whose answers are known ahead
 (:class:`~ebb.sim.policy.Scheduled`: the oracle, static) is reconciled only where it changes. What
 remains proportional to the span is the policy's own work — a reconcile every ``interval_s`` and, with
-fine samples, one every ``fine_ms`` (Ebb: 10 fast-path calls and a reconcile per simulated second).
+fine samples, one every ``fine_ms`` (Ebb: 9 fast-path calls and a reconcile per simulated second).
+Between two events (arrival, finish, first token, cold-start end) every fine sample repeats the one
+before, so a policy that plans :class:`~ebb.decide.base.QuietStretches` is handed the whole stretch
+at once and only its reconciles run one by one (:meth:`_RequestRun._quiet_run`; the same decisions,
+``tests/unit/sim/test_request_quiet_stretch.py``).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ebb.decide.base import Policy, Reactive, react_of
+from ebb.decide.base import Policy, QuietStretches, Reactive, quiet_stretches_of, react_of
 from ebb.model.decision import Decision
 from ebb.model.observation import QUEUE_TIME_BOUNDS_S, Observation, ServingCounters
 from ebb.model.trace import RequestTrace
@@ -49,6 +53,7 @@ from ebb.sim.fine import FineBuffer
 from ebb.sim.fleet import FleetLog, choose_victims
 from ebb.sim.lifecycle import DRAINING, READY, STARTING, STOPPED, Lifecycles
 from ebb.sim.policy import scheduled
+from ebb.sim.quiet_schedule import between, quiet_schedule
 from ebb.sim.request_signals import SignalRows
 from ebb.sim.service_time import service_admitter, service_times
 from ebb.sim.settings import SimSettings
@@ -56,6 +61,11 @@ from ebb.sim.sleepers import Sleeps, sleep_tier
 
 _INF = math.inf
 _PREFILL_TAU_S = 1.0
+_QUIET_MIN_TICKS = 2
+"""A quiet stretch shorter than this many reconciles is served one sample at a time (its plan's
+~40 numpy calls would cost what the samples do)."""
+_QUIET_MAX_SAMPLES = 6000
+"""The most fine samples one quiet stretch plans (10 min at 100 ms; the next one goes on from there)."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +98,7 @@ class _RequestRun:
                  "pf_work", "pf_t", "busy_since", "busy_cum", "done_cum", "starting", "queue", "fin_heap",
                  "rows", "horizon", "t_end_arrivals", "spec", "scale_ups", "scale_downs", "decisions",
                  "noteworthy", "fault", "slow", "fault_pre", "fine_ms", "fine_dt", "active_total",
-                 "pf_cum_total", "pf_prev", "fine_buf", "kv_held", "kv_cap", "admit_t", "pf_start", "ft_heap", "serving_on", "sv", "qb",
+                 "pf_cum_total", "pf_prev", "fine_buf", "tiered", "kv_held", "kv_cap", "admit_t", "pf_start", "ft_heap", "serving_on", "sv", "qb",
                  "svc")
 
     def __init__(self, trace: RequestTrace, policy: Policy, settings: SimSettings, every_second: bool) -> None:
@@ -105,6 +115,7 @@ class _RequestRun:
         n = self.n = len(self.arr)
         self.first_tok, self.finish, self.where = [math.nan] * n, [math.nan] * n, [-1] * n
         tier = sleep_tier(policy, settings.cluster.sleep)
+        self.tiered = tier is not None
         self.fleet = Lifecycles(tier, settings.seed)
         self.sleeper: Sleeps | None = policy if tier is not None and isinstance(policy, Sleeps) else None
         self.active: list[int] = []
@@ -198,10 +209,16 @@ class _RequestRun:
         arr, n, fin_heap, starting, queue = self.arr, self.n, self.fin_heap, self.starting, self.queue
         horizon, fine_dt, policy = self.horizon, self.fine_dt, self.policy
         fast = react_of(policy) if self.fine_ms else None
+        # Stretches with no event in them go to the policy at once (the same decisions:
+        # QuietStretches); not with an asleep tier, whose sleepers come and go with time.
+        quiet = quiet_stretches_of(policy) if fast is not None and not self.tiered else None
+        quiet_from = 0.0  # no stretch is planned before this time (the last one served nothing)
         every_second = self.rows.every_second
         # A policy whose answers are known ahead: only its changes are reconciled (every one in the
         # reference run that writes every second).
         sched = None if every_second else scheduled(policy)
+        if sched is not None:
+            quiet = None
         admit = service_admitter(self) if self.svc is not None else _admitter(self)
         arrive, complete = _router(self, admit), _completer(self, admit)
         interval = float(policy.interval_s)
@@ -241,9 +258,19 @@ class _RequestRun:
                 if next_snap == _INF:
                     next_snap = float(math.ceil(t_ready))
             elif next_fine == t_ctrl:
+                # A stretch starts at a sample the loop would serve first: no row due, none buffered.
+                if quiet is not None and next_snap == _INF and next_fine >= quiet_from and not self.fine_buf.t:
+                    stop = min(t_arr, fin_top, t_ready, self.ft_heap[0][0] if self.ft_heap else _INF)
+                    ran = self._quiet_run(quiet, next_fine, next_tick, interval, stop)
+                    if isinstance(ran, tuple):
+                        next_fine, next_tick, changed_at = ran
+                        if changed_at is not None and next_snap == _INF:  # as a reconcile's change sets it
+                            next_snap = math.floor(changed_at) + 1.0
+                        continue
+                    quiet_from = ran  # this sample one by one, and the ones before ran
                 self._fine_sample(next_fine)
                 # Not at a reconcile (the one due, or the one just past: 0.1 s steps drift around it).
-                if fast is not None and abs(next_fine - next_tick) > 1e-6 and abs(next_fine - next_tick + interval) > 1e-6:
+                if fast is not None and between(next_fine, next_tick, interval):
                     changes = len(decisions)
                     self._react(fast, next_fine)
                     if len(decisions) != changes and next_snap == _INF:
@@ -297,6 +324,53 @@ class _RequestRun:
             buf.done_ttft_ms.append((ft - arr[req]) * 1000.0)
             buf.done_e2e_ms.append(math.nan)
             buf.done_wait_ms.append((pf_start[req] - arr[req]) * 1000.0)
+
+    def _quiet_run(self, quiet: QuietStretches, t0: float, tick: float, interval: float, stop: float
+                   ) -> tuple[float, float, float | None] | float:
+        """The fine samples from ``t0`` and the reconciles from ``tick`` before ``stop`` (the next
+        event), as the loop would serve them, with the samples planned at once (the
+        :class:`~ebb.decide.base.QuietStretches` seam) and each reconcile decided as always. Stops
+        after a reconcile that changes the fleet and before a sample ``react`` would answer or one
+        the next ``react`` would take with another. Returns (next sample, next reconcile, the time
+        of a change or None); when it served nothing, the time before which no stretch is worth
+        planning (the loop serves the samples until then one by one)."""
+        if self.svc is None:
+            pending = max((self.pf_free[r] for r in self.fleet.live), default=-_INF)
+            if pending > t0:
+                return min(pending, stop)  # prefill still pending: the samples' prefill shares differ
+        plan = quiet_schedule(t0, tick, interval, self.fine_dt, stop, self.horizon, _QUIET_MAX_SAMPLES)
+        times, cuts, ticks = plan.times_s, plan.cuts, plan.ticks_s
+        if len(ticks) < _QUIET_MIN_TICKS:
+            # Cut short by a sample just past a reconcile (the next react takes two): after those two.
+            return plan.next_sample_s + self.fine_dt if plan.two_ahead else stop
+        n, dt = len(times), self.fine_dt
+        done = self.pf_cum_total  # no prefill pending: the work done is all scheduled
+        prefill = [(done - self.pf_prev) / dt] + [(done - done) / dt] * (n - 1)
+        stretch = quiet.quiet_stretch(times, plan.reacts, prefill, [self.active_total / self.max_batch] * n,
+                                      [float(len(self.queue))] * n, len(self.fleet.ready), self.spec)
+        if stretch is None or stretch.quiet == 0:
+            return stop
+        taken, decided, changed_at = 0, 0, None
+        for cut, tk in zip(cuts, ticks, strict=True):
+            if cut > stretch.quiet or not stretch.take(cut):
+                break
+            taken = cut
+            changes = len(self.decisions)
+            self._apply(self.policy.decide(self._observe(tk)), tk)
+            decided += 1
+            if len(self.decisions) != changes:
+                changed_at = tk
+                break
+        if changed_at is None and (decided == len(ticks) or cuts[decided] > stretch.quiet):
+            last = min(stretch.quiet, n)  # the samples after the last reconcile served, or before a react's answer
+            if stretch.take(last):
+                taken = last
+        if taken == 0 and decided == 0:
+            return stop
+        if taken:
+            self.pf_prev = done
+        return (times[taken] if taken < n else plan.next_sample_s), \
+            (ticks[decided] if decided < len(ticks) else plan.next_tick_s), changed_at
 
     def _react(self, fast: Reactive, t: float) -> None:
         """The fast path at fine sample ``t``: the policy sees the new samples and the fleet's counts."""

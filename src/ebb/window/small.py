@@ -34,7 +34,7 @@ _BUCKET = itemgetter(0)
 class SmallWindow:
     """Samples of the last ``buckets`` × ``bucket_ms`` as (bucket id, value), quantiles exact to the sketch."""
 
-    __slots__ = ("_bin_values", "_samples", "bucket_ns", "buckets", "head", "mapping")
+    __slots__ = ("_bin_values", "_last", "_samples", "bucket_ns", "buckets", "head", "mapping")
 
     def __init__(self, *, buckets: int, bucket_ms: float, mapping: LogMapping | None = None) -> None:
         if buckets < 1 or not bucket_ms > 0:
@@ -48,6 +48,9 @@ class SmallWindow:
         # Sorted by bucket id (samples in time order append at the end), so the ones that leave the
         # window are a prefix; the order of values within it does not matter (quantile sorts them).
         self._samples: list[tuple[int, float]] = []
+        # The last positive value mapped and its bin's value: a steady fleet asks for the same one
+        # every second (two positive floats that compare equal have the same bits: the same bin).
+        self._last = (math.nan, math.nan)
 
     def ingest(self, value: npt.NDArray[np.float64], ts_ns: npt.NDArray[np.int64]) -> None:
         """Add samples (finite values, integer nanosecond times; ValueError otherwise, nothing added)."""
@@ -75,6 +78,21 @@ class SmallWindow:
         if bid >= (self.head if self.head is not None else 0) - self.buckets + 1:
             insort(self._samples, (bid, value), key=_BUCKET)
 
+    def ingest_run(self, values: list[float], ts_ns: list[int]) -> None:
+        """:meth:`ingest_one` of each sample in turn (finite values), at once when their buckets do
+        not decrease and start at the newest bucket seen or later — each is then kept on arrival and
+        appended, and one advance to the last forgets what the ones between would have."""
+        bucket = self.bucket_ns
+        bids = [ns // bucket for ns in ts_ns]
+        if not bids:
+            return
+        if (self.head is not None and bids[0] < self.head) or any(b > a for a, b in zip(bids[1:], bids, strict=False)):
+            for v, ns in zip(values, ts_ns, strict=True):
+                self.ingest_one(v, ns)
+            return
+        self._samples.extend(zip(bids, values, strict=True))
+        self._advance_to(bids[-1])
+
     def _advance_to(self, head: int) -> None:
         if self.head is not None and head <= self.head:
             return
@@ -101,4 +119,10 @@ class SmallWindow:
         # The sketch's rank: floor(q × (n − 1)) in float64, as np.floor computes it.
         rank = math.floor(q * (n - 1))
         x = sorted(v for _, v in self._samples)[rank]
-        return float(self._bin_values[self.mapping.bin_of(x)])
+        last_x, last_v = self._last
+        if x == last_x:
+            return last_v
+        v = float(self._bin_values[self.mapping.bin_of(x)])
+        if x > 0.0:
+            self._last = (x, v)
+        return v

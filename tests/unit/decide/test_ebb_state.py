@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from ebb.decide.comeback import ComebackBound
 from ebb.decide.ebb_state import EbbState, burst_after
+from ebb.decide.served import served_demand
 from ebb.model.observation import FineSignals
 from ebb.window.small import SmallWindow
 
@@ -228,3 +229,43 @@ def test_a_sample_without_completions_leaves_what_the_array_path_leaves(
 def _fields(s: EbbState) -> tuple[object, ...]:
     return (s.served_now, s.reading, s.cycle_peak, s.last_signal_t, s.last_busy_t, list(s.recent_need),
             list(s.queue_hist), s.need.snapshot(), s.need_now())
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.01, 0.3), st.floats(0.0, 12.0), st.floats(0.0, 40.0), st.floats(0.0, 3.0)),
+                min_size=0, max_size=40),
+       st.lists(st.tuples(st.floats(0.01, 0.3), st.floats(0.0, 12.0), st.floats(0.0, 40.0),
+                          st.sampled_from([0.0, 0.0, 1.0, 3.0])), min_size=1, max_size=80),
+       st.lists(st.integers(1, 25), min_size=1, max_size=8), st.integers(1, 16))
+def test_planned_samples_leave_what_their_one_sample_ingests_leave(
+        before: list[tuple[float, float, float, float]], stretch: list[tuple[float, float, float, float]],
+        pieces: list[int], ready: int) -> None:
+    # A quiet stretch's samples (no completion rows) ingested from one plan, in pieces: every field a
+    # decision reads is what one ingest per sample leaves, bit for bit — the L1 window's answers too.
+    one, planned = state(), state()
+    t = 50.0
+    for gap, prefill, slots, queued in before:
+        t += gap
+        fine = FineSignals(np.array([t]), np.array([prefill]), np.array([slots]), np.array([queued]))
+        for s in (one, planned):
+            s.ingest(fine, ready, t)
+    times = []
+    for gap, _, _, _ in stretch:
+        t += gap
+        times.append(t)
+    cols = np.array([[p, sl, q] for _, p, sl, q in stretch]).T
+    demand = served_demand(cols[0], cols[1], ready)
+    plan = planned.need.plan(np.array(times), demand, cols[2], np.zeros(len(times)))
+    start = 0
+    for size in pieces:
+        stop = min(len(times), start + size)
+        for k in range(start, stop):
+            one.ingest(FineSignals(np.array([times[k]]), cols[0][k:k + 1], cols[1][k:k + 1], cols[2][k:k + 1]),
+                       ready, times[k])
+        planned.ingest_planned(plan, start, stop, demand.tolist(), cols[2].tolist())
+        assert repr(_fields(planned)) == repr(_fields(one))
+        ns = int(times[stop - 1] * 1e9)
+        assert planned.l1.quantile(0.99, ns) == one.l1.quantile(0.99, ns)
+        start = stop
+        if stop == len(times):
+            break

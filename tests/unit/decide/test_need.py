@@ -222,3 +222,50 @@ def test_a_long_job_queued_in_one_interval_is_read_as_work_due_within_its_deadli
     _, reading = tracker.ingest(np.array([30.1, 30.2]), np.full(2, 10.0), np.array([1.0, 2.0]))
     assert reading.rate_replicas == pytest.approx(10.0 + 1.1 / 0.1)
     assert reading.ahead_replicas < 10.0 + 2.0 + 1.0
+
+
+_sample = st.tuples(st.floats(0.01, 1.5), st.one_of(st.floats(0.0, 40.0), st.just(float("nan")), st.just(-1.0)),
+                    st.one_of(st.just(0.0), st.floats(0.0, 50.0)), st.one_of(st.just(0.0), st.floats(0.0, 3.0)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_sample, min_size=0, max_size=60), st.lists(_sample, min_size=1, max_size=90),
+       st.lists(st.integers(1, 30), min_size=1, max_size=10))
+def test_a_plan_taken_in_any_pieces_reads_and_leaves_what_one_sample_ingests_do(
+        before: list[tuple[float, float, float, float]], stretch: list[tuple[float, float, float, float]],
+        pieces: list[int]) -> None:
+    # The quiet-stretch path: every sample's need, lookahead, rate and cost planned at once, the state
+    # then moved through any prefix in pieces — bit for bit the one-sample calls (repr: NaN equal to itself).
+    one, planned = NeedTracker(0.5, lookahead_s=0.5), NeedTracker(0.5, lookahead_s=0.5)
+    t = 0.0
+    for gap, s, q, done in before:
+        t += gap
+        for tracker in (one, planned):
+            tracker.ingest_sample(t, s, q, done)
+    times, readings = [], []
+    for gap, s, q, done in stretch:
+        t += gap
+        times.append(t)
+        readings.append(one.ingest_sample(t, s, q, done))
+    cols = np.array([[s, q, d] for _, s, q, d in stretch]).T
+    plan = planned.plan(np.array(times), cols[0], cols[1], cols[2])
+    if plan.finite:  # a NaN bound is the scalar max's to skip: the plan is not used then
+        assert repr(plan.need.tolist()) == repr([r.need_replicas for r in readings])
+        assert repr(plan.ahead.tolist()) == repr([r.ahead_replicas for r in readings])
+        assert repr(plan.rate.tolist()) == repr([r.rate_replicas for r in readings])
+    start, stop = 0, 0
+    for size in pieces:
+        stop = min(len(times), start + size)
+        reading = planned.take(plan, start, stop)
+        assert repr(reading) == repr(readings[stop - 1])
+        start = stop
+        if stop == len(times):
+            break
+    replay = NeedTracker(0.5, lookahead_s=0.5)  # the reference state after the same prefix
+    t = 0.0
+    for gap, s, q, done in before:
+        t += gap
+        replay.ingest_sample(t, s, q, done)
+    for (_, s, q, done), tk in zip(stretch[:stop], times[:stop], strict=True):
+        replay.ingest_sample(tk, s, q, done)
+    assert repr(planned.snapshot()) == repr(replay.snapshot())

@@ -60,3 +60,48 @@ def test_a_stream_of_single_samples_answers_as_the_sliding_sketch(steps: list[tu
         now = int(t * _NS)
         a, b = float(sketch.quantile(q, now)[0]), small.quantile(q, now)
         assert (math.isnan(a) and math.isnan(b)) or a == b
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 0.35), st.floats(0.0, 60.0)), min_size=0, max_size=30),
+       st.lists(st.tuples(st.floats(0.0, 0.35), st.floats(0.0, 60.0)), min_size=1, max_size=40),
+       st.floats(0.0, 1.0))
+def test_a_run_of_samples_in_order_leaves_what_one_at_a_time_leaves(
+        before: list[tuple[float, float]], run: list[tuple[float, float]], q: float) -> None:
+    one, many = SmallWindow(buckets=10, bucket_ms=100.0), SmallWindow(buckets=10, bucket_ms=100.0)
+    t = 5.0
+    for gap, v in before:
+        t += gap
+        for w in (one, many):
+            w.ingest_one(v, int(t * _NS))
+    values, stamps = [], []
+    for gap, v in run:
+        t += gap
+        values.append(v)
+        stamps.append(int(t * _NS))
+        one.ingest_one(v, stamps[-1])
+    many.ingest_run(values, stamps)
+    a, b = one.quantile(q), many.quantile(q)
+    assert (math.isnan(a) and math.isnan(b)) or a == b
+    assert one.head == many.head
+
+
+def test_a_run_out_of_order_is_taken_one_at_a_time() -> None:
+    one, many = SmallWindow(buckets=10, bucket_ms=100.0), SmallWindow(buckets=10, bucket_ms=100.0)
+    for w in (one, many):
+        w.ingest_one(4.0, 2 * _NS)
+    stamps = [int(1.95 * _NS), int(2.3 * _NS), int(2.1 * _NS), int(3.05 * _NS)]
+    for v, ns in zip([9.0, 1.0, 5.0, 2.0], stamps, strict=True):
+        one.ingest_one(v, ns)
+    many.ingest_run([9.0, 1.0, 5.0, 2.0], stamps)
+    for q in (0.0, 0.5, 0.99):
+        assert one.quantile(q) == many.quantile(q)
+
+
+def test_a_value_asked_again_answers_as_the_sketch_and_a_new_one_is_mapped_afresh() -> None:
+    small, sketch = SmallWindow(buckets=10, bucket_ms=100.0), SlidingWindow(1, buckets=10, bucket_ms=100.0)
+    for k, v in enumerate([3.0, 3.0, 0.0, 0.0, 3.0, 1.0, 1.0, 7.5, 7.5, 3.0] * 3):
+        ns = int((1.0 + 0.1 * k) * _NS)
+        small.ingest_one(v, ns)
+        sketch.ingest(np.zeros(1, dtype=np.int64), np.array([v]), np.array([ns], dtype=np.int64))
+        assert small.quantile(0.99, ns) == float(sketch.quantile(0.99, ns)[0])
