@@ -4,8 +4,8 @@ Each case runs one Ebb policy twice on one request trace: every fine sample thro
 one (stretches off), and with the engine handing each stretch without an event to the policy at once.
 Every change of the replica target, every noteworthy decision (with its signals and reasons) and
 every scorecard number must be the same, bit for bit. The traces are generated families, not one
-trace: long jobs arriving a few a minute (the stretches are long), bursts that make the fast path
-answer inside a stretch, idle hours, the LLM model's prefill (whose pending work ends stretches),
+trace: long jobs arriving a few a minute (the stretches are long; the fast path answers inside one),
+bursts, idle hours, the LLM model's prefill (whose pending work ends stretches),
 queues past a small fleet, and a start late enough that the engine's 100 ms sample times have
 drifted to within a microsecond after its reconciles (the next ``react`` takes two samples).
 """
@@ -49,7 +49,7 @@ def long_jobs() -> RequestTrace:
 
 
 def bursts() -> RequestTrace:
-    """2 h of sparse jobs with a burst of 30 every 25 minutes: the fast path answers mid-stretch."""
+    """2 h of sparse jobs with a burst of 30 every 25 minutes: scale-ups, then stretches on a larger fleet."""
     rng = np.random.default_rng(3)
     sparse = np.cumsum(rng.exponential(90.0, 120))
     burst = np.concatenate([k * 1500.0 + 300.0 + rng.uniform(0.0, 2.0, 30) for k in range(5)])
