@@ -256,11 +256,7 @@ class NeedTracker:
         path would have trimmed by then lies before every edge it is asked for, where it reads
         the same running total), ``arrived`` with each sample's own cost per request. The cost's
         running sums are one ``cumsum`` over the additions and removals in the scalar path's order."""
-        t, s, q, work = self._samples(t_s, served, queued)
-        d = np.asarray(done, dtype=np.float64)
-        costs = self._cost_plan(t, work, d)
-        cum_new = np.cumsum(np.concatenate(([self._cum[-1] if self._cum else self._before], work)))[1:]
-        all_t, all_cum, all_q, pos, need = self._needs(t, cum_new, q, costs.used)
+        t, q, work, d, costs, cum_new, (all_t, all_cum, all_q, pos, need) = self._planned(t_s, served, queued, done)
         cost, t_last = float(costs.used[-1]), float(t[-1])
         rate = self._rate(all_t[-3:].tolist(), all_cum[-3:].tolist(), all_q[-3:].tolist(), t_last, cost)
         look, slack = self.lookahead_s, self.slack_s
@@ -278,11 +274,7 @@ class NeedTracker:
         untouched: each call's need, lookahead bound, rate and cost, bit for bit (NaN where the
         scalar path's ``max`` would skip one: check :attr:`SamplePlan.finite`). :meth:`take` then
         moves the state through any prefix, as those calls would."""
-        t, s, q, work = self._samples(t_s, served, queued)
-        d = np.asarray(done, dtype=np.float64)
-        costs = self._cost_plan(t, work, d)
-        cum_new = np.cumsum(np.concatenate(([self._cum[-1] if self._cum else self._before], work)))[1:]
-        all_t, all_cum, all_q, pos, need = self._needs(t, cum_new, q, costs.used)
+        t, q, work, d, costs, cum_new, (all_t, all_cum, all_q, pos, need) = self._planned(t_s, served, queued, done)
         rate, ahead = self._aheads(all_t, all_cum, all_q, pos, costs.used)
         return SamplePlan(t, cum_new, q, work, d, need, ahead, rate, costs)
 
@@ -300,6 +292,18 @@ class NeedTracker:
         need = float(plan.need[k])
         return NeedReading(need, need, float(plan.q[k]) * float(plan.costs.used[k]), self._cost,
                            float(plan.rate[k]), float(plan.ahead[k]))
+
+    def _planned(self, t_s: FloatArray, served: FloatArray, queued: FloatArray, done: FloatArray
+                 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, CostPlan, FloatArray,
+                            tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]]:
+        """The steps :meth:`ingest_seconds` and :meth:`plan` share, the state untouched: times,
+        sanitised queue, served work, completions, the cost window after each sample, cumulative
+        work, and :meth:`_needs`' arrays."""
+        t, _, q, work = self._samples(t_s, served, queued)
+        d = np.asarray(done, dtype=np.float64)
+        costs = self._cost_plan(t, work, d)
+        cum_new = np.cumsum(np.concatenate(([self._cum[-1] if self._cum else self._before], work)))[1:]
+        return t, q, work, d, costs, cum_new, self._needs(t, cum_new, q, costs.used)
 
     def _samples(self, t_s: FloatArray, served: FloatArray, queued: FloatArray
                  ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
