@@ -136,6 +136,13 @@ class Stretch(Protocol):
         ``decide``, for a reconcile's own sample — would; False, nothing taken, when the plan is void."""
         ...
 
+    def hold(self, ticks_s: list[float], cuts: list[int]) -> int:
+        """How many leading reconciles at ``ticks_s`` are provably holds — each deciding after the
+        samples before ``cuts[k]`` (increasing), the first one the next after the last reconcile
+        served — with their samples taken and the state as those ``decide`` calls leave it, so the
+        engine skips them (no observation built); 0, nothing taken, when none is proven."""
+        ...
+
 
 @runtime_checkable
 class QuietStretches(Protocol):

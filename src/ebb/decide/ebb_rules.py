@@ -211,10 +211,11 @@ def repeats_last_veto(cfg: EbbConfig, ticks: FloatArray, burst: BoolArray, spec:
                       ttft_peak: FloatArray) -> BoolArray:
     """Per tick, whether a scale-down wanted there is vetoed (:func:`down_vetoes`) with the reasons of
     the last veto (a repeated veto: ``decide`` holds and records nothing, and a hold without one
-    leaves the same state). The reasons a block can change are the warm-up, the cooldown and an
-    active burst; the rest of ``veto``'s are fixed while samples are fresh (staleness 0) and every
-    TTFT in the window is under the class's veto margin (checked per tick on the window's peak, an
-    upper bound of the P99)."""
+    leaves the same state). The reasons a block can change are the warm-up, the cooldown, an
+    active burst and an unknown TTFT P99 (``ttft_peak`` NaN: a latency window without a row); the
+    rest of ``veto``'s are fixed while samples are fresh (staleness 0) and every TTFT in the window
+    is under the class's veto margin (checked per tick on the window's peak, an upper bound of the
+    P99; -inf where the P99 reads 0)."""
     m = len(ticks)
     st = cfg.state
     last = st.last_veto
@@ -224,14 +225,16 @@ def repeats_last_veto(cfg: EbbConfig, ticks: FloatArray, burst: BoolArray, spec:
     calm = WorkloadSignals(workload="serving", class_name=cls.name, replicas=spec, ready_replicas=spec,
                            latency_p99_ms=0.0, latency_p95_ms=math.nan, success_ratio=math.nan, burst_active=False,
                            utilisation_ratio=math.nan, staleness_s=0.0)
-    fixed = [veto(cls, calm, cfg.max_staleness_s), veto(cls, replace(calm, burst_active=True), cfg.max_staleness_s)]
-    same = np.zeros(8, dtype=bool)  # by warm-up (1), cooldown (2), burst (4): the key matches the last veto
-    for code in range(8):
+    fixed = [veto(cls, replace(calm, burst_active=b, latency_p99_ms=p99), cfg.max_staleness_s)
+             for p99 in (0.0, math.nan) for b in (False, True)]
+    same = np.zeros(16, dtype=bool)  # by warm-up (1), cooldown (2), burst (4), unknown P99 (8): the key matches
+    for code in range(16):
         key = (("warming up",) if code & 1 else ()) + (("cooldown",) if code & 2 else ()) + veto_key(fixed[code >> 2])
         same[code] = bool(key) and key == last
+    unknown = np.isnan(ttft_peak)
     code_at = (((ticks - st.first_t) < warmup_s(cfg)).astype(np.int64) + 2 * ((ticks - st.last_up) < cooldown_s(cfg))
-               + 4 * burst)
+               + 4 * burst + 8 * unknown)
     ok = same[code_at]
     if cls.p99_latency_ms is not None:
-        ok &= ttft_peak < cls.veto_margin * cls.p99_latency_ms
+        ok &= unknown | (ttft_peak < cls.veto_margin * cls.p99_latency_ms)
     return np.asarray(ok, dtype=bool)

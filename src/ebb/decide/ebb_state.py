@@ -16,7 +16,7 @@ one tick (``decide``)              many ticks (a block of proven holds)
 =================================  ==========================================
 :meth:`EbbState.ingest`            :meth:`EbbState.ingest_held`
 :meth:`EbbState.persistent_queue`  :meth:`EbbState.queue_quiet`
-:meth:`EbbState.need_now`          :meth:`EbbState.window_needs`
+:meth:`EbbState.need_now`          :meth:`EbbState.window_needs`, :meth:`EbbState.window_needs_at`
 :meth:`EbbState.replicas`          :meth:`EbbState.replicas_of`
 :meth:`EbbState.burst_step`        :meth:`EbbState.burst_runs`
 :meth:`EbbState.learned_floor_at`  :meth:`EbbState.learned_floor_below`
@@ -295,14 +295,21 @@ class EbbState:
     def window_needs(self, ticks: FloatArray, needs: FloatArray) -> FloatArray:
         """:meth:`need_now` after each of ticks ``ticks`` adds its need ``needs[k]`` (and the window
         forgets what ages out by it, as :meth:`trim` does)."""
+        return self.window_needs_at(ticks, needs, ticks, np.arange(1, len(ticks) + 1))
+
+    def window_needs_at(self, t_s: FloatArray, needs: FloatArray, at_s: FloatArray, ends: IntArray) -> FloatArray:
+        """:meth:`need_now` at each of ``at_s`` (increasing) once the samples ``t_s[:ends[k]]`` added their
+        needs and the window forgot what aged out by ``at_s[k]`` (:meth:`trim`). Each window must hold
+        its newest sample (``t_s[ends[k] − 1] > at_s[k] − sizing_window_s``, ``ends[k] ≥ 1``): a
+        reconcile's, just after its own sample."""
         r_t = np.array([t for t, _ in self.recent_need], dtype=np.float64)
         r_v = np.array([v for _, v in self.recent_need], dtype=np.float64)
-        all_t = np.concatenate((r_t, ticks))
+        all_t = np.concatenate((r_t, t_s))
         all_v = np.concatenate((r_v, needs, [0.0]))
-        lo = np.searchsorted(all_t, ticks - self.sizing_window_s, side="right")
-        bounds = np.empty(2 * len(ticks), dtype=np.int64)
+        lo = np.searchsorted(all_t, at_s - self.sizing_window_s, side="right")
+        bounds = np.empty(2 * len(at_s), dtype=np.int64)
         bounds[0::2] = lo
-        bounds[1::2] = len(r_t) + np.arange(1, len(ticks) + 1)
+        bounds[1::2] = len(r_t) + np.asarray(ends, dtype=np.int64)
         return np.asarray(np.maximum.reduceat(all_v, bounds)[0::2], dtype=np.float64)
 
     # -- replicas from demand ----------------------------------------------------------------------

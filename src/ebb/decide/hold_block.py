@@ -80,7 +80,7 @@ def hold_ticks(pol: EbbConfig, ticks_s: FloatArray, fine: FineSignals, spec: int
     rows_ttft = np.maximum.reduceat(np.asarray(fine.done_ttft_ms[:int(ends[-1])], dtype=np.float64),
                                     np.concatenate(([0], ends[:-1])))  # every tick has a row (_signal_limit)
     ttft_peak = np.maximum(np.maximum.accumulate(rows_ttft), st.latency.peak(TTFT))
-    held = held_prefix(pol, ticks, needs, l1, cap, spec, ttft_peak)
+    held = held_prefix(pol, ticks, needs, st.window_needs(ticks, needs), l1, cap, spec, ttft_peak)
     if held == 0:
         st.need.restore(before)
         return 0

@@ -239,6 +239,13 @@ class LatencyWindow:
         v = self._ms[col]
         return float(np.nanmax(v)) if len(v) and not np.isnan(v).all() else -math.inf
 
+    def newest_s(self, col: int) -> float:
+        """The finish time (s) of the newest row of column ``col`` in the window; -inf when no row
+        describes it. A later :meth:`trim` at ``now`` keeps a row of it iff ``newest_s() ≥ now − window_s``."""
+        v = self._ms[col]
+        rows = ~np.isnan(v)
+        return float(self._t[rows].max()) if rows.any() else -math.inf
+
     def p99(self, col: int, since_s: float | None = None) -> float:
         """Weighted P99 (ms) of column ``col`` (rows after ``since_s`` only, when given); NaN when
         no row describes it."""

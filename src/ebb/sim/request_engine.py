@@ -30,8 +30,9 @@ remains proportional to the span is the policy's own work — a reconcile every 
 fine samples, one every ``fine_ms`` (Ebb: 9 fast-path calls and a reconcile per simulated second).
 Between two events (arrival, finish, first token, cold-start end) every fine sample repeats the one
 before, so a policy that plans :class:`~ebb.decide.base.QuietStretches` is handed the whole stretch
-at once and only its reconciles run one by one (:meth:`_RequestRun._quiet_run`; the same decisions,
-``tests/unit/sim/test_request_quiet_stretch.py``).
+at once; its reconciles run one by one, but for the runs of them the stretch proves plain holds
+(:meth:`~ebb.decide.base.Stretch.hold`), which are skipped (:meth:`_RequestRun._quiet_run`; the same
+decisions, ``tests/unit/sim/test_request_quiet_stretch.py``).
 """
 
 from __future__ import annotations
@@ -331,7 +332,9 @@ class _RequestRun:
         event), as the loop would serve them, with the samples planned at once (the
         :class:`~ebb.decide.base.QuietStretches` seam) and each reconcile decided as always. Stops
         after a reconcile that changes the fleet and before a sample ``react`` would answer or one
-        the next ``react`` would take with another. Returns (next sample, next reconcile, the time
+        the next ``react`` would take with another. After each ``decide`` the stretch is asked to
+        prove the next reconciles holds (:meth:`~ebb.decide.base.Stretch.hold`); those it proves are
+        skipped (no observation built), the first it does not is decided. Returns (next sample, next reconcile, the time
         of a change or None); when it served nothing, the time before which no stretch is worth
         planning (the loop serves the samples until then one by one)."""
         if self.svc is None:
@@ -351,7 +354,15 @@ class _RequestRun:
         if stretch is None or stretch.quiet == 0:
             return stop
         taken, decided, changed_at = 0, 0, None
-        for cut, tk in zip(cuts, ticks, strict=True):
+        prove = False  # after a decide (its learning from the pods done), not at a tick a proof stopped at
+        while decided < len(ticks):
+            held = stretch.hold(ticks[decided:], cuts[decided:]) if prove else 0
+            prove = held == 0
+            if held:
+                decided += held
+                taken = cuts[decided - 1]
+                continue
+            cut, tk = cuts[decided], ticks[decided]
             if cut > stretch.quiet or not stretch.take(cut):
                 break
             taken = cut

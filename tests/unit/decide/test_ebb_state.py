@@ -45,9 +45,8 @@ def test_a_quiet_queue_at_a_tick_means_no_persistent_queue_there(seed: int, n: i
             assert not s.persistent_queue(), k
 
 
-@settings(max_examples=120, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(1, 60), st.floats(1.0, 30.0))
-def test_the_sizing_window_over_a_block_is_need_now_tick_by_tick(seed: int, n: int, window_s: float) -> None:
+def two_with_needs(seed: int, window_s: float) -> tuple[np.random.Generator, EbbState, EbbState]:
+    """Two equal states whose sizing windows hold five needs before 100 s, and the generator after them."""
     rng = np.random.default_rng(seed)
     one, many = state(sizing_window_s=window_s), state(sizing_window_s=window_s)
     for t in ticks_from(seed + 1, 5, t0=80.0):
@@ -55,6 +54,13 @@ def test_the_sizing_window_over_a_block_is_need_now_tick_by_tick(seed: int, n: i
         for s in (one, many):
             s.recent_need.append((float(t), v))
             s.trim(float(t))
+    return rng, one, many
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 60), st.floats(1.0, 30.0))
+def test_the_sizing_window_over_a_block_is_need_now_tick_by_tick(seed: int, n: int, window_s: float) -> None:
+    rng, one, many = two_with_needs(seed, window_s)
     ticks = ticks_from(seed, n)
     needs = rng.gamma(0.8, 4.0, size=n)
     at_once = many.window_needs(ticks, needs)
@@ -269,3 +275,25 @@ def test_planned_samples_leave_what_their_one_sample_ingests_leave(
         start = stop
         if stop == len(times):
             break
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.floats(1.0, 30.0))
+def test_the_sizing_window_at_each_reconcile_is_need_now_after_its_samples(seed: int, n: int,
+                                                                           window_s: float) -> None:
+    # Ten 100 ms samples a reconcile (a request stretch's), the window read at each reconcile just
+    # after its own sample: window_needs_at against adding the samples and trimming at the reconcile.
+    rng, one, many = two_with_needs(seed, window_s)
+    ticks = ticks_from(seed, n)
+    per = rng.integers(1, 11, size=n)  # samples before each reconcile
+    t_s = np.concatenate([t - 0.1 * np.arange(k - 1, -1, -1) - 1e-7 for t, k in zip(ticks, per, strict=True)])
+    needs = rng.gamma(0.8, 4.0, size=len(t_s))
+    ends = np.cumsum(per)
+    at_once = many.window_needs_at(t_s, needs, ticks, ends)
+    lo = 0
+    for k, t in enumerate(ticks.tolist()):
+        for j in range(lo, int(ends[k])):
+            one.recent_need.append((float(t_s[j]), float(needs[j])))
+        lo = int(ends[k])
+        one.trim(t)
+        assert at_once[k] == one.need_now()

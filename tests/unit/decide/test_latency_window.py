@@ -195,3 +195,20 @@ def test_the_peak_of_a_column_skips_nan_rows_and_is_minus_infinity_without_any()
     assert lat.peak(TTFT) == -math.inf and lat.peak(E2E) == 5000.0
     ttft_rows(lat, 2.0, [30.0, 70.0], [0.0, 0.0])
     assert lat.peak(TTFT) == 70.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 200.0), st.booleans()), min_size=0, max_size=30), st.floats(0.0, 300.0),
+       st.floats(0.0, 100.0))
+def test_the_newest_row_says_whether_a_later_trim_keeps_any(rows: list[tuple[float, bool]], first_trim: float,
+                                                            later: float) -> None:
+    # Rows in any order, some with only an end-to-end latency: a trim at `now` keeps a TTFT row
+    # exactly when the newest one is at or after now − window (what a quiet stretch's proof reads).
+    lat = window()
+    for t, has_ttft in rows:
+        (ttft_rows(lat, t, [100.0], [1.0]) if has_ttft else e2e_rows(lat, t, [1000.0]))
+    lat.trim(first_trim)
+    newest = lat.newest_s(TTFT)
+    now = first_trim + later
+    lat.trim(now)
+    assert (newest >= now - lat.window_s) == (not math.isnan(lat.p99(TTFT)))
