@@ -386,7 +386,8 @@ def _simulate(s: SimulateSettings) -> None:
                 if peak is not None:  # the first estimate could not know the load multiple
                     progress.revise(est.rescaled(requests, k))
             cmp = compare(tr, items, sim, fidelity=fid, load_scale=load_scale, peak_replicas=peak,
-                          fluid_bin_s=fluid_bin_s, on_step=progress, on_workload=calibrated)
+                          fluid_bin_s=fluid_bin_s, on_step=progress, on_progress=progress.within,
+                          on_workload=calibrated)
     except MemoryError as exc:
         # The request cap (ebb.model.trace_ops.MAX_REQUESTS) refuses oversized expansions before
         # allocating; this is the backstop for what it cannot foresee (a trace spanning years,

@@ -154,11 +154,13 @@ def _rate(w: Workload, settings: SimSettings) -> np.ndarray:
     return np.bincount(t, weights=per_s * w.bin_s, minlength=int(t[-1]) + 1 if len(t) else 1).astype(np.float64)
 
 
-def simulate_one(w: Workload, policy: Policy, settings: SimSettings) -> PolicyRun:
-    """Run and score one policy on a prepared workload."""
+def simulate_one(w: Workload, policy: Policy, settings: SimSettings, *,
+                 on_progress: Callable[[float], None] | None = None) -> PolicyRun:
+    """Run and score one policy on a prepared workload (``on_progress``: told the share of a request
+    log's span simulated, :func:`~ebb.sim.request_engine.simulate_requests`)."""
     t0 = time.perf_counter()
     if isinstance(w, RequestTrace):
-        out, fleet = simulate_requests(w, policy, settings)
+        out, fleet = simulate_requests(w, policy, settings, on_progress=on_progress)
         run = score_requests(policy.spec, w, out, fleet, settings, wall_s=time.perf_counter() - t0)
     else:
         fout, fleet = simulate_fluid(w, policy, settings)
@@ -472,10 +474,12 @@ def _check_figures(runs: Sequence[PolicyRun], w: Workload, k: float, source: str
 def compare(trace: RequestTrace | CountSeries, items: Sequence[PolicySpecItem], settings: SimSettings, *,
             fidelity: str, load_scale: float = 1.0, peak_replicas: int | None = None,
             fluid_bin_s: float | None = None, on_step: Callable[[str], None] | None = None,
+            on_progress: Callable[[float], None] | None = None,
             on_workload: Callable[[int, float, float], None] | None = None,
             reactive_comeback_s: float | None = None,
             reactors: Sequence[tuple[float, int]] = ()) -> Comparison:
     """Steps 1–4 of the module docstring; ``on_step`` is told what runs next (progress bars),
+    ``on_progress`` how far each policy's run is (the share of a request log's span simulated),
     ``on_workload`` the prepared workload's requests, span (s) and load multiple once they are known
     (after the calibration, before the oracle's search: what a time estimate needs);
     ``reactive_comeback_s``: also :func:`search_reactive` with that comeback (``Comparison.reactive``),
@@ -515,7 +519,7 @@ def compare(trace: RequestTrace | CountSeries, items: Sequence[PolicySpecItem], 
     for item in items:
         policy = build_policy(item, ctx)
         step(f"simulating {item.text}")
-        runs.append(simulate_one(w, policy, settings))
+        runs.append(simulate_one(w, policy, settings, on_progress=on_progress))
     _check_figures(runs, w, k, source)
     reactive: OracleSearch | None = None
     fixed: tuple[ReactorRun, ...] = ()

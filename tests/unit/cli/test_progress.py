@@ -96,6 +96,24 @@ def test_the_calibrated_load_replaces_the_estimate_of_the_phases_not_started(clo
     assert progress.left_s() == 10.0 + 3 * (5.0 + 4.0)
 
 
+def test_a_policy_run_past_5_percent_of_its_span_is_extrapolated_from_its_own_pace(clock: list[float]) -> None:
+    # Measured at 480 s on a slow first slice; the run itself is at 10 % after 12 s (120 s in all).
+    progress = _quiet(_estimate((ORACLE, 5.0), ("simulating ebb", 480.0), ("simulating hpa", 10.0)))
+    progress("oracle: searching the cheapest schedule that meets the SLO")
+    clock[0] += 5.0
+    progress("simulating ebb")
+    clock[0] += 3.0
+    progress.within(0.04)  # too little of the span to judge by: the estimate stands
+    assert progress.left_s() == 480.0 - 3.0 + 10.0
+    clock[0] += 9.0
+    progress.within(0.10)
+    assert progress.left_s() == 12.0 * 0.9 / 0.1 + 10.0
+    progress.within(0.05)  # never backwards
+    assert progress.left_s() == 12.0 * 0.9 / 0.1 + 10.0
+    progress("simulating hpa")  # the next run starts from its own measured estimate, not ebb's pace
+    assert progress.left_s() == 10.0
+
+
 def test_a_run_over_the_budget_is_refused_with_its_estimate_and_the_flags_that_shrink_it() -> None:
     slow = _estimate((ORACLE, 2400.0), ("simulating hpa", 600.0))
     with pytest.raises(ConfigError) as exc:

@@ -211,3 +211,16 @@ def test_initial_replicas_in_the_settings_override_the_policys_first_answer() ->
     settings = SimSettings(cluster=ClusterSettings(cold_start_s=COLD_S, initial_replicas=2))
     _, fleet = _run(trace, FixedPolicy(2), settings)
     assert len(fleet.replicas) == 2
+
+
+def test_a_run_reports_how_much_of_its_span_it_has_simulated_and_the_same_outcome() -> None:
+    from ebb.sim.request_engine import PROGRESS_ARRIVALS
+
+    trace = _poisson(20.0, 120.0)
+    shares: list[float] = []
+    out, fleet = simulate_requests(trace, FixedPolicy(4), SETTINGS, on_progress=shares.append)
+    plain, plain_fleet = simulate_requests(trace, FixedPolicy(4), SETTINGS)
+    assert len(shares) == len(trace.arrival_s) // PROGRESS_ARRIVALS >= 5
+    assert all(0.0 < a <= b <= 1.0 for a, b in zip(shares, shares[1:], strict=False))
+    assert shares[-1] > 0.8  # the last report is near the last arrival; the drain is short
+    assert np.array_equal(out.first_token_s, plain.first_token_s) and fleet.decisions == plain_fleet.decisions
