@@ -59,9 +59,9 @@ def stretch_holds(pol: EbbConfig, plan: SamplePlan, demand: list[float], queued:
     """How many leading reconciles at ``ticks_s`` are provably holds, each deciding after the plan's
     samples before ``cuts[k]`` (increasing, past ``taken``, the samples already ingested, its
     previous reconcile's cycle closed), in a fleet of ``spec`` with ``ready`` ready, the plan's
-    samples from ``settled_s`` on all of demand ``demand[-1]`` (``served``: ``demand`` as an array) and
-    none queued; the policy's state
-    advanced through them (module docstring). 0, nothing changed, when none is proven."""
+    samples after ``settled_s`` all of demand ``demand[-1]`` (``served``: ``demand`` as an array)
+    and none queued; the policy's state advanced through them (module docstring). 0, nothing
+    changed, when none is proven."""
     st = pol.state
     m = min(len(ticks_s), len(cuts), st.bound.ring_capacity)
     if m == 0 or not ticks_s[0] >= settled_s + L1_STEADY_S or st.first_t is None or st.cycle_peak != 0.0 or \
