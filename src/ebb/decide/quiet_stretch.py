@@ -31,38 +31,29 @@ import math
 from bisect import bisect_right
 
 import numpy as np
-import numpy.typing as npt
 
 from ebb.decide.ebb_rules import EbbConfig
 from ebb.decide.ebb_state import INT64_NS_S
-from ebb.decide.need import SamplePlan
 from ebb.decide.served import served_demand
-from ebb.decide.stretch_holds import L1_STEADY_S, stretch_holds
+from ebb.decide.stretch_holds import StretchSamples, stretch_holds, stretch_samples
 
 __all__ = ["QuietStretch", "plan_stretch"]
 
-FloatArray = npt.NDArray[np.float64]
 _MAX_MISSES = 6
 """Backoff cap: after this many proofs in a row held nothing, one is tried every 2^6 − 1 reconciles."""
+
 
 class QuietStretch:
     """A planned stretch: :attr:`quiet` leading samples ``react`` answers None to, taken in order."""
 
-    __slots__ = ("_capacity", "_demand", "_fleet", "_plan", "_pol", "_queued", "_served", "_settled_s", "_skips",
-                 "_misses", "_taken", "quiet")
+    __slots__ = ("_capacity", "_fleet", "_misses", "_pol", "_samples", "_skips", "_taken", "quiet")
 
-    def __init__(self, pol: EbbConfig, plan: SamplePlan, served: FloatArray, queued: list[float], quiet: int,
-                 fleet: tuple[int, int]) -> None:
-        self._pol, self._plan, self._served, self._queued = pol, plan, served, queued
-        self._demand: list[float] = served.tolist()
+    def __init__(self, pol: EbbConfig, samples: StretchSamples, quiet: int, fleet: tuple[int, int]) -> None:
+        self._pol, self._samples = pol, samples
         self._capacity = pol.state.capacity
         self._fleet = fleet  # (ready, spec) throughout
         self._taken = 0
         self._misses = self._skips = 0  # proofs in a row that held nothing; hold calls to refuse
-        # From when every sample serves the last one's demand (+inf with a queue: no hold is proven).
-        differs = np.flatnonzero(served != served[-1])
-        first = int(differs[-1]) if len(differs) else 0  # before the plan, the window may hold other values
-        self._settled_s = float(plan.t[first]) if not any(queued) else math.inf
         self.quiet = quiet
         """Leading samples ``react`` answers None to (the first that would scale up, or all)."""
 
@@ -75,7 +66,8 @@ class QuietStretch:
         if self._pol.state.capacity != self._capacity:
             return False
         if stop > self._taken:
-            self._pol.state.ingest_planned(self._plan, self._taken, stop, self._demand, self._queued)
+            smp = self._samples
+            self._pol.state.ingest_planned(smp.plan, self._taken, stop, smp.demand, smp.queued)
             self._taken = stop
         return True
 
@@ -85,14 +77,13 @@ class QuietStretch:
         taken and the state as their ``decide`` calls leave it (:mod:`ebb.decide.stretch_holds`); 0,
         nothing taken, when none is or the plan is void."""
         n = bisect_right(cuts, self.quiet)  # those whose samples react stays quiet on
-        if n == 0 or self._pol.state.capacity != self._capacity or not ticks_s[0] >= self._settled_s + L1_STEADY_S:
-            return 0
+        if n == 0 or self._pol.state.capacity != self._capacity or not self._samples.l1_steady(ticks_s[0]):
+            return 0  # not a miss: the L1 window settles within a second or two
         if self._skips:
             self._skips -= 1
             return 0
         ready, spec = self._fleet
-        held = stretch_holds(self._pol, self._plan, self._demand, self._queued, self._taken, ticks_s[:n], cuts[:n],
-                             ready, spec, self._settled_s, self._served)
+        held = stretch_holds(self._pol, self._samples, self._taken, ticks_s[:n], cuts[:n], ready, spec)
         if held:
             self._taken = cuts[held - 1]
             self._misses = 0
@@ -130,4 +121,4 @@ def plan_stretch(pol: EbbConfig, t_s: list[float], reacts: list[bool], prefill: 
     want = np.minimum(st.replicas_of(size, pol.profile.target_util), float(pol.max_replicas))
     fires = np.asarray(reacts, dtype=bool) & (size > max(ready, 1) * st.capacity) & (want > spec)
     quiet = int(np.argmax(fires)) if bool(fires.any()) else n
-    return QuietStretch(pol, plan, demand, list(queued), quiet, (ready, spec))
+    return QuietStretch(pol, stretch_samples(plan, demand, list(queued)), quiet, (ready, spec))

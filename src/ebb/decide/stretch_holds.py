@@ -33,6 +33,7 @@ one reconcile at a time, end to end (``tests/unit/sim/test_request_quiet_stretch
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -43,7 +44,7 @@ from ebb.decide.hold_proof import held_prefix
 from ebb.decide.latency import TTFT
 from ebb.decide.need import SamplePlan
 
-__all__ = ["L1_STEADY_S", "stretch_holds"]
+__all__ = ["L1_STEADY_S", "StretchSamples", "stretch_holds", "stretch_samples"]
 
 _NS = 1_000_000_000
 FloatArray = npt.NDArray[np.float64]
@@ -53,18 +54,42 @@ L1_STEADY_S = 1.2
 one more for the newest bucket's start and one for the nanoseconds' rounding."""
 
 
-def stretch_holds(pol: EbbConfig, plan: SamplePlan, demand: list[float], queued: list[float], taken: int,
-                  ticks_s: list[float], cuts: list[int], ready: int, spec: int, settled_s: float,
-                  served: FloatArray) -> int:
-    """How many leading reconciles at ``ticks_s`` are provably holds, each deciding after the plan's
+@dataclass(frozen=True, eq=False)
+class StretchSamples:
+    """A planned stretch's samples, as its ingest and its proofs read them (built once a stretch)."""
+
+    plan: SamplePlan
+    served: FloatArray
+    """Served demand per sample (replica units)."""
+    demand: list[float]
+    """The same as Python floats (:meth:`~ebb.decide.ebb_state.EbbState.ingest_planned` reads them one by one)."""
+    queued: list[float]
+    settled_s: float
+    """The last sample whose demand differs from the final one's (the first sample when none does:
+    the window may hold others from before it); +inf when any sample queued (no hold is proven)."""
+
+    def l1_steady(self, t_s: float) -> bool:
+        """Whether a reconcile at ``t_s`` reads an L1 window of the final demand only."""
+        return t_s >= self.settled_s + L1_STEADY_S
+
+
+def stretch_samples(plan: SamplePlan, served: FloatArray, queued: list[float]) -> StretchSamples:
+    """The :class:`StretchSamples` of a plan, its served demand and queue."""
+    differs = np.flatnonzero(served != served[-1])
+    first = int(differs[-1]) if len(differs) else 0
+    settled_s = float(plan.t[first]) if not any(queued) else math.inf
+    return StretchSamples(plan, served, served.tolist(), queued, settled_s)
+
+
+def stretch_holds(pol: EbbConfig, samples: StretchSamples, taken: int, ticks_s: list[float], cuts: list[int],
+                  ready: int, spec: int) -> int:
+    """How many leading reconciles at ``ticks_s`` are provably holds, each deciding after the
     samples before ``cuts[k]`` (increasing, past ``taken``, the samples already ingested, its
-    previous reconcile's cycle closed), in a fleet of ``spec`` with ``ready`` ready, the plan's
-    samples after ``settled_s`` all of demand ``demand[-1]`` (``served``: ``demand`` as an array)
-    and none queued; the policy's state advanced through them (module docstring). 0, nothing
-    changed, when none is proven."""
+    previous reconcile's cycle closed), in a fleet of ``spec`` with ``ready`` ready; the policy's
+    state advanced through them (module docstring). 0, nothing changed, when none is proven."""
     st = pol.state
     m = min(len(ticks_s), len(cuts), st.bound.ring_capacity)
-    if m == 0 or not ticks_s[0] >= settled_s + L1_STEADY_S or st.first_t is None or st.cycle_peak != 0.0 or \
+    if m == 0 or not samples.l1_steady(ticks_s[0]) or st.first_t is None or st.cycle_peak != 0.0 or \
             not holds_possible(pol):
         return 0
     ticks = np.asarray(ticks_s[:m], dtype=np.float64)
@@ -74,16 +99,17 @@ def stretch_holds(pol: EbbConfig, plan: SamplePlan, demand: list[float], queued:
         return 0
     ticks = ticks[:m]
     stop = taken + int(ends[-1])
+    plan = samples.plan
     t_new, needs = plan.t[taken:stop], plan.need[taken:stop]
     peaks = np.maximum.reduceat(needs, np.concatenate(([0], ends[:-1])))
     window = st.window_needs_at(t_new, needs, ticks, ends)
-    l1 = np.repeat(st.l1.lone_quantiles(np.array([demand[-1]], dtype=np.float64)), m)
-    ttft_peak, calm = _latency_reads(pol, ticks, t_new, served[taken:stop], ends)
+    l1 = np.repeat(st.l1.lone_quantiles(samples.served[-1:]), m)
+    ttft_peak, calm = _latency_reads(pol, ticks, t_new, samples.served[taken:stop], ends)
     cap = max(ready, 1) * st.capacity
     held = held_prefix(pol, ticks, peaks, window, l1, cap, spec, ttft_peak, calm)
     if held:
-        _advance(pol, plan, demand, queued, taken, taken + int(ends[held - 1]), float(ticks[held - 1]),
-                 peaks[:held], ticks[:held], cap)
+        _advance(pol, samples, taken, taken + int(ends[held - 1]), float(ticks[held - 1]), peaks[:held],
+                 ticks[:held], cap)
     return held
 
 
@@ -104,12 +130,12 @@ def _latency_reads(pol: EbbConfig, ticks: FloatArray, t_new: FloatArray, served:
     return np.asarray(ttft_peak, dtype=np.float64), np.asarray(has_rows | idle, dtype=np.bool_)
 
 
-def _advance(pol: EbbConfig, plan: SamplePlan, demand: list[float], queued: list[float], start: int, stop: int,
-             t_last: float, peaks: FloatArray, ticks: FloatArray, cap: float) -> None:
+def _advance(pol: EbbConfig, samples: StretchSamples, start: int, stop: int, t_last: float, peaks: FloatArray,
+             ticks: FloatArray, cap: float) -> None:
     """The state the proven holds' ``decide`` calls leave past what :func:`held_prefix` recorded: their
     samples ingested, the last cycle closed, the windows trimmed and read at the last reconcile."""
     st = pol.state
-    st.ingest_planned(plan, start, stop, demand, queued)
+    st.ingest_planned(samples.plan, start, stop, samples.demand, samples.queued)
     st.cycle_peak = 0.0
     outgrown = np.flatnonzero(peaks > cap)  # decide's test of each cycle's peak
     if len(outgrown):

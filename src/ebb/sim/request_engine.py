@@ -344,9 +344,9 @@ class _RequestRun:
         after a reconcile that changes the fleet and before a sample ``react`` would answer or one
         the next ``react`` would take with another. After each ``decide`` the stretch is asked to
         prove the next reconciles holds (:meth:`~ebb.decide.base.Stretch.hold`); those it proves are
-        skipped (no observation built), the first it does not is decided. Returns (next sample, next reconcile, the time
-        of a change or None); when it served nothing, the time before which no stretch is worth
-        planning (the loop serves the samples until then one by one)."""
+        skipped (no observation built), the first it does not is decided. Returns (next sample, next
+        reconcile, the time of a change or None); when it served nothing, the time before which no
+        stretch is worth planning (the loop serves the samples until then one by one)."""
         if self.svc is None:
             pending = max((self.pf_free[r] for r in self.fleet.live), default=-_INF)
             if pending > t0:
